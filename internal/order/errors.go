@@ -1,0 +1,41 @@
+package order
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrNotFound means there is no such order for the caller. An order of
+// another merchant is not found either.
+var ErrNotFound = errors.New("order not found")
+
+// ValidationError is bad input: Field names the request field.
+type ValidationError struct {
+	Field  string
+	Reason string
+}
+
+func (e *ValidationError) Error() string { return e.Field + ": " + e.Reason }
+
+// ConflictError is the reuse of a key (merchant reference, request_id) with
+// other parameters.
+type ConflictError struct {
+	Msg string
+}
+
+func (e *ConflictError) Error() string { return e.Msg }
+
+// StateError is a move the transition table does not allow from the order's
+// current state.
+type StateError struct {
+	Current State
+	Event   EventName
+}
+
+func (e *StateError) Error() string {
+	return fmt.Sprintf("cannot %s an order in state %s", e.Event, e.Current)
+}
+
+// ErrUnavailable means the database could not be reached or gave up; the
+// call may be retried with the same keys.
+var ErrUnavailable = errors.New("storage unavailable")

@@ -1,0 +1,62 @@
+package order
+
+import (
+	"context"
+	"errors"
+)
+
+// Outcome is what a call to a gateway came to.
+type Outcome string
+
+// The outcomes of a gateway call. Only OutcomeSucceeded means money moved;
+// only OutcomeDeclined and OutcomeNotSent prove that it did not. Everything
+// else is OutcomeUnknown, which is a state to be reconciled, never a failure.
+const (
+	// OutcomeSucceeded: the gateway charged the customer.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeDeclined: the gateway said no (a decline, or a rejected request).
+	OutcomeDeclined Outcome = "declined"
+	// OutcomeNotSent: provably never reached the gateway (refused before a
+	// byte was written, or the gateway promised it charged nothing).
+	OutcomeNotSent Outcome = "not_sent"
+	// OutcomeUnknown: anything else. The charge may or may not have happened.
+	OutcomeUnknown Outcome = "unknown"
+	// OutcomeNotFound: a lookup found no charge with the reference.
+	OutcomeNotFound Outcome = "not_found"
+)
+
+// ChargeRequest is what a gateway needs to charge, and to look up, one
+// attempt. Lookups get the same request so that a gateway with idempotency
+// keys can replay the original call with the same parameters.
+type ChargeRequest struct {
+	// AttemptID is the gateway reference and idempotency key.
+	AttemptID         string
+	OrderID           string
+	MerchantReference string
+	Amount            Money
+	PaymentMethod     string
+}
+
+// Result is a gateway's answer about one attempt.
+type Result struct {
+	Outcome Outcome
+	// ChargeID is the gateway's own id for the charge, when it told us.
+	ChargeID string
+	// DeclineCode says why the gateway said no.
+	DeclineCode string
+}
+
+// Gateway charges payment methods. Charge reports an outcome for every call;
+// its error, when not nil, explains an OutcomeUnknown or OutcomeNotSent and
+// is for logs only. Lookup asks about an earlier attempt by its reference;
+// it returns OutcomeSucceeded, OutcomeDeclined or OutcomeNotFound, or an
+// error when the gateway cannot say.
+type Gateway interface {
+	Charge(ctx context.Context, req ChargeRequest) (Result, error)
+	Lookup(ctx context.Context, req ChargeRequest) (Result, error)
+}
+
+// ErrLookupExpired is returned by Lookup when the gateway can no longer be
+// asked about the attempt safely (for example, an idempotency key past its
+// retention window). The reconciler hands such orders to a person.
+var ErrLookupExpired = errors.New("gateway can no longer be asked about this attempt")

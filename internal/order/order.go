@@ -1,0 +1,84 @@
+// Package order is Settle's domain: orders, their states and the one table
+// of moves between them, money, validation, and the Service that charges an
+// order exactly once (claim, call, settle). It does no I/O of its own; the
+// Store and Gateway it needs are small interfaces implemented elsewhere.
+package order
+
+import (
+	"time"
+)
+
+// State is where an order stands. The database mirrors these values.
+type State string
+
+// The states of an order. PAID and CANCELED are terminal.
+const (
+	StatePending     State = "PENDING"
+	StateCharging    State = "CHARGING"
+	StatePaid        State = "PAID"
+	StateCanceled    State = "CANCELED"
+	StateNeedsReview State = "NEEDS_REVIEW"
+)
+
+// States lists every state, in the order the API numbers them.
+var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, StateNeedsReview}
+
+// Terminal reports whether nothing can happen to an order in state s.
+func (s State) Terminal() bool { return s == StatePaid || s == StateCanceled }
+
+// Money is an amount in a currency's minor units.
+type Money struct {
+	Currency    string
+	AmountMinor int64
+}
+
+// DefaultMerchant owns every order until authentication assigns merchants.
+const DefaultMerchant = "default"
+
+// Order is what a customer owes a merchant.
+type Order struct {
+	ID                string
+	MerchantID        string
+	MerchantReference string
+	Amount            Money
+	PaymentMethod     string
+	Gateway           string
+	State             State
+	// CurrentAttempt is the attempt in flight, or the last one made.
+	CurrentAttempt string
+	// ReconcileAt is when the reconciler next looks at a CHARGING order.
+	ReconcileAt time.Time
+	// ReconcileCount counts the reconciler's checks of the current attempt.
+	ReconcileCount int
+	// LastError is the last thing that kept the outcome unknown.
+	LastError string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// Attempt is one try to charge an order. Its ID is the gateway reference and
+// idempotency key; it never changes, and every retry of the attempt reuses it.
+type Attempt struct {
+	ID            string
+	OrderID       string
+	RequestID     string
+	PaymentMethod string
+	Amount        Money
+	// Outcome is empty while the first call is in flight.
+	Outcome         Outcome
+	DeclineCode     string
+	GatewayChargeID string
+	CreatedAt       time.Time
+}
+
+// Event is one recorded transition in an order's history.
+type Event struct {
+	OrderID   string
+	From      State // empty for the creation of the order
+	To        State
+	Name      string
+	Actor     string
+	Reason    string
+	AttemptID string
+	CreatedAt time.Time
+}

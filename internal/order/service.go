@@ -1,0 +1,301 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Store keeps orders, attempts and their history. Every write is guarded by
+// the state it expects, so that any number of servers and reconcilers can
+// share one database.
+type Store interface {
+	// CreateOrder inserts o in PENDING, or returns the existing order with the
+	// same merchant reference when its parameters are the same (a
+	// *ConflictError when they differ).
+	CreateOrder(ctx context.Context, o Order) (Order, error)
+	// Order returns an order by id; merchantID "" means any merchant.
+	Order(ctx context.Context, merchantID, id string) (Order, error)
+	// OrderByReference returns a merchant's order by merchant reference.
+	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
+	// Attempt returns an attempt by id.
+	Attempt(ctx context.Context, id string) (Attempt, error)
+	// Claim moves a PENDING order to CHARGING with a new attempt, in one
+	// short transaction; see Claim.
+	Claim(ctx context.Context, c Claim) (ClaimResult, error)
+	// Settle records a gateway's answer for the order's current attempt,
+	// guarded by state = CHARGING and current_attempt = s.AttemptID. It
+	// reports false, and changes nothing, when the guard does not hold.
+	Settle(ctx context.Context, s Settlement) (Order, bool, error)
+	// Transition locks an order, asks decide for the move to make from the
+	// state it is in, and makes it with its event, in one transaction.
+	Transition(ctx context.Context, merchantID, id string, decide func(Order) (Move, error)) (Order, error)
+}
+
+// Claim asks the store to start an attempt. When the order is in From and
+// no attempt has used RequestID, the store creates attempt AttemptID, moves
+// the order to To with Event, and sets reconcile_at to database now + Lease,
+// so that a crash from then on is found by the reconciler.
+type Claim struct {
+	MerchantID    string
+	OrderID       string
+	RequestID     string
+	PaymentMethod string // empty: the order's
+	AttemptID     string
+	From, To      State
+	Event         EventName
+	Lease         time.Duration
+	Actor         string
+}
+
+// ClaimResult is the order after a claim, and the attempt that the request
+// id names: the new one when Claimed, or the earlier one when the request id
+// was used before (possibly on another order).
+type ClaimResult struct {
+	Order   Order
+	Attempt *Attempt
+	Claimed bool
+}
+
+// Settlement is what a gateway said about an attempt. With an Event, the
+// order moves to To and the event is recorded; without one it stays
+// CHARGING and is checked again after RecheckIn.
+type Settlement struct {
+	OrderID   string
+	AttemptID string
+	Result    Result
+	Event     EventName
+	To        State
+	RecheckIn time.Duration
+	// Checked counts this settlement as one reconciler check.
+	Checked   bool
+	LastError string
+	Actor     string
+	Reason    string
+}
+
+// Move is one transition decided by Store.Transition's caller.
+type Move struct {
+	Event  EventName
+	To     State
+	Actor  string
+	Reason string
+	// Attempt, when set, is recorded as the current attempt's result.
+	Attempt *Result
+}
+
+// Config is the charge path's timing.
+type Config struct {
+	// DefaultGateway charges orders created without a gateway.
+	DefaultGateway string
+	// GatewayTimeout bounds one gateway call.
+	GatewayTimeout time.Duration
+	// Grace is added to GatewayTimeout for the claim's lease: the reconciler
+	// leaves a claimed order alone until then.
+	Grace time.Duration
+	// FirstRecheck is when an unknown outcome is first checked again.
+	FirstRecheck time.Duration
+}
+
+// Service charges orders: claim, call, settle.
+type Service struct {
+	store    Store
+	gateways map[string]Gateway
+	cfg      Config
+	log      *slog.Logger
+	// afterCall runs between the gateway's answer and the settle commit;
+	// crash tests arm it to kill the process there.
+	afterCall func()
+}
+
+// NewService returns a Service. gateways maps gateway names to adapters and
+// must hold cfg.DefaultGateway.
+func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.Logger, afterCall func()) (*Service, error) {
+	if _, ok := gateways[cfg.DefaultGateway]; !ok {
+		return nil, fmt.Errorf("default gateway %q is not configured", cfg.DefaultGateway)
+	}
+	if cfg.GatewayTimeout <= 0 || cfg.Grace < 0 || cfg.FirstRecheck <= 0 {
+		return nil, errors.New("gateway timeout and first recheck must be positive, grace not negative")
+	}
+	if afterCall == nil {
+		afterCall = func() {}
+	}
+	return &Service{store: store, gateways: gateways, cfg: cfg, log: log, afterCall: afterCall}, nil
+}
+
+// Create creates an order for merchantID, idempotently on its reference.
+func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Order, error) {
+	if err := n.Validate(); err != nil {
+		return Order{}, err
+	}
+	if n.Gateway == "" {
+		n.Gateway = s.cfg.DefaultGateway
+	}
+	if _, ok := s.gateways[n.Gateway]; !ok {
+		return Order{}, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
+	}
+	return s.store.CreateOrder(ctx, Order{
+		ID:                NewID(),
+		MerchantID:        merchantID,
+		MerchantReference: n.MerchantReference,
+		Amount:            n.Amount,
+		PaymentMethod:     n.PaymentMethod,
+		Gateway:           n.Gateway,
+		State:             StatePending,
+	})
+}
+
+// Get returns merchantID's order by id.
+func (s *Service) Get(ctx context.Context, merchantID, id string) (Order, error) {
+	if err := CheckID("id", id); err != nil {
+		return Order{}, err
+	}
+	return s.store.Order(ctx, merchantID, id)
+}
+
+// GetByReference returns merchantID's order by merchant reference.
+func (s *Service) GetByReference(ctx context.Context, merchantID, ref string) (Order, error) {
+	if err := CheckReference("merchant_reference", ref); err != nil {
+		return Order{}, err
+	}
+	return s.store.OrderByReference(ctx, merchantID, ref)
+}
+
+// Charge charges an order at most once per request id, and at most one
+// attempt at a time. It returns the order as it then stands, and the
+// attempt that in.RequestID names, if any. An unknown outcome is not an
+// error: the order is returned in CHARGING, to be settled by the reconciler.
+func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput) (Order, *Attempt, error) {
+	if err := in.Validate(); err != nil {
+		return Order{}, nil, err
+	}
+	c, err := s.store.Claim(ctx, Claim{
+		MerchantID:    merchantID,
+		OrderID:       in.OrderID,
+		RequestID:     in.RequestID,
+		PaymentMethod: in.PaymentMethod,
+		AttemptID:     NewID(),
+		From:          StatePending,
+		To:            MustNext(StatePending, EventCharge),
+		Event:         EventCharge,
+		Lease:         s.cfg.GatewayTimeout + s.cfg.Grace,
+		Actor:         "api",
+	})
+	if err != nil {
+		return Order{}, nil, fmt.Errorf("claim order %s: %w", in.OrderID, err)
+	}
+	if !c.Claimed {
+		if a := c.Attempt; a != nil {
+			// A replay of an earlier request: charge nothing.
+			if a.OrderID != in.OrderID {
+				return Order{}, nil, &ConflictError{Msg: "request_id was already used for another order"}
+			}
+			if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
+				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
+			}
+		}
+		// Otherwise the order is CHARGING, PAID, CANCELED or in review:
+		// nothing to do but say how it stands.
+		return c.Order, c.Attempt, nil
+	}
+	o, a := c.Order, *c.Attempt
+	req := ChargeRequest{
+		AttemptID:         a.ID,
+		OrderID:           o.ID,
+		MerchantReference: o.MerchantReference,
+		Amount:            a.Amount,
+		PaymentMethod:     a.PaymentMethod,
+	}
+	// The call and the settle outlive the client's context: once claimed, a
+	// definite answer recorded now saves the reconciler a lookup.
+	ctx = context.WithoutCancel(ctx)
+	res, gerr := s.call(ctx, o.Gateway, req)
+	s.afterCall()
+	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
+	st.Actor = "api"
+	if gerr != nil {
+		st.LastError = gerr.Error()
+	}
+	settled, ok, err := s.store.Settle(ctx, st)
+	if err != nil {
+		return Order{}, nil, fmt.Errorf("settle order %s attempt %s: %w", o.ID, a.ID, err)
+	}
+	if !ok {
+		// The reconciler (or a person) settled it first; report what won.
+		if settled, err = s.store.Order(ctx, merchantID, o.ID); err != nil {
+			return Order{}, nil, err
+		}
+	}
+	if a, err = s.store.Attempt(ctx, a.ID); err != nil {
+		return Order{}, nil, err
+	}
+	return settled, &a, nil
+}
+
+// call asks the order's gateway to charge, within the gateway timeout.
+func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest) (Result, error) {
+	gw, ok := s.gateways[gateway]
+	if !ok {
+		// Configuration changed since the order was created; nothing was sent.
+		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_not_configured"},
+			fmt.Errorf("gateway %q is not configured", gateway)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := gw.Charge(ctx, req)
+	s.log.LogAttrs(ctx, slog.LevelInfo, "gateway charge",
+		slog.String("gateway", gateway), slog.String("order_id", req.OrderID),
+		slog.String("attempt_id", req.AttemptID), slog.String("outcome", string(res.Outcome)),
+		slog.Duration("latency", time.Since(start)), errAttr(err))
+	return res, err
+}
+
+// settlementFor turns a charge's result into the settlement of its attempt.
+func settlementFor(orderID, attemptID string, res Result, recheck time.Duration) Settlement {
+	st := Settlement{OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		st.Event = EventSucceed
+	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound:
+		st.Event = EventFail
+		st.Reason = string(res.Outcome)
+		if res.DeclineCode != "" {
+			st.Reason += ": " + res.DeclineCode
+		}
+	default:
+		// Unknown, or an adapter that broke its contract: find out later.
+		st.Result.Outcome = OutcomeUnknown
+		return st
+	}
+	st.To = MustNext(StateCharging, st.Event)
+	return st
+}
+
+// Cancel moves a PENDING order to CANCELED.
+func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Order, error) {
+	if err := CheckID("order_id", id); err != nil {
+		return Order{}, err
+	}
+	if err := CheckReason("reason", reason, false); err != nil {
+		return Order{}, err
+	}
+	return s.store.Transition(ctx, merchantID, id, func(o Order) (Move, error) {
+		to, err := Next(o.State, EventCancel)
+		return Move{Event: EventCancel, To: to, Actor: "api", Reason: reason}, err
+	})
+}
+
+// NewID returns a new time-ordered id for an order or an attempt.
+func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+func errAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	return slog.String("error", err.Error())
+}

@@ -1,0 +1,117 @@
+// Package postgres implements Settle's storage on PostgreSQL with pgx: the
+// order store, migrations, and a throwaway cluster for development and tests.
+// It is the only package that begins and commits transactions.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// Open connects a pool to url with at most maxConns connections.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		// pgx's message can quote the URL, password included.
+		return nil, errors.New("DATABASE_URL is not a valid PostgreSQL URL or DSN")
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database pool: %w", err)
+	}
+	return pool, nil
+}
+
+// maxRetries bounds the retries of a transaction refused with a
+// serialization failure or a deadlock.
+const maxRetries = 5
+
+// retry runs fn until it succeeds, fails for good, or has been refused
+// maxRetries times with SQLSTATE 40001 or 40P01, which PostgreSQL and the
+// distributed engines that speak its protocol ask clients to retry.
+func retry(ctx context.Context, fn func() error) error {
+	for i := 0; ; i++ {
+		err := fn()
+		if err == nil || !retryable(err) || i == maxRetries {
+			return translate(err)
+		}
+		backoff := time.Duration(1<<i)*5*time.Millisecond + rand.N(5*time.Millisecond)
+		select {
+		case <-ctx.Done():
+			return translate(err)
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func retryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+}
+
+// translate turns pgx errors into the domain's: a failure to reach or keep
+// the database is order.ErrUnavailable; the domain's own errors pass.
+func translate(err error) error {
+	if err == nil {
+		return nil
+	}
+	var (
+		pgErr   *pgconn.PgError
+		valErr  *order.ValidationError
+		confErr *order.ConflictError
+		stErr   *order.StateError
+	)
+	switch {
+	case errors.Is(err, order.ErrNotFound), errors.As(err, &valErr), errors.As(err, &confErr), errors.As(err, &stErr):
+		return err
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &pgErr):
+		// Class 08 (connection), 57 (operator intervention, such as a
+		// terminated backend or a shutdown), 53 (insufficient resources)
+		// and 40 (retries exhausted) say nothing about the request itself.
+		switch pgErr.Code[:2] {
+		case "08", "57", "53", "40":
+			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+		}
+		return err
+	case pgconn.SafeToRetry(err), pgconn.Timeout(err), isConnErr(err):
+		return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+	}
+	return err
+}
+
+// isConnErr reports whether err is the connection failing: a refused dial,
+// a reset, an EOF from a server that went away.
+func isConnErr(err error) bool {
+	var (
+		connErr *pgconn.ConnectError
+		netErr  net.Error
+	)
+	return errors.As(err, &connErr) || errors.As(err, &netErr) || errors.Is(err, pgx.ErrTxClosed) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
+}
+
+// withTx runs fn in a transaction: commit when fn returns nil, roll back
+// otherwise, and run it again on a serialization failure or deadlock.
+func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return retry(ctx, func() error {
+		return pgx.BeginFunc(ctx, pool, fn)
+	})
+}

@@ -1,0 +1,128 @@
+// Package postgrestest gives each test a fresh, migrated PostgreSQL
+// database. It uses DATABASE_URL when set; otherwise it starts one
+// throwaway cluster per test binary from the locally installed server
+// binaries. Each test's database is cloned from a migrated template.
+//
+// A package that uses it calls Main from its TestMain.
+package postgrestest
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/postgres"
+)
+
+var (
+	once     sync.Once
+	setupErr error
+	cluster  *postgres.Cluster
+	adminURL string // a database to run CREATE DATABASE from
+	template string
+	serial   atomic.Int64
+	prefix   = fmt.Sprintf("settle_test_%d_%d", os.Getpid(), rand.N(1_000_000))
+)
+
+// Main runs the tests and then stops the cluster, if one was started.
+func Main(m *testing.M) {
+	code := m.Run()
+	if cluster != nil {
+		cluster.Stop()
+	}
+	os.Exit(code)
+}
+
+func setup() {
+	ctx := context.Background()
+	adminURL = os.Getenv("DATABASE_URL")
+	if adminURL == "" {
+		cluster, setupErr = postgres.StartCluster(ctx, postgres.ClusterOptions{Fast: true})
+		if setupErr != nil {
+			setupErr = fmt.Errorf("start a throwaway PostgreSQL (or set DATABASE_URL): %w", setupErr)
+			return
+		}
+		adminURL = cluster.URL("postgres")
+	}
+	template = prefix + "_template"
+	if setupErr = exec(ctx, adminURL, "CREATE DATABASE "+template); setupErr != nil {
+		return
+	}
+	pool, err := postgres.Open(ctx, withDB(adminURL, template), 2)
+	if err != nil {
+		setupErr = err
+		return
+	}
+	defer pool.Close()
+	setupErr = postgres.Migrate(ctx, pool)
+}
+
+// Cluster returns the throwaway cluster, or nil when DATABASE_URL is used.
+func Cluster(t testing.TB) *postgres.Cluster {
+	t.Helper()
+	URL(t)
+	return cluster
+}
+
+// URL creates a fresh migrated database for the test and returns its URL.
+// The database is dropped when the test ends.
+func URL(t testing.TB) string {
+	t.Helper()
+	once.Do(setup)
+	if setupErr != nil {
+		t.Fatal(setupErr)
+	}
+	ctx := context.Background()
+	name := fmt.Sprintf("%s_%d", prefix, serial.Add(1))
+	if err := exec(ctx, adminURL, "CREATE DATABASE "+name+" TEMPLATE "+template); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return withDB(adminURL, name)
+}
+
+// Pool returns a pool on a fresh migrated database, closed when the test ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := postgres.Open(context.Background(), URL(t), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func exec(ctx context.Context, url, sql string) error {
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, sql)
+	return err
+}
+
+// withDB returns url with its database replaced by db.
+func withDB(url, db string) string {
+	scheme, rest, isURL := strings.Cut(url, "://")
+	if !isURL {
+		return url + " dbname=" + db // a key=value DSN: the last setting wins
+	}
+	hostPart, query, hasQuery := strings.Cut(rest, "?")
+	host, _, _ := strings.Cut(hostPart, "/")
+	out := scheme + "://" + host + "/" + db
+	if hasQuery {
+		out += "?" + query
+	}
+	return out
+}

@@ -1,0 +1,145 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+func TestMain(m *testing.M) { postgrestest.Main(m) }
+
+func newOrder(ref string) order.Order {
+	return order.Order{ID: order.NewID(), MerchantID: order.DefaultMerchant, MerchantReference: ref,
+		Amount: order.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Gateway: "sim",
+		State: order.StatePending}
+}
+
+func claimOf(o order.Order, requestID string) order.Claim {
+	return order.Claim{MerchantID: o.MerchantID, OrderID: o.ID, RequestID: requestID, AttemptID: order.NewID(),
+		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: 15 * time.Second, Actor: "test"}
+}
+
+func TestCreateOrderIdempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+
+	first, err := s.CreateOrder(ctx, newOrder("ref-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.CreateOrder(ctx, newOrder("ref-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.ID != first.ID {
+		t.Fatalf("same request made a second order: %s and %s", first.ID, again.ID)
+	}
+	other := newOrder("ref-1")
+	other.Amount.AmountMinor = 999
+	var conflict *order.ConflictError
+	if _, err := s.CreateOrder(ctx, other); !errors.As(err, &conflict) {
+		t.Fatalf("other amount, same reference: got %v, want ConflictError", err)
+	}
+	var n, events int
+	pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events)
+	if n != 1 || events != 1 {
+		t.Fatalf("orders = %d, events = %d; want 1 and 1", n, events)
+	}
+}
+
+func TestClaimConcurrentOneWinner(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	o, err := s.CreateOrder(ctx, newOrder("ref-race"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		claimed int
+	)
+	for i := range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := "req-same-0"
+			if i%2 == 1 {
+				req = "req-other-" + string(rune('a'+i))
+			}
+			res, err := s.Claim(ctx, claimOf(o, req))
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			if res.Order.State != order.StateCharging {
+				t.Errorf("order state after claim = %s", res.Order.State)
+			}
+			if res.Claimed {
+				mu.Lock()
+				claimed++
+				mu.Unlock()
+			}
+			if req == "req-same-0" && res.Attempt == nil && !res.Claimed {
+				// Whoever lost with the same request id must see the winner's attempt,
+				// unless a different request id won.
+				var winner string
+				pool.QueryRow(ctx, `SELECT request_id FROM charge_attempts`).Scan(&winner)
+				if winner == req {
+					t.Errorf("replay of the winning request id returned no attempt")
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if claimed != 1 {
+		t.Fatalf("claimed %d times, want 1", claimed)
+	}
+	var attempts, events int
+	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events WHERE event = 'charge')`).Scan(&attempts, &events)
+	if attempts != 1 || events != 1 {
+		t.Fatalf("attempts = %d, charge events = %d; want 1 and 1", attempts, events)
+	}
+}
+
+func TestSettleGuard(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	o, _ := s.CreateOrder(ctx, newOrder("ref-settle"))
+	c, err := s.Claim(ctx, claimOf(o, "req-settle-1"))
+	if err != nil || !c.Claimed {
+		t.Fatalf("claim: %v %+v", err, c)
+	}
+	if c.Order.ReconcileAt.IsZero() {
+		t.Fatal("claimed order has no reconcile_at")
+	}
+	st := order.Settlement{OrderID: o.ID, AttemptID: c.Attempt.ID, Event: order.EventSucceed, To: order.StatePaid,
+		Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "test"}
+	got, ok, err := s.Settle(ctx, st)
+	if err != nil || !ok || got.State != order.StatePaid {
+		t.Fatalf("settle: %v %v %s", err, ok, got.State)
+	}
+	if _, ok, err := s.Settle(ctx, st); err != nil || ok {
+		t.Fatalf("second settle: ok=%v err=%v, want guard to refuse", ok, err)
+	}
+	a, err := s.Attempt(ctx, c.Attempt.ID)
+	if err != nil || a.Outcome != order.OutcomeSucceeded || a.GatewayChargeID != "ch_1" {
+		t.Fatalf("attempt = %+v, %v", a, err)
+	}
+	// A new request on a PAID order claims nothing.
+	c2, err := s.Claim(ctx, claimOf(o, "req-settle-2"))
+	if err != nil || c2.Claimed || c2.Attempt != nil || c2.Order.State != order.StatePaid {
+		t.Fatalf("claim on PAID: %v %+v", err, c2)
+	}
+}
