@@ -82,3 +82,33 @@ type Event struct {
 	AttemptID string
 	CreatedAt time.Time
 }
+
+// Due is a CHARGING order leased for a reconciler's check, with its current
+// attempt.
+type Due struct {
+	Order   Order
+	Attempt Attempt
+	// AttemptAge is how long ago the attempt was made, in database time.
+	AttemptAge time.Duration
+}
+
+// ListFilter selects orders for an operator.
+type ListFilter struct {
+	// State, when set, keeps only orders in it.
+	State State
+	// MinAge keeps only orders whose last state change is at least this old.
+	MinAge time.Duration
+	Limit  int
+	// After continues a listing after this order (the last of a page).
+	AfterUpdated time.Time
+	AfterID      string
+}
+
+// Stats summarises all orders for an operator.
+type Stats struct {
+	ByState map[State]int64
+	// OldestCharging is when the longest-CHARGING order entered CHARGING.
+	OldestCharging time.Time
+	// Backlog counts CHARGING orders whose check is due.
+	Backlog int64
+}

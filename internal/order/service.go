@@ -99,6 +99,10 @@ type Config struct {
 	Grace time.Duration
 	// FirstRecheck is when an unknown outcome is first checked again.
 	FirstRecheck time.Duration
+	// Failpoint, when set, is called at the named instants of the charge
+	// path ("after-claim", "after-gateway"); crash tests arm it to kill the
+	// process there.
+	Failpoint func(name string)
 }
 
 // Service charges orders: claim, call, settle.
@@ -107,24 +111,21 @@ type Service struct {
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
-	// afterCall runs between the gateway's answer and the settle commit;
-	// crash tests arm it to kill the process there.
-	afterCall func()
 }
 
 // NewService returns a Service. gateways maps gateway names to adapters and
 // must hold cfg.DefaultGateway.
-func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.Logger, afterCall func()) (*Service, error) {
+func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.Logger) (*Service, error) {
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
 		return nil, fmt.Errorf("default gateway %q is not configured", cfg.DefaultGateway)
 	}
 	if cfg.GatewayTimeout <= 0 || cfg.Grace < 0 || cfg.FirstRecheck <= 0 {
 		return nil, errors.New("gateway timeout and first recheck must be positive, grace not negative")
 	}
-	if afterCall == nil {
-		afterCall = func() {}
+	if cfg.Failpoint == nil {
+		cfg.Failpoint = func(string) {}
 	}
-	return &Service{store: store, gateways: gateways, cfg: cfg, log: log, afterCall: afterCall}, nil
+	return &Service{store: store, gateways: gateways, cfg: cfg, log: log}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.
@@ -202,6 +203,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		// nothing to do but say how it stands.
 		return c.Order, c.Attempt, nil
 	}
+	s.cfg.Failpoint("after-claim")
 	o, a := c.Order, *c.Attempt
 	req := ChargeRequest{
 		AttemptID:         a.ID,
@@ -214,7 +216,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	// definite answer recorded now saves the reconciler a lookup.
 	ctx = context.WithoutCancel(ctx)
 	res, gerr := s.call(ctx, o.Gateway, req)
-	s.afterCall()
+	s.cfg.Failpoint("after-gateway")
 	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = "api"
 	if gerr != nil {

@@ -36,6 +36,8 @@ const attemptColumns = `coalesce({r}.id::text, ''), coalesce({r}.order_id::text,
 	coalesce({r}.outcome, ''), coalesce({r}.decline_code, ''), coalesce({r}.gateway_charge_id, ''),
 	coalesce({r}.created_at, 'epoch')`
 
+func replaceAll(s string, oldnew ...string) string { return strings.NewReplacer(oldnew...).Replace(s) }
+
 func orderCols(rel string) string   { return strings.ReplaceAll(orderColumns, "{r}", rel) }
 func attemptCols(rel string) string { return strings.ReplaceAll(attemptColumns, "{r}", rel) }
 

@@ -126,3 +126,31 @@ func withDB(url, db string) string {
 	}
 	return out
 }
+
+// EmptyURL creates a fresh database with no schema at all, for tests of
+// what happens before migrations, and returns its URL.
+func EmptyURL(t testing.TB) string {
+	t.Helper()
+	URL(t) // sets up the server
+	name := fmt.Sprintf("%s_empty_%d", prefix, serial.Add(1))
+	if err := exec(context.Background(), adminURL, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return withDB(adminURL, name)
+}
+
+// Drop drops the database at url, terminating its connections, as an
+// outage would.
+func Drop(t testing.TB, url string) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(context.Background(), adminURL, "DROP DATABASE "+cfg.Database+" WITH (FORCE)"); err != nil {
+		t.Fatal(err)
+	}
+}

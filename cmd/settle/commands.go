@@ -1,0 +1,270 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/failpoint"
+	"github.com/settlepay/settle/internal/gateway/refpsp"
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/reconcile"
+)
+
+var (
+	dbFlags        = []string{"database-url", "db-max-conns", "log-format"}
+	gatewayFlags   = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout"}
+	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
+	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints"}
+)
+
+// parse parses args for a command with the named options and validates.
+func parse(name string, args []string, getenv func(string) string, stderr io.Writer, names ...string) (*config, *flag.FlagSet, error) {
+	fs := flag.NewFlagSet("settle "+name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	load := bindConfig(fs, getenv, names...)
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	cfg, err := load()
+	if err == nil {
+		err = cfg.validate()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("configuration: %w", err)
+	}
+	return cfg, fs, nil
+}
+
+// app is what serve, reconcile and dev share: the database, the gateways
+// and the armed failpoints.
+type app struct {
+	cfg        *config
+	log        *slog.Logger
+	pool       *pgxpool.Pool
+	store      *postgres.Store
+	gateways   map[string]order.Gateway
+	failpoints failpoint.Set
+}
+
+// newApp connects to the database, refusing one that is behind, and sets up
+// the gateways: the refpsp adapter is registered as refpspName.
+func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string) (*app, error) {
+	if cfg.DatabaseURL == "" {
+		return nil, errors.New("configuration: DATABASE_URL (or --database-url) is required")
+	}
+	fps, err := failpoint.Parse(cfg.Failpoints)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: SETTLE_FAILPOINTS: %w", err)
+	}
+	gateways := map[string]order.Gateway{}
+	if cfg.RefpspURL != "" {
+		gw, err := refpsp.New(refpsp.Config{BaseURL: cfg.RefpspURL, APIKey: cfg.RefpspKey, Timeout: cfg.GatewayTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("configuration: %w", err)
+		}
+		gateways[refpspName] = gw
+	}
+	if _, ok := gateways[cfg.DefaultGateway]; !ok {
+		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL)", cfg.DefaultGateway)
+	}
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to the database: %w", err)
+	}
+	if err := postgres.CheckMigrated(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, failpoints: fps}, nil
+}
+
+func (a *app) reconciler() (*reconcile.Reconciler, error) {
+	return reconcile.New(a.store, a.gateways, a.cfg.reconcileConfig(a.failpoints.Hit), a.log)
+}
+
+// serve runs the gRPC API (and a reconciler, when asked) until ctx ends,
+// then lets in-flight calls finish within the shutdown timeout.
+func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool) error {
+	svc, err := order.NewService(a.store, a.gateways, order.Config{
+		DefaultGateway: a.cfg.DefaultGateway,
+		GatewayTimeout: a.cfg.GatewayTimeout,
+		Grace:          a.cfg.ClaimGrace,
+		FirstRecheck:   a.cfg.Schedule[0],
+		Failpoint:      a.failpoints.Hit,
+	}, a.log)
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	rec, err := a.reconciler()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	srv := grpcapi.NewServer(svc, a.store, rec, a.log)
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopBG()
+	done := make(chan struct{}, 2)
+	go func() { srv.WatchHealth(bg, a.pool.Ping, 2*time.Second); done <- struct{}{} }()
+	if withReconciler {
+		go func() { rec.Run(bg); done <- struct{}{} }()
+	} else {
+		done <- struct{}{}
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
+
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve gRPC: %w", err)
+	case <-ctx.Done():
+	}
+	a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
+	srv.Health.Shutdown()
+	stopped := make(chan struct{})
+	go func() { srv.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(a.cfg.ShutdownTimeout):
+		a.log.Warn("shutdown timeout: stopping calls still in flight")
+		srv.Stop()
+	}
+	stopBG()
+	<-done
+	<-done
+	return nil
+}
+
+func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, _, err := parse("serve", args, getenv, stderr, concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags)...)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger(stderr)
+	a, err := newApp(ctx, cfg, log, "refpsp")
+	if err != nil {
+		return err
+	}
+	defer a.pool.Close()
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	return a.serve(ctx, lis, cfg.WithReconciler)
+}
+
+func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, _, err := parse("reconcile", args, getenv, stderr, concat(dbFlags, gatewayFlags, reconcileFlags, []string{"failpoints"})...)
+	if err != nil {
+		return err
+	}
+	log := cfg.logger(stderr)
+	a, err := newApp(ctx, cfg, log, "refpsp")
+	if err != nil {
+		return err
+	}
+	defer a.pool.Close()
+	rec, err := a.reconciler()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log.Info("reconciling", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
+	return rec.Run(ctx)
+}
+
+func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cfg, fs, err := parse("migrate", args, getenv, stderr, dbFlags...)
+	if err != nil {
+		return err
+	}
+	if fs.NArg() != 1 || (fs.Arg(0) != "up" && fs.Arg(0) != "status") {
+		return errors.New("usage: settle migrate up|status")
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("configuration: DATABASE_URL (or --database-url) is required")
+	}
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	if fs.Arg(0) == "status" {
+		return postgres.PrintStatus(ctx, pool, stdout)
+	}
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "migrated: the database is up to date")
+	return nil
+}
+
+func runGatewaySim(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("settle gatewaysim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("addr", "127.0.0.1:8089", "listen address")
+	opts := simFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *addr, err)
+	}
+	fmt.Fprintf(stdout, "gateway simulator on http://%s (ledger: /v1/ledger)\n", lis.Addr())
+	return serveHTTP(ctx, lis, sim.New(*opts))
+}
+
+// serveHTTP serves h on lis until ctx ends.
+func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(lis) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return nil
+}
+
+func concat(lists ...[]string) []string {
+	var out []string
+	for _, l := range lists {
+		out = append(out, l...)
+	}
+	return out
+}
+
+// simFlags registers the simulator's options on fs.
+func simFlags(fs *flag.FlagSet) *sim.Options {
+	o := &sim.Options{}
+	fs.BoolVar(&o.Dedupe, "sim-dedupe", false, "simulator: a repeated reference returns its first charge")
+	fs.DurationVar(&o.ClientTimeout, "sim-timeout-wait", 30*time.Second, "simulator: how long tok_timeout keeps a charged request waiting")
+	fs.Uint64Var(&o.Seed, "sim-seed", 1, "simulator: seed of the random faults")
+	fs.Float64Var(&o.Random.Decline, "sim-rate-decline", 0, "simulator: rate of declines for tok_ok/tok_random")
+	fs.Float64Var(&o.Random.Timeout, "sim-rate-timeout", 0, "simulator: rate of timeouts after charging")
+	fs.Float64Var(&o.Random.FiveXXAfterCharge, "sim-rate-5xx-after-charge", 0, "simulator: rate of 500s after charging")
+	fs.Float64Var(&o.Random.DropAfterCharge, "sim-rate-drop-after-charge", 0, "simulator: rate of dropped connections after charging")
+	fs.Float64Var(&o.Random.FiveXXNoCharge, "sim-rate-5xx", 0, "simulator: rate of 503s without charging")
+	fs.Float64Var(&o.Random.Slow, "sim-rate-slow", 0, "simulator: rate of slow answers (charge made after the wait)")
+	fs.DurationVar(&o.Random.SlowMax, "sim-slow-max", 2*time.Second, "simulator: longest slow answer")
+	return o
+}

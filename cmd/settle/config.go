@@ -1,0 +1,228 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/settlepay/settle/internal/reconcile"
+)
+
+// config is every setting of every command, filled from flags, then from
+// the environment, then from defaults.
+type config struct {
+	DatabaseURL     string
+	DBMaxConns      int
+	Listen          string
+	ShutdownTimeout time.Duration
+	LogFormat       string
+	DefaultGateway  string
+	RefpspURL       string
+	RefpspKey       string
+	GatewayTimeout  time.Duration
+	ClaimGrace      time.Duration
+	Schedule        []time.Duration
+	BatchSize       int
+	Concurrency     int
+	PollInterval    time.Duration
+	NoShowHorizon   time.Duration
+	WithReconciler  bool
+	Failpoints      string
+}
+
+// option is one setting: its flag, its environment variable, its default.
+type option struct {
+	flag, env, def, usage string
+	set               func(c *config, v string) error
+}
+
+// options is the configuration reference; `settle config` prints it.
+var options = []option{
+	{"database-url", "DATABASE_URL", "", "PostgreSQL URL or DSN", setString(func(c *config) *string { return &c.DatabaseURL })},
+	{"db-max-conns", "SETTLE_DB_MAX_CONNS", "8", "most database connections in the pool", setInt(func(c *config) *int { return &c.DBMaxConns })},
+	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
+	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
+	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
+	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one", setString(func(c *config) *string { return &c.DefaultGateway })},
+	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
+	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
+	{"gateway-timeout", "SETTLE_GATEWAY_TIMEOUT", "10s", "deadline of one gateway call", setDuration(func(c *config) *time.Duration { return &c.GatewayTimeout })},
+	{"claim-grace", "SETTLE_CLAIM_GRACE", "5s", "added to the gateway timeout before the reconciler may look at a claimed order", setDuration(func(c *config) *time.Duration { return &c.ClaimGrace })},
+	{"reconcile-schedule", "SETTLE_RECONCILE_SCHEDULE", durationsString(reconcile.DefaultSchedule), "waits before each check of an unknown outcome; NEEDS_REVIEW after the last", setDurations(func(c *config) *[]time.Duration { return &c.Schedule })},
+	{"reconcile-batch", "SETTLE_RECONCILE_BATCH", "100", "orders leased per reconcile batch", setInt(func(c *config) *int { return &c.BatchSize })},
+	{"reconcile-concurrency", "SETTLE_RECONCILE_CONCURRENCY", "8", "gateway lookups in flight per reconciler", setInt(func(c *config) *int { return &c.Concurrency })},
+	{"reconcile-poll", "SETTLE_RECONCILE_POLL", "1s", "wait between polls when nothing is due", setDuration(func(c *config) *time.Duration { return &c.PollInterval })},
+	{"no-show-horizon", "SETTLE_NO_SHOW_HORIZON", "70s", "age after which a charge the gateway has not seen can no longer arrive (gateway timeout + margin)", setDuration(func(c *config) *time.Duration { return &c.NoShowHorizon })},
+	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
+	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
+}
+
+// bindConfig registers the named options on fs. The returned function,
+// called after fs.Parse, fills the config from flags, environment and
+// defaults, in that order of precedence.
+func bindConfig(fs *flag.FlagSet, getenv func(string) string, names ...string) func() (*config, error) {
+	given := map[string]*string{}
+	for _, o := range options {
+		if !slices.Contains(names, o.flag) {
+			continue
+		}
+		v := new(string)
+		given[o.flag] = v
+		fs.Func(o.flag, fmt.Sprintf("%s (env %s, default %q)", o.usage, o.env, o.def), func(s string) error {
+			*v = s
+			return nil
+		})
+	}
+	return func() (*config, error) {
+		c := &config{}
+		var errs []error
+		for _, o := range options {
+			v, ok := given[o.flag]
+			if !ok {
+				v = new(string)
+			}
+			val, source := *v, "--"+o.flag
+			if val == "" {
+				val, source = getenv(o.env), o.env
+			}
+			if val == "" {
+				val, source = o.def, "default of "+o.flag
+			}
+			if val == "" {
+				continue
+			}
+			if err := o.set(c, val); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", source, err))
+			}
+		}
+		return c, errors.Join(errs...)
+	}
+}
+
+// validate checks the settings that every command shares.
+func (c *config) validate() error {
+	var errs []error
+	check := func(ok bool, msg string) {
+		if !ok {
+			errs = append(errs, errors.New(msg))
+		}
+	}
+	check(c.DBMaxConns >= 1 && c.DBMaxConns <= 1000, "db-max-conns must be between 1 and 1000")
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen %q is not host:port", c.Listen))
+	}
+	check(c.ShutdownTimeout > 0, "shutdown-timeout must be positive")
+	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format must be json or text")
+	check(c.GatewayTimeout > 0, "gateway-timeout must be positive")
+	check(c.ClaimGrace >= 0, "claim-grace must not be negative")
+	check(len(c.Schedule) > 0, "reconcile-schedule must have at least one step")
+	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "reconcile-batch must be between 1 and 10000")
+	check(c.Concurrency >= 1 && c.Concurrency <= 1000, "reconcile-concurrency must be between 1 and 1000")
+	check(c.PollInterval > 0, "reconcile-poll must be positive")
+	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
+	return errors.Join(errs...)
+}
+
+func (c *config) reconcileConfig(failpoint func(string)) reconcile.Config {
+	return reconcile.Config{
+		Schedule:      c.Schedule,
+		BatchSize:     c.BatchSize,
+		Concurrency:   c.Concurrency,
+		PollInterval:  c.PollInterval,
+		LookupTimeout: c.GatewayTimeout,
+		NoShowHorizon: c.NoShowHorizon,
+		Failpoint:     failpoint,
+	}
+}
+
+func (c *config) logger(w io.Writer) *slog.Logger {
+	if c.LogFormat == "text" {
+		return slog.New(slog.NewTextHandler(w, nil))
+	}
+	return slog.New(slog.NewJSONHandler(w, nil))
+}
+
+// printReference prints the configuration table that the README shows.
+func printReference(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "| flag\t| environment\t| default\t| meaning\t|")
+	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|")
+	for _, o := range options {
+		fmt.Fprintf(tw, "| --%s\t| %s\t| %s\t| %s\t|\n", o.flag, o.env, o.def, o.usage)
+	}
+	tw.Flush()
+}
+
+func setString(p func(*config) *string) func(*config, string) error {
+	return func(c *config, v string) error { *p(c) = v; return nil }
+}
+
+func setInt(p func(*config) *int) func(*config, string) error {
+	return func(c *config, v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a whole number", v)
+		}
+		*p(c) = n
+		return nil
+	}
+}
+
+func setBool(p func(*config) *bool) func(*config, string) error {
+	return func(c *config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%q is not true or false", v)
+		}
+		*p(c) = b
+		return nil
+	}
+}
+
+func setDuration(p func(*config) *time.Duration) func(*config, string) error {
+	return func(c *config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return fmt.Errorf("%q is not a duration such as 10s or 2m", v)
+		}
+		*p(c) = d
+		return nil
+	}
+}
+
+func setDurations(p func(*config) *[]time.Duration) func(*config, string) error {
+	return func(c *config, v string) error {
+		var ds []time.Duration
+		for s := range strings.SplitSeq(v, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil || d <= 0 {
+				return fmt.Errorf("%q is not a comma-separated list of positive durations", v)
+			}
+			ds = append(ds, d)
+		}
+		*p(c) = ds
+		return nil
+	}
+}
+
+func durationsString(ds []time.Duration) string {
+	s := make([]string, len(ds))
+	for i, d := range ds {
+		s[i] = d.String()
+		if strings.HasSuffix(s[i], "m0s") {
+			s[i] = strings.TrimSuffix(s[i], "0s")
+		}
+		if strings.HasSuffix(s[i], "h0m") {
+			s[i] = strings.TrimSuffix(s[i], "0m")
+		}
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/postgres"
+)
+
+// runDev runs everything in one process: a throwaway PostgreSQL, the
+// migrations, the gateway simulator, the gRPC API and a reconciler.
+func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("settle dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
+	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
+	opts := simFlags(fs)
+	load := bindConfig(fs, getenv, concat([]string{"gateway-timeout"}, reconcileFlags, serveFlags)...)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := load()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	cfg.LogFormat, cfg.DefaultGateway, cfg.RefpspKey = "text", "sim", "dev"
+	log := cfg.logger(stderr)
+
+	fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
+	cluster, err := postgres.StartCluster(ctx, postgres.ClusterOptions{DataDir: *dataDir})
+	if err != nil {
+		return err
+	}
+	defer cluster.Stop()
+	cfg.DatabaseURL = cluster.URL("postgres")
+	migratePool, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
+	if err != nil {
+		return err
+	}
+	err = postgres.Migrate(ctx, migratePool)
+	migratePool.Close()
+	if err != nil {
+		return err
+	}
+
+	simLis, err := net.Listen("tcp", *simAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *simAddr, err)
+	}
+	simDone := make(chan error, 1)
+	go func() { simDone <- serveHTTP(ctx, simLis, sim.New(*opts)) }()
+	cfg.RefpspURL = "http://" + simLis.Addr().String()
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+
+	a, err := newApp(ctx, cfg, log, "sim")
+	if err != nil {
+		return err
+	}
+	defer a.pool.Close()
+	lis, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL)
+	err = a.serve(ctx, lis, true)
+	<-simDone
+	return err
+}
+
+func printDevHelp(w io.Writer, addr, simURL, dbURL string) {
+	fmt.Fprintf(w, `
+Settle is running (Ctrl-C stops everything).
+  gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
+  gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
+  database:  %[3]s
+
+Create an order, charge it, look at it:
+  grpcurl -plaintext -d '{"merchant_reference":"order-1001","amount":{"currency":"GBP","amount_minor":1250},"payment_method":"tok_ok"}' %[1]s settle.v1.OrderService/CreateOrder
+  grpcurl -plaintext -d '{"order_id":"<id from above>","request_id":"checkout-1001-a"}' %[1]s settle.v1.OrderService/ChargeOrder
+  grpcurl -plaintext -d '{"merchant_reference":"order-1001"}' %[1]s settle.v1.OrderService/GetOrder
+
+Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
+tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422).
+
+`, addr, simURL, dbURL)
+}

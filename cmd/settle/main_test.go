@@ -1,0 +1,335 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// The test binary doubles as the settle binary, so that crash tests run the
+// real commands as subprocesses (with the race detector, under -race).
+func TestMain(m *testing.M) {
+	if os.Getenv("SETTLE_TEST_AS_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
+	postgrestest.Main(m)
+}
+
+func TestServeRefusesUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": postgrestest.EmptyURL(t), "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_KEY": "k"}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0"}, mapEnv(env), &stderr, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "settle migrate up") {
+		t.Fatalf("serve on an unmigrated database: %v, want a refusal that says to run settle migrate up", err)
+	}
+}
+
+func TestConfigErrorsAreClear(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_GATEWAY_TIMEOUT": "soon", "SETTLE_DB_MAX_CONNS": "0"}
+	var stderr bytes.Buffer
+	err := run(context.Background(), []string{"serve"}, mapEnv(env), &stderr, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "SETTLE_GATEWAY_TIMEOUT") {
+		t.Fatalf("got %v, want an error naming SETTLE_GATEWAY_TIMEOUT", err)
+	}
+	env["SETTLE_GATEWAY_TIMEOUT"] = "1s"
+	err = run(context.Background(), []string{"serve"}, mapEnv(env), &stderr, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "db-max-conns") {
+		t.Fatalf("got %v, want an error naming db-max-conns", err)
+	}
+}
+
+func mapEnv(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// proc is a settle subprocess.
+type proc struct {
+	cmd    *exec.Cmd
+	out    *bytes.Buffer
+	exited chan struct{}
+}
+
+func start(t *testing.T, env []string, args ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], args...)
+	cmd.Env = append(os.Environ(), append(env, "SETTLE_TEST_AS_MAIN=1")...)
+	p := &proc{cmd: cmd, out: &bytes.Buffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.exited
+		if t.Failed() {
+			t.Logf("settle %s output:\n%s", args[0], p.out)
+		}
+	})
+	return p
+}
+
+func (p *proc) waitExit(t *testing.T, d time.Duration) syscall.WaitStatus {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.Sys().(syscall.WaitStatus)
+	case <-time.After(d):
+		t.Fatalf("process still running after %s", d)
+		return 0
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// crashEnv is the environment of a crash test: short timeouts and a
+// reconciler that checks every 100ms, so the test runs in seconds.
+func crashEnv(dbURL, simURL string) []string {
+	return []string{
+		"DATABASE_URL=" + dbURL, "SETTLE_REFPSP_URL=" + simURL, "SETTLE_REFPSP_KEY=sk_sim", "SETTLE_LOG_FORMAT=text",
+		"SETTLE_GATEWAY_TIMEOUT=500ms", "SETTLE_CLAIM_GRACE=0s", "SETTLE_NO_SHOW_HORIZON=1s",
+		"SETTLE_RECONCILE_SCHEDULE=100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms",
+		"SETTLE_RECONCILE_POLL=50ms",
+	}
+}
+
+func dial(t *testing.T, addr string) settlev1.OrderServiceClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return settlev1.NewOrderServiceClient(conn)
+}
+
+// waitServing waits until the server at addr answers.
+func waitServing(t *testing.T, c settlev1.OrderServiceClient, p *proc) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := c.GetOrder(ctx, &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_MerchantReference{MerchantReference: "ping"}})
+		cancel()
+		if err == nil || strings.Contains(err.Error(), "order not found") {
+			return
+		}
+		select {
+		case <-p.exited:
+			t.Fatalf("server exited at start:\n%s", p.out)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	t.Fatal("server did not start")
+}
+
+// TestCrashAtEveryFailpoint kills settle at each failpoint of the charge
+// path and of a reconcile batch, then lets a fresh reconciler finish: every
+// order ends settled, with at most one charge at the gateway, along a valid
+// path of the transition table.
+func TestCrashAtEveryFailpoint(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		failpoint string
+		token     string
+		want      order.State
+	}{
+		{"after-claim", "tok_ok", order.StatePending}, // never reached the gateway
+		{"after-gateway", "tok_ok", order.StatePaid},  // charged, settle lost
+		{"after-gateway", "tok_decline", order.StatePending},
+		{"after-gateway", "tok_timeout", order.StatePaid}, // charged, answer lost twice over
+	} {
+		t.Run(tt.failpoint+"/"+tt.token, func(t *testing.T) {
+			t.Parallel()
+			dbURL := postgrestest.URL(t)
+			gw := sim.New(sim.Options{ClientTimeout: time.Second})
+			hs := httptest.NewServer(gw)
+			t.Cleanup(hs.Close)
+			env := crashEnv(dbURL, hs.URL)
+			addr := freeAddr(t)
+			srv := start(t, append(env, "SETTLE_FAILPOINTS="+tt.failpoint), "serve", "--listen", addr)
+			c := dial(t, addr)
+			waitServing(t, c, srv)
+
+			ctx := context.Background()
+			o, err := c.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "crash-1",
+				Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 500}, PaymentMethod: tt.token})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetOrder().GetId(), RequestId: "crash-req-1"}); err == nil {
+				t.Fatal("ChargeOrder answered; the failpoint should have killed the server")
+			}
+			if ws := srv.waitExit(t, 10*time.Second); ws.Signal() != syscall.SIGKILL {
+				t.Fatalf("server exit status %v, want killed by SIGKILL", ws)
+			}
+			pool := openPool(t, dbURL)
+			if st := stateOf(t, pool, o.GetOrder().GetId()); st != order.StateCharging {
+				t.Fatalf("after the crash the order is %s, want CHARGING", st)
+			}
+
+			start(t, env, "reconcile")
+			got := waitSettled(t, pool, o.GetOrder().GetId(), 30*time.Second)
+			if got != tt.want {
+				t.Fatalf("order ended %s, want %s", got, tt.want)
+			}
+			checkCharges(t, pool, gw, o.GetOrder().GetId(), tt.want == order.StatePaid)
+			checkPath(t, pool, o.GetOrder().GetId())
+		})
+	}
+}
+
+// TestCrashMidReconcileBatch kills a reconciler in the middle of a batch;
+// its leases expire and another reconciler settles every order.
+func TestCrashMidReconcileBatch(t *testing.T) {
+	t.Parallel()
+	dbURL := postgrestest.URL(t)
+	gw := sim.New(sim.Options{ClientTimeout: time.Second})
+	hs := httptest.NewServer(gw)
+	t.Cleanup(hs.Close)
+	env := crashEnv(dbURL, hs.URL)
+	addr := freeAddr(t)
+	srv := start(t, env, "serve", "--listen", addr)
+	c := dial(t, addr)
+	waitServing(t, c, srv)
+	ctx := context.Background()
+	var ids []string
+	for i := range 6 {
+		o, err := c.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: fmt.Sprintf("batch-%d", i),
+			Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 500}, PaymentMethod: "tok_5xx_after_charge"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetOrder().GetId(), RequestId: fmt.Sprintf("batch-req-%d", i)})
+		if err != nil || resp.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_CHARGING {
+			t.Fatalf("charge: %v %v", resp, err)
+		}
+		ids = append(ids, o.GetOrder().GetId())
+	}
+	time.Sleep(200 * time.Millisecond) // let the first checks come due
+	crashing := start(t, append(env, "SETTLE_FAILPOINTS=reconcile-mid-batch"), "reconcile")
+	if ws := crashing.waitExit(t, 20*time.Second); ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("reconciler exit status %v, want killed by SIGKILL", ws)
+	}
+	start(t, env, "reconcile")
+	pool := openPool(t, dbURL)
+	for _, id := range ids {
+		if got := waitSettled(t, pool, id, 30*time.Second); got != order.StatePaid {
+			t.Fatalf("order %s ended %s, want PAID", id, got)
+		}
+		checkCharges(t, pool, gw, id, true)
+		checkPath(t, pool, id)
+	}
+}
+
+func openPool(t *testing.T, url string) *pgxpool.Pool {
+	t.Helper()
+	pool, err := postgres.Open(context.Background(), url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func stateOf(t *testing.T, pool *pgxpool.Pool, id string) order.State {
+	t.Helper()
+	var st order.State
+	if err := pool.QueryRow(context.Background(), `SELECT state FROM orders WHERE id = $1`, id).Scan(&st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func waitSettled(t *testing.T, pool *pgxpool.Pool, id string, d time.Duration) order.State {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st := stateOf(t, pool, id)
+		if st != order.StateCharging || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// checkCharges checks the simulator's ledger: one successful charge for the
+// order if it was charged, none otherwise.
+func checkCharges(t *testing.T, pool *pgxpool.Pool, gw *sim.Sim, id string, charged bool) {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT id::text FROM charge_attempts WHERE order_id = $1`, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refs := map[string]bool{}
+	for rows.Next() {
+		var ref string
+		rows.Scan(&ref)
+		refs[ref] = true
+	}
+	n := 0
+	for _, c := range gw.Ledger() {
+		if refs[c.Reference] && c.Status == "succeeded" {
+			n++
+		}
+	}
+	want := 0
+	if charged {
+		want = 1
+	}
+	if n != want {
+		t.Fatalf("order %s: %d successful charges at the gateway, want %d", id, n, want)
+	}
+}
+
+// checkPath checks that the order's history is a valid path of the
+// transition table, starting with its creation.
+func checkPath(t *testing.T, pool *pgxpool.Pool, id string) {
+	t.Helper()
+	events, _, err := postgres.NewStore(pool).History(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(events) == 0 || events[0].Name != string(order.EventCreate) {
+		t.Fatalf("history of %s does not start with its creation: %v", id, events)
+	}
+	state := events[0].To
+	for _, e := range events[1:] {
+		to, err := order.Next(state, order.EventName(e.Name))
+		if err != nil || e.From != state || e.To != to {
+			t.Fatalf("history of %s: %s from %s to %s is not a move from %s", id, e.Name, e.From, e.To, state)
+		}
+		state = to
+	}
+	if final := stateOf(t, pool, id); final != state {
+		t.Fatalf("history of %s ends in %s, the order is %s", id, state, final)
+	}
+}

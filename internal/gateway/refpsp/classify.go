@@ -1,0 +1,187 @@
+package refpsp
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// exchange is what one HTTP call came to, as far as the client could see.
+type exchange struct {
+	// connected is true once the transport obtained a connection for the
+	// request; from then on some of the request may have reached the gateway.
+	connected bool
+	// status is the response's status code, or 0 when there was no response.
+	status int
+	// body is the response body, read up to maxBody.
+	body []byte
+	// err is why there was no response (status 0), or why its body could
+	// not be read in full.
+	err error
+}
+
+// classifyCharge turns the exchange of a POST /v1/charges into an outcome.
+// Every rule about what a charge's answer means lives here. The error
+// explains every outcome but a success or a 402 decline. It quotes no more
+// of the response body than a clipped field or two: a gateway may fill its
+// answers with what it was sent, payment method token included.
+func classifyCharge(req order.ChargeRequest, ex exchange) (order.Result, error) {
+	if ex.status == 0 {
+		if !ex.connected && isDialError(ex.err) {
+			return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("not sent: %w", ex.err)
+		}
+		return unknown(fmt.Errorf("no answer: %w", ex.err))
+	}
+
+	switch s := ex.status; {
+	case s == http.StatusCreated || s == http.StatusPaymentRequired:
+		if ex.err != nil {
+			return unknown(fmt.Errorf("gateway answered %d but the body could not be read: %w", s, ex.err))
+		}
+		ch, err := parseCharge(ex.body)
+		if err != nil {
+			return unknown(fmt.Errorf("gateway answered %d: %w", s, err))
+		}
+		if err := ch.matches(req); err != nil {
+			return unknown(fmt.Errorf("gateway answered %d: %w", s, err))
+		}
+		want := statusSucceeded
+		if s == http.StatusPaymentRequired {
+			want = statusDeclined
+		}
+		if ch.Status != want {
+			return unknown(fmt.Errorf("gateway answered %d with a charge whose status is %q", s, clip(ch.Status)))
+		}
+		return ch.result(), nil
+	case s == http.StatusTooManyRequests:
+		return order.Result{Outcome: order.OutcomeNotSent},
+			errors.New("gateway rate limited the charge (429); nothing was charged")
+	case s >= 500:
+		return unknown(fmt.Errorf("gateway answered %d", s))
+	case s >= 400:
+		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: fmt.Sprintf("rejected_%d", s)},
+			fmt.Errorf("gateway rejected the charge (%d); nothing was charged", s)
+	default:
+		// 200, 3xx and the like are not in the protocol for a charge.
+		return unknown(fmt.Errorf("gateway answered unexpected status %d", s))
+	}
+}
+
+// classifyLookup turns the exchange of a GET /v1/charges?reference= into an
+// outcome, or an error when the answer does not say.
+func classifyLookup(req order.ChargeRequest, ex exchange) (order.Result, error) {
+	if ex.status == 0 {
+		return unknown(fmt.Errorf("no answer: %w", ex.err))
+	}
+	switch ex.status {
+	case http.StatusOK:
+		if ex.err != nil {
+			return unknown(fmt.Errorf("gateway answered 200 but the body could not be read: %w", ex.err))
+		}
+		ch, err := parseCharge(ex.body)
+		if err != nil {
+			return unknown(fmt.Errorf("gateway answered 200: %w", err))
+		}
+		if err := ch.matches(req); err != nil {
+			return unknown(fmt.Errorf("gateway answered 200: %w", err))
+		}
+		return ch.result(), nil
+	case http.StatusNotFound:
+		return order.Result{Outcome: order.OutcomeNotFound}, nil
+	default:
+		return unknown(fmt.Errorf("gateway answered %d", ex.status))
+	}
+}
+
+func unknown(err error) (order.Result, error) {
+	return order.Result{Outcome: order.OutcomeUnknown}, err
+}
+
+// isDialError reports whether err is a failure to connect: a refused or
+// unreachable address, or a name that did not resolve.
+func isDialError(err error) bool {
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return true
+	}
+	var opErr *net.OpError
+	return errors.As(err, &opErr) && opErr.Op == "dial"
+}
+
+// The statuses a charge object can have.
+const (
+	statusSucceeded = "succeeded"
+	statusDeclined  = "declined"
+)
+
+// charge is the gateway's charge object, as answered by a charge or a lookup.
+type charge struct {
+	ID          string `json:"id"`
+	Reference   string `json:"reference"`
+	Status      string `json:"status"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	DeclineCode string `json:"decline_code"`
+}
+
+// parseCharge decodes a charge object and checks that it is one: it has a
+// reference, a known status, and an id when it succeeded. Unknown fields are
+// ignored so that the gateway can add some.
+func parseCharge(body []byte) (charge, error) {
+	var ch charge
+	if err := json.Unmarshal(body, &ch); err != nil {
+		return charge{}, fmt.Errorf("malformed charge: %w", err)
+	}
+	if ch.Reference == "" {
+		return charge{}, errors.New("charge has no reference")
+	}
+	switch ch.Status {
+	case statusSucceeded:
+		if ch.ID == "" {
+			return charge{}, errors.New("succeeded charge has no id")
+		}
+	case statusDeclined:
+	default:
+		return charge{}, fmt.Errorf("charge has unknown status %q", clip(ch.Status))
+	}
+	return ch, nil
+}
+
+// matches checks that ch is the charge req asked for. An answer about another
+// reference or another amount is not an answer about this attempt.
+func (ch charge) matches(req order.ChargeRequest) error {
+	if ch.Reference != req.AttemptID {
+		return fmt.Errorf("charge reference %q is not ours", clip(ch.Reference))
+	}
+	if ch.Amount != req.Amount.AmountMinor || !strings.EqualFold(ch.Currency, req.Amount.Currency) {
+		return fmt.Errorf("charge is for %d %s, not %d %s",
+			ch.Amount, clip(ch.Currency), req.Amount.AmountMinor, req.Amount.Currency)
+	}
+	return nil
+}
+
+// result is the outcome ch stands for. parseCharge has checked its status.
+func (ch charge) result() order.Result {
+	if ch.Status == statusSucceeded {
+		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: ch.ID}
+	}
+	code := ch.DeclineCode
+	if code == "" {
+		code = "unspecified"
+	}
+	return order.Result{Outcome: order.OutcomeDeclined, ChargeID: ch.ID, DeclineCode: code}
+}
+
+// clip shortens a string from a response for an error message.
+func clip(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "..."
+}

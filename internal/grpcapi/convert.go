@@ -1,0 +1,66 @@
+package grpcapi
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/order"
+)
+
+var stateToProto = map[order.State]settlev1.OrderState{
+	order.StatePending:     settlev1.OrderState_ORDER_STATE_PENDING,
+	order.StateCharging:    settlev1.OrderState_ORDER_STATE_CHARGING,
+	order.StatePaid:        settlev1.OrderState_ORDER_STATE_PAID,
+	order.StateCanceled:    settlev1.OrderState_ORDER_STATE_CANCELED,
+	order.StateNeedsReview: settlev1.OrderState_ORDER_STATE_NEEDS_REVIEW,
+}
+
+var outcomeToProto = map[order.Outcome]settlev1.AttemptOutcome{
+	order.OutcomeSucceeded: settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED,
+	order.OutcomeDeclined:  settlev1.AttemptOutcome_ATTEMPT_OUTCOME_DECLINED,
+	order.OutcomeNotSent:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_SENT,
+	order.OutcomeUnknown:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN,
+	order.OutcomeNotFound:  settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND,
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func orderToProto(o order.Order) *settlev1.Order {
+	p := &settlev1.Order{
+		Id:                o.ID,
+		MerchantReference: o.MerchantReference,
+		Amount:            &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.Amount.AmountMinor},
+		PaymentMethod:     o.PaymentMethod,
+		Gateway:           o.Gateway,
+		State:             stateToProto[o.State],
+		CurrentAttemptId:  o.CurrentAttempt,
+		CreateTime:        timestamp(o.CreatedAt),
+		UpdateTime:        timestamp(o.UpdatedAt),
+	}
+	if o.State == order.StateCharging {
+		p.NextCheckTime = timestamp(o.ReconcileAt)
+	}
+	return p
+}
+
+func attemptToProto(a *order.Attempt) *settlev1.Attempt {
+	if a == nil {
+		return nil
+	}
+	return &settlev1.Attempt{
+		Id:              a.ID,
+		OrderId:         a.OrderID,
+		RequestId:       a.RequestID,
+		Outcome:         outcomeToProto[a.Outcome],
+		DeclineCode:     a.DeclineCode,
+		GatewayChargeId: a.GatewayChargeID,
+		CreateTime:      timestamp(a.CreatedAt),
+	}
+}

@@ -1,0 +1,44 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// toStatus is the one place that turns errors into gRPC statuses. Messages
+// are written here or by the domain for the client; internal error text
+// (SQL, network, gateway) never reaches a client.
+func toStatus(ctx context.Context, log *slog.Logger, err error) error {
+	var (
+		valErr  *order.ValidationError
+		confErr *order.ConflictError
+		stErr   *order.StateError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &valErr):
+		return status.Error(codes.InvalidArgument, valErr.Error())
+	case errors.Is(err, order.ErrNotFound):
+		return status.Error(codes.NotFound, "order not found")
+	case errors.As(err, &confErr):
+		return status.Error(codes.AlreadyExists, confErr.Error())
+	case errors.As(err, &stErr):
+		return status.Error(codes.FailedPrecondition, stErr.Error())
+	case errors.Is(err, order.ErrUnavailable):
+		log.WarnContext(ctx, "storage unavailable", "error", err)
+		return status.Error(codes.Unavailable, "storage is unavailable; retry with the same request_id")
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "canceled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "deadline exceeded; retry with the same request_id")
+	}
+	log.ErrorContext(ctx, "internal error", "error", err)
+	return status.Error(codes.Internal, "internal error")
+}

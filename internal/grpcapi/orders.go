@@ -1,0 +1,78 @@
+// Package grpcapi is Settle's gRPC transport: it turns requests into calls
+// of the domain and the domain's answers and errors into responses, and
+// sets up the server with its interceptors, health and reflection.
+package grpcapi
+
+import (
+	"context"
+	"log/slog"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/order"
+)
+
+// orderServer implements settlev1.OrderServiceServer.
+type orderServer struct {
+	settlev1.UnimplementedOrderServiceServer
+	svc *order.Service
+	log *slog.Logger
+}
+
+// merchant is the caller's merchant. Until API keys assign merchants, every
+// caller is the default merchant.
+func merchant(context.Context) string { return order.DefaultMerchant }
+
+func (s *orderServer) CreateOrder(ctx context.Context, req *settlev1.CreateOrderRequest) (*settlev1.CreateOrderResponse, error) {
+	if req.GetAmount() == nil {
+		return nil, toStatus(ctx, s.log, &order.ValidationError{Field: "amount", Reason: "is required"})
+	}
+	o, err := s.svc.Create(ctx, merchant(ctx), order.NewOrder{
+		MerchantReference: req.GetMerchantReference(),
+		Amount:            order.Money{Currency: req.GetAmount().GetCurrency(), AmountMinor: req.GetAmount().GetAmountMinor()},
+		PaymentMethod:     req.GetPaymentMethod(),
+		Gateway:           req.GetGateway(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.CreateOrderResponse{Order: orderToProto(o)}, nil
+}
+
+func (s *orderServer) GetOrder(ctx context.Context, req *settlev1.GetOrderRequest) (*settlev1.GetOrderResponse, error) {
+	var (
+		o   order.Order
+		err error
+	)
+	switch key := req.GetKey().(type) {
+	case *settlev1.GetOrderRequest_Id:
+		o, err = s.svc.Get(ctx, merchant(ctx), key.Id)
+	case *settlev1.GetOrderRequest_MerchantReference:
+		o, err = s.svc.GetByReference(ctx, merchant(ctx), key.MerchantReference)
+	default:
+		err = &order.ValidationError{Field: "key", Reason: "set id or merchant_reference"}
+	}
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.GetOrderResponse{Order: orderToProto(o)}, nil
+}
+
+func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrderRequest) (*settlev1.ChargeOrderResponse, error) {
+	o, a, err := s.svc.Charge(ctx, merchant(ctx), order.ChargeInput{
+		OrderID:       req.GetOrderId(),
+		RequestID:     req.GetRequestId(),
+		PaymentMethod: req.GetPaymentMethod(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.ChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
+}
+
+func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {
+	o, err := s.svc.Cancel(ctx, merchant(ctx), req.GetOrderId(), req.GetReason())
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.CancelOrderResponse{Order: orderToProto(o)}, nil
+}

@@ -1,0 +1,78 @@
+package grpcapi
+
+import (
+	"context"
+	"log/slog"
+	"runtime/debug"
+	"time"
+
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/grpc/status"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/order"
+)
+
+// MaxMessageBytes bounds a request: Settle's requests are a few hundred bytes.
+const MaxMessageBytes = 64 << 10
+
+// Server is Settle's gRPC server with its health service.
+type Server struct {
+	*grpc.Server
+	Health *health.Server
+}
+
+// NewServer returns a server with OrderService, OpsService, health and
+// reflection registered, logging each call (never its payload) and turning
+// a panic in a handler into Internal.
+func NewServer(svc *order.Service, ops OpsStore, checker Checker, log *slog.Logger) *Server {
+	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
+		log.Log(ctx, slog.Level(lvl), msg, fields...)
+	})
+	recoverer := recovery.WithRecoveryHandlerContext(func(ctx context.Context, p any) error {
+		log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
+		return status.Error(codes.Internal, "internal error")
+	})
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	gs := grpc.NewServer(
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverer)),
+		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...), recovery.StreamServerInterceptor(recoverer)),
+	)
+	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, log: log})
+	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: ops, checker: checker, log: log})
+	h := health.NewServer()
+	healthpb.RegisterHealthServer(gs, h)
+	reflection.Register(gs)
+	return &Server{Server: gs, Health: h}
+}
+
+// WatchHealth sets the health status from ping every interval until ctx
+// ends: SERVING while the database answers, NOT_SERVING while it does not.
+func (s *Server) WatchHealth(ctx context.Context, ping func(context.Context) error, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, interval)
+		err := ping(pctx)
+		cancel()
+		st := healthpb.HealthCheckResponse_SERVING
+		if err != nil {
+			st = healthpb.HealthCheckResponse_NOT_SERVING
+		}
+		for _, svc := range []string{"", settlev1.OrderService_ServiceDesc.ServiceName, settlev1.OpsService_ServiceDesc.ServiceName} {
+			s.Health.SetServingStatus(svc, st)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

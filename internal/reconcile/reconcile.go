@@ -1,0 +1,243 @@
+// Package reconcile settles orders whose gateway outcome is unknown. It
+// leases due CHARGING orders, asks their gateway about the current attempt
+// by reference, and settles them with the same guard as the charge path. An
+// outcome that cannot be learned is never turned into a failure by a timer:
+// when the backoff schedule is exhausted the order goes to NEEDS_REVIEW.
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// Store is what the reconciler needs of storage.
+type Store interface {
+	// ClaimDue leases up to limit due CHARGING orders, pushing their
+	// reconcile_at forward by lease, skipping orders others hold.
+	ClaimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
+	// ClaimOrder leases one CHARGING order now, due or not.
+	ClaimOrder(ctx context.Context, id string, lease time.Duration) ([]order.Due, error)
+	// Settle is order.Store's guarded settle.
+	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
+}
+
+// Config is the reconciler's schedule.
+type Config struct {
+	// Schedule is the wait before each check of an unknown outcome: the
+	// charge path waits Schedule[0] before the first check; after check n
+	// could not settle the order, the next comes Schedule[n] later (with
+	// jitter). After len(Schedule) checks the order goes to NEEDS_REVIEW.
+	Schedule []time.Duration
+	// BatchSize bounds the orders leased at once.
+	BatchSize int
+	// Concurrency bounds the lookups in flight at once.
+	Concurrency int
+	// PollInterval is the wait between polls when nothing is due.
+	PollInterval time.Duration
+	// LookupTimeout bounds one gateway lookup.
+	LookupTimeout time.Duration
+	// NoShowHorizon is the longest time after an attempt began that its
+	// charge request could still reach the gateway (gateway timeout plus a
+	// safety margin). "Not found" means "not charged" only after it.
+	NoShowHorizon time.Duration
+	// Failpoint, when set, is called mid-batch ("reconcile-mid-batch").
+	Failpoint func(name string)
+}
+
+// DefaultSchedule checks within seconds, then ever less often, and hands
+// the order to a person after about 22 hours.
+var DefaultSchedule = []time.Duration{
+	5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute,
+	10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 6 * time.Hour, 8 * time.Hour,
+}
+
+// Reconciler settles unknown outcomes.
+type Reconciler struct {
+	store    Store
+	gateways map[string]order.Gateway
+	cfg      Config
+	log      *slog.Logger
+}
+
+// New returns a Reconciler.
+func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.Logger) (*Reconciler, error) {
+	if len(cfg.Schedule) == 0 || cfg.BatchSize <= 0 || cfg.Concurrency <= 0 || cfg.PollInterval <= 0 ||
+		cfg.LookupTimeout <= 0 || cfg.NoShowHorizon <= 0 {
+		return nil, errors.New("reconcile: schedule, batch size, concurrency, poll interval, lookup timeout and no-show horizon must be set")
+	}
+	for _, d := range cfg.Schedule {
+		if d <= 0 {
+			return nil, errors.New("reconcile: every step of the schedule must be positive")
+		}
+	}
+	if cfg.Failpoint == nil {
+		cfg.Failpoint = func(string) {}
+	}
+	return &Reconciler{store: store, gateways: gateways, cfg: cfg, log: log}, nil
+}
+
+// lease is how far a check pushes reconcile_at: long enough for the lookup
+// and the settle, so that no other reconciler checks the order meanwhile.
+func (r *Reconciler) lease() time.Duration { return 2*r.cfg.LookupTimeout + 5*time.Second }
+
+// Run polls for due orders until ctx ends. A full batch is followed at once
+// by the next; otherwise it waits PollInterval.
+func (r *Reconciler) Run(ctx context.Context) error {
+	for {
+		n, err := r.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			r.log.WarnContext(ctx, "reconcile batch failed", "error", err)
+		}
+		if n == r.cfg.BatchSize && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(r.cfg.PollInterval):
+		}
+	}
+}
+
+// RunOnce leases one batch of due orders and checks each. It returns how
+// many it leased.
+func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
+	due, err := r.store.ClaimDue(ctx, r.cfg.BatchSize, r.lease())
+	if err != nil {
+		return 0, fmt.Errorf("claim due orders: %w", err)
+	}
+	var (
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, r.cfg.Concurrency)
+		mu   sync.Mutex
+		errs []error
+	)
+	for i, d := range due {
+		if i == len(due)/2 && i > 0 {
+			r.cfg.Failpoint("reconcile-mid-batch")
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			if _, err := r.check(ctx, d); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return len(due), errors.Join(errs...)
+}
+
+// CheckNow checks one CHARGING order at once, due or not, and returns it as
+// it then stands; an order in any other state is returned unchanged.
+func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool, error) {
+	due, err := r.store.ClaimOrder(ctx, id, r.lease())
+	if err != nil || len(due) == 0 {
+		return order.Order{}, false, err
+	}
+	o, err := r.check(ctx, due[0])
+	return o, true, err
+}
+
+// check asks the gateway about one leased order and settles what it learns.
+func (r *Reconciler) check(ctx context.Context, d order.Due) (order.Order, error) {
+	res, lookupErr := r.lookup(ctx, d)
+	st := r.decide(d, res, lookupErr)
+	o, ok, err := r.store.Settle(ctx, st)
+	if err != nil {
+		return order.Order{}, fmt.Errorf("settle order %s attempt %s: %w", d.Order.ID, d.Attempt.ID, err)
+	}
+	if ok && st.Event != "" {
+		r.log.InfoContext(ctx, "order reconciled", "order_id", d.Order.ID, "attempt_id", d.Attempt.ID,
+			"event", string(st.Event), "to", string(st.To), "reason", st.Reason)
+	}
+	return o, nil
+}
+
+func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, error) {
+	gw, ok := r.gateways[d.Order.Gateway]
+	if !ok {
+		return order.Result{}, fmt.Errorf("gateway %q is not configured here", d.Order.Gateway)
+	}
+	ctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
+	defer cancel()
+	start := time.Now()
+	res, err := gw.Lookup(ctx, order.ChargeRequest{
+		AttemptID:         d.Attempt.ID,
+		OrderID:           d.Order.ID,
+		MerchantReference: d.Order.MerchantReference,
+		Amount:            d.Attempt.Amount,
+		PaymentMethod:     d.Attempt.PaymentMethod,
+	})
+	r.log.LogAttrs(ctx, slog.LevelInfo, "gateway lookup", slog.String("gateway", d.Order.Gateway),
+		slog.String("order_id", d.Order.ID), slog.String("attempt_id", d.Attempt.ID),
+		slog.String("outcome", string(res.Outcome)), slog.Duration("latency", time.Since(start)), errAttr(err))
+	return res, err
+}
+
+// decide turns what the gateway said into a settlement.
+func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
+	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: "reconciler", Checked: true, Result: res}
+	checks := d.Order.ReconcileCount + 1
+	switch {
+	case errors.Is(err, order.ErrLookupExpired):
+		return escalate(st, err.Error())
+	case err != nil:
+		st.LastError = err.Error()
+	case res.Outcome == order.OutcomeSucceeded:
+		return move(st, order.EventSucceed, "gateway has the charge")
+	case res.Outcome == order.OutcomeDeclined:
+		return move(st, order.EventFail, "gateway declined: "+res.DeclineCode)
+	case res.Outcome == order.OutcomeNotFound && d.AttemptAge > r.cfg.NoShowHorizon:
+		return move(st, order.EventFail, "gateway has no charge and the request can no longer arrive")
+	case res.Outcome == order.OutcomeNotFound:
+		st.LastError = "gateway has no charge yet; the request may still arrive"
+	default:
+		st.LastError = fmt.Sprintf("gateway lookup answered %q", res.Outcome)
+	}
+	// Still unknown: check again later, or hand it to a person.
+	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	if checks >= len(r.cfg.Schedule) {
+		return escalate(st, fmt.Sprintf("outcome still unknown after %d checks: %s", checks, st.LastError))
+	}
+	st.RecheckIn = jitter(r.cfg.Schedule[checks])
+	if res.Outcome == order.OutcomeNotFound && err == nil {
+		// No sooner than the horizon can settle it.
+		st.RecheckIn = max(st.RecheckIn, r.cfg.NoShowHorizon-d.AttemptAge+time.Second)
+	}
+	return st
+}
+
+func move(st order.Settlement, ev order.EventName, reason string) order.Settlement {
+	st.Event, st.To, st.Reason = ev, order.MustNext(order.StateCharging, ev), reason
+	return st
+}
+
+func escalate(st order.Settlement, why string) order.Settlement {
+	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.LastError = why
+	return move(st, order.EventEscalate, why)
+}
+
+// jitter spreads d by ±20%, so that orders that timed out together are not
+// all checked together again.
+func jitter(d time.Duration) time.Duration {
+	return d - d/5 + rand.N(2*d/5+1)
+}
+
+func errAttr(err error) slog.Attr {
+	if err == nil {
+		return slog.Attr{}
+	}
+	return slog.String("error", err.Error())
+}
