@@ -41,7 +41,7 @@ type config struct {
 // option is one setting: its flag, its environment variable, its default.
 type option struct {
 	flag, env, def, usage string
-	set               func(c *config, v string) error
+	set                   func(c *config, v string) error
 }
 
 // options is the configuration reference; `settle config` prints it.

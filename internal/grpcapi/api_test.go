@@ -257,4 +257,3 @@ func TestGetNotFound(t *testing.T) {
 	_, err = s.orders.GetOrder(ctx, &settlev1.GetOrderRequest{})
 	wantCode(t, err, codes.InvalidArgument)
 }
-

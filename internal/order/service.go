@@ -174,6 +174,11 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	if err := in.Validate(); err != nil {
 		return Order{}, nil, err
 	}
+	// The gateway call's deadline is fixed before the claim, so that the
+	// request cannot reach the gateway later than GatewayTimeout after the
+	// attempt began, however long this process stalls in between. The
+	// reconciler's no-show horizon rests on that bound.
+	deadline := time.Now().Add(s.cfg.GatewayTimeout)
 	c, err := s.store.Claim(ctx, Claim{
 		MerchantID:    merchantID,
 		OrderID:       in.OrderID,
@@ -215,7 +220,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	// The call and the settle outlive the client's context: once claimed, a
 	// definite answer recorded now saves the reconciler a lookup.
 	ctx = context.WithoutCancel(ctx)
-	res, gerr := s.call(ctx, o.Gateway, req)
+	res, gerr := s.call(ctx, o.Gateway, req, deadline)
 	s.cfg.Failpoint("after-gateway")
 	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = "api"
@@ -239,14 +244,14 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 }
 
 // call asks the order's gateway to charge, within the gateway timeout.
-func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest) (Result, error) {
+func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, deadline time.Time) (Result, error) {
 	gw, ok := s.gateways[gateway]
 	if !ok {
 		// Configuration changed since the order was created; nothing was sent.
 		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_not_configured"},
 			fmt.Errorf("gateway %q is not configured", gateway)
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
+	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	start := time.Now()
 	res, err := gw.Charge(ctx, req)

@@ -8,7 +8,7 @@ func TestLooksLikeCardNumber(t *testing.T) {
 		"4242 4242 4242 4242":      true,
 		"4242-4242-4242-4242":      true,
 		"card 5555555555554444 ok": true,
-		"378282246310005":          true, // 15-digit Amex
+		"378282246310005":          true,  // 15-digit Amex
 		"4242424242424241":         false, // fails Luhn
 		"424242424242":             false, // 12 digits
 		"order-2024-0001":          false,

@@ -178,13 +178,13 @@ WITH ord AS (
 ), att AS (
 	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency)
 	SELECT $4, ord.id, $2, $3, coalesce(nullif($5, ''), ord.payment_method), ord.amount_minor, ord.currency
-	FROM ord WHERE ord.state = $6 AND NOT EXISTS (SELECT 1 FROM prior)
+	FROM ord WHERE ` + claimGuard("ord") + ` AND NOT EXISTS (SELECT 1 FROM prior)
 	ON CONFLICT (merchant_id, request_id) DO NOTHING
 	RETURNING *
 ), upd AS (
 	UPDATE orders o SET state = $7, current_attempt = att.id, reconcile_at = now() + $8::interval,
 		reconcile_count = 0, last_error = '', updated_at = now()
-	FROM att WHERE o.id = att.order_id AND o.state = $6
+	FROM att WHERE o.id = att.order_id AND ` + claimGuard("o") + `
 	RETURNING o.*
 ), ev AS (
 	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
