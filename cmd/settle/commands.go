@@ -118,8 +118,12 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool) 
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
-	done := make(chan struct{}, 2)
+	done := make(chan struct{}, 3)
 	go func() { srv.WatchHealth(bg, a.pool.Ping, 2*time.Second); done <- struct{}{} }()
+	go func() {
+		a.store.ListenOrders(bg, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
+		done <- struct{}{}
+	}()
 	if withReconciler {
 		go func() { rec.Run(bg); done <- struct{}{} }()
 	} else {
@@ -145,8 +149,9 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool) 
 		srv.Stop()
 	}
 	stopBG()
-	<-done
-	<-done
+	for range cap(done) {
+		<-done
+	}
 	return nil
 }
 

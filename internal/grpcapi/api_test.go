@@ -75,6 +75,13 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	s.srv = grpcapi.NewServer(svc, store, s.rec, log)
+	lctx, stopListening := context.WithCancel(context.Background())
+	listening := make(chan struct{})
+	go func() {
+		store.ListenOrders(lctx, log, s.srv.OrderChanged, func() { s.srv.OrderChanged("") })
+		close(listening)
+	}()
+	t.Cleanup(func() { stopListening(); <-listening })
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

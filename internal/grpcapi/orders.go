@@ -15,7 +15,9 @@ import (
 type orderServer struct {
 	settlev1.UnimplementedOrderServiceServer
 	svc *order.Service
-	log *slog.Logger
+	hub     *watchHub
+	watcher Watcher
+	log     *slog.Logger
 }
 
 // merchant is the caller's merchant. Until API keys assign merchants, every

@@ -22,16 +22,23 @@ import (
 // MaxMessageBytes bounds a request: Settle's requests are a few hundred bytes.
 const MaxMessageBytes = 64 << 10
 
+// Store is what the API reads beyond the order service.
+type Store interface {
+	OpsStore
+	Watcher
+}
+
 // Server is Settle's gRPC server with its health service.
 type Server struct {
 	*grpc.Server
 	Health *health.Server
+	hub    *watchHub
 }
 
 // NewServer returns a server with OrderService, OpsService, health and
 // reflection registered, logging each call (never its payload) and turning
 // a panic in a handler into Internal.
-func NewServer(svc *order.Service, ops OpsStore, checker Checker, log *slog.Logger) *Server {
+func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logger) *Server {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -45,13 +52,18 @@ func NewServer(svc *order.Service, ops OpsStore, checker Checker, log *slog.Logg
 		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverer)),
 		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...), recovery.StreamServerInterceptor(recoverer)),
 	)
-	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, log: log})
-	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: ops, checker: checker, log: log})
+	hub := &watchHub{}
+	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, hub: hub, watcher: store, log: log})
+	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: store, checker: checker, log: log})
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(gs, h)
 	reflection.Register(gs)
-	return &Server{Server: gs, Health: h}
+	return &Server{Server: gs, Health: h, hub: hub}
 }
+
+// OrderChanged wakes the WatchOrder streams of order id; "" wakes them all
+// (after notifications may have been missed).
+func (s *Server) OrderChanged(id string) { s.hub.wake(id) }
 
 // WatchHealth sets the health status from ping every interval until ctx
 // ends: SERVING while the database answers, NOT_SERVING while it does not.

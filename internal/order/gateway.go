@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"time"
 )
 
 // Outcome is what a call to a gateway came to.
@@ -35,6 +36,11 @@ type ChargeRequest struct {
 	MerchantReference string
 	Amount            Money
 	PaymentMethod     string
+	// CreatedAt is when the attempt was made (the attempt row's creation
+	// time). A gateway whose Lookup replays the charge under its
+	// idempotency key needs it to stay inside the key's retention window;
+	// Lookup callers must set it, Charge callers may leave it zero.
+	CreatedAt time.Time
 }
 
 // Result is a gateway's answer about one attempt.

@@ -231,11 +231,13 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	if err != nil {
 		return Order{}, nil, fmt.Errorf("settle order %s attempt %s: %w", o.ID, a.ID, err)
 	}
-	if !ok {
-		// The reconciler (or a person) settled it first; report what won.
-		if settled, err = s.store.Order(ctx, merchantID, o.ID); err != nil {
-			return Order{}, nil, err
-		}
+	if ok {
+		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
+		return settled, &a, nil
+	}
+	// The reconciler (or a person) settled it first; report what won.
+	if settled, err = s.store.Order(ctx, merchantID, o.ID); err != nil {
+		return Order{}, nil, err
 	}
 	if a, err = s.store.Attempt(ctx, a.ID); err != nil {
 		return Order{}, nil, err

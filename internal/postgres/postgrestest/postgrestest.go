@@ -45,7 +45,10 @@ func setup() {
 	ctx := context.Background()
 	adminURL = os.Getenv("DATABASE_URL")
 	if adminURL == "" {
-		cluster, setupErr = postgres.StartCluster(ctx, postgres.ClusterOptions{Fast: true})
+		// Tests run with fsync off; benchmarks that measure commits set
+		// SETTLE_TEST_DURABLE=1 to keep PostgreSQL's durable defaults.
+		fast := os.Getenv("SETTLE_TEST_DURABLE") != "1"
+		cluster, setupErr = postgres.StartCluster(ctx, postgres.ClusterOptions{Fast: fast})
 		if setupErr != nil {
 			setupErr = fmt.Errorf("start a throwaway PostgreSQL (or set DATABASE_URL): %w", setupErr)
 			return

@@ -1,0 +1,46 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// Instant is the simulator in-process: an order.Gateway that charges every
+// request at once, with no network and no faults. Benchmarks use it to
+// measure Settle without a gateway's latency.
+type Instant struct {
+	mu      sync.Mutex
+	charges map[string]string // reference → charge id
+}
+
+// NewInstant returns an in-process gateway.
+func NewInstant() *Instant { return &Instant{charges: map[string]string{}} }
+
+// Charge implements order.Gateway: it always succeeds.
+func (g *Instant) Charge(_ context.Context, req order.ChargeRequest) (order.Result, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id := fmt.Sprintf("ch_inst_%d", len(g.charges)+1)
+	g.charges[req.AttemptID] = id
+	return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: id}, nil
+}
+
+// Lookup implements order.Gateway.
+func (g *Instant) Lookup(_ context.Context, req order.ChargeRequest) (order.Result, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id, ok := g.charges[req.AttemptID]; ok {
+		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: id}, nil
+	}
+	return order.Result{Outcome: order.OutcomeNotFound}, nil
+}
+
+// Charged reports how many charges were made.
+func (g *Instant) Charged() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.charges)
+}

@@ -1,0 +1,162 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+	"github.com/settlepay/settle/internal/reconcile"
+)
+
+// roundTrips counts the statements a pool sends: with no batching or
+// pipelining, one statement is one round trip.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	r.n.Add(1)
+	return ctx
+}
+
+func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+func tracedPool(b *testing.B, conns int32) (*pgxpool.Pool, *roundTrips) {
+	b.Helper()
+	cfg, err := pgxpool.ParseConfig(postgrestest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rt := &roundTrips{}
+	cfg.ConnConfig.Tracer = rt
+	cfg.MaxConns = conns
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(pool.Close)
+	return pool, rt
+}
+
+// writeCommits returns the next transaction id: every transaction that
+// writes takes one, so the difference counts durable commits (and aborts,
+// of which a benchmark that checks its results has none).
+func writeCommits(b *testing.B, pool *pgxpool.Pool) int64 {
+	var n int64
+	if err := pool.QueryRow(context.Background(), `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&n); err != nil {
+		b.Fatal(err)
+	}
+	return n
+}
+
+// BenchmarkChargePath measures Service.Charge (claim, call, settle) on a
+// real PostgreSQL with an in-process gateway that answers at once, and
+// reports charges/s, round trips and commits per charge.
+func BenchmarkChargePath(b *testing.B) {
+	ctx := context.Background()
+	pool, rt := tracedPool(b, 8)
+	store := postgres.NewStore(pool)
+	svc, err := order.NewService(store, map[string]order.Gateway{"sim": sim.NewInstant()}, order.Config{
+		DefaultGateway: "sim", GatewayTimeout: 10 * time.Second, Grace: 5 * time.Second, FirstRecheck: 5 * time.Second,
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	ids := make([]string, b.N)
+	for i := range ids {
+		o, err := svc.Create(ctx, order.DefaultMerchant, order.NewOrder{MerchantReference: fmt.Sprintf("bench-%d", i),
+			Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = o.ID
+	}
+	var next atomic.Int64
+	startCommits := writeCommits(b, pool)
+	startTrips := rt.n.Load()
+	b.ResetTimer()
+	b.SetParallelism(2) // 2×GOMAXPROCS callers
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1) - 1
+			o, _, err := svc.Charge(ctx, order.DefaultMerchant, order.ChargeInput{OrderID: ids[i], RequestID: fmt.Sprintf("bench-req-%d", i)})
+			if err != nil || o.State != order.StatePaid {
+				b.Errorf("charge: %v %s", err, o.State)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	trips := rt.n.Load() - startTrips - 1 // less the xid query
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "charges/s")
+	b.ReportMetric(float64(trips)/float64(b.N), "roundtrips/charge")
+	b.ReportMetric(float64(writeCommits(b, pool)-startCommits)/float64(b.N), "commits/charge")
+}
+
+// BenchmarkReconcileDrain measures how fast one reconciler settles 10,000
+// due CHARGING orders whose gateway answers at once.
+func BenchmarkReconcileDrain(b *testing.B) {
+	const n = 10_000 // as in the statements below
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		pool, _ := tracedPool(b, 8)
+		gw := sim.NewInstant()
+		// Due CHARGING orders as a crash after the claim leaves them, made
+		// in bulk; the gateway has each attempt's charge.
+		for _, sql := range []string{
+			`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway)
+			 SELECT gen_random_uuid(), 'default', 'drain-' || i, 100, 'GBP', 'tok_ok', 'sim' FROM generate_series(1, 10000) i`,
+			`INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency, outcome)
+			 SELECT gen_random_uuid(), id, 'default', 'drain-req-' || id, 'tok_ok', 100, 'GBP', 'unknown' FROM orders`,
+			`UPDATE orders SET state = 'CHARGING', current_attempt = a.id, reconcile_at = now() - interval '1 second'
+			 FROM charge_attempts a WHERE orders.id = a.order_id`,
+		} {
+			if _, err := pool.Exec(ctx, sql); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rows, _ := pool.Query(ctx, `SELECT id::text FROM charge_attempts`)
+		refs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, ref := range refs {
+			gw.Charge(ctx, order.ChargeRequest{AttemptID: ref})
+		}
+		r, err := reconcile.New(postgres.NewStore(pool), map[string]order.Gateway{"sim": gw}, reconcile.Config{
+			Schedule: reconcile.DefaultSchedule, BatchSize: 100, Concurrency: 8, PollInterval: time.Second,
+			LookupTimeout: time.Second, NoShowHorizon: time.Minute,
+		}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		for {
+			got, err := r.RunOnce(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if got == 0 {
+				break
+			}
+		}
+		b.ReportMetric(n/time.Since(start).Seconds(), "orders/s")
+		var left int
+		pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE state <> 'PAID'`).Scan(&left)
+		if left != 0 {
+			b.Fatalf("%d orders not PAID after the drain", left)
+		}
+	}
+	b.StopTimer()
+}

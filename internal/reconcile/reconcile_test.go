@@ -1,0 +1,261 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/gateway/refpsp"
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+	"github.com/settlepay/settle/internal/reconcile"
+)
+
+func TestMain(m *testing.M) { postgrestest.Main(m) }
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+type fixture struct {
+	pool    *pgxpool.Pool
+	store   *postgres.Store
+	sim     *sim.Sim
+	gw      *refpsp.Client
+	mu      sync.Mutex
+	lookups map[string]int // reference → lookups the simulator answered
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	pool := postgrestest.Pool(t)
+	f := &fixture{pool: pool, store: postgres.NewStore(pool), sim: sim.New(sim.Options{}), lookups: map[string]int{}}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet {
+			f.mu.Lock()
+			f.lookups[r.URL.Query().Get("reference")]++
+			f.mu.Unlock()
+		}
+		f.sim.ServeHTTP(w, r)
+	}))
+	t.Cleanup(hs.Close)
+	var err error
+	if f.gw, err = refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim", Timeout: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func (f *fixture) reconciler(t *testing.T, gw order.Gateway, cfg reconcile.Config) *reconcile.Reconciler {
+	t.Helper()
+	if cfg.Schedule == nil {
+		cfg.Schedule = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
+	}
+	if cfg.NoShowHorizon == 0 {
+		cfg.NoShowHorizon = time.Hour
+	}
+	cfg.BatchSize, cfg.Concurrency, cfg.PollInterval, cfg.LookupTimeout = 50, 4, 10*time.Millisecond, time.Second
+	r, err := reconcile.New(f.store, map[string]order.Gateway{"sim": gw}, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// charging makes a CHARGING order whose attempt is due now, as a crash
+// after the claim leaves it. With charge, the simulator charges the attempt
+// (an answer that was lost); the token decides how.
+func (f *fixture) charging(t *testing.T, token string, charge bool) (orderID, attemptID string) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := f.store.CreateOrder(ctx, order.Order{ID: order.NewID(), MerchantID: order.DefaultMerchant,
+		MerchantReference: "ref-" + order.NewID(), Amount: order.Money{Currency: "GBP", AmountMinor: 700},
+		PaymentMethod: token, Gateway: "sim", State: order.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := f.store.Claim(ctx, order.Claim{MerchantID: o.MerchantID, OrderID: o.ID, RequestID: "req-" + o.ID,
+		AttemptID: order.NewID(), From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Actor: "test"})
+	if err != nil || !c.Claimed {
+		t.Fatalf("claim: %v %+v", err, c)
+	}
+	if charge {
+		f.gw.Charge(ctx, order.ChargeRequest{AttemptID: c.Attempt.ID, OrderID: o.ID, MerchantReference: o.MerchantReference,
+			Amount: o.Amount, PaymentMethod: token})
+	}
+	return o.ID, c.Attempt.ID
+}
+
+func (f *fixture) order(t *testing.T, id string) order.Order {
+	t.Helper()
+	o, err := f.store.Order(context.Background(), "", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func (f *fixture) attempt(t *testing.T, id string) order.Attempt {
+	t.Helper()
+	a, err := f.store.Attempt(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// drain runs the reconciler until the order leaves CHARGING.
+func drain(t *testing.T, f *fixture, r *reconcile.Reconciler, id string) order.Order {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := r.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		o := f.order(t, id)
+		if o.State != order.StateCharging {
+			return o
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("order %s still CHARGING", id)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func TestFoundSucceededIsPaid(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, att := f.charging(t, "tok_ok", true)
+	o := drain(t, f, f.reconciler(t, f.gw, reconcile.Config{}), id)
+	a := f.attempt(t, att)
+	if o.State != order.StatePaid || a.Outcome != order.OutcomeSucceeded || a.GatewayChargeID == "" {
+		t.Fatalf("order %s, attempt %+v; want PAID with the gateway's charge id", o.State, a)
+	}
+}
+
+func TestFoundDeclinedIsPending(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, att := f.charging(t, "tok_decline", true)
+	o := drain(t, f, f.reconciler(t, f.gw, reconcile.Config{}), id)
+	if a := f.attempt(t, att); o.State != order.StatePending || a.Outcome != order.OutcomeDeclined {
+		t.Fatalf("order %s, attempt outcome %s; want PENDING, declined", o.State, a.Outcome)
+	}
+}
+
+func TestNotFoundWaitsForTheHorizon(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, att := f.charging(t, "tok_ok", false)
+	horizon := 1500 * time.Millisecond
+	r := f.reconciler(t, f.gw, reconcile.Config{NoShowHorizon: horizon, Schedule: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}})
+	if _, err := r.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	o := f.order(t, id)
+	if o.State != order.StateCharging {
+		t.Fatalf("not found before the horizon: %s, want CHARGING (the request may still arrive)", o.State)
+	}
+	if wait := time.Until(o.ReconcileAt); wait < horizon/2 {
+		t.Fatalf("next check in %s; want no sooner than the horizon can settle it", wait)
+	}
+	// Within the horizon the charge request arrives after all: the reconciler must see it.
+	f.gw.Charge(context.Background(), order.ChargeRequest{AttemptID: att, OrderID: id, MerchantReference: o.MerchantReference,
+		Amount: o.Amount, PaymentMethod: "tok_ok"})
+	if o := drain(t, f, r, id); o.State != order.StatePaid {
+		t.Fatalf("late charge: %s, want PAID", o.State)
+	}
+
+	// Past the horizon, not found means not charged.
+	id2, att2 := f.charging(t, "tok_ok", false)
+	time.Sleep(horizon)
+	o2 := drain(t, f, r, id2)
+	if a := f.attempt(t, att2); o2.State != order.StatePending || a.Outcome != order.OutcomeNotFound {
+		t.Fatalf("after the horizon: %s / %s, want PENDING / not_found", o2.State, a.Outcome)
+	}
+}
+
+func TestGatewayErrorsBackOffThenNeedReview(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	// A gateway that cannot be reached at all.
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	dead, err := refpsp.New(refpsp.Config{BaseURL: "http://" + addr, APIKey: "sk_sim", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.charging(t, "tok_ok", true) // charged: a timer must never turn it into a failure
+	schedule := []time.Duration{time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond, 80 * time.Millisecond}
+	r := f.reconciler(t, dead, reconcile.Config{Schedule: schedule})
+	var seen []int
+	for i := 0; ; i++ {
+		o := f.order(t, id)
+		if o.State != order.StateCharging {
+			if o.State != order.StateNeedsReview || o.LastError == "" {
+				t.Fatalf("after exhausting the schedule: %s (last error %q), want NEEDS_REVIEW with the error", o.State, o.LastError)
+			}
+			break
+		}
+		if len(seen) == 0 || seen[len(seen)-1] != o.ReconcileCount {
+			seen = append(seen, o.ReconcileCount)
+		}
+		if i > 2000 {
+			t.Fatal("never escalated")
+		}
+		r.RunOnce(context.Background())
+		time.Sleep(2 * time.Millisecond)
+	}
+	if fmt.Sprint(seen) != "[0 1 2 3]" {
+		t.Fatalf("checks counted %v, want one per step of the schedule", seen)
+	}
+}
+
+func TestTwoReconcilersSettleEachOrderOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const n = 60
+	ids := map[string]string{}
+	for range n {
+		id, att := f.charging(t, "tok_ok", true)
+		ids[id] = att
+	}
+	var wg sync.WaitGroup
+	for range 2 {
+		r := f.reconciler(t, f.gw, reconcile.Config{})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 50 {
+				if _, err := r.RunOnce(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for id, att := range ids {
+		if o := f.order(t, id); o.State != order.StatePaid {
+			t.Fatalf("order %s is %s, want PAID", id, o.State)
+		}
+		if f.lookups[att] != 1 {
+			t.Fatalf("attempt %s looked up %d times, want 1", att, f.lookups[att])
+		}
+	}
+	var events int
+	f.pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events)
+	if events != n {
+		t.Fatalf("%d succeed events for %d orders", events, n)
+	}
+}
