@@ -14,7 +14,7 @@ import (
 // orderServer implements settlev1.OrderServiceServer.
 type orderServer struct {
 	settlev1.UnimplementedOrderServiceServer
-	svc *order.Service
+	svc     *order.Service
 	hub     *watchHub
 	watcher Watcher
 	log     *slog.Logger

@@ -207,7 +207,8 @@ func TestCharge(t *testing.T) {
 		{
 			name: "timeout",
 			handler: func(t *testing.T, w http.ResponseWriter, r *http.Request) {
-				<-r.Context().Done()
+				readCharge(t, r)
+				waitForClientToLeave(r)
 			},
 			want:    order.Result{Outcome: order.OutcomeUnknown},
 			wantErr: true,
@@ -256,7 +257,8 @@ func TestCharge(t *testing.T) {
 func TestChargeTimeoutIsTheCallersToo(t *testing.T) {
 	t.Parallel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		<-r.Context().Done()
+		readCharge(t, r)
+		waitForClientToLeave(r)
 	}))
 	defer srv.Close()
 
@@ -295,6 +297,13 @@ func closedAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// waitForClientToLeave blocks until the client hangs up. The server notices
+// that only once the request body has been read to its end.
+func waitForClientToLeave(r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	<-r.Context().Done()
 }
 
 func hijackAndClose(t *testing.T, w http.ResponseWriter) {
