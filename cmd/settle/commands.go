@@ -76,8 +76,12 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		}
 		gateways[refpspName] = gw
 	}
+	if cfg.DefaultGateway == "instant" {
+		// The simulator in-process, answering at once: for benchmarks.
+		gateways["instant"] = sim.NewInstant()
+	}
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
-		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL)", cfg.DefaultGateway)
+		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL, or use \"instant\" for benchmarks)", cfg.DefaultGateway)
 	}
 	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
 	if err != nil {

@@ -51,7 +51,7 @@ var options = []option{
 	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
-	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one", setString(func(c *config) *string { return &c.DefaultGateway })},
+	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp, or instant (in-process, for benchmarks)", setString(func(c *config) *string { return &c.DefaultGateway })},
 	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
 	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
 	{"gateway-timeout", "SETTLE_GATEWAY_TIMEOUT", "10s", "deadline of one gateway call", setDuration(func(c *config) *time.Duration { return &c.GatewayTimeout })},

@@ -30,6 +30,7 @@ commands:
   migrate     migrate up | migrate status
   dev         everything in one process on a throwaway PostgreSQL
   gatewaysim  run the gateway simulator
+  chaos       run everything under faults; check no money was lost or taken twice
   config      print the configuration reference
 
 Run "settle <command> -h" for its flags.
@@ -52,6 +53,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runDev(ctx, args, getenv, stdout, stderr)
 	case "gatewaysim":
 		return runGatewaySim(ctx, args, getenv, stdout, stderr)
+	case "chaos":
+		return runChaos(ctx, args, getenv, stdout, stderr)
 	case "config":
 		printReference(stdout)
 		return nil

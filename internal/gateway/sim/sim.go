@@ -1,34 +1,68 @@
-// Package sim is a gateway simulator: a real HTTP server speaking the
-// refpsp protocol (see package refpsp), with a ledger of every charge it
-// made and faults injected deterministically. It backs `settle dev`, the
-// tests and the chaos harness.
+// Package sim is a payment gateway simulator: a real HTTP server that speaks
+// the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=)
+// and misbehaves on request, so that tests and local runs can see what a
+// gateway's faults do to Settle. It keeps a ledger of every charge it made,
+// which is the truth to check "charged exactly once" against.
 //
-// Like the dangerous kind of gateway, it does not deduplicate by reference
-// or Idempotency-Key unless Options.Dedupe is set: a double charge by Settle
-// shows up as two entries in its ledger.
+// # Faults by payment method token
 //
-// Faults are chosen by payment method token:
+//	tok_ok                 succeeds: 201. So does any token not listed here.
+//	tok_decline            declines: 402, decline_code "card_declined"; the
+//	                       ledger records the declined charge.
+//	tok_timeout            charges, then holds the answer for
+//	                       Options.ClientTimeout (or until the client hangs up)
+//	                       before a 201: to the client, a timeout after charging.
+//	tok_5xx_after_charge   charges, then answers 500.
+//	tok_drop_after_charge  charges, then closes the connection without answering.
+//	tok_slow_<ms>          charges, and answers 201 after <ms> milliseconds (or
+//	                       when the client hangs up). Until then the charge is
+//	                       in flight: lookups say 404 even though it happened.
+//	                       A <ms> that is not a number is rejected (422).
+//	tok_refuse             429 rate limited; nothing charged.
+//	tok_reject             422 rejected; nothing charged.
+//	tok_random             like tok_ok, under the random faults below.
 //
-//	tok_ok (and any other token)  charged, 201
-//	tok_decline                   declined, 402 card_declined
-//	tok_timeout                   charged, then no answer until ClientTimeout has passed
-//	tok_5xx_after_charge          charged, then 500
-//	tok_drop_after_charge         charged, then the connection is closed without an answer
-//	tok_slow_<ms>                 waits <ms>, then charged, 201
-//	tok_refuse                    429, nothing charged
-//	tok_reject                    422, nothing charged
-//	tok_random                    a fault drawn from Options.Random (so is tok_ok when Random has rates)
+// A refused connection cannot be simulated by a handler: to test it, point
+// the client at a port nothing listens on.
 //
-// In random mode, a slow charge becomes visible to lookups only when it is
-// made, after the wait: a lookup meanwhile says 404 although the charge is
-// still coming, as at a real gateway with a request in flight.
+// # Random faults
+//
+// When any rate in Options.Random is above zero, tok_ok and tok_random
+// charges draw their fault from a PCG source seeded with Options.Seed: the
+// same seed and the same sequence of requests give the same faults. The
+// rates are checked in the order FiveXXNoCharge, Decline, Timeout,
+// FiveXXAfterCharge, DropAfterCharge, Slow, so rates that sum past 1 starve
+// the later faults.
+//
+// A slow charge, random or tok_slow_<ms>, is in flight until its answer is
+// due: lookups say 404 although the charge happened, even after the client
+// has given up. A random timeout is in flight the same way with probability
+// LookupNotFoundWhileInFlight. That is the gateway that tells a reconciler
+// "no such charge" while the charge is still landing; the ledger lists such
+// charges from the start, because the money has moved.
+//
+// # Idempotency
+//
+// Like many gateways, the simulator ignores Idempotency-Key and charges every
+// request, even one that repeats a reference, unless Options.Dedupe is set:
+// then a repeated reference is answered with the stored charge (201 or 402)
+// and nothing more is charged.
+//
+// # Ledger
+//
+// Sim.Ledger and GET /v1/ledger (a JSON array of Charge, no authorization)
+// list every charge made, succeeded or declined, in the order made, in flight
+// or not.
 package sim
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -36,84 +70,173 @@ import (
 	"time"
 )
 
-// Options configure a Sim.
+// DefaultClientTimeout is Options.ClientTimeout when it is zero.
+const DefaultClientTimeout = 30 * time.Second
+
+// DefaultSlowMax is RandomFaults.SlowMax when it is zero.
+const DefaultSlowMax = 2 * time.Second
+
+// The statuses of a Charge.
+const (
+	StatusSucceeded = "succeeded"
+	StatusDeclined  = "declined"
+)
+
+// maxBody bounds a charge request's body.
+const maxBody = 1 << 20
+
+// Options configures a Sim. The zero value is an honest gateway that ignores
+// idempotency keys.
 type Options struct {
-	// Dedupe makes a repeated reference return the charge it already made.
+	// Dedupe answers a repeated reference with the stored charge instead
+	// of charging again.
 	Dedupe bool
-	// ClientTimeout is how long tok_timeout keeps a charged request waiting:
-	// longer than the client's deadline. Default 30s.
+	// APIKey, when set, must be the bearer token of every charge and
+	// lookup; when empty, any bearer token will do. Requests without one
+	// get 401.
+	APIKey string
+	// ClientTimeout is how long a timeout fault holds its answer. It should
+	// exceed the client's deadline. Zero means DefaultClientTimeout. The
+	// wait ends early when the client hangs up or the server shuts down.
 	ClientTimeout time.Duration
 	// Seed seeds the random faults.
 	Seed uint64
-	// Random is the rate of each fault for tok_random (and tok_ok when any
-	// rate is set).
+	// Random sets the rates of random faults.
 	Random RandomFaults
 }
 
-// RandomFaults are the probabilities of each fault, from 0 to 1.
+// RandomFaults are the probabilities, each from 0 to 1, that a tok_ok or
+// tok_random charge meets a fault.
 type RandomFaults struct {
-	Decline           float64
-	Timeout           float64
+	// FiveXXNoCharge answers 503 without charging.
+	FiveXXNoCharge float64
+	// Decline declines the charge (402).
+	Decline float64
+	// Timeout charges and holds the answer like tok_timeout.
+	Timeout float64
+	// FiveXXAfterCharge charges and answers 500.
 	FiveXXAfterCharge float64
-	DropAfterCharge   float64
-	FiveXXNoCharge    float64
-	Slow              float64
-	// SlowMax bounds a slow answer (default 2s).
+	// DropAfterCharge charges and drops the connection.
+	DropAfterCharge float64
+	// Slow charges and answers after a delay drawn up to SlowMax; lookups
+	// do not see the charge until then.
+	Slow float64
+	// LookupNotFoundWhileInFlight hides a Timeout charge from lookups until
+	// its answer is due (Options.ClientTimeout after the charge).
+	LookupNotFoundWhileInFlight float64
+	// SlowMax is the longest slow delay. Zero means DefaultSlowMax.
 	SlowMax time.Duration
 }
 
-func (r RandomFaults) any() bool {
-	return r.Decline+r.Timeout+r.FiveXXAfterCharge+r.DropAfterCharge+r.FiveXXNoCharge+r.Slow > 0
+func (rf RandomFaults) enabled() bool {
+	return rf.FiveXXNoCharge > 0 || rf.Decline > 0 || rf.Timeout > 0 ||
+		rf.FiveXXAfterCharge > 0 || rf.DropAfterCharge > 0 || rf.Slow > 0 ||
+		rf.LookupNotFoundWhileInFlight > 0
 }
 
-// Charge is one charge in the ledger.
+// Charge is one charge the simulator made.
 type Charge struct {
 	ID            string    `json:"id"`
 	Reference     string    `json:"reference"`
 	Amount        int64     `json:"amount"`
 	Currency      string    `json:"currency"`
 	PaymentMethod string    `json:"payment_method"`
-	Description   string    `json:"description,omitempty"`
+	Description   string    `json:"description"`
 	Status        string    `json:"status"`
 	DeclineCode   string    `json:"decline_code,omitempty"`
 	Created       time.Time `json:"created"`
 }
 
-// Sim is the simulator; it is an http.Handler.
+// record is a ledger entry: a charge and when lookups may see it.
+type record struct {
+	Charge
+	visibleAt time.Time
+}
+
+// Sim is the simulator, an http.Handler. It is safe for concurrent use.
 type Sim struct {
 	opts Options
 	mux  *http.ServeMux
 
-	mu     sync.Mutex
-	rng    *rand.Rand
-	ledger []Charge
-	byRef  map[string]int // reference → index of its latest charge
+	mu      sync.Mutex
+	rng     *rand.Rand // draws random faults; guarded by mu
+	records []record   // the ledger, oldest first; guarded by mu
 }
 
-// New returns a simulator.
+// New returns a simulator configured by opts.
 func New(opts Options) *Sim {
 	if opts.ClientTimeout <= 0 {
-		opts.ClientTimeout = 30 * time.Second
+		opts.ClientTimeout = DefaultClientTimeout
 	}
 	if opts.Random.SlowMax <= 0 {
-		opts.Random.SlowMax = 2 * time.Second
+		opts.Random.SlowMax = DefaultSlowMax
 	}
-	s := &Sim{opts: opts, mux: http.NewServeMux(), rng: rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5eed)), byRef: map[string]int{}}
-	s.mux.HandleFunc("POST /v1/charges", s.charge)
-	s.mux.HandleFunc("GET /v1/charges", s.lookup)
-	s.mux.HandleFunc("GET /v1/ledger", s.serveLedger)
+	s := &Sim{
+		opts: opts,
+		// The stream constant is arbitrary; only Seed varies the sequence.
+		rng: rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
+	}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
+	s.mux.HandleFunc("GET /v1/charges", s.handleLookup)
+	s.mux.HandleFunc("GET /v1/ledger", s.handleLedger)
 	return s
 }
 
+// ServeHTTP serves the protocol and the ledger.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Ledger returns every charge made so far, in order.
+// Ledger returns every charge made so far, oldest first, including those
+// still hidden from lookups.
 func (s *Sim) Ledger() []Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Charge(nil), s.ledger...)
+	out := make([]Charge, len(s.records))
+	for i, r := range s.records {
+		out[i] = r.Charge
+	}
+	return out
 }
 
+// ListenAndServe serves the simulator on the TCP address addr until ctx
+// ends, then shuts down.
+func (s *Sim) ListenAndServe(ctx context.Context, addr string) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("sim: %w", err)
+	}
+	return s.Serve(ctx, ln)
+}
+
+// Serve serves the simulator on ln until ctx ends, then shuts down and
+// returns nil. It closes ln. Requests in progress see their context end with
+// ctx, so held answers (timeouts, slow charges) are cut short rather than
+// keeping the shutdown waiting.
+func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("sim: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	<-served // http.ErrServerClosed, once Shutdown has begun
+	if err != nil {
+		return fmt.Errorf("sim: shutdown: %w", err)
+	}
+	return nil
+}
+
+// chargeRequest is the body of POST /v1/charges.
 type chargeRequest struct {
 	Reference     string `json:"reference"`
 	Amount        int64  `json:"amount"`
@@ -122,168 +245,292 @@ type chargeRequest struct {
 	Description   string `json:"description"`
 }
 
-// fault is what happens to one charge request.
-type fault struct {
-	kind string // ok, decline, timeout, 5xx_after, drop_after, 5xx, refuse, reject
-	slow time.Duration
-}
-
-func (s *Sim) faultFor(token string) fault {
+// problem says what is wrong with the request, or "" if nothing is.
+func (in chargeRequest) problem() string {
 	switch {
-	case token == "tok_decline":
-		return fault{kind: "decline"}
-	case token == "tok_timeout":
-		return fault{kind: "timeout"}
-	case token == "tok_5xx_after_charge":
-		return fault{kind: "5xx_after"}
-	case token == "tok_drop_after_charge":
-		return fault{kind: "drop_after"}
-	case token == "tok_refuse":
-		return fault{kind: "refuse"}
-	case token == "tok_reject":
-		return fault{kind: "reject"}
-	case strings.HasPrefix(token, "tok_slow_"):
-		ms, _ := strconv.Atoi(strings.TrimPrefix(token, "tok_slow_"))
-		return fault{kind: "ok", slow: time.Duration(ms) * time.Millisecond}
-	case token == "tok_random" || (token == "tok_ok" && s.opts.Random.any()):
-		return s.randomFault()
+	case in.Reference == "":
+		return "reference is required"
+	case in.Amount <= 0:
+		return "amount must be positive"
+	case in.Currency == "":
+		return "currency is required"
+	case in.PaymentMethod == "":
+		return "payment_method is required"
 	}
-	return fault{kind: "ok"}
+	return ""
 }
 
-func (s *Sim) randomFault() fault {
+// fault is what the simulator does with one charge request.
+type fault int
+
+const (
+	faultNone fault = iota
+	faultReplay
+	faultDecline
+	faultRateLimit
+	faultReject
+	faultUnavailable // 5xx before charging
+	faultHold        // tok_timeout, tok_slow_<ms>: charge, answer late
+	faultError       // 5xx after charging
+	faultDrop
+)
+
+// plan is how one charge request is handled.
+type plan struct {
+	fault fault
+	// delay is how long faultHold holds the answer.
+	delay time.Duration
+	// hidden keeps the charge from lookups for delay.
+	hidden bool
+	// charge is the charge made (or, for faultReplay, found), if any.
+	charge Charge
+}
+
+func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "missing or wrong API key; nothing charged")
+		return
+	}
+	// Reading the body to its end also lets the server notice a client
+	// that hangs up, which is what ends r.Context() during a held answer.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "unreadable body; nothing charged")
+		return
+	}
+	var in chargeRequest
+	if err := json.Unmarshal(body, &in); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON; nothing charged")
+		return
+	}
+	if msg := in.problem(); msg != "" {
+		writeError(w, http.StatusUnprocessableEntity, msg+"; nothing charged")
+		return
+	}
+
+	p := s.accept(in)
+	switch p.fault {
+	case faultNone, faultReplay, faultDecline:
+		writeCharge(w, p.charge)
+	case faultRateLimit:
+		writeError(w, http.StatusTooManyRequests, "rate limited; nothing charged")
+	case faultReject:
+		writeError(w, http.StatusUnprocessableEntity, "payment method rejected; nothing charged")
+	case faultUnavailable:
+		writeError(w, http.StatusServiceUnavailable, "unavailable; nothing charged")
+	case faultHold:
+		if !sleep(r.Context(), p.delay) {
+			// The client hung up or the server is shutting down. Abort
+			// rather than return, which would send an empty 200.
+			panic(http.ErrAbortHandler)
+		}
+		writeCharge(w, p.charge)
+	case faultError:
+		writeError(w, http.StatusInternalServerError, "internal error")
+	case faultDrop:
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			// HTTP/2 cannot hijack; aborting resets the stream instead.
+			panic(http.ErrAbortHandler)
+		}
+		conn.Close()
+	}
+}
+
+// accept decides what to do with a valid charge request and makes the
+// charge, if any, in one critical section: a Dedupe check and the charge it
+// guards cannot interleave with another request's.
+func (s *Sim) accept(in chargeRequest) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r, x := s.opts.Random, s.rng.Float64()
+	if s.opts.Dedupe {
+		if c, ok := s.latestLocked(in.Reference, time.Time{}); ok {
+			return plan{fault: faultReplay, charge: c}
+		}
+	}
+
+	p := s.planLocked(in.PaymentMethod)
+	switch p.fault {
+	case faultRateLimit, faultReject, faultUnavailable:
+		return p
+	}
+	now := time.Now().UTC()
+	rec := record{
+		Charge: Charge{
+			ID:            fmt.Sprintf("ch_sim_%06d", len(s.records)+1),
+			Reference:     in.Reference,
+			Amount:        in.Amount,
+			Currency:      in.Currency,
+			PaymentMethod: in.PaymentMethod,
+			Description:   in.Description,
+			Status:        StatusSucceeded,
+			Created:       now,
+		},
+		visibleAt: now,
+	}
+	if p.fault == faultDecline {
+		rec.Status, rec.DeclineCode = StatusDeclined, "card_declined"
+	}
+	if p.hidden {
+		rec.visibleAt = now.Add(p.delay)
+	}
+	s.records = append(s.records, rec)
+	p.charge = rec.Charge
+	return p
+}
+
+// planLocked chooses the fault for a payment method token.
+func (s *Sim) planLocked(token string) plan {
+	switch token {
+	case "tok_decline":
+		return plan{fault: faultDecline}
+	case "tok_timeout":
+		return plan{fault: faultHold, delay: s.opts.ClientTimeout}
+	case "tok_5xx_after_charge":
+		return plan{fault: faultError}
+	case "tok_drop_after_charge":
+		return plan{fault: faultDrop}
+	case "tok_refuse":
+		return plan{fault: faultRateLimit}
+	case "tok_reject":
+		return plan{fault: faultReject}
+	case "tok_ok", "tok_random":
+		if s.opts.Random.enabled() {
+			return s.drawLocked()
+		}
+		return plan{}
+	}
+	if ms, ok := strings.CutPrefix(token, "tok_slow_"); ok {
+		n, err := strconv.ParseUint(ms, 10, 31)
+		if err != nil {
+			return plan{fault: faultReject}
+		}
+		return plan{fault: faultHold, delay: time.Duration(n) * time.Millisecond, hidden: true}
+	}
+	return plan{}
+}
+
+// drawLocked draws a random fault. Every call makes the same draws for the
+// same fault, so the sequence depends only on the seed and the requests.
+func (s *Sim) drawLocked() plan {
+	rf := s.opts.Random
+	u := s.rng.Float64()
 	for _, f := range []struct {
-		p    float64
-		kind string
+		rate float64
+		plan func() plan
 	}{
-		{r.Decline, "decline"}, {r.Timeout, "timeout"}, {r.FiveXXAfterCharge, "5xx_after"},
-		{r.DropAfterCharge, "drop_after"}, {r.FiveXXNoCharge, "5xx"}, {r.Slow, "slow"},
+		{rf.FiveXXNoCharge, func() plan { return plan{fault: faultUnavailable} }},
+		{rf.Decline, func() plan { return plan{fault: faultDecline} }},
+		{rf.Timeout, func() plan {
+			inFlight := s.rng.Float64() < rf.LookupNotFoundWhileInFlight
+			return plan{fault: faultHold, delay: s.opts.ClientTimeout, hidden: inFlight}
+		}},
+		{rf.FiveXXAfterCharge, func() plan { return plan{fault: faultError} }},
+		{rf.DropAfterCharge, func() plan { return plan{fault: faultDrop} }},
+		{rf.Slow, func() plan {
+			delay := time.Duration(s.rng.Int64N(int64(rf.SlowMax) + 1))
+			return plan{fault: faultHold, delay: delay, hidden: true}
+		}},
 	} {
-		if x < f.p {
-			if f.kind == "slow" {
-				return fault{kind: "ok", slow: time.Duration(s.rng.Int64N(int64(r.SlowMax)))}
-			}
-			return fault{kind: f.kind}
+		if u < f.rate {
+			return f.plan()
 		}
-		x -= f.p
+		u -= max(f.rate, 0)
 	}
-	return fault{kind: "ok"}
+	return plan{}
 }
 
-func (s *Sim) charge(w http.ResponseWriter, r *http.Request) {
-	var req chargeRequest
-	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 1<<16)).Decode(&req); err != nil || req.Reference == "" ||
-		req.Amount <= 0 || req.Currency == "" || req.PaymentMethod == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "invalid charge request"})
-		return
-	}
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
-		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "missing API key"})
-		return
-	}
-	f := s.faultFor(req.PaymentMethod)
-	switch f.kind {
-	case "refuse":
-		writeJSON(w, http.StatusTooManyRequests, map[string]string{"error": "rate limited"})
-		return
-	case "reject":
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "payment method not usable"})
-		return
-	case "5xx":
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "try later"})
-		return
-	}
-	if f.slow > 0 {
-		// Should the client give up meanwhile, the charge goes ahead all
-		// the same, as at a real gateway.
-		sleep(r.Context(), f.slow)
-	}
-	status := "succeeded"
-	if f.kind == "decline" {
-		status = "declined"
-	}
-	c, replay := s.record(req, status)
-	code := http.StatusCreated
-	if c.Status == "declined" {
-		code = http.StatusPaymentRequired
-	}
-	if replay {
-		writeJSON(w, code, c)
-		return
-	}
-	switch f.kind {
-	case "timeout":
-		sleep(r.Context(), s.opts.ClientTimeout)
-	case "5xx_after":
-		writeJSON(w, http.StatusInternalServerError, map[string]string{"error": "internal error"})
-		return
-	case "drop_after":
-		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
-				conn.Close()
-				return
-			}
+// latestLocked returns the latest charge with the reference. With a non-zero
+// now it skips charges that lookups may not see yet.
+func (s *Sim) latestLocked(reference string, now time.Time) (Charge, bool) {
+	for i := len(s.records) - 1; i >= 0; i-- {
+		r := s.records[i]
+		if r.Reference != reference || (!now.IsZero() && r.visibleAt.After(now)) {
+			continue
 		}
-		panic(http.ErrAbortHandler)
+		return r.Charge, true
 	}
-	writeJSON(w, code, c)
+	return Charge{}, false
 }
 
-// record adds a charge to the ledger; with Dedupe, a known reference returns
-// its charge instead.
-func (s *Sim) record(req chargeRequest, status string) (Charge, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if i, ok := s.byRef[req.Reference]; ok && s.opts.Dedupe {
-		return s.ledger[i], true
+func (s *Sim) handleLookup(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "missing or wrong API key")
+		return
 	}
-	c := Charge{
-		ID: fmt.Sprintf("ch_sim_%06d", len(s.ledger)+1), Reference: req.Reference, Amount: req.Amount,
-		Currency: req.Currency, PaymentMethod: req.PaymentMethod, Description: req.Description,
-		Status: status, Created: time.Now().UTC(),
-	}
-	if status == "declined" {
-		c.DeclineCode = "card_declined"
-	}
-	s.ledger = append(s.ledger, c)
-	s.byRef[req.Reference] = len(s.ledger) - 1
-	return c, false
-}
-
-func (s *Sim) lookup(w http.ResponseWriter, r *http.Request) {
 	ref := r.URL.Query().Get("reference")
 	if ref == "" {
-		writeJSON(w, http.StatusBadRequest, map[string]string{"error": "reference is required"})
+		writeError(w, http.StatusBadRequest, "reference is required")
 		return
 	}
 	s.mu.Lock()
-	i, ok := s.byRef[ref]
-	var c Charge
-	if ok {
-		c = s.ledger[i]
-	}
+	c, ok := s.latestLocked(ref, time.Now())
 	s.mu.Unlock()
 	if !ok {
-		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no charge with that reference"})
+		writeError(w, http.StatusNotFound, "no charge with that reference")
 		return
 	}
-	writeJSON(w, http.StatusOK, c)
+	writeJSON(w, http.StatusOK, wireCharge(c))
 }
 
-func (s *Sim) serveLedger(w http.ResponseWriter, _ *http.Request) {
+func (s *Sim) handleLedger(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Ledger())
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(v)
+// authorized reports whether r carries a bearer token: Options.APIKey if it
+// is set, any token otherwise.
+func (s *Sim) authorized(r *http.Request) bool {
+	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || key == "" {
+		return false
+	}
+	return s.opts.APIKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.APIKey)) == 1
 }
 
-// sleep waits d or until ctx ends; it reports whether d passed.
+// chargeObject is a charge as the protocol answers it: without the payment
+// method, which a gateway does not echo.
+type chargeObject struct {
+	ID          string `json:"id"`
+	Reference   string `json:"reference"`
+	Status      string `json:"status"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	DeclineCode string `json:"decline_code,omitempty"`
+}
+
+func wireCharge(c Charge) chargeObject {
+	return chargeObject{
+		ID: c.ID, Reference: c.Reference, Status: c.Status,
+		Amount: c.Amount, Currency: c.Currency, DeclineCode: c.DeclineCode,
+	}
+}
+
+// writeCharge answers a charge request with c: 201 if it succeeded, 402 if
+// it was declined.
+func writeCharge(w http.ResponseWriter, c Charge) {
+	code := http.StatusCreated
+	if c.Status == StatusDeclined {
+		code = http.StatusPaymentRequired
+	}
+	writeJSON(w, code, wireCharge(c))
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only the simulator's own types get here; they always marshal.
+		panic(err)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	w.Write(append(b, '\n'))
+}
+
+// sleep waits for d, or until ctx ends. It reports whether the full d passed.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
