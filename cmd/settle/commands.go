@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -26,7 +25,8 @@ var (
 	dbFlags        = []string{"database-url", "db-max-conns", "log-format"}
 	gatewayFlags   = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
-	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints"}
+	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
+		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
 )
 
 // parse parses args for a command with the named options and validates.
@@ -104,7 +104,7 @@ func (a *app) reconciler() (*reconcile.Reconciler, error) {
 
 // serve runs the gRPC API (and a reconciler, when asked) until ctx ends,
 // then lets in-flight calls finish within the shutdown timeout.
-func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool) error {
+func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, opts grpcapi.Options) error {
 	svc, err := order.NewService(a.store, a.gateways, order.Config{
 		DefaultGateway: a.cfg.DefaultGateway,
 		GatewayTimeout: a.cfg.GatewayTimeout,
@@ -119,7 +119,7 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool) 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	srv := grpcapi.NewServer(svc, a.store, rec, a.log)
+	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
 	done := make(chan struct{}, 3)
@@ -164,6 +164,10 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	opts, err := cfg.serverOptions()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	log := cfg.logger(stderr)
 	a, err := newApp(ctx, cfg, log, "refpsp")
 	if err != nil {
@@ -174,7 +178,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	return a.serve(ctx, lis, cfg.WithReconciler)
+	return a.serve(ctx, lis, cfg.WithReconciler, opts)
 }
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -235,23 +239,7 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}
 	fmt.Fprintf(stdout, "gateway simulator on http://%s (ledger: /v1/ledger)\n", lis.Addr())
-	return serveHTTP(ctx, lis, sim.New(*opts))
-}
-
-// serveHTTP serves h on lis until ctx ends.
-func serveHTTP(ctx context.Context, lis net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	srv.Shutdown(sctx)
-	return nil
+	return sim.New(*opts).Serve(ctx, lis)
 }
 
 func concat(lists ...[]string) []string {

@@ -36,6 +36,16 @@ type config struct {
 	NoShowHorizon   time.Duration
 	WithReconciler  bool
 	Failpoints      string
+	APIKeys         string
+	APIKeysFile     string
+	RateLimit       float64
+	RateBurst       int
+	MaxInFlight     int
+	Reflection      bool
+	TLSCert         string
+	TLSKey          string
+	TLSClientCA     string
+	Insecure        bool
 }
 
 // option is one setting: its flag, its environment variable, its default.
@@ -63,6 +73,16 @@ var options = []option{
 	{"no-show-horizon", "SETTLE_NO_SHOW_HORIZON", "70s", "age after which a charge the gateway has not seen can no longer arrive (gateway timeout + margin)", setDuration(func(c *config) *time.Duration { return &c.NoShowHorizon })},
 	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
 	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
+	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;", setString(func(c *config) *string { return &c.APIKeys })},
+	{"api-keys-file", "SETTLE_API_KEYS_FILE", "", "file of API keys, one per line, as in --api-keys", setString(func(c *config) *string { return &c.APIKeysFile })},
+	{"rate-limit", "SETTLE_RATE_LIMIT", "200", "requests per second per API key (0: no limit)", setFloat(func(c *config) *float64 { return &c.RateLimit })},
+	{"rate-burst", "SETTLE_RATE_BURST", "400", "burst of requests per API key", setInt(func(c *config) *int { return &c.RateBurst })},
+	{"max-inflight", "SETTLE_MAX_INFLIGHT", "64", "calls in flight per API key (0: no limit)", setInt(func(c *config) *int { return &c.MaxInFlight })},
+	{"reflection", "SETTLE_REFLECTION", "true", "serve gRPC reflection", setBool(func(c *config) *bool { return &c.Reflection })},
+	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
+	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
+	{"tls-client-ca", "SETTLE_TLS_CLIENT_CA", "", "CA (PEM) that client certificates must chain to: mutual TLS", setString(func(c *config) *string { return &c.TLSClientCA })},
+	{"insecure", "SETTLE_INSECURE", "false", "allow plaintext or no API keys on a non-loopback address", setBool(func(c *config) *bool { return &c.Insecure })},
 }
 
 // bindConfig registers the named options on fs. The returned function,
@@ -128,6 +148,10 @@ func (c *config) validate() error {
 	check(c.Concurrency >= 1 && c.Concurrency <= 1000, "reconcile-concurrency must be between 1 and 1000")
 	check(c.PollInterval > 0, "reconcile-poll must be positive")
 	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
+	check(c.RateBurst >= 1, "rate-burst must be at least 1")
+	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
+	check((c.TLSCert == "") == (c.TLSKey == ""), "tls-cert and tls-key go together")
+	check(c.TLSClientCA == "" || c.TLSCert != "", "tls-client-ca needs tls-cert and tls-key")
 	return errors.Join(errs...)
 }
 
@@ -172,6 +196,17 @@ func setInt(p func(*config) *int) func(*config, string) error {
 			return fmt.Errorf("%q is not a whole number", v)
 		}
 		*p(c) = n
+		return nil
+	}
+}
+
+func setFloat(p func(*config) *float64) func(*config, string) error {
+	return func(c *config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0 {
+			return fmt.Errorf("%q is not a number of at least 0", v)
+		}
+		*p(c) = f
 		return nil
 	}
 }

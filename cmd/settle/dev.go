@@ -8,6 +8,8 @@ import (
 	"net"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
@@ -18,7 +20,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
-	opts := simFlags(fs)
+	simOpts := simFlags(fs)
 	load := bindConfig(fs, getenv, concat([]string{"gateway-timeout"}, reconcileFlags, serveFlags)...)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -28,6 +30,13 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("configuration: %w", err)
 	}
 	cfg.LogFormat, cfg.DefaultGateway, cfg.RefpspKey = "text", "sim", "dev"
+	checkoutKey, opsKey := newDevKey("sk_dev_checkout_"), newDevKey("sk_dev_ops_")
+	cfg.APIKeys = fmt.Sprintf("%s %s checkout dev-checkout; %s %s ops dev-ops",
+		grpcapi.HashKey(checkoutKey), order.DefaultMerchant, grpcapi.HashKey(opsKey), order.DefaultMerchant)
+	opts, err := cfg.serverOptions()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	log := cfg.logger(stderr)
 
 	fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
@@ -52,7 +61,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("listen on %s: %w", *simAddr, err)
 	}
 	simDone := make(chan error, 1)
-	go func() { simDone <- serveHTTP(ctx, simLis, sim.New(*opts)) }()
+	go func() { simDone <- sim.New(*simOpts).Serve(ctx, simLis) }()
 	cfg.RefpspURL = "http://" + simLis.Addr().String()
 	if err := cfg.validate(); err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -67,26 +76,31 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL)
-	err = a.serve(ctx, lis, true)
+	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey)
+	err = a.serve(ctx, lis, true, opts)
 	<-simDone
 	return err
 }
 
-func printDevHelp(w io.Writer, addr, simURL, dbURL string) {
+func printDevHelp(w io.Writer, addr, simURL, dbURL, checkoutKey, opsKey string) {
 	fmt.Fprintf(w, `
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
   gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
   database:  %[3]s
 
+Development API keys (new each run):
+  export SETTLE_KEY=%[4]s      # checkout: OrderService
+  export SETTLE_OPS_KEY=%[5]s           # ops: OpsService
+
 Create an order, charge it, look at it:
-  grpcurl -plaintext -d '{"merchant_reference":"order-1001","amount":{"currency":"GBP","amount_minor":1250},"payment_method":"tok_ok"}' %[1]s settle.v1.OrderService/CreateOrder
-  grpcurl -plaintext -d '{"order_id":"<id from above>","request_id":"checkout-1001-a"}' %[1]s settle.v1.OrderService/ChargeOrder
-  grpcurl -plaintext -d '{"merchant_reference":"order-1001"}' %[1]s settle.v1.OrderService/GetOrder
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1001","amount":{"currency":"GBP","amount_minor":1250},"payment_method":"tok_ok"}' %[1]s settle.v1.OrderService/CreateOrder
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"order_id":"<id from above>","request_id":"checkout-1001-a"}' %[1]s settle.v1.OrderService/ChargeOrder
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1001"}' %[1]s settle.v1.OrderService/GetOrder
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" %[1]s settle.v1.OpsService/Stats
 
 Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
 tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422).
 
-`, addr, simURL, dbURL)
+`, addr, simURL, dbURL, checkoutKey, opsKey)
 }

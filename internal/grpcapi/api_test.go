@@ -1,18 +1,20 @@
 package grpcapi_test
 
 import (
+	"bytes"
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -36,14 +38,42 @@ type stack struct {
 	conn   *grpc.ClientConn
 	pool   *pgxpool.Pool
 	url    string
+	addr   string
 	sim    *sim.Sim
 	srv    *grpcapi.Server
 	rec    *reconcile.Reconciler
+	log    *slog.Logger
+	logs   syncBuffer // everything the server logged
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 const gatewayTimeout = 500 * time.Millisecond
 
 func newStack(t *testing.T) *stack {
+	t.Helper()
+	return newStackWith(t, grpcapi.Options{}, insecure.NewCredentials())
+}
+
+// newStackWith is newStack with security options, and the client's
+// transport credentials.
+func newStackWith(t *testing.T, opts grpcapi.Options, creds credentials.TransportCredentials, extraGateways ...map[string]order.Gateway) *stack {
 	t.Helper()
 	url := postgrestest.URL(t)
 	pool, err := postgres.Open(context.Background(), url, 8)
@@ -59,7 +89,13 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	gateways := map[string]order.Gateway{"sim": gw}
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, extra := range extraGateways {
+		for name, g := range extra {
+			gateways[name] = g
+		}
+	}
+	s.log = slog.New(slog.NewTextHandler(&s.logs, nil))
+	log := s.log
 	store := postgres.NewStore(pool)
 	svc, err := order.NewService(store, gateways, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: gatewayTimeout, Grace: time.Second, FirstRecheck: time.Minute,
@@ -74,7 +110,7 @@ func newStack(t *testing.T) *stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.srv = grpcapi.NewServer(svc, store, s.rec, log)
+	s.srv = grpcapi.NewServer(svc, store, s.rec, s.log, opts)
 	lctx, stopListening := context.WithCancel(context.Background())
 	listening := make(chan struct{})
 	go func() {
@@ -88,7 +124,8 @@ func newStack(t *testing.T) *stack {
 	}
 	go s.srv.Serve(lis)
 	t.Cleanup(s.srv.Stop)
-	s.conn, err = grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	s.addr = lis.Addr().String()
+	s.conn, err = grpc.NewClient(s.addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,3 +64,22 @@ func attemptToProto(a *order.Attempt) *settlev1.Attempt {
 		CreateTime:      timestamp(a.CreatedAt),
 	}
 }
+
+// newOrderFromProto is a CreateOrder request as the domain takes it; the
+// domain validates the fields.
+func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error) {
+	if req.GetAmount() == nil {
+		return order.NewOrder{}, &order.ValidationError{Field: "amount", Reason: "is required"}
+	}
+	return order.NewOrder{
+		MerchantReference: req.GetMerchantReference(),
+		Amount:            order.Money{Currency: req.GetAmount().GetCurrency(), AmountMinor: req.GetAmount().GetAmountMinor()},
+		PaymentMethod:     req.GetPaymentMethod(),
+		Gateway:           req.GetGateway(),
+	}, nil
+}
+
+// chargeInputFromProto is a ChargeOrder request as the domain takes it.
+func chargeInputFromProto(req *settlev1.ChargeOrderRequest) order.ChargeInput {
+	return order.ChargeInput{OrderID: req.GetOrderId(), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod()}
+}

@@ -34,10 +34,6 @@ type opsServer struct {
 	log     *slog.Logger
 }
 
-// operator names the caller in the history. Until API keys identify
-// operators, every operator is "ops".
-func operator(context.Context) string { return "ops" }
-
 var protoToState = func() map[settlev1.OrderState]order.State {
 	m := map[settlev1.OrderState]order.State{}
 	for s, p := range stateToProto {

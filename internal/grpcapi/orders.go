@@ -20,20 +20,12 @@ type orderServer struct {
 	log     *slog.Logger
 }
 
-// merchant is the caller's merchant. Until API keys assign merchants, every
-// caller is the default merchant.
-func merchant(context.Context) string { return order.DefaultMerchant }
-
 func (s *orderServer) CreateOrder(ctx context.Context, req *settlev1.CreateOrderRequest) (*settlev1.CreateOrderResponse, error) {
-	if req.GetAmount() == nil {
-		return nil, toStatus(ctx, s.log, &order.ValidationError{Field: "amount", Reason: "is required"})
+	n, err := newOrderFromProto(req)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
 	}
-	o, err := s.svc.Create(ctx, merchant(ctx), order.NewOrder{
-		MerchantReference: req.GetMerchantReference(),
-		Amount:            order.Money{Currency: req.GetAmount().GetCurrency(), AmountMinor: req.GetAmount().GetAmountMinor()},
-		PaymentMethod:     req.GetPaymentMethod(),
-		Gateway:           req.GetGateway(),
-	})
+	o, err := s.svc.Create(ctx, merchant(ctx), n)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -60,11 +52,7 @@ func (s *orderServer) GetOrder(ctx context.Context, req *settlev1.GetOrderReques
 }
 
 func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrderRequest) (*settlev1.ChargeOrderResponse, error) {
-	o, a, err := s.svc.Charge(ctx, merchant(ctx), order.ChargeInput{
-		OrderID:       req.GetOrderId(),
-		RequestID:     req.GetRequestId(),
-		PaymentMethod: req.GetPaymentMethod(),
-	})
+	o, a, err := s.svc.Charge(ctx, merchant(ctx), chargeInputFromProto(req))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -35,10 +36,24 @@ type Server struct {
 	hub    *watchHub
 }
 
+// Options are the server's security settings.
+type Options struct {
+	// Keys are the API keys. With none, every caller is the default
+	// merchant with every role: for loopback listeners only.
+	Keys []Key
+	// Limits bound each API key's calls.
+	Limits Limits
+	// NoReflection turns server reflection off.
+	NoReflection bool
+	// Creds secures the transport (TLS, mTLS); nil is plaintext.
+	Creds credentials.TransportCredentials
+}
+
 // NewServer returns a server with OrderService, OpsService, health and
-// reflection registered, logging each call (never its payload) and turning
-// a panic in a handler into Internal.
-func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logger) *Server {
+// reflection registered. Each call is logged (never its payload); callers
+// are authenticated by API key and limited per key; a panic in a handler
+// becomes Internal and is logged.
+func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logger, opts Options) *Server {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
 	})
@@ -47,17 +62,27 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		return status.Error(codes.Internal, "internal error")
 	})
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
-	gs := grpc.NewServer(
+	authn := &authenticator{keys: opts.Keys}
+	limit := &limiter{limits: opts.Limits, keys: map[string]*keyLimit{}}
+	serverOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), recovery.UnaryServerInterceptor(recoverer)),
-		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...), recovery.StreamServerInterceptor(recoverer)),
-	)
+		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...),
+			recovery.UnaryServerInterceptor(recoverer), authn.unary(limit)),
+		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...),
+			recovery.StreamServerInterceptor(recoverer), authn.stream(limit)),
+	}
+	if opts.Creds != nil {
+		serverOpts = append(serverOpts, grpc.Creds(opts.Creds))
+	}
+	gs := grpc.NewServer(serverOpts...)
 	hub := &watchHub{}
 	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, hub: hub, watcher: store, log: log})
 	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: store, checker: checker, log: log})
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(gs, h)
-	reflection.Register(gs)
+	if !opts.NoReflection {
+		reflection.Register(gs)
+	}
 	return &Server{Server: gs, Health: h, hub: hub}
 }
 

@@ -170,6 +170,13 @@ func (s *Store) Attempt(ctx context.Context, id string) (order.Attempt, error) {
 // so two claims of one order are serialized and only one finds it PENDING.
 // The unique (merchant_id, request_id) key makes a request id name one
 // attempt, even when two claims with it race.
+//
+// The guard is checked once, in att, on the latest version that ord holds
+// locked; upd must not check it again. Its scan sees the statement's
+// snapshot, which can predate a settle that ord waited for: a claim that
+// began while the previous attempt's settle (CHARGING to PENDING) held the
+// row would see CHARGING there and skip the row, leaving the attempt that
+// att inserted without its claim.
 var claimSQL = `
 WITH ord AS (
 	SELECT * FROM orders WHERE id = $1 AND merchant_id = $2 FOR UPDATE
@@ -184,7 +191,7 @@ WITH ord AS (
 ), upd AS (
 	UPDATE orders o SET state = $7, current_attempt = att.id, reconcile_at = now() + $8::interval,
 		reconcile_count = 0, last_error = '', updated_at = now()
-	FROM att WHERE o.id = att.order_id AND ` + claimGuard("o") + `
+	FROM att WHERE o.id = att.order_id
 	RETURNING o.*
 ), ev AS (
 	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)

@@ -14,10 +14,10 @@
 //	                       before a 201: to the client, a timeout after charging.
 //	tok_5xx_after_charge   charges, then answers 500.
 //	tok_drop_after_charge  charges, then closes the connection without answering.
-//	tok_slow_<ms>          charges, and answers 201 after <ms> milliseconds (or
-//	                       when the client hangs up). Until then the charge is
-//	                       in flight: lookups say 404 even though it happened.
-//	                       A <ms> that is not a number is rejected (422).
+//	tok_slow_<ms>          charges, and answers 201 after <ms> milliseconds
+//	                       unless the client hangs up first. Until then the
+//	                       charge is in flight: lookups say 404 even though it
+//	                       happened. A <ms> that is not a number is rejected (422).
 //	tok_refuse             429 rate limited; nothing charged.
 //	tok_reject             422 rejected; nothing charged.
 //	tok_random             like tok_ok, under the random faults below.
@@ -30,9 +30,9 @@
 // When any rate in Options.Random is above zero, tok_ok and tok_random
 // charges draw their fault from a PCG source seeded with Options.Seed: the
 // same seed and the same sequence of requests give the same faults. The
-// rates are checked in the order FiveXXNoCharge, Decline, Timeout,
-// FiveXXAfterCharge, DropAfterCharge, Slow, so rates that sum past 1 starve
-// the later faults.
+// rates are checked in the order Decline, Timeout, FiveXXAfterCharge,
+// DropAfterCharge, FiveXXNoCharge, Slow, so rates that sum past 1 starve the
+// later faults.
 //
 // A slow charge, random or tok_slow_<ms>, is in flight until its answer is
 // due: lookups say 404 although the charge happened, even after the client
@@ -108,8 +108,6 @@ type Options struct {
 // RandomFaults are the probabilities, each from 0 to 1, that a tok_ok or
 // tok_random charge meets a fault.
 type RandomFaults struct {
-	// FiveXXNoCharge answers 503 without charging.
-	FiveXXNoCharge float64
 	// Decline declines the charge (402).
 	Decline float64
 	// Timeout charges and holds the answer like tok_timeout.
@@ -118,6 +116,8 @@ type RandomFaults struct {
 	FiveXXAfterCharge float64
 	// DropAfterCharge charges and drops the connection.
 	DropAfterCharge float64
+	// FiveXXNoCharge answers 503 without charging.
+	FiveXXNoCharge float64
 	// Slow charges and answers after a delay drawn up to SlowMax; lookups
 	// do not see the charge until then.
 	Slow float64
@@ -129,22 +129,24 @@ type RandomFaults struct {
 }
 
 func (rf RandomFaults) enabled() bool {
-	return rf.FiveXXNoCharge > 0 || rf.Decline > 0 || rf.Timeout > 0 ||
-		rf.FiveXXAfterCharge > 0 || rf.DropAfterCharge > 0 || rf.Slow > 0 ||
+	return rf.Decline > 0 || rf.Timeout > 0 || rf.FiveXXAfterCharge > 0 ||
+		rf.DropAfterCharge > 0 || rf.FiveXXNoCharge > 0 || rf.Slow > 0 ||
 		rf.LookupNotFoundWhileInFlight > 0
 }
 
-// Charge is one charge the simulator made.
+// Charge is one charge the simulator made, as its ledger lists it.
 type Charge struct {
-	ID            string    `json:"id"`
-	Reference     string    `json:"reference"`
-	Amount        int64     `json:"amount"`
-	Currency      string    `json:"currency"`
-	PaymentMethod string    `json:"payment_method"`
-	Description   string    `json:"description"`
-	Status        string    `json:"status"`
-	DeclineCode   string    `json:"decline_code,omitempty"`
-	Created       time.Time `json:"created"`
+	ID            string `json:"id"`
+	Reference     string `json:"reference"`
+	Amount        int64  `json:"amount"`
+	Currency      string `json:"currency"`
+	PaymentMethod string `json:"payment_method"`
+	Description   string `json:"description"`
+	// Status is StatusSucceeded (money moved) or StatusDeclined.
+	Status      string `json:"status"`
+	DeclineCode string `json:"decline_code,omitempty"`
+	// Created is when the simulator made the charge, in UTC.
+	Created time.Time `json:"created"`
 }
 
 // record is a ledger entry: a charge and when lookups may see it.
@@ -419,7 +421,6 @@ func (s *Sim) drawLocked() plan {
 		rate float64
 		plan func() plan
 	}{
-		{rf.FiveXXNoCharge, func() plan { return plan{fault: faultUnavailable} }},
 		{rf.Decline, func() plan { return plan{fault: faultDecline} }},
 		{rf.Timeout, func() plan {
 			inFlight := s.rng.Float64() < rf.LookupNotFoundWhileInFlight
@@ -427,6 +428,7 @@ func (s *Sim) drawLocked() plan {
 		}},
 		{rf.FiveXXAfterCharge, func() plan { return plan{fault: faultError} }},
 		{rf.DropAfterCharge, func() plan { return plan{fault: faultDrop} }},
+		{rf.FiveXXNoCharge, func() plan { return plan{fault: faultUnavailable} }},
 		{rf.Slow, func() plan {
 			delay := time.Duration(s.rng.Int64N(int64(rf.SlowMax) + 1))
 			return plan{fault: faultHold, delay: delay, hidden: true}

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"google.golang.org/grpc/credentials"
+
+	"github.com/settlepay/settle/internal/grpcapi"
+)
+
+// serverOptions turns the security settings into the server's options, and
+// refuses what would expose an open or plaintext API beyond this machine.
+func (c *config) serverOptions() (grpcapi.Options, error) {
+	opts := grpcapi.Options{
+		Limits:       grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight},
+		NoReflection: !c.Reflection,
+	}
+	text := c.APIKeys
+	if c.APIKeysFile != "" {
+		b, err := os.ReadFile(c.APIKeysFile)
+		if err != nil {
+			return opts, fmt.Errorf("read API keys file: %w", err)
+		}
+		text += "\n" + string(b)
+	}
+	keys, err := grpcapi.ParseKeys(text)
+	if err != nil {
+		return opts, err
+	}
+	opts.Keys = keys
+	if c.TLSCert != "" {
+		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+		if err != nil {
+			return opts, fmt.Errorf("load TLS certificate and key: %w", err)
+		}
+		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if c.TLSClientCA != "" {
+			pem, err := os.ReadFile(c.TLSClientCA)
+			if err != nil {
+				return opts, fmt.Errorf("read client CA: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return opts, errors.New("client CA file holds no PEM certificate")
+			}
+			cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+		}
+		opts.Creds = credentials.NewTLS(cfg)
+	}
+	if !c.Insecure && !isLoopback(c.Listen) {
+		if opts.Creds == nil {
+			return opts, fmt.Errorf("refusing to serve plaintext on %s, which is not a loopback address: set --tls-cert and --tls-key, or --insecure behind a proxy that terminates TLS", c.Listen)
+		}
+		if len(keys) == 0 {
+			return opts, fmt.Errorf("refusing to serve without API keys on %s, which is not a loopback address: set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE", c.Listen)
+		}
+	}
+	return opts, nil
+}
+
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// newDevKey returns a random API key for settle dev.
+func newDevKey(prefix string) string {
+	b := make([]byte, 24)
+	rand.Read(b)
+	return prefix + base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,49 @@
+package refpsp_test
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/gatewaytest"
+	"github.com/settlepay/settle/internal/gateway/sim"
+)
+
+// TestConformance runs the gateway conformance suite against the refpsp
+// adapter and the simulator, once as the dangerous kind of gateway that
+// ignores repeated references and once as one that deduplicates them.
+func TestConformance(t *testing.T) {
+	const callTimeout = 300 * time.Millisecond
+	for _, dedupe := range []bool{false, true} {
+		name := "sim"
+		if dedupe {
+			name = "sim with dedupe"
+		}
+		t.Run(name, func(t *testing.T) {
+			gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness {
+				s := sim.New(sim.Options{Dedupe: dedupe, ClientTimeout: 10 * time.Second})
+				srv := httptest.NewServer(s)
+				t.Cleanup(srv.Close)
+				return gatewaytest.Harness{
+					Gateway:     newClient(t, srv.URL, callTimeout),
+					OK:          "tok_ok",
+					Decline:     "tok_decline",
+					Timeout:     "tok_timeout",
+					CallTimeout: callTimeout,
+					Ledger: func(attemptID string) []gatewaytest.Entry {
+						var out []gatewaytest.Entry
+						for _, c := range s.Ledger() {
+							if c.Reference == attemptID {
+								out = append(out, gatewaytest.Entry{ChargeID: c.ID, Succeeded: c.Status == "succeeded"})
+							}
+						}
+						return out
+					},
+					DedupesCharges: dedupe,
+					LookupReplays:  false,
+					Unreachable:    newClient(t, "http://"+closedAddr(t), callTimeout),
+				}
+			})
+		})
+	}
+}

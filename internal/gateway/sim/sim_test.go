@@ -1,0 +1,462 @@
+package sim_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/refpsp"
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/order"
+)
+
+const apiKey = "sk_sim_test"
+
+// stack is a simulator behind a real HTTP server, and a client for it.
+type stack struct {
+	sim *sim.Sim
+	srv *httptest.Server
+	gw  *refpsp.Client
+}
+
+func newStack(t *testing.T, opts sim.Options, clientTimeout time.Duration) *stack {
+	t.Helper()
+	s := &stack{sim: sim.New(opts)}
+	s.srv = httptest.NewServer(s.sim)
+	t.Cleanup(s.srv.Close)
+	gw, err := refpsp.New(refpsp.Config{BaseURL: s.srv.URL, APIKey: apiKey, Timeout: clientTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.gw = gw
+	return s
+}
+
+func req(attempt, token string) order.ChargeRequest {
+	return order.ChargeRequest{
+		AttemptID:         attempt,
+		OrderID:           "ord_" + attempt,
+		MerchantReference: "inv-" + attempt,
+		Amount:            order.Money{Currency: "GBP", AmountMinor: 1250},
+		PaymentMethod:     token,
+	}
+}
+
+// statuses lists the ledger's charges for a reference by status.
+func (s *stack) statuses(ref string) []string {
+	var out []string
+	for _, c := range s.sim.Ledger() {
+		if c.Reference == ref {
+			out = append(out, c.Status)
+		}
+	}
+	return out
+}
+
+func TestTokens(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		token string
+		want  order.Result
+		// ledger is the statuses the ledger should hold for the attempt.
+		ledger []string
+		// lookup is what a lookup says right after the charge.
+		lookup order.Outcome
+	}{
+		{"tok_ok", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"pm_card_visa", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_random", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_decline", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "card_declined"}, []string{"declined"}, order.OutcomeDeclined},
+		{"tok_timeout", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_5xx_after_charge", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_drop_after_charge", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_slow_20", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_refuse", order.Result{Outcome: order.OutcomeNotSent}, nil, order.OutcomeNotFound},
+		{"tok_reject", order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "rejected_422"}, nil, order.OutcomeNotFound},
+		{"tok_slow_soon", order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "rejected_422"}, nil, order.OutcomeNotFound},
+	}
+	for _, tt := range tests {
+		t.Run(tt.token, func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, 300*time.Millisecond)
+			ctx := context.Background()
+			got, err := s.gw.Charge(ctx, req("att_1", tt.token))
+			if got != tt.want {
+				t.Errorf("Charge() = %+v, want %+v (err %v)", got, tt.want, err)
+			}
+			if st := s.statuses("att_1"); !reflect.DeepEqual(st, tt.ledger) {
+				t.Errorf("ledger = %v, want %v", st, tt.ledger)
+			}
+			res, err := s.gw.Lookup(ctx, req("att_1", tt.token))
+			if err != nil || res.Outcome != tt.lookup {
+				t.Errorf("Lookup() = %+v, %v; want %s", res, err, tt.lookup)
+			}
+		})
+	}
+}
+
+func TestLedgerRecordsTheCharge(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{}, time.Second)
+	before := time.Now().UTC()
+	r := req("att_1", "tok_ok")
+	if _, err := s.gw.Charge(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	ledger := s.sim.Ledger()
+	if len(ledger) != 1 {
+		t.Fatalf("ledger has %d charges, want 1", len(ledger))
+	}
+	c := ledger[0]
+	want := sim.Charge{
+		ID: "ch_sim_000001", Reference: "att_1", Amount: 1250, Currency: "GBP",
+		PaymentMethod: "tok_ok", Description: "inv-att_1", Status: sim.StatusSucceeded, Created: c.Created,
+	}
+	if c != want {
+		t.Errorf("charge = %+v, want %+v", c, want)
+	}
+	if c.Created.Before(before.Add(-time.Second)) || c.Created.After(time.Now().Add(time.Second)) {
+		t.Errorf("created %s, want about now", c.Created)
+	}
+}
+
+func TestLedgerEndpoint(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{}, time.Second)
+	for i, token := range []string{"tok_ok", "tok_decline", "tok_refuse", "tok_ok"} {
+		s.gw.Charge(context.Background(), req(fmt.Sprintf("att_%d", i), token))
+	}
+
+	resp, err := http.Get(s.srv.URL + "/v1/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("GET /v1/ledger: %s, %q", resp.Status, resp.Header.Get("Content-Type"))
+	}
+	var got []sim.Charge
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := s.sim.Ledger()
+	if len(want) != 3 {
+		t.Fatalf("ledger has %d charges, want 3 (the refused one charged nothing)", len(want))
+	}
+	if len(got) != len(want) {
+		t.Fatalf("endpoint lists %d charges, Ledger %d", len(got), len(want))
+	}
+	for i := range want {
+		if !got[i].Created.Equal(want[i].Created) {
+			t.Errorf("charge %d created %s, want %s", i, got[i].Created, want[i].Created)
+		}
+		got[i].Created = want[i].Created
+		if got[i] != want[i] {
+			t.Errorf("charge %d = %+v, want %+v", i, got[i], want[i])
+		}
+	}
+}
+
+func TestEmptyLedgerIsAnArray(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{}, time.Second)
+	resp, err := http.Get(s.srv.URL + "/v1/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var buf bytes.Buffer
+	buf.ReadFrom(resp.Body)
+	if got := bytes.TrimSpace(buf.Bytes()); string(got) != "[]" {
+		t.Errorf("empty ledger = %s, want []", got)
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	t.Parallel()
+	for _, dedupe := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dedupe=%t", dedupe), func(t *testing.T) {
+			t.Parallel()
+			s := newStack(t, sim.Options{Dedupe: dedupe}, time.Second)
+			ctx := context.Background()
+			first, err := s.gw.Charge(ctx, req("att_1", "tok_ok"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			second, err := s.gw.Charge(ctx, req("att_1", "tok_ok"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantCharges := 2
+			if dedupe {
+				wantCharges = 1
+			}
+			if n := len(s.statuses("att_1")); n != wantCharges {
+				t.Fatalf("ledger has %d charges for att_1, want %d", n, wantCharges)
+			}
+			if sameID := first.ChargeID == second.ChargeID; sameID != dedupe {
+				t.Errorf("charge ids %s and %s; want the same id: %t", first.ChargeID, second.ChargeID, dedupe)
+			}
+			// A lookup finds the latest charge.
+			got, err := s.gw.Lookup(ctx, req("att_1", "tok_ok"))
+			if err != nil || got != second {
+				t.Errorf("Lookup() = %+v, %v; want %+v", got, err, second)
+			}
+		})
+	}
+}
+
+func TestDedupeReplaysADecline(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{Dedupe: true}, time.Second)
+	ctx := context.Background()
+	first, _ := s.gw.Charge(ctx, req("att_1", "tok_decline"))
+	// The same reference with another card is still the first, declined charge.
+	again, _ := s.gw.Charge(ctx, req("att_1", "tok_ok"))
+	if first.Outcome != order.OutcomeDeclined || again != first {
+		t.Errorf("charges = %+v then %+v, want the same decline twice", first, again)
+	}
+	if st := s.statuses("att_1"); !reflect.DeepEqual(st, []string{"declined"}) {
+		t.Errorf("ledger = %v, want one declined charge", st)
+	}
+}
+
+// TestSlowChargeIsInFlight shows a lookup saying 404 about a charge that has
+// happened, until its answer is due.
+func TestSlowChargeIsInFlight(t *testing.T) {
+	t.Parallel()
+	const slow = 400 * time.Millisecond
+	s := newStack(t, sim.Options{}, 50*time.Millisecond)
+	ctx := context.Background()
+	start := time.Now()
+	r := req("att_1", fmt.Sprintf("tok_slow_%d", slow.Milliseconds()))
+
+	if got, _ := s.gw.Charge(ctx, r); got.Outcome != order.OutcomeUnknown {
+		t.Fatalf("Charge() = %+v, want unknown (the client gave up first)", got)
+	}
+	if st := s.statuses("att_1"); !reflect.DeepEqual(st, []string{"succeeded"}) {
+		t.Fatalf("ledger = %v, want the charge made", st)
+	}
+	got, err := s.gw.Lookup(ctx, r)
+	if time.Since(start) < slow && (err != nil || got.Outcome != order.OutcomeNotFound) {
+		t.Errorf("Lookup() while in flight = %+v, %v; want not found", got, err)
+	}
+	waitForLookup(t, s, r, start.Add(slow))
+}
+
+// waitForLookup waits until a lookup of r finds the charge, and fails the
+// test if it does so before notBefore.
+func waitForLookup(t *testing.T, s *stack, r order.ChargeRequest, notBefore time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		now := time.Now()
+		got, err := s.gw.Lookup(context.Background(), r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Outcome == order.OutcomeSucceeded {
+			if now.Before(notBefore) {
+				t.Fatalf("lookup found the charge %s before it was due", notBefore.Sub(now))
+			}
+			return
+		}
+		if now.After(deadline) {
+			t.Fatalf("lookup still says %s after the charge was due", got.Outcome)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRandomTimeoutInFlight(t *testing.T) {
+	t.Parallel()
+	const hold = 400 * time.Millisecond
+	s := newStack(t, sim.Options{
+		ClientTimeout: hold,
+		Random:        sim.RandomFaults{Timeout: 1, LookupNotFoundWhileInFlight: 1},
+	}, 50*time.Millisecond)
+	start := time.Now()
+	r := req("att_1", "tok_ok")
+	if got, _ := s.gw.Charge(context.Background(), r); got.Outcome != order.OutcomeUnknown {
+		t.Fatalf("Charge() = %+v, want unknown", got)
+	}
+	got, err := s.gw.Lookup(context.Background(), r)
+	if time.Since(start) < hold && (err != nil || got.Outcome != order.OutcomeNotFound) {
+		t.Errorf("Lookup() while in flight = %+v, %v; want not found", got, err)
+	}
+	waitForLookup(t, s, r, start.Add(hold))
+}
+
+func TestRandomFaultsAreDeterministic(t *testing.T) {
+	t.Parallel()
+	faults := sim.RandomFaults{
+		FiveXXNoCharge:    0.1,
+		Decline:           0.15,
+		Timeout:           0.05,
+		FiveXXAfterCharge: 0.1,
+		DropAfterCharge:   0.1,
+		Slow:              0.1,
+		SlowMax:           20 * time.Millisecond,
+	}
+	// run charges the same sequence of requests, one at a time, and says
+	// what each came to and what the ledger holds.
+	run := func(t *testing.T, seed uint64) (outcomes []order.Result, ledger []string) {
+		s := newStack(t, sim.Options{Seed: seed, Random: faults, ClientTimeout: 5 * time.Second}, 200*time.Millisecond)
+		for i := range 40 {
+			token := "tok_random"
+			if i%2 == 0 {
+				token = "tok_ok"
+			}
+			res, _ := s.gw.Charge(context.Background(), req(fmt.Sprintf("att_%02d", i), token))
+			outcomes = append(outcomes, res)
+		}
+		for _, c := range s.sim.Ledger() {
+			ledger = append(ledger, c.ID+" "+c.Reference+" "+c.Status)
+		}
+		return outcomes, ledger
+	}
+
+	outcomes1, ledger1 := run(t, 7)
+	outcomes2, ledger2 := run(t, 7)
+	if !reflect.DeepEqual(outcomes1, outcomes2) {
+		t.Errorf("same seed, different outcomes:\n%v\n%v", outcomes1, outcomes2)
+	}
+	if !reflect.DeepEqual(ledger1, ledger2) {
+		t.Errorf("same seed, different ledgers:\n%v\n%v", ledger1, ledger2)
+	}
+
+	// The faults do happen, and another seed draws them differently.
+	seen := map[order.Outcome]int{}
+	for _, r := range outcomes1 {
+		seen[r.Outcome]++
+	}
+	for _, o := range []order.Outcome{order.OutcomeSucceeded, order.OutcomeDeclined, order.OutcomeUnknown} {
+		if seen[o] == 0 {
+			t.Errorf("no %s outcome in %v", o, seen)
+		}
+	}
+	if outcomes3, _ := run(t, 8); reflect.DeepEqual(outcomes1, outcomes3) {
+		t.Error("seeds 7 and 8 drew the same faults")
+	}
+}
+
+func TestAuthorization(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{APIKey: "sk_other"}, time.Second)
+	got, err := s.gw.Charge(context.Background(), req("att_1", "tok_ok"))
+	if got != (order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "rejected_401"}) {
+		t.Errorf("Charge() with the wrong key = %+v, %v; want rejected_401", got, err)
+	}
+	if n := len(s.sim.Ledger()); n != 0 {
+		t.Errorf("ledger has %d charges, want none", n)
+	}
+	if _, err := s.gw.Lookup(context.Background(), req("att_1", "tok_ok")); err == nil {
+		t.Error("Lookup() with the wrong key succeeded")
+	}
+
+	// Without Options.APIKey any bearer token will do, but one is needed.
+	open := newStack(t, sim.Options{}, time.Second)
+	resp, err := http.Post(open.srv.URL+"/v1/charges", "application/json",
+		bytes.NewReader([]byte(`{"reference":"att_1","amount":1,"currency":"GBP","payment_method":"tok_ok"}`)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized || len(open.sim.Ledger()) != 0 {
+		t.Errorf("charge without a key: %s, %d charges; want 401, none", resp.Status, len(open.sim.Ledger()))
+	}
+}
+
+func TestInvalidRequestsChargeNothing(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{}, time.Second)
+	tests := map[string]string{
+		"not JSON":          `charge me`,
+		"no reference":      `{"amount":1,"currency":"GBP","payment_method":"tok_ok"}`,
+		"no amount":         `{"reference":"att_1","currency":"GBP","payment_method":"tok_ok"}`,
+		"negative amount":   `{"reference":"att_1","amount":-5,"currency":"GBP","payment_method":"tok_ok"}`,
+		"no currency":       `{"reference":"att_1","amount":1,"payment_method":"tok_ok"}`,
+		"no payment method": `{"reference":"att_1","amount":1,"currency":"GBP"}`,
+	}
+	for name, body := range tests {
+		r, err := http.NewRequest(http.MethodPost, s.srv.URL+"/v1/charges", bytes.NewReader([]byte(body)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", "Bearer k")
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode < 400 || resp.StatusCode >= 500 {
+			t.Errorf("%s: %s, want a 4xx", name, resp.Status)
+		}
+	}
+	if n := len(s.sim.Ledger()); n != 0 {
+		t.Errorf("ledger has %d charges, want none", n)
+	}
+}
+
+func TestServeShutsDownDespiteAHeldAnswer(t *testing.T) {
+	t.Parallel()
+	s := sim.New(sim.Options{ClientTimeout: time.Minute})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+
+	gw, err := refpsp.New(refpsp.Config{BaseURL: "http://" + ln.Addr().String(), APIKey: apiKey, Timeout: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged := make(chan order.Result, 1)
+	go func() {
+		res, _ := gw.Charge(context.Background(), req("att_1", "tok_timeout"))
+		charged <- res
+	}()
+	for len(s.Ledger()) == 0 {
+		time.Sleep(5 * time.Millisecond)
+	}
+
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve() = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not return after its context ended")
+	}
+	if elapsed := time.Since(start); elapsed > 3*time.Second {
+		t.Errorf("shutdown took %s; the held answer kept it waiting", elapsed)
+	}
+	if res := <-charged; res.Outcome != order.OutcomeUnknown {
+		t.Errorf("charge cut short by shutdown = %+v, want unknown", res)
+	}
+}
+
+func TestListenAndServeReportsABadAddress(t *testing.T) {
+	t.Parallel()
+	err := sim.New(sim.Options{}).ListenAndServe(context.Background(), "127.0.0.1:-1")
+	if err == nil {
+		t.Fatal("ListenAndServe on a bad address returned nil")
+	}
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) {
+		t.Errorf("error %v does not wrap the listen error", err)
+	}
+}
