@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -15,15 +16,18 @@ import (
 	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/grpcapi"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/reconcile"
+	"github.com/settlepay/settle/internal/telemetry"
 )
 
 var (
-	dbFlags        = []string{"database-url", "db-max-conns", "log-format"}
-	gatewayFlags   = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout"}
+	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen"}
+	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
+		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
@@ -56,11 +60,13 @@ type app struct {
 	store      *postgres.Store
 	gateways   map[string]order.Gateway
 	failpoints failpoint.Set
+	metrics    *telemetry.Metrics
+	tracing    *telemetry.Tracing
 }
 
 // newApp connects to the database, refusing one that is behind, and sets up
 // the gateways: the refpsp adapter is registered as refpspName.
-func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string) (*app, error) {
+func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, getenv func(string) string) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("configuration: DATABASE_URL (or --database-url) is required")
 	}
@@ -76,12 +82,38 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		}
 		gateways[refpspName] = gw
 	}
+	stripeKey, err := cfg.stripeSecretKey()
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	if stripeKey != "" {
+		gw, err := stripe.New(stripe.Config{
+			SecretKey:         stripeKey,
+			BaseURL:           cfg.StripeAPIBase,
+			Timeout:           cfg.GatewayTimeout,
+			MaxNetworkRetries: cfg.StripeMaxRetries,
+			ReplayWindow:      cfg.StripeReplayWindow,
+			Logger:            log.With("gateway", "stripe"),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("configuration: %w", err)
+		}
+		gateways["stripe"] = gw
+	}
 	if cfg.DefaultGateway == "instant" {
 		// The simulator in-process, answering at once: for benchmarks.
 		gateways["instant"] = sim.NewInstant()
 	}
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
-		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL, or use \"instant\" for benchmarks)", cfg.DefaultGateway)
+		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY, or use \"instant\" for benchmarks)", cfg.DefaultGateway)
+	}
+	tracing, err := telemetry.NewTracing(ctx, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: tracing: %w", err)
+	}
+	metrics := telemetry.NewMetrics()
+	for name, gw := range gateways {
+		gateways[name] = metrics.Gateway(name, gw, tracing.Tracer())
 	}
 	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
 	if err != nil {
@@ -95,11 +127,44 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		pool.Close()
 		return nil, err
 	}
-	return &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, failpoints: fps}, nil
+	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, failpoints: fps,
+		metrics: metrics, tracing: tracing}
+	metrics.WatchStore(a.store.Stats, pool)
+	return a, nil
+}
+
+// close flushes traces and closes the pool.
+func (a *app) close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	a.tracing.Shutdown(ctx)
+	a.pool.Close()
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz until ctx ends, when
+// a metrics address is configured.
+func (a *app) serveMetrics(ctx context.Context) error {
+	if a.cfg.MetricsListen == "" {
+		return nil
+	}
+	lis, err := net.Listen("tcp", a.cfg.MetricsListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
+	}
+	srv := &http.Server{Handler: a.metrics.Handler(a.pool.Ping), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	go srv.Serve(lis)
+	a.log.Info("serving metrics", "addr", lis.Addr().String())
+	return nil
 }
 
 func (a *app) reconciler() (*reconcile.Reconciler, error) {
-	return reconcile.New(a.store, a.gateways, a.cfg.reconcileConfig(a.failpoints.Hit), a.log)
+	cfg := a.cfg.reconcileConfig(a.failpoints.Hit)
+	cfg.OnCheck = a.metrics.ReconcileCheck
+	return reconcile.New(a.store, a.gateways, cfg, a.log)
 }
 
 // serve runs the gRPC API (and a reconciler, when asked) until ctx ends,
@@ -119,9 +184,13 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	opts.Metrics, opts.Tracing = a.metrics, a.tracing
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()
+	if err := a.serveMetrics(bg); err != nil {
+		return err
+	}
 	done := make(chan struct{}, 3)
 	go func() { srv.WatchHealth(bg, a.pool.Ping, 2*time.Second); done <- struct{}{} }()
 	go func() {
@@ -169,11 +238,11 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 		return fmt.Errorf("configuration: %w", err)
 	}
 	log := cfg.logger(stderr)
-	a, err := newApp(ctx, cfg, log, "refpsp")
+	a, err := newApp(ctx, cfg, log, "refpsp", getenv)
 	if err != nil {
 		return err
 	}
-	defer a.pool.Close()
+	defer a.close()
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
@@ -187,14 +256,17 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	log := cfg.logger(stderr)
-	a, err := newApp(ctx, cfg, log, "refpsp")
+	a, err := newApp(ctx, cfg, log, "refpsp", getenv)
 	if err != nil {
 		return err
 	}
-	defer a.pool.Close()
+	defer a.close()
 	rec, err := a.reconciler()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
+	}
+	if err := a.serveMetrics(ctx); err != nil {
+		return err
 	}
 	log.Info("reconciling", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
 	return rec.Run(ctx)

@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/reconcile"
 )
 
@@ -46,6 +48,13 @@ type config struct {
 	TLSKey          string
 	TLSClientCA     string
 	Insecure        bool
+	MetricsListen   string
+	// Stripe: the gateway named "stripe" is configured when a key is set.
+	StripeSecretKey     string
+	StripeSecretKeyFile string
+	StripeAPIBase       string
+	StripeMaxRetries    int
+	StripeReplayWindow  time.Duration
 }
 
 // option is one setting: its flag, its environment variable, its default.
@@ -82,6 +91,12 @@ var options = []option{
 	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
 	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
 	{"tls-client-ca", "SETTLE_TLS_CLIENT_CA", "", "CA (PEM) that client certificates must chain to: mutual TLS", setString(func(c *config) *string { return &c.TLSClientCA })},
+	{"stripe-secret-key", "STRIPE_SECRET_KEY", "", "Stripe secret key (sk_...); configures the gateway \"stripe\" (prefer the environment or the file)", setString(func(c *config) *string { return &c.StripeSecretKey })},
+	{"stripe-secret-key-file", "STRIPE_SECRET_KEY_FILE", "", "file holding the Stripe secret key, instead of stripe-secret-key", setString(func(c *config) *string { return &c.StripeSecretKeyFile })},
+	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
+	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
+	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age of an attempt after which the reconciler no longer replays it at Stripe (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
+	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"insecure", "SETTLE_INSECURE", "false", "allow plaintext or no API keys on a non-loopback address", setBool(func(c *config) *bool { return &c.Insecure })},
 }
 
@@ -152,7 +167,27 @@ func (c *config) validate() error {
 	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
 	check((c.TLSCert == "") == (c.TLSKey == ""), "tls-cert and tls-key go together")
 	check(c.TLSClientCA == "" || c.TLSCert != "", "tls-client-ca needs tls-cert and tls-key")
+	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
+	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
+	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")
 	return errors.Join(errs...)
+}
+
+// stripeSecretKey returns the Stripe secret key, from stripe-secret-key or
+// from the file stripe-secret-key-file names; "" when neither is set.
+func (c *config) stripeSecretKey() (string, error) {
+	if c.StripeSecretKeyFile == "" {
+		return c.StripeSecretKey, nil
+	}
+	b, err := os.ReadFile(c.StripeSecretKeyFile)
+	if err != nil {
+		return "", fmt.Errorf("stripe-secret-key-file: %w", err)
+	}
+	key := strings.TrimSpace(string(b))
+	if key == "" {
+		return "", fmt.Errorf("stripe-secret-key-file %s is empty", c.StripeSecretKeyFile)
+	}
+	return key, nil
 }
 
 func (c *config) reconcileConfig(failpoint func(string)) reconcile.Config {

@@ -21,7 +21,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
-	load := bindConfig(fs, getenv, concat([]string{"gateway-timeout"}, reconcileFlags, serveFlags)...)
+	load := bindConfig(fs, getenv, concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags)...)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -67,11 +67,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("configuration: %w", err)
 	}
 
-	a, err := newApp(ctx, cfg, log, "sim")
+	a, err := newApp(ctx, cfg, log, "sim", getenv)
 	if err != nil {
 		return err
 	}
-	defer a.pool.Close()
+	defer a.close()
 	lis, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -18,6 +19,7 @@ import (
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/telemetry"
 )
 
 // MaxMessageBytes bounds a request: Settle's requests are a few hundred bytes.
@@ -47,6 +49,10 @@ type Options struct {
 	NoReflection bool
 	// Creds secures the transport (TLS, mTLS); nil is plaintext.
 	Creds credentials.TransportCredentials
+	// Metrics, when set, counts RPCs by method and code.
+	Metrics *telemetry.Metrics
+	// Tracing, when set, traces each RPC.
+	Tracing *telemetry.Tracing
 }
 
 // NewServer returns a server with OrderService, OpsService, health and
@@ -64,12 +70,22 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
 	authn := &authenticator{keys: opts.Keys}
 	limit := &limiter{limits: opts.Limits, keys: map[string]*keyLimit{}}
+	unary := []grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(logger, logOpts...),
+		recovery.UnaryServerInterceptor(recoverer), authn.unary(limit)}
+	stream := []grpc.StreamServerInterceptor{logging.StreamServerInterceptor(logger, logOpts...),
+		recovery.StreamServerInterceptor(recoverer), authn.stream(limit)}
+	if opts.Metrics != nil {
+		unary = append([]grpc.UnaryServerInterceptor{opts.Metrics.GRPC.UnaryServerInterceptor()}, unary...)
+		stream = append([]grpc.StreamServerInterceptor{opts.Metrics.GRPC.StreamServerInterceptor()}, stream...)
+	}
 	serverOpts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
-		grpc.ChainUnaryInterceptor(logging.UnaryServerInterceptor(logger, logOpts...),
-			recovery.UnaryServerInterceptor(recoverer), authn.unary(limit)),
-		grpc.ChainStreamInterceptor(logging.StreamServerInterceptor(logger, logOpts...),
-			recovery.StreamServerInterceptor(recoverer), authn.stream(limit)),
+		grpc.ChainUnaryInterceptor(unary...),
+		grpc.ChainStreamInterceptor(stream...),
+	}
+	if opts.Tracing != nil {
+		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
+			otelgrpc.WithTracerProvider(opts.Tracing.Provider), otelgrpc.WithPropagators(opts.Tracing.Propagator))))
 	}
 	if opts.Creds != nil {
 		serverOpts = append(serverOpts, grpc.Creds(opts.Creds))
@@ -82,6 +98,9 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	healthpb.RegisterHealthServer(gs, h)
 	if !opts.NoReflection {
 		reflection.Register(gs)
+	}
+	if opts.Metrics != nil {
+		opts.Metrics.GRPC.InitializeMetrics(gs)
 	}
 	return &Server{Server: gs, Health: h, hub: hub}
 }

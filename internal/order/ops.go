@@ -30,7 +30,7 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 	if actor == "" {
 		return Order{}, errors.New("resolve: no operator identity")
 	}
-	return s.store.Transition(ctx, "", id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, "", id, func(o Order) (Move, error) {
 		to, err := Next(o.State, ev)
 		m := Move{Event: ev, To: to, Actor: actor, Reason: reason}
 		if ev == EventResolvePaid {
@@ -38,4 +38,8 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 		}
 		return m, err
 	})
+	if err == nil {
+		s.logTransition(ctx, o.ID, o.CurrentAttempt, "", StateNeedsReview, o.State, ev, actor)
+	}
+	return o, err
 }

@@ -210,6 +210,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	}
 	s.cfg.Failpoint("after-claim")
 	o, a := c.Order, *c.Attempt
+	s.logTransition(ctx, o.ID, a.ID, in.RequestID, StatePending, o.State, EventCharge, "api")
 	req := ChargeRequest{
 		AttemptID:         a.ID,
 		OrderID:           o.ID,
@@ -220,7 +221,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	// The call and the settle outlive the client's context: once claimed, a
 	// definite answer recorded now saves the reconciler a lookup.
 	ctx = context.WithoutCancel(ctx)
-	res, gerr := s.call(ctx, o.Gateway, req, deadline)
+	res, gerr := s.call(ctx, o.Gateway, req, deadline, in.RequestID)
 	s.cfg.Failpoint("after-gateway")
 	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = "api"
@@ -232,6 +233,9 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		return Order{}, nil, fmt.Errorf("settle order %s attempt %s: %w", o.ID, a.ID, err)
 	}
 	if ok {
+		if st.Event != "" {
+			s.logTransition(ctx, o.ID, a.ID, in.RequestID, StateCharging, st.To, st.Event, st.Actor)
+		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
 		return settled, &a, nil
 	}
@@ -246,7 +250,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 }
 
 // call asks the order's gateway to charge, within the gateway timeout.
-func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, deadline time.Time) (Result, error) {
+func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, deadline time.Time, requestID string) (Result, error) {
 	gw, ok := s.gateways[gateway]
 	if !ok {
 		// Configuration changed since the order was created; nothing was sent.
@@ -259,7 +263,7 @@ func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, d
 	res, err := gw.Charge(ctx, req)
 	s.log.LogAttrs(ctx, slog.LevelInfo, "gateway charge",
 		slog.String("gateway", gateway), slog.String("order_id", req.OrderID),
-		slog.String("attempt_id", req.AttemptID), slog.String("outcome", string(res.Outcome)),
+		slog.String("attempt_id", req.AttemptID), slog.String("request_id", requestID), slog.String("outcome", string(res.Outcome)),
 		slog.Duration("latency", time.Since(start)), errAttr(err))
 	return res, err
 }
@@ -293,10 +297,22 @@ func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Or
 	if err := CheckReason("reason", reason, false); err != nil {
 		return Order{}, err
 	}
-	return s.store.Transition(ctx, merchantID, id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, merchantID, id, func(o Order) (Move, error) {
 		to, err := Next(o.State, EventCancel)
 		return Move{Event: EventCancel, To: to, Actor: "api", Reason: reason}, err
 	})
+	if err == nil {
+		s.logTransition(ctx, o.ID, "", "", StatePending, o.State, EventCancel, "api")
+	}
+	return o, err
+}
+
+// logTransition writes the one log line of a transition. Free-text reasons
+// stay in the history, out of the logs: a client wrote them.
+func (s *Service) logTransition(ctx context.Context, orderID, attemptID, requestID string, from, to State, ev EventName, actor string) {
+	s.log.LogAttrs(ctx, slog.LevelInfo, "order transition", slog.String("order_id", orderID),
+		slog.String("attempt_id", attemptID), slog.String("request_id", requestID), slog.String("from", string(from)),
+		slog.String("to", string(to)), slog.String("event", string(ev)), slog.String("actor", actor))
 }
 
 // NewID returns a new time-ordered id for an order or an attempt.

@@ -49,6 +49,9 @@ type Config struct {
 	NoShowHorizon time.Duration
 	// Failpoint, when set, is called mid-batch ("reconcile-mid-batch").
 	Failpoint func(name string)
+	// OnCheck, when set, is told each check's result: the event it
+	// settled the order with, or "recheck".
+	OnCheck func(result string)
 }
 
 // DefaultSchedule checks within seconds, then ever less often, and hands
@@ -79,6 +82,9 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	}
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
+	}
+	if cfg.OnCheck == nil {
+		cfg.OnCheck = func(string) {}
 	}
 	return &Reconciler{store: store, gateways: gateways, cfg: cfg, log: log}, nil
 }
@@ -157,9 +163,15 @@ func (r *Reconciler) check(ctx context.Context, d order.Due) (order.Order, error
 	if err != nil {
 		return order.Order{}, fmt.Errorf("settle order %s attempt %s: %w", d.Order.ID, d.Attempt.ID, err)
 	}
-	if ok && st.Event != "" {
-		r.log.InfoContext(ctx, "order reconciled", "order_id", d.Order.ID, "attempt_id", d.Attempt.ID,
-			"event", string(st.Event), "to", string(st.To), "reason", st.Reason)
+	switch {
+	case !ok:
+		r.cfg.OnCheck("lost_race")
+	case st.Event == "":
+		r.cfg.OnCheck("recheck")
+	default:
+		r.cfg.OnCheck(string(st.Event))
+		r.log.InfoContext(ctx, "order transition", "order_id", d.Order.ID, "attempt_id", d.Attempt.ID,
+			"from", string(order.StateCharging), "to", string(st.To), "event", string(st.Event), "actor", st.Actor, "reason", st.Reason)
 	}
 	return o, nil
 }
@@ -178,6 +190,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		MerchantReference: d.Order.MerchantReference,
 		Amount:            d.Attempt.Amount,
 		PaymentMethod:     d.Attempt.PaymentMethod,
+		// From the attempt's age in database time, so that no two clocks
+		// are compared.
+		CreatedAt: time.Now().Add(-d.AttemptAge),
 	})
 	r.log.LogAttrs(ctx, slog.LevelInfo, "gateway lookup", slog.String("gateway", d.Order.Gateway),
 		slog.String("order_id", d.Order.ID), slog.String("attempt_id", d.Attempt.ID),

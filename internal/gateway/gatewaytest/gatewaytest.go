@@ -1,0 +1,319 @@
+// Package gatewaytest is the conformance suite that every order.Gateway
+// adapter passes, each against a fake of its gateway: one set of behaviour
+// tests, so that the charge path and the reconciler can count on the same
+// things whatever the gateway.
+//
+// An adapter's test calls Run with a function that builds a fresh Harness
+// (adapter and fake) for each test:
+//
+//	func TestConformance(t *testing.T) {
+//		gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness { ... })
+//	}
+//
+// What the suite holds every gateway to:
+//
+//   - a charge reports succeeded with the gateway's charge id, or declined
+//     with a decline code, and the gateway's ledger agrees;
+//   - a call that outlives its timeout reports unknown, with an error, and
+//     returns in time;
+//   - an error never comes with succeeded or declined;
+//   - Lookup of a charged or declined attempt says so, and charges nothing
+//     more;
+//   - Lookup after an unknown outcome eventually finds the one charge;
+//   - an attempt is charged at most once, whatever is called how often.
+//
+// Two capabilities differ between gateways and are declared in the Harness:
+// whether a repeated Charge of one attempt is deduplicated by the gateway,
+// and whether Lookup replays the charge (gateways with idempotency keys,
+// such as Stripe) or reads it by reference (refpsp).
+package gatewaytest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// Harness is one adapter under test, talking to a fake of its gateway that
+// the harness owns.
+type Harness struct {
+	// Gateway is the adapter under test.
+	Gateway order.Gateway
+	// OK, Decline and Timeout name payment methods for which the fake
+	// charges; declines; and charges but answers only after CallTimeout
+	// has passed.
+	OK, Decline, Timeout string
+	// CallTimeout is the longest a Charge or Lookup of the adapter may take
+	// (its configured timeout). The fake's answer to the Timeout payment
+	// method must come later than this.
+	CallTimeout time.Duration
+	// Ledger lists what the fake recorded for an attempt (by its reference
+	// or idempotency key), in order.
+	Ledger func(attemptID string) []Entry
+	// DedupesCharges says that the gateway charges an attempt once however
+	// often Charge is called with it.
+	DedupesCharges bool
+	// LookupReplays says that Lookup replays the charge under the attempt's
+	// idempotency key rather than reading it by reference: Lookup of an
+	// attempt the gateway never saw charges it (once) instead of reporting
+	// not found.
+	LookupReplays bool
+	// Unreachable, when set, is the same adapter configured with an address
+	// where nothing listens.
+	Unreachable order.Gateway
+}
+
+// Entry is one charge (successful or declined) in a fake's ledger.
+type Entry struct {
+	// ChargeID is the gateway's id for it, as the adapter reports it.
+	ChargeID string
+	// Succeeded says that money moved.
+	Succeeded bool
+}
+
+// Run runs the suite. newHarness is called once per test, from the test's
+// goroutine; the tests run in parallel.
+func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, h Harness)
+	}{
+		{"charge succeeds", testChargeSucceeds},
+		{"charge declined", testChargeDeclined},
+		{"charge past the timeout is unknown", testChargeTimeout},
+		{"lookup of a charged attempt", testLookupCharged},
+		{"lookup of a declined attempt", testLookupDeclined},
+		{"lookup after an unknown outcome", testLookupAfterTimeout},
+		{"lookup of an attempt never sent", testLookupNeverSent},
+		{"repeated charge of one attempt", testRepeatedCharge},
+		{"unreachable gateway", testUnreachable},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			if h.Gateway == nil || h.Ledger == nil || h.OK == "" || h.Decline == "" || h.Timeout == "" || h.CallTimeout <= 0 {
+				t.Fatal("gatewaytest: the harness must set Gateway, Ledger, OK, Decline, Timeout and CallTimeout")
+			}
+			tt.run(t, h)
+		})
+	}
+}
+
+// request returns a request for a new attempt paid with token.
+func request(token string) order.ChargeRequest {
+	id := order.NewID()
+	return order.ChargeRequest{
+		AttemptID:         id,
+		OrderID:           order.NewID(),
+		MerchantReference: "conformance-" + id,
+		Amount:            order.Money{Currency: "GBP", AmountMinor: 1250},
+		PaymentMethod:     token,
+		CreatedAt:         time.Now(),
+	}
+}
+
+func testChargeSucceeds(t *testing.T, h Harness) {
+	req := request(h.OK)
+	res, err := charge(t, h, req)
+	if err != nil || res.Outcome != order.OutcomeSucceeded || res.ChargeID == "" {
+		t.Fatalf("Charge = %+v, %v; want succeeded with a charge id", res, err)
+	}
+	checkLedger(t, h, req, Entry{ChargeID: res.ChargeID, Succeeded: true})
+}
+
+func testChargeDeclined(t *testing.T, h Harness) {
+	req := request(h.Decline)
+	res, err := charge(t, h, req)
+	if err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode == "" {
+		t.Fatalf("Charge = %+v, %v; want declined with a decline code", res, err)
+	}
+	checkNothingCharged(t, h, req)
+}
+
+func testChargeTimeout(t *testing.T, h Harness) {
+	req := request(h.Timeout)
+	start := time.Now()
+	res, err := charge(t, h, req)
+	if res.Outcome != order.OutcomeUnknown || err == nil {
+		t.Fatalf("Charge = %+v, %v; want unknown with an error", res, err)
+	}
+	if took, limit := time.Since(start), h.CallTimeout+2*time.Second; took > limit {
+		t.Errorf("Charge took %s, more than its timeout %s allows", took, h.CallTimeout)
+	}
+}
+
+func testLookupCharged(t *testing.T, h Harness) {
+	req := request(h.OK)
+	first, err := charge(t, h, req)
+	if err != nil || first.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Charge = %+v, %v; want succeeded", first, err)
+	}
+	res, err := lookup(t, h, req)
+	if err != nil || res.Outcome != order.OutcomeSucceeded || res.ChargeID != first.ChargeID {
+		t.Fatalf("Lookup = %+v, %v; want succeeded with charge %s", res, err, first.ChargeID)
+	}
+	checkLedger(t, h, req, Entry{ChargeID: first.ChargeID, Succeeded: true})
+}
+
+func testLookupDeclined(t *testing.T, h Harness) {
+	req := request(h.Decline)
+	if res, err := charge(t, h, req); err != nil || res.Outcome != order.OutcomeDeclined {
+		t.Fatalf("Charge = %+v, %v; want declined", res, err)
+	}
+	res, err := lookup(t, h, req)
+	if err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode == "" {
+		t.Fatalf("Lookup = %+v, %v; want declined with a decline code", res, err)
+	}
+	checkNothingCharged(t, h, req)
+}
+
+// testLookupAfterTimeout is the reconciler's path: the charge's outcome is
+// unknown, and Lookup, retried while the gateway cannot say yet, finds the
+// one charge that was made.
+func testLookupAfterTimeout(t *testing.T, h Harness) {
+	req := request(h.Timeout)
+	if res, err := charge(t, h, req); res.Outcome != order.OutcomeUnknown {
+		t.Fatalf("Charge = %+v, %v; want unknown", res, err)
+	}
+	deadline := time.Now().Add(h.CallTimeout + 15*time.Second)
+	for {
+		res, err := lookup(t, h, req)
+		if err == nil {
+			if res.Outcome != order.OutcomeSucceeded || res.ChargeID == "" {
+				t.Fatalf("Lookup = %+v; want succeeded with a charge id", res)
+			}
+			checkLedger(t, h, req, Entry{ChargeID: res.ChargeID, Succeeded: true})
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Lookup still cannot say: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func testLookupNeverSent(t *testing.T, h Harness) {
+	req := request(h.OK)
+	res, err := lookup(t, h, req)
+	if !h.LookupReplays {
+		if err != nil || res.Outcome != order.OutcomeNotFound {
+			t.Fatalf("Lookup = %+v, %v; want not found", res, err)
+		}
+		if got := h.Ledger(req.AttemptID); len(got) != 0 {
+			t.Fatalf("ledger = %+v; want nothing for an attempt never sent", got)
+		}
+		return
+	}
+	// Asking is replaying: the attempt is charged now, and only now.
+	if err != nil || res.Outcome != order.OutcomeSucceeded || res.ChargeID == "" {
+		t.Fatalf("Lookup = %+v, %v; want succeeded (the replay charges)", res, err)
+	}
+	again, err := lookup(t, h, req)
+	if err != nil || again != res {
+		t.Fatalf("second Lookup = %+v, %v; want %+v again", again, err, res)
+	}
+	if res, err := charge(t, h, req); err != nil || res != again {
+		t.Fatalf("Charge after Lookup = %+v, %v; want %+v", res, err, again)
+	}
+	checkLedger(t, h, req, Entry{ChargeID: res.ChargeID, Succeeded: true})
+}
+
+func testRepeatedCharge(t *testing.T, h Harness) {
+	if !h.DedupesCharges {
+		t.Skip("the gateway does not deduplicate a repeated charge; Settle sends each attempt once")
+	}
+	req := request(h.OK)
+	first, err := charge(t, h, req)
+	if err != nil || first.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Charge = %+v, %v; want succeeded", first, err)
+	}
+	second, err := charge(t, h, req)
+	if err != nil || second != first {
+		t.Fatalf("second Charge = %+v, %v; want %+v again", second, err, first)
+	}
+	checkLedger(t, h, req, Entry{ChargeID: first.ChargeID, Succeeded: true})
+}
+
+func testUnreachable(t *testing.T, h Harness) {
+	if h.Unreachable == nil {
+		t.Skip("the harness has no unreachable gateway")
+	}
+	req := request(h.OK)
+	ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
+	defer cancel()
+	res, err := h.Unreachable.Charge(ctx, req)
+	if res.Outcome != order.OutcomeNotSent || err == nil {
+		t.Errorf("Charge = %+v, %v; want not sent with an error: the connection was refused", res, err)
+	}
+	res, err = h.Unreachable.Lookup(ctx, req)
+	if err == nil || definite(res) {
+		t.Errorf("Lookup = %+v, %v; want an error and no outcome", res, err)
+	}
+}
+
+// charge calls Charge and checks the interface's promise about errors.
+func charge(t *testing.T, h Harness, req order.ChargeRequest) (order.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
+	defer cancel()
+	res, err := h.Gateway.Charge(ctx, req)
+	if err != nil && res.Outcome == order.OutcomeSucceeded {
+		t.Errorf("Charge = %+v with error %v: an error must not come with a success", res, err)
+	}
+	switch res.Outcome {
+	case order.OutcomeSucceeded, order.OutcomeDeclined, order.OutcomeUnknown, order.OutcomeNotSent:
+	default:
+		t.Errorf("Charge outcome %q is not one a charge can have", res.Outcome)
+	}
+	return res, err
+}
+
+// lookup calls Lookup and checks the interface's promise about errors.
+func lookup(t *testing.T, h Harness, req order.ChargeRequest) (order.Result, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
+	defer cancel()
+	res, err := h.Gateway.Lookup(ctx, req)
+	if err != nil && definite(res) {
+		t.Errorf("Lookup = %+v with error %v: an error must not come with an outcome", res, err)
+	}
+	if err == nil && !definite(res) {
+		t.Errorf("Lookup = %+v without an error: want succeeded, declined or not found", res)
+	}
+	return res, err
+}
+
+func definite(res order.Result) bool {
+	switch res.Outcome {
+	case order.OutcomeSucceeded, order.OutcomeDeclined, order.OutcomeNotFound:
+		return true
+	}
+	return false
+}
+
+// checkLedger checks that the fake recorded exactly want for req.
+func checkLedger(t *testing.T, h Harness, req order.ChargeRequest, want ...Entry) {
+	t.Helper()
+	got := h.Ledger(req.AttemptID)
+	if len(got) != len(want) {
+		t.Fatalf("ledger for attempt %s = %+v, want %+v", req.AttemptID, got, want)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("ledger for attempt %s = %+v, want %+v", req.AttemptID, got, want)
+		}
+	}
+}
+
+// checkNothingCharged checks that no money moved for req.
+func checkNothingCharged(t *testing.T, h Harness, req order.ChargeRequest) {
+	t.Helper()
+	for _, e := range h.Ledger(req.AttemptID) {
+		if e.Succeeded {
+			t.Fatalf("ledger for attempt %s holds a successful charge %s", req.AttemptID, e.ChargeID)
+		}
+	}
+}

@@ -1,0 +1,39 @@
+package stripe_test
+
+import (
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/gatewaytest"
+	"github.com/settlepay/settle/internal/gateway/stripe"
+	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+)
+
+// TestConformance runs the gateway conformance suite against the Stripe
+// adapter and the stateful Stripe fake.
+func TestConformance(t *testing.T) {
+	const callTimeout = 300 * time.Millisecond
+	gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness {
+		fake := stripetest.New(stripetest.Options{Hold: time.Second})
+		srv := httptest.NewServer(fake)
+		t.Cleanup(srv.Close)
+		return gatewaytest.Harness{
+			Gateway:     newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: callTimeout, MaxNetworkRetries: 2}),
+			OK:          stripetest.TokenVisa,
+			Decline:     stripetest.TokenDeclined,
+			Timeout:     stripetest.TokenTimeout,
+			CallTimeout: callTimeout,
+			Ledger: func(attemptID string) []gatewaytest.Entry {
+				var out []gatewaytest.Entry
+				for _, pi := range fake.Intents(attemptID) {
+					out = append(out, gatewaytest.Entry{ChargeID: pi.ID, Succeeded: pi.Status == "succeeded"})
+				}
+				return out
+			},
+			DedupesCharges: true,
+			LookupReplays:  true,
+			Unreachable:    newGateway(t, stripe.Config{BaseURL: "http://" + closedAddr(t), Timeout: callTimeout}),
+		}
+	})
+}

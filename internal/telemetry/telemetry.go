@@ -1,0 +1,175 @@
+// Package telemetry is what Settle tells its operators: Prometheus metrics
+// on their own HTTP listener (with /healthz and /readyz), OpenTelemetry
+// traces when an OTLP endpoint is configured, and instrumented gateways.
+package telemetry
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// Metrics holds Settle's collectors in a registry of its own.
+type Metrics struct {
+	Registry *prometheus.Registry
+	// GRPC counts RPCs by method and code, with latency histograms.
+	GRPC            *grpcprom.ServerMetrics
+	gatewayCalls    *prometheus.CounterVec
+	gatewaySeconds  *prometheus.HistogramVec
+	reconcileChecks *prometheus.CounterVec
+}
+
+// NewMetrics returns the metrics, registered with the Go and process
+// collectors.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		GRPC: grpcprom.NewServerMetrics(grpcprom.WithServerHandlingTimeHistogram(
+			grpcprom.WithHistogramBuckets([]float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10}))),
+		gatewayCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_gateway_calls_total", Help: "Gateway calls by gateway, operation (charge, lookup) and outcome.",
+		}, []string{"gateway", "op", "outcome"}),
+		gatewaySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "settle_gateway_call_seconds", Help: "Latency of gateway calls.",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"gateway", "op"}),
+		reconcileChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_reconcile_checks_total", Help: "Reconciler checks by result: succeed, fail, escalate or recheck.",
+		}, []string{"result"}),
+	}
+	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// ReconcileCheck counts one reconciler check by its result.
+func (m *Metrics) ReconcileCheck(result string) { m.reconcileChecks.WithLabelValues(result).Inc() }
+
+// StatsFunc reads the order statistics.
+type StatsFunc func(context.Context) (order.Stats, error)
+
+// WatchStore exports the orders by state, the oldest CHARGING order's age,
+// the reconcile backlog and the pool's use, read when scraped.
+func (m *Metrics) WatchStore(stats StatsFunc, pool *pgxpool.Pool) {
+	m.Registry.MustRegister(&storeCollector{stats: stats, pool: pool})
+}
+
+var (
+	ordersDesc   = prometheus.NewDesc("settle_orders", "Orders by state.", []string{"state"}, nil)
+	oldestDesc   = prometheus.NewDesc("settle_oldest_charging_seconds", "Age of the oldest CHARGING order's state (0 when none).", nil, nil)
+	backlogDesc  = prometheus.NewDesc("settle_reconcile_backlog", "CHARGING orders whose check is due.", nil, nil)
+	poolDesc     = prometheus.NewDesc("settle_db_pool_connections", "Database pool connections by state.", []string{"state"}, nil)
+	poolMaxDesc  = prometheus.NewDesc("settle_db_pool_max_connections", "Size of the database pool.", nil, nil)
+	statsUpDesc  = prometheus.NewDesc("settle_stats_up", "1 when the order statistics could be read at this scrape.", nil, nil)
+	waitDesc     = prometheus.NewDesc("settle_db_pool_acquire_wait_seconds_total", "Time spent waiting for a pool connection.", nil, nil)
+	scrapeBudget = 5 * time.Second
+)
+
+type storeCollector struct {
+	stats StatsFunc
+	pool  *pgxpool.Pool
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{ordersDesc, oldestDesc, backlogDesc, poolDesc, poolMaxDesc, statsUpDesc, waitDesc} {
+		ch <- d
+	}
+}
+
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ps := c.pool.Stat()
+	ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(ps.AcquiredConns()), "acquired")
+	ch <- prometheus.MustNewConstMetric(poolDesc, prometheus.GaugeValue, float64(ps.IdleConns()), "idle")
+	ch <- prometheus.MustNewConstMetric(poolMaxDesc, prometheus.GaugeValue, float64(ps.MaxConns()))
+	ch <- prometheus.MustNewConstMetric(waitDesc, prometheus.CounterValue, ps.AcquireDuration().Seconds())
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeBudget)
+	defer cancel()
+	st, err := c.stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(statsUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(statsUpDesc, prometheus.GaugeValue, 1)
+	for _, s := range order.States {
+		ch <- prometheus.MustNewConstMetric(ordersDesc, prometheus.GaugeValue, float64(st.ByState[s]), string(s))
+	}
+	age := 0.0
+	if !st.OldestCharging.IsZero() {
+		age = time.Since(st.OldestCharging).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(st.Backlog))
+}
+
+// Handler serves /metrics, /healthz (the process answers) and /readyz (the
+// database answers).
+func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready(ctx); err != nil {
+			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("ok\n"))
+	})
+	return mux
+}
+
+// Gateway wraps a gateway so that each call is counted, timed and traced.
+// Spans carry the order and attempt ids, never the payment method.
+func (m *Metrics) Gateway(name string, gw order.Gateway, tracer trace.Tracer) order.Gateway {
+	return &instrumented{name: name, gw: gw, m: m, tracer: tracer}
+}
+
+type instrumented struct {
+	name   string
+	gw     order.Gateway
+	m      *Metrics
+	tracer trace.Tracer
+}
+
+func (g *instrumented) Charge(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	return g.observe(ctx, "charge", req, g.gw.Charge)
+}
+
+func (g *instrumented) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	return g.observe(ctx, "lookup", req, g.gw.Lookup)
+}
+
+func (g *instrumented) observe(ctx context.Context, op string, req order.ChargeRequest,
+	call func(context.Context, order.ChargeRequest) (order.Result, error)) (order.Result, error) {
+	ctx, span := g.tracer.Start(ctx, "gateway."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("settle.gateway", g.name),
+		attribute.String("settle.order_id", req.OrderID),
+		attribute.String("settle.attempt_id", req.AttemptID),
+	))
+	defer span.End()
+	start := time.Now()
+	res, err := call(ctx, req)
+	g.m.gatewaySeconds.WithLabelValues(g.name, op).Observe(time.Since(start).Seconds())
+	outcome := string(res.Outcome)
+	if err != nil && op == "lookup" {
+		outcome = "error"
+	}
+	g.m.gatewayCalls.WithLabelValues(g.name, op, outcome).Inc()
+	span.SetAttributes(attribute.String("settle.outcome", outcome))
+	if err != nil {
+		span.SetStatus(codes.Error, outcome)
+	}
+	return res, err
+}
