@@ -111,10 +111,13 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, names ...string) f
 		}
 		v := new(string)
 		given[o.flag] = v
-		fs.Func(o.flag, fmt.Sprintf("%s (env %s, default %q)", o.usage, o.env, o.def), func(s string) error {
-			*v = s
-			return nil
-		})
+		usage := fmt.Sprintf("%s (env %s, default %q)", o.usage, o.env, o.def)
+		set := func(s string) error { *v = s; return nil }
+		if o.def == "true" || o.def == "false" {
+			fs.BoolFunc(o.flag, usage, set) // --with-reconciler as well as --with-reconciler=true
+		} else {
+			fs.Func(o.flag, usage, set)
+		}
 	}
 	return func() (*config, error) {
 		c := &config{}
