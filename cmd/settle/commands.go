@@ -33,6 +33,15 @@ var (
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
 )
 
+// commandOptions names the options each command binds; gatewaysim has its
+// own flags (simFlags) and dev binds its own selection.
+var commandOptions = map[string][]string{
+	"migrate":    dbFlags,
+	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags),
+	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, []string{"failpoints"}),
+	"gatewaysim": nil,
+}
+
 // parse parses args for a command with the named options and validates.
 func parse(name string, args []string, getenv func(string) string, stderr io.Writer, names ...string) (*config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("settle "+name, flag.ContinueOnError)
@@ -229,7 +238,7 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, _, err := parse("serve", args, getenv, stderr, concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags)...)
+	cfg, _, err := parse("serve", args, getenv, stderr, commandOptions["serve"]...)
 	if err != nil {
 		return err
 	}
@@ -251,7 +260,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 }
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	cfg, _, err := parse("reconcile", args, getenv, stderr, concat(dbFlags, gatewayFlags, reconcileFlags, []string{"failpoints"})...)
+	cfg, _, err := parse("reconcile", args, getenv, stderr, commandOptions["reconcile"]...)
 	if err != nil {
 		return err
 	}
@@ -273,7 +282,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
-	cfg, fs, err := parse("migrate", args, getenv, stderr, dbFlags...)
+	cfg, fs, err := parse("migrate", args, getenv, stderr, commandOptions["migrate"]...)
 	if err != nil {
 		return err
 	}
