@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/chaos"
+	"github.com/settlepay/settle/internal/failpoint"
+)
+
+// chaosSeed is the seed of TestChaos; SETTLE_CHAOS_SEED overrides it, to
+// replay a failure or to try another schedule.
+const chaosSeed = 20260611
+
+// TestChaos runs Settle (this test binary as three replicas and two
+// reconcilers) on a durable PostgreSQL under a seeded schedule of kills,
+// failpoint crashes, freezes, PostgreSQL crashes and terminated backends,
+// and checks that no money was lost or taken twice. It is bounded to run in
+// CI in a few minutes under -race; `settle chaos -duration 10m` soaks.
+//
+// It runs alone (no t.Parallel): it uses both cores of a small CI machine.
+func TestChaos(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos runs for minutes; skipped with -short")
+	}
+	seed := uint64(chaosSeed)
+	if s := os.Getenv("SETTLE_CHAOS_SEED"); s != "" {
+		var err error
+		if seed, err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatalf("SETTLE_CHAOS_SEED=%q: %v", s, err)
+		}
+	}
+	duration := 90 * time.Second
+	if s := os.Getenv("SETTLE_CHAOS_DURATION"); s != "" {
+		var err error
+		if duration, err = time.ParseDuration(s); err != nil {
+			t.Fatalf("SETTLE_CHAOS_DURATION=%q: %v", s, err)
+		}
+	}
+	sum := runChaosTest(t, chaos.Config{
+		Binary:   os.Args[0],
+		Env:      []string{"SETTLE_TEST_AS_MAIN=1"},
+		Seed:     seed,
+		Duration: duration,
+		Clients:  16,
+		Orders:   int(14 * duration.Seconds()),
+	})
+	for _, v := range sum.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	for _, p := range sum.Problems {
+		t.Errorf("problem: %s", p)
+	}
+	if t.Failed() {
+		t.Fatalf("seed %d failed; replay with SETTLE_CHAOS_SEED=%d; logs in %s", seed, seed, sum.LogDir)
+	}
+	// The run must have been the storm it claims to be.
+	if duration >= 90*time.Second {
+		if sum.Orders < 1000 || sum.Kills < 30 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 {
+			t.Errorf("too little happened: %s", sum)
+		}
+	}
+	for _, fp := range []string{failpoint.AfterClaim, failpoint.AfterGateway, failpoint.MidBatch} {
+		if sum.Failpoints[fp] == 0 {
+			t.Errorf("failpoint %s never fired", fp)
+		}
+	}
+}
+
+// TestChaosCatchesBrokenBuild runs a short chaos run against a build whose
+// claims ignore the order's state (build tag settle_mutant): the harness
+// must catch it, or its green runs prove nothing.
+func TestChaosCatchesBrokenBuild(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos runs for a minute; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "settle-mutant")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+	}
+	build := exec.Command(gobin, "build", "-tags", "settle_mutant", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the mutant: %v\n%s", err, out)
+	}
+	sum := runChaosTest(t, chaos.Config{
+		Binary:   bin,
+		Seed:     chaosSeed,
+		Duration: 20 * time.Second,
+		Clients:  8,
+		Orders:   200,
+		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
+		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
+	})
+	if len(sum.Violations) == 0 {
+		t.Fatalf("the harness found no violation in a build that charges orders twice: %s", sum)
+	}
+	if !hasInvariant(sum, chaos.InvOneCharge) {
+		t.Errorf("the harness did not see the double charges: %s", sum)
+	}
+}
+
+func hasInvariant(s chaos.Summary, inv int) bool {
+	for _, v := range s.Violations {
+		if v.Invariant == inv {
+			return true
+		}
+	}
+	return false
+}
+
+// runChaosTest runs cfg, logging its progress, and returns its summary.
+func runChaosTest(t *testing.T, cfg chaos.Config) chaos.Summary {
+	t.Helper()
+	lw := &lineWriter{t: t}
+	cfg.Log = lw
+	start := time.Now()
+	sum, err := chaos.Run(context.Background(), cfg)
+	lw.Flush()
+	t.Logf("%s (%s)", sum, time.Since(start).Round(time.Second))
+	if err != nil {
+		t.Fatalf("chaos run: %v", err)
+	}
+	return sum
+}
+
+// lineWriter logs each line written to it with t.Log.
+type lineWriter struct {
+	t   *testing.T
+	mu  sync.Mutex
+	buf []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, p...)
+	for {
+		i := bytes.IndexByte(w.buf, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		w.t.Log(string(w.buf[:i]))
+		w.buf = w.buf[i+1:]
+	}
+}
+
+func (w *lineWriter) Flush() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.buf) > 0 {
+		w.t.Log(string(w.buf))
+		w.buf = nil
+	}
+}

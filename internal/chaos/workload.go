@@ -1,0 +1,372 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+)
+
+// Timeouts of the checkout clients' calls. A charge's answer takes up to
+// the gateway timeout, and a frozen replica does not answer at all.
+const (
+	createTimeout = 3 * time.Second
+	chargeTimeout = 3 * time.Second
+	// callTries is how many times a client sends one request (one
+	// request_id) before it gives up on it.
+	callTries = 5
+	// maxClicks bounds the charge requests (request_ids) of one checkout.
+	maxClicks = 4
+)
+
+var currencies = []string{"GBP", "EUR", "USD"}
+
+// history is what the clients were told, for the invariants that compare
+// answers with the database.
+type history struct {
+	mu sync.Mutex
+	// orders maps every order a CreateOrder answered to its merchant
+	// reference.
+	orders map[string]string
+	// requests maps each request_id to what its ChargeOrder calls answered.
+	requests map[string]*request
+	// paid and canceled are the orders an answer said were PAID or CANCELED.
+	paid, canceled map[string]bool
+	charges        int
+	errors         map[codes.Code]int
+	// doubles counts the charges sent to two replicas at once; reclicks the
+	// new request_ids for an order after its first.
+	doubles, reclicks int
+}
+
+// request is what the ChargeOrder calls with one request_id answered.
+type request struct {
+	order    string
+	attempts map[string]int // attempt id → answers that named it
+	answers  int
+	calls    int
+}
+
+func newHistory() *history {
+	return &history{orders: map[string]string{}, requests: map[string]*request{},
+		paid: map[string]bool{}, canceled: map[string]bool{}, errors: map[codes.Code]int{}}
+}
+
+func (h *history) created(o *settlev1.Order) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.orders[o.GetId()] = o.GetMerchantReference()
+}
+
+func (h *history) charged(orderID, requestID string, resp *settlev1.ChargeOrderResponse, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.charges++
+	r := h.requests[requestID]
+	if r == nil {
+		r = &request{order: orderID, attempts: map[string]int{}}
+		h.requests[requestID] = r
+	}
+	r.calls++
+	if err != nil {
+		h.errors[status.Code(err)]++
+		return
+	}
+	r.answers++
+	if id := resp.GetAttempt().GetId(); id != "" {
+		r.attempts[id]++
+	}
+	if resp.GetOrder().GetState() == settlev1.OrderState_ORDER_STATE_PAID {
+		h.paid[orderID] = true
+	}
+}
+
+func (h *history) canceledOrder(orderID string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.canceled[orderID] = true
+}
+
+func (h *history) clicked(again, double bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if again {
+		h.reclicks++
+	}
+	if double {
+		h.doubles++
+	}
+}
+
+// stats describes what the clients did, for the log.
+func (h *history) stats() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	resent := 0
+	for _, r := range h.requests {
+		if r.calls > 1 {
+			resent++
+		}
+	}
+	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED; errors %v",
+		len(h.orders), h.charges, len(h.requests), resent, h.doubles, h.reclicks, len(h.paid), len(h.canceled), h.errors)
+}
+
+func (h *history) failed(err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.errors[status.Code(err)]++
+}
+
+// workload is the checkout clients.
+type workload struct {
+	seed     uint64
+	clients  []settlev1.OrderServiceClient // one per replica
+	hist     *history
+	interval time.Duration // between the checkouts of one client
+}
+
+// client runs checkouts, one after another, at the workload's pace (or as
+// fast as it can when behind), until ctx ends or stop is closed. Its
+// decisions are drawn from its own generator; the answers it gets, and so
+// its course, depend on the run.
+func (w *workload) client(ctx context.Context, id int, stop <-chan struct{}) {
+	c := &checkout{w: w, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1)), client: id, stop: stop}
+	next := time.Now()
+	for n := 0; ; n++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-time.After(time.Until(next)):
+		}
+		c.run(ctx, n)
+		next = next.Add(w.interval)
+	}
+}
+
+// checkout is one client's course through one order.
+type checkout struct {
+	w      *workload
+	rng    *rand.Rand
+	client int
+	stop   <-chan struct{}
+}
+
+func (c *checkout) stopped() bool {
+	select {
+	case <-c.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *checkout) replica() settlev1.OrderServiceClient {
+	return c.w.clients[c.rng.IntN(len(c.w.clients))]
+}
+
+// run is one checkout: create an order, then click "pay" until it is paid
+// or the customer gives up, with the retries and double clicks real
+// checkouts make.
+func (c *checkout) run(ctx context.Context, n int) {
+	token := "tok_ok" // with random faults at the simulator
+	if c.rng.Float64() < 0.1 {
+		token = "tok_decline"
+	}
+	o := c.create(ctx, &settlev1.CreateOrderRequest{
+		MerchantReference: fmt.Sprintf("chaos-%d-%d", c.client, n),
+		Amount:            &settlev1.Money{Currency: currencies[c.rng.IntN(len(currencies))], AmountMinor: 100 + c.rng.Int64N(50_000)},
+		PaymentMethod:     token,
+	})
+	if o == nil {
+		return
+	}
+	if c.rng.Float64() < 0.05 {
+		c.cancel(ctx, o.GetId()) // abandoned before paying
+		return
+	}
+	state := o.GetState()
+	for click := range maxClicks {
+		if c.stopped() && click > 0 {
+			return
+		}
+		requestID := fmt.Sprintf("req-%d-%d-%d", c.client, n, click)
+		pm := ""
+		if state == settlev1.OrderState_ORDER_STATE_PENDING && token == "tok_decline" && click > 0 && c.rng.Float64() < 0.7 {
+			pm = "tok_ok" // another card after a decline
+		}
+		var resp *settlev1.ChargeOrderResponse
+		double := c.rng.Float64() < 0.15
+		c.w.hist.clicked(click > 0, double)
+		if double {
+			resp = c.doubleClick(ctx, o.GetId(), requestID, pm)
+		} else {
+			resp = c.charge(ctx, c.replica(), o.GetId(), requestID, pm)
+		}
+		if resp == nil {
+			return // gave up; the order is left as it is
+		}
+		state = resp.GetOrder().GetState()
+		x := c.rng.Float64()
+		switch state {
+		case settlev1.OrderState_ORDER_STATE_PAID:
+			if x < 0.9 {
+				return
+			}
+			// The customer did not see the confirmation and pays again.
+		case settlev1.OrderState_ORDER_STATE_PENDING:
+			if x < 0.2 {
+				c.cancel(ctx, o.GetId())
+				return
+			}
+			if x < 0.3 {
+				return
+			}
+			// Declined, or the gateway proved nothing happened: try again.
+		case settlev1.OrderState_ORDER_STATE_CHARGING:
+			if x < 0.6 {
+				return // wait for the reconciler
+			}
+			// The spinner spins too long: click again.
+		default:
+			return
+		}
+	}
+}
+
+func (c *checkout) create(ctx context.Context, req *settlev1.CreateOrderRequest) *settlev1.Order {
+	for try := range callTries {
+		if try > 0 && !c.pause(ctx, try) {
+			return nil
+		}
+		cctx, cancel := context.WithTimeout(ctx, createTimeout)
+		resp, err := c.replica().CreateOrder(cctx, req)
+		cancel()
+		if err == nil {
+			c.w.hist.created(resp.GetOrder())
+			return resp.GetOrder()
+		}
+		c.w.hist.failed(err)
+		if !retryable(err) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// charge sends one charge request to a replica, and again with the same
+// request_id (to any replica) while it fails, as a client that lost the
+// answer does.
+func (c *checkout) charge(ctx context.Context, to settlev1.OrderServiceClient, orderID, requestID, pm string) *settlev1.ChargeOrderResponse {
+	req := &settlev1.ChargeOrderRequest{OrderId: orderID, RequestId: requestID, PaymentMethod: pm}
+	for try := range callTries {
+		if try > 0 {
+			if !c.pause(ctx, try) {
+				return nil
+			}
+			to = c.replica()
+		}
+		cctx, cancel := context.WithTimeout(ctx, chargeTimeout)
+		resp, err := to.ChargeOrder(cctx, req)
+		cancel()
+		c.w.hist.charged(orderID, requestID, resp, err)
+		if err == nil {
+			return resp
+		}
+		if !retryable(err) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// doubleClick sends charge requests for one order to two replicas at once:
+// the same request twice (a retry racing the original), or two clicks.
+func (c *checkout) doubleClick(ctx context.Context, orderID, requestID, pm string) *settlev1.ChargeOrderResponse {
+	i := c.rng.IntN(len(c.w.clients))
+	j := (i + 1 + c.rng.IntN(max(1, len(c.w.clients)-1))) % len(c.w.clients)
+	second := requestID
+	if c.rng.Float64() < 0.5 {
+		second += "-b"
+	}
+	var (
+		wg    sync.WaitGroup
+		resps [2]*settlev1.ChargeOrderResponse
+	)
+	// Each goroutine gets its own generator for its retries' replicas.
+	seeds := [2]uint64{c.rng.Uint64(), c.rng.Uint64()}
+	for k, r := range []struct {
+		to  settlev1.OrderServiceClient
+		req string
+	}{{c.w.clients[i], requestID}, {c.w.clients[j], second}} {
+		wg.Go(func() {
+			cc := &checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 1)), client: c.client, stop: c.stop}
+			resps[k] = cc.charge(ctx, r.to, orderID, r.req, pm)
+		})
+	}
+	wg.Wait()
+	for _, r := range resps {
+		if r.GetOrder().GetState() == settlev1.OrderState_ORDER_STATE_PAID {
+			return r
+		}
+	}
+	if resps[0] != nil {
+		return resps[0]
+	}
+	return resps[1]
+}
+
+func (c *checkout) cancel(ctx context.Context, orderID string) {
+	for try := range callTries {
+		if try > 0 && !c.pause(ctx, try) {
+			return
+		}
+		cctx, cancel := context.WithTimeout(ctx, createTimeout)
+		resp, err := c.replica().CancelOrder(cctx, &settlev1.CancelOrderRequest{OrderId: orderID, Reason: "customer left"})
+		cancel()
+		if err == nil {
+			if resp.GetOrder().GetState() == settlev1.OrderState_ORDER_STATE_CANCELED {
+				c.w.hist.canceledOrder(orderID)
+			}
+			return
+		}
+		if status.Code(err) == codes.FailedPrecondition {
+			return // no longer PENDING: fine
+		}
+		c.w.hist.failed(err)
+		if !retryable(err) {
+			return
+		}
+	}
+}
+
+// pause waits before the try'th try of a call.
+func (c *checkout) pause(ctx context.Context, try int) bool {
+	d := time.Duration(try)*100*time.Millisecond + time.Duration(c.rng.Int64N(int64(200*time.Millisecond)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// retryable reports whether a call that failed with err may be sent again
+// with the same keys: the server was unreachable, gone or too slow.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Internal, codes.Unknown, codes.Aborted, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
