@@ -209,3 +209,55 @@ func TestCancel(t *testing.T) {
 	_, err = s.orders.CancelOrder(ctx, &settlev1.CancelOrderRequest{OrderId: p.GetId()})
 	wantCode(t, err, codes.FailedPrecondition)
 }
+
+func TestCreateAndChargeInOneCall(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	req := &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 990}, PaymentMethod: "tok_ok", RequestId: "one-call-req-1"}
+	first, err := s.orders.CreateAndChargeOrder(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.GetOrder().GetState() != paid || first.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED {
+		t.Fatalf("one call: %v", first)
+	}
+	// A retry of the same call replays; a new request id on the same order charges nothing.
+	again, err := s.orders.CreateAndChargeOrder(ctx, req)
+	if err != nil || again.GetOrder().GetId() != first.GetOrder().GetId() || again.GetAttempt().GetId() != first.GetAttempt().GetId() {
+		t.Fatalf("retry: %v %v", again, err)
+	}
+	req2 := &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-1", Amount: req.Amount, PaymentMethod: "tok_ok", RequestId: "one-call-req-2"}
+	if got, err := s.orders.CreateAndChargeOrder(ctx, req2); err != nil || got.GetOrder().GetState() != paid || got.GetAttempt() != nil {
+		t.Fatalf("new request id on a PAID order: %v %v", got, err)
+	}
+	if n := s.charges(t, first.GetOrder().GetId()); n != 1 {
+		t.Fatalf("gateway charged %d times, want 1", n)
+	}
+	// Other parameters under the same reference, and a request id of another order, are conflicts.
+	_, err = s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok", RequestId: "one-call-req-3"})
+	wantCode(t, err, codes.AlreadyExists)
+	_, err = s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-2",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok", RequestId: "one-call-req-1"})
+	wantCode(t, err, codes.AlreadyExists)
+	// The history is a path of the table: create, charge, succeed.
+	h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: first.GetOrder().GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for _, e := range h.GetEvents() {
+		path = append(path, e.GetEvent())
+	}
+	if fmt.Sprint(path) != "[create charge succeed]" {
+		t.Fatalf("history %v", path)
+	}
+	// An unknown outcome leaves it to the reconciler, as ChargeOrder does.
+	timeout, err := s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-3",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 5}, PaymentMethod: "tok_timeout", RequestId: "one-call-req-4"})
+	if err != nil || timeout.GetOrder().GetState() != charging || timeout.GetOrder().GetNextCheckTime() == nil {
+		t.Fatalf("timeout: %v %v", timeout, err)
+	}
+}

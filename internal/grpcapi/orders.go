@@ -59,6 +59,19 @@ func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrder
 	return &settlev1.ChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
 }
 
+func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.CreateAndChargeOrderRequest) (*settlev1.CreateAndChargeOrderResponse, error) {
+	n, err := newOrderFromProto(&settlev1.CreateOrderRequest{MerchantReference: req.GetMerchantReference(),
+		Amount: req.GetAmount(), PaymentMethod: req.GetPaymentMethod(), Gateway: req.GetGateway()})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	o, a, err := s.svc.CreateAndCharge(ctx, merchant(ctx), n, req.GetRequestId())
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
+}
+
 func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {
 	o, err := s.svc.Cancel(ctx, merchant(ctx), req.GetOrderId(), req.GetReason())
 	if err != nil {

@@ -31,6 +31,10 @@ type Store interface {
 	// guarded by state = CHARGING and current_attempt = s.AttemptID. It
 	// reports false, and changes nothing, when the guard does not hold.
 	Settle(ctx context.Context, s Settlement) (Order, bool, error)
+	// CreateClaimed inserts o already claimed by c (both events, one
+	// commit) and reports true; it inserts nothing and reports false when
+	// o's merchant reference or c's request id is taken.
+	CreateClaimed(ctx context.Context, o Order, c Claim) (Order, Attempt, bool, error)
 	// Transition locks an order, asks decide for the move to make from the
 	// state it is in, and makes it with its event, in one transaction.
 	Transition(ctx context.Context, merchantID, id string, decide func(Order) (Move, error)) (Order, error)
@@ -208,20 +212,62 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		// nothing to do but say how it stands.
 		return c.Order, c.Attempt, nil
 	}
+	return s.charge(ctx, merchantID, c.Order, *c.Attempt, in.RequestID, deadline)
+}
+
+// CreateAndCharge creates an order and charges it. A new order and its
+// first attempt are written in one commit; a retry (the reference or the
+// request id already taken) goes the way of Create and Charge, with their
+// idempotency and their conflicts.
+func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, requestID string) (Order, *Attempt, error) {
+	if err := n.Validate(); err != nil {
+		return Order{}, nil, err
+	}
+	if err := checkText("request_id", requestID, MinRequestIDLen, MaxRequestIDLen); err != nil {
+		return Order{}, nil, err
+	}
+	if n.Gateway == "" {
+		n.Gateway = s.cfg.DefaultGateway
+	}
+	if _, ok := s.gateways[n.Gateway]; !ok {
+		return Order{}, nil, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
+	}
+	deadline := time.Now().Add(s.cfg.GatewayTimeout)
+	o, a, created, err := s.store.CreateClaimed(ctx, Order{
+		ID: NewID(), MerchantID: merchantID, MerchantReference: n.MerchantReference, Amount: n.Amount,
+		PaymentMethod: n.PaymentMethod, Gateway: n.Gateway,
+	}, Claim{
+		RequestID: requestID, AttemptID: NewID(), From: StatePending, To: MustNext(StatePending, EventCharge),
+		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: "api",
+	})
+	if err != nil {
+		return Order{}, nil, fmt.Errorf("create and claim order: %w", err)
+	}
+	if !created {
+		if o, err = s.Create(ctx, merchantID, n); err != nil {
+			return Order{}, nil, err
+		}
+		return s.Charge(ctx, merchantID, ChargeInput{OrderID: o.ID, RequestID: requestID})
+	}
+	return s.charge(ctx, merchantID, o, a, requestID, deadline)
+}
+
+// charge calls the gateway for a claimed attempt and settles what it says.
+func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, requestID string, deadline time.Time) (Order, *Attempt, error) {
 	s.cfg.Failpoint("after-claim")
-	o, a := c.Order, *c.Attempt
-	s.logTransition(ctx, o.ID, a.ID, in.RequestID, StatePending, o.State, EventCharge, "api")
+	s.logTransition(ctx, o.ID, a.ID, requestID, StatePending, o.State, EventCharge, "api")
 	req := ChargeRequest{
 		AttemptID:         a.ID,
 		OrderID:           o.ID,
 		MerchantReference: o.MerchantReference,
 		Amount:            a.Amount,
 		PaymentMethod:     a.PaymentMethod,
+		CreatedAt:         a.CreatedAt,
 	}
 	// The call and the settle outlive the client's context: once claimed, a
 	// definite answer recorded now saves the reconciler a lookup.
 	ctx = context.WithoutCancel(ctx)
-	res, gerr := s.call(ctx, o.Gateway, req, deadline, in.RequestID)
+	res, gerr := s.call(ctx, o.Gateway, req, deadline, requestID)
 	s.cfg.Failpoint("after-gateway")
 	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = "api"
@@ -234,7 +280,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	}
 	if ok {
 		if st.Event != "" {
-			s.logTransition(ctx, o.ID, a.ID, in.RequestID, StateCharging, st.To, st.Event, st.Actor)
+			s.logTransition(ctx, o.ID, a.ID, requestID, StateCharging, st.To, st.Event, st.Actor)
 		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
 		return settled, &a, nil

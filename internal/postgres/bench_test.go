@@ -160,3 +160,36 @@ func BenchmarkReconcileDrain(b *testing.B) {
 	}
 	b.StopTimer()
 }
+
+// BenchmarkCreateAndCharge measures the one-call variant: create and claim
+// in one statement, call, settle.
+func BenchmarkCreateAndCharge(b *testing.B) {
+	ctx := context.Background()
+	pool, rt := tracedPool(b, 8)
+	svc, err := order.NewService(postgres.NewStore(pool), map[string]order.Gateway{"sim": sim.NewInstant()}, order.Config{
+		DefaultGateway: "sim", GatewayTimeout: 10 * time.Second, Grace: 5 * time.Second, FirstRecheck: 5 * time.Second,
+	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next atomic.Int64
+	startCommits := writeCommits(b, pool)
+	startTrips := rt.n.Load()
+	b.ResetTimer()
+	b.SetParallelism(2)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			i := next.Add(1)
+			o, _, err := svc.CreateAndCharge(ctx, order.DefaultMerchant, order.NewOrder{MerchantReference: fmt.Sprintf("one-%d", i),
+				Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}, fmt.Sprintf("one-req-%d", i))
+			if err != nil || o.State != order.StatePaid {
+				b.Errorf("create and charge: %v %s", err, o.State)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
+	b.ReportMetric(float64(rt.n.Load()-startTrips-1)/float64(b.N), "roundtrips/order")
+	b.ReportMetric(float64(writeCommits(b, pool)-startCommits)/float64(b.N), "commits/order")
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlepay/settle/internal/order"
@@ -295,6 +296,52 @@ func (s *Store) Settle(ctx context.Context, st order.Settlement) (order.Order, b
 		return order.Order{}, false, err
 	}
 	return o, true, nil
+}
+
+// createClaimedSQL creates an order already claimed for its first attempt:
+// the order, the attempt and both events (create, charge) in one statement
+// and one commit. It inserts nothing when the merchant reference is taken;
+// a request id that is taken fails the statement as a whole.
+var createClaimedSQL = `
+WITH o AS (
+	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
+		state, current_attempt, reconcile_at)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, now() + $10::interval)
+	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
+	RETURNING *
+), a AS (
+	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency)
+	SELECT current_attempt, id, merchant_id, $11, payment_method, amount_minor, currency FROM o
+	RETURNING *
+), ev AS (
+	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
+	SELECT id, NULL, $12, $13, $15, NULL FROM o
+	UNION ALL
+	SELECT id, $12, state, $14, $15, current_attempt FROM o
+)
+SELECT ` + orderCols("o") + `, ` + attemptCols("a") + ` FROM o JOIN a ON a.order_id = o.id`
+
+// CreateClaimed implements order.Store.
+func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim) (order.Order, order.Attempt, bool, error) {
+	var (
+		r orderRow
+		a order.Attempt
+	)
+	err := retry(ctx, func() error {
+		return s.pool.QueryRow(ctx, createClaimedSQL, o.ID, o.MerchantID, o.MerchantReference, o.Amount.AmountMinor,
+			o.Amount.Currency, o.PaymentMethod, o.Gateway, c.To, c.AttemptID, c.Lease, c.RequestID, c.From,
+			order.EventCreate, c.Event, c.Actor).Scan(append(r.dest(), attemptDest(&a)...)...)
+	})
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "charge_attempts_request_key":
+		return order.Order{}, order.Attempt{}, false, nil // the request id is taken
+	case err != nil:
+		return order.Order{}, order.Attempt{}, false, err
+	}
+	return r.order(), a, true, nil
 }
 
 // Transition implements order.Store.

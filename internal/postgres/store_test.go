@@ -143,3 +143,68 @@ func TestSettleGuard(t *testing.T) {
 		t.Fatalf("claim on PAID: %v %+v", err, c2)
 	}
 }
+
+// TestClaimWaitingForSettle: a claim that waits for the previous attempt's
+// settle (CHARGING → PENDING) claims the order it then finds PENDING. A
+// guard re-checked against the statement's snapshot once left the new
+// attempt inserted but the order unclaimed.
+func TestClaimWaitingForSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	o, _ := s.CreateOrder(ctx, newOrder("ref-wait"))
+	first, err := s.Claim(ctx, claimOf(o, "req-wait-1"))
+	if err != nil || !first.Claimed {
+		t.Fatalf("first claim: %v %+v", err, first)
+	}
+	// Hold the row in a settle that has not committed yet.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE orders SET state = 'PENDING', reconcile_at = NULL WHERE id = $1`, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan order.ClaimResult, 1)
+	go func() {
+		c, err := s.Claim(ctx, claimOf(o, "req-wait-2"))
+		if err != nil {
+			t.Error(err)
+		}
+		done <- c
+	}()
+	time.Sleep(200 * time.Millisecond) // the claim is now waiting for the row
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := <-done
+	if !c.Claimed || c.Order.State != order.StateCharging || c.Order.CurrentAttempt != c.Attempt.ID {
+		t.Fatalf("claim after the settle: claimed=%v state=%s current=%s attempt=%+v", c.Claimed, c.Order.State, c.Order.CurrentAttempt, c.Attempt)
+	}
+}
+
+func TestCreateClaimed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	o := newOrder("ref-one-call")
+	c := claimOf(o, "req-one-call")
+	got, a, ok, err := s.CreateClaimed(ctx, o, c)
+	if err != nil || !ok || got.State != order.StateCharging || got.CurrentAttempt != a.ID || a.RequestID != "req-one-call" {
+		t.Fatalf("create claimed: %v %v %+v %+v", err, ok, got, a)
+	}
+	// The reference taken, or the request id taken: nothing written.
+	if _, _, ok, err := s.CreateClaimed(ctx, newOrder("ref-one-call"), claimOf(o, "req-other")); ok || err != nil {
+		t.Fatalf("taken reference: ok=%v err=%v", ok, err)
+	}
+	if _, _, ok, err := s.CreateClaimed(ctx, newOrder("ref-other"), claimOf(o, "req-one-call")); ok || err != nil {
+		t.Fatalf("taken request id: ok=%v err=%v", ok, err)
+	}
+	var orders, attempts, events int
+	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events)`).Scan(&orders, &attempts, &events)
+	if orders != 1 || attempts != 1 || events != 2 {
+		t.Fatalf("orders=%d attempts=%d events=%d, want 1, 1, 2", orders, attempts, events)
+	}
+}

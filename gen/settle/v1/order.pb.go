@@ -783,6 +783,140 @@ func (x *ChargeOrderResponse) GetAttempt() *Attempt {
 	return nil
 }
 
+// CreateAndChargeOrderRequest is a CreateOrderRequest with the
+// request_id of its first charge.
+type CreateAndChargeOrderRequest struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	MerchantReference string                 `protobuf:"bytes,1,opt,name=merchant_reference,json=merchantReference,proto3" json:"merchant_reference,omitempty"`
+	Amount            *Money                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
+	PaymentMethod     string                 `protobuf:"bytes,3,opt,name=payment_method,json=paymentMethod,proto3" json:"payment_method,omitempty"`
+	// Optional; the server's default gateway when empty.
+	Gateway string `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// The client's key for the charge, as in ChargeOrderRequest.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAndChargeOrderRequest) Reset() {
+	*x = CreateAndChargeOrderRequest{}
+	mi := &file_settle_v1_order_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAndChargeOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAndChargeOrderRequest) ProtoMessage() {}
+
+func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAndChargeOrderRequest.ProtoReflect.Descriptor instead.
+func (*CreateAndChargeOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *CreateAndChargeOrderRequest) GetMerchantReference() string {
+	if x != nil {
+		return x.MerchantReference
+	}
+	return ""
+}
+
+func (x *CreateAndChargeOrderRequest) GetAmount() *Money {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *CreateAndChargeOrderRequest) GetPaymentMethod() string {
+	if x != nil {
+		return x.PaymentMethod
+	}
+	return ""
+}
+
+func (x *CreateAndChargeOrderRequest) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *CreateAndChargeOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+// CreateAndChargeOrderResponse is the order after the call and the attempt
+// that request_id names.
+type CreateAndChargeOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Attempt       *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateAndChargeOrderResponse) Reset() {
+	*x = CreateAndChargeOrderResponse{}
+	mi := &file_settle_v1_order_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateAndChargeOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateAndChargeOrderResponse) ProtoMessage() {}
+
+func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateAndChargeOrderResponse.ProtoReflect.Descriptor instead.
+func (*CreateAndChargeOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *CreateAndChargeOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *CreateAndChargeOrderResponse) GetAttempt() *Attempt {
+	if x != nil {
+		return x.Attempt
+	}
+	return nil
+}
+
 // CancelOrderRequest cancels a PENDING order.
 type CancelOrderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -794,7 +928,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +940,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +953,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -846,7 +980,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +992,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +1005,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -891,7 +1025,7 @@ type WatchOrderRequest struct {
 
 func (x *WatchOrderRequest) Reset() {
 	*x = WatchOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -903,7 +1037,7 @@ func (x *WatchOrderRequest) String() string {
 func (*WatchOrderRequest) ProtoMessage() {}
 
 func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -916,7 +1050,7 @@ func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderRequest.ProtoReflect.Descriptor instead.
 func (*WatchOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchOrderRequest) GetOrderId() string {
@@ -936,7 +1070,7 @@ type WatchOrderResponse struct {
 
 func (x *WatchOrderResponse) Reset() {
 	*x = WatchOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -948,7 +1082,7 @@ func (x *WatchOrderResponse) String() string {
 func (*WatchOrderResponse) ProtoMessage() {}
 
 func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -961,7 +1095,7 @@ func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderResponse.ProtoReflect.Descriptor instead.
 func (*WatchOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchOrderResponse) GetOrder() *Order {
@@ -1023,6 +1157,16 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\"k\n" +
 	"\x13ChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
+	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\"\xd6\x01\n" +
+	"\x1bCreateAndChargeOrderRequest\x12-\n" +
+	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
+	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
+	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12\x18\n" +
+	"\agateway\x18\x04 \x01(\tR\agateway\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"t\n" +
+	"\x1cCreateAndChargeOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\"G\n" +
 	"\x12CancelOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x16\n" +
@@ -1047,11 +1191,12 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x18ATTEMPT_OUTCOME_DECLINED\x10\x02\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_NOT_SENT\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x052\x8a\x03\n" +
+	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x052\xf3\x03\n" +
 	"\fOrderService\x12L\n" +
 	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\x12C\n" +
 	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\x12L\n" +
-	"\vChargeOrder\x12\x1d.settle.v1.ChargeOrderRequest\x1a\x1e.settle.v1.ChargeOrderResponse\x12L\n" +
+	"\vChargeOrder\x12\x1d.settle.v1.ChargeOrderRequest\x1a\x1e.settle.v1.ChargeOrderResponse\x12g\n" +
+	"\x14CreateAndChargeOrder\x12&.settle.v1.CreateAndChargeOrderRequest\x1a'.settle.v1.CreateAndChargeOrderResponse\x12L\n" +
 	"\vCancelOrder\x12\x1d.settle.v1.CancelOrderRequest\x1a\x1e.settle.v1.CancelOrderResponse\x12K\n" +
 	"\n" +
 	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01B4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
@@ -1069,55 +1214,62 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_settle_v1_order_proto_goTypes = []any{
-	(OrderState)(0),               // 0: settle.v1.OrderState
-	(AttemptOutcome)(0),           // 1: settle.v1.AttemptOutcome
-	(*Money)(nil),                 // 2: settle.v1.Money
-	(*Order)(nil),                 // 3: settle.v1.Order
-	(*Attempt)(nil),               // 4: settle.v1.Attempt
-	(*CreateOrderRequest)(nil),    // 5: settle.v1.CreateOrderRequest
-	(*CreateOrderResponse)(nil),   // 6: settle.v1.CreateOrderResponse
-	(*GetOrderRequest)(nil),       // 7: settle.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),      // 8: settle.v1.GetOrderResponse
-	(*ChargeOrderRequest)(nil),    // 9: settle.v1.ChargeOrderRequest
-	(*ChargeOrderResponse)(nil),   // 10: settle.v1.ChargeOrderResponse
-	(*CancelOrderRequest)(nil),    // 11: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),   // 12: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),     // 13: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),    // 14: settle.v1.WatchOrderResponse
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(OrderState)(0),                      // 0: settle.v1.OrderState
+	(AttemptOutcome)(0),                  // 1: settle.v1.AttemptOutcome
+	(*Money)(nil),                        // 2: settle.v1.Money
+	(*Order)(nil),                        // 3: settle.v1.Order
+	(*Attempt)(nil),                      // 4: settle.v1.Attempt
+	(*CreateOrderRequest)(nil),           // 5: settle.v1.CreateOrderRequest
+	(*CreateOrderResponse)(nil),          // 6: settle.v1.CreateOrderResponse
+	(*GetOrderRequest)(nil),              // 7: settle.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),             // 8: settle.v1.GetOrderResponse
+	(*ChargeOrderRequest)(nil),           // 9: settle.v1.ChargeOrderRequest
+	(*ChargeOrderResponse)(nil),          // 10: settle.v1.ChargeOrderResponse
+	(*CreateAndChargeOrderRequest)(nil),  // 11: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 12: settle.v1.CreateAndChargeOrderResponse
+	(*CancelOrderRequest)(nil),           // 13: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 14: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 15: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 16: settle.v1.WatchOrderResponse
+	(*timestamppb.Timestamp)(nil),        // 17: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
 	2,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	0,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	15, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	15, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	15, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	17, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	17, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	17, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 5: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	15, // 6: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	17, // 6: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
 	2,  // 7: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
 	3,  // 8: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
 	3,  // 9: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
 	3,  // 10: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
 	4,  // 11: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	3,  // 12: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	3,  // 13: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 14: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	7,  // 15: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	9,  // 16: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	11, // 17: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	13, // 18: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	6,  // 19: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	8,  // 20: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	10, // 21: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	12, // 22: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	14, // 23: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	2,  // 12: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	3,  // 13: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	4,  // 14: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	3,  // 15: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	3,  // 16: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 17: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	7,  // 18: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	9,  // 19: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	11, // 20: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	13, // 21: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	15, // 22: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	6,  // 23: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	8,  // 24: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	10, // 25: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	12, // 26: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	14, // 27: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	16, // 28: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -1135,7 +1287,7 @@ func file_settle_v1_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,11 +19,12 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OrderService_CreateOrder_FullMethodName = "/settle.v1.OrderService/CreateOrder"
-	OrderService_GetOrder_FullMethodName    = "/settle.v1.OrderService/GetOrder"
-	OrderService_ChargeOrder_FullMethodName = "/settle.v1.OrderService/ChargeOrder"
-	OrderService_CancelOrder_FullMethodName = "/settle.v1.OrderService/CancelOrder"
-	OrderService_WatchOrder_FullMethodName  = "/settle.v1.OrderService/WatchOrder"
+	OrderService_CreateOrder_FullMethodName          = "/settle.v1.OrderService/CreateOrder"
+	OrderService_GetOrder_FullMethodName             = "/settle.v1.OrderService/GetOrder"
+	OrderService_ChargeOrder_FullMethodName          = "/settle.v1.OrderService/ChargeOrder"
+	OrderService_CreateAndChargeOrder_FullMethodName = "/settle.v1.OrderService/CreateAndChargeOrder"
+	OrderService_CancelOrder_FullMethodName          = "/settle.v1.OrderService/CancelOrder"
+	OrderService_WatchOrder_FullMethodName           = "/settle.v1.OrderService/WatchOrder"
 )
 
 // OrderServiceClient is the client API for OrderService service.
@@ -42,6 +43,11 @@ type OrderServiceClient interface {
 	// ChargeOrder charges a PENDING order once. An unknown gateway outcome is
 	// not an error: the order is returned in CHARGING with next_check_time set.
 	ChargeOrder(ctx context.Context, in *ChargeOrderRequest, opts ...grpc.CallOption) (*ChargeOrderResponse, error)
+	// CreateAndChargeOrder creates an order and charges it in one call, for
+	// clients that need no separate CreateOrder: the order and its first
+	// attempt are written in one commit. Retried with the same
+	// merchant_reference and request_id, it answers as ChargeOrder does.
+	CreateAndChargeOrder(ctx context.Context, in *CreateAndChargeOrderRequest, opts ...grpc.CallOption) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(ctx context.Context, in *CancelOrderRequest, opts ...grpc.CallOption) (*CancelOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
@@ -81,6 +87,16 @@ func (c *orderServiceClient) ChargeOrder(ctx context.Context, in *ChargeOrderReq
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ChargeOrderResponse)
 	err := c.cc.Invoke(ctx, OrderService_ChargeOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orderServiceClient) CreateAndChargeOrder(ctx context.Context, in *CreateAndChargeOrderRequest, opts ...grpc.CallOption) (*CreateAndChargeOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateAndChargeOrderResponse)
+	err := c.cc.Invoke(ctx, OrderService_CreateAndChargeOrder_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +148,11 @@ type OrderServiceServer interface {
 	// ChargeOrder charges a PENDING order once. An unknown gateway outcome is
 	// not an error: the order is returned in CHARGING with next_check_time set.
 	ChargeOrder(context.Context, *ChargeOrderRequest) (*ChargeOrderResponse, error)
+	// CreateAndChargeOrder creates an order and charges it in one call, for
+	// clients that need no separate CreateOrder: the order and its first
+	// attempt are written in one commit. Retried with the same
+	// merchant_reference and request_id, it answers as ChargeOrder does.
+	CreateAndChargeOrder(context.Context, *CreateAndChargeOrderRequest) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
@@ -155,6 +176,9 @@ func (UnimplementedOrderServiceServer) GetOrder(context.Context, *GetOrderReques
 }
 func (UnimplementedOrderServiceServer) ChargeOrder(context.Context, *ChargeOrderRequest) (*ChargeOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ChargeOrder not implemented")
+}
+func (UnimplementedOrderServiceServer) CreateAndChargeOrder(context.Context, *CreateAndChargeOrderRequest) (*CreateAndChargeOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateAndChargeOrder not implemented")
 }
 func (UnimplementedOrderServiceServer) CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelOrder not implemented")
@@ -237,6 +261,24 @@ func _OrderService_ChargeOrder_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrderService_CreateAndChargeOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateAndChargeOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).CreateAndChargeOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_CreateAndChargeOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).CreateAndChargeOrder(ctx, req.(*CreateAndChargeOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OrderService_CancelOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CancelOrderRequest)
 	if err := dec(in); err != nil {
@@ -284,6 +326,10 @@ var OrderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ChargeOrder",
 			Handler:    _OrderService_ChargeOrder_Handler,
+		},
+		{
+			MethodName: "CreateAndChargeOrder",
+			Handler:    _OrderService_CreateAndChargeOrder_Handler,
 		},
 		{
 			MethodName: "CancelOrder",
