@@ -26,6 +26,7 @@ type config struct {
 	Listen          string
 	ShutdownTimeout time.Duration
 	LogFormat       string
+	LogLevel        slog.Level
 	DefaultGateway  string
 	RefpspURL       string
 	RefpspKey       string
@@ -70,6 +71,7 @@ var options = []option{
 	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
+	{"log-level", "SETTLE_LOG_LEVEL", "info", "debug, info, warn or error; successful RPCs log at debug, transitions and gateway calls at info", setLevel(func(c *config) *slog.Level { return &c.LogLevel })},
 	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp, or instant (in-process, for benchmarks)", setString(func(c *config) *string { return &c.DefaultGateway })},
 	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
 	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
@@ -206,10 +208,11 @@ func (c *config) reconcileConfig(failpoint func(string)) reconcile.Config {
 }
 
 func (c *config) logger(w io.Writer) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: c.LogLevel}
 	if c.LogFormat == "text" {
-		return slog.New(slog.NewTextHandler(w, nil))
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
-	return slog.New(slog.NewJSONHandler(w, nil))
+	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
 // printReference prints the configuration table that the README shows.
@@ -234,6 +237,15 @@ func setInt(p func(*config) *int) func(*config, string) error {
 			return fmt.Errorf("%q is not a whole number", v)
 		}
 		*p(c) = n
+		return nil
+	}
+}
+
+func setLevel(p func(*config) *slog.Level) func(*config, string) error {
+	return func(c *config, v string) error {
+		if err := p(c).UnmarshalText([]byte(v)); err != nil {
+			return fmt.Errorf("%q is not debug, info, warn or error", v)
+		}
 		return nil
 	}
 }

@@ -31,6 +31,7 @@ commands:
   dev         everything in one process on a throwaway PostgreSQL
   gatewaysim  run the gateway simulator
   chaos       run everything under faults; check no money was lost or taken twice
+  bench       measure Settle against PostgreSQL's own limit (pgbench floors, gRPC load)
   probe       GET a URL, exit 0 on a 2xx answer (container health checks)
   config      print the configuration reference
 
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runGatewaySim(ctx, args, getenv, stdout, stderr)
 	case "chaos":
 		return runChaos(ctx, args, getenv, stdout, stderr)
+	case "bench":
+		return runBench(ctx, args, getenv, stdout, stderr)
 	case "probe":
 		return runProbe(ctx, args, stderr)
 	case "config":

@@ -67,7 +67,14 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		log.ErrorContext(ctx, "panic in handler", "panic", p, "stack", string(debug.Stack()))
 		return status.Error(codes.Internal, "internal error")
 	})
-	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall)}
+	// A line per successful call costs about a tenth of the server's CPU
+	// under load (measured with settle bench); it is debug, failures are not.
+	logOpts := []logging.Option{logging.WithLogOnEvents(logging.FinishCall), logging.WithLevels(func(c codes.Code) logging.Level {
+		if c == codes.OK {
+			return logging.LevelDebug
+		}
+		return logging.DefaultServerCodeToLevel(c)
+	})}
 	authn := &authenticator{keys: opts.Keys}
 	limit := &limiter{limits: opts.Limits, keys: map[string]*keyLimit{}}
 	unary := []grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(logger, logOpts...),

@@ -1,0 +1,13 @@
+// Package bench holds the pgbench scripts of `settle bench`, embedded so
+// that the binary can run them wherever it is: floor.sql (the SQL floor of
+// the charge path), naive.sql (the same work as multi-statement
+// transactions) and settle_floor.sql (the reconciler's settle statement).
+// README.md explains them and how to read the results.
+package bench
+
+import "embed"
+
+// Scripts holds the pgbench scripts.
+//
+//go:embed *.sql
+var Scripts embed.FS

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/settlepay/settle/internal/bench"
+)
+
+// runBench measures Settle against the database's own limit (see package
+// bench), with this binary as the server.
+func runBench(ctx context.Context, args []string, _ func(string) string, stdout, stderr io.Writer) error {
+	bin, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary to run as the server: %w", err)
+	}
+	return benchWith(ctx, args, bench.Server{Binary: bin}, stdout, stderr)
+}
+
+// benchWith is runBench with the server given: tests run their own binary
+// as settle, which needs an environment variable to say so.
+func benchWith(ctx context.Context, args []string, srv bench.Server, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("settle bench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), `usage: settle bench [flags]
+
+Measures Settle against the database's own limit, in one run: a throwaway
+PostgreSQL (fsync on), pgbench running the tightest SQL that does Settle's
+work per order (bench/floor.sql) and the same work as naive transactions
+(bench/naive.sql), gRPC health checks (the transport's floor), and settle
+serve as a subprocess under a closed-loop gRPC load client, at each
+concurrency; then a reconciler draining due orders against pgbench running
+its settle statement. Prints tables; -json writes every run. The full run
+takes about 13 minutes; -duration 3s -runs 1 is a quick look.
+
+`)
+		fs.PrintDefaults()
+	}
+	var (
+		cfg      = bench.Config{StatementCounts: true}
+		conc     = "1,4,16,64"
+		jsonPath string
+		quiet    bool
+	)
+	fs.StringVar(&conc, "c", conc, "comma-separated numbers of concurrent clients")
+	fs.DurationVar(&cfg.Duration, "duration", 15*time.Second, "length of one run of the floors and of Settle (whole seconds)")
+	fs.DurationVar(&cfg.TransportDuration, "transport-duration", 5*time.Second, "length of one run of the health checks")
+	fs.IntVar(&cfg.Runs, "runs", 3, "runs per point; each figure is their median")
+	fs.IntVar(&cfg.DrainOrders, "drain-orders", 10_000, "due orders for the reconciler to drain (0: skip the drain)")
+	fs.BoolVar(&cfg.StatementCounts, "round-trips", true, "count round trips with pg_stat_statements (restarts the throwaway cluster once to load it)")
+	fs.StringVar(&jsonPath, "json", "", "also write the report, every run included, as JSON to this file")
+	fs.StringVar(&cfg.Dir, "dir", "", "keep the server logs here (default: a temp dir, removed)")
+	fs.Func("server-env", "KEY=VALUE added to the server's environment, e.g. GOMAXPROCS=1 (repeatable)", func(s string) error {
+		if !strings.Contains(s, "=") {
+			return fmt.Errorf("%q is not KEY=VALUE", s)
+		}
+		srv.Env = append(srv.Env, s)
+		return nil
+	})
+	fs.Func("server-arg", "argument added to settle serve's, e.g. --db-max-conns=16 (repeatable)", func(s string) error {
+		srv.Args = append(srv.Args, s)
+		return nil
+	})
+	fs.IntVar(&cfg.ClientProcs, "client-procs", 1, "GOMAXPROCS of the load client while it runs (0: the default)")
+	fs.StringVar(&srv.Binary, "server-binary", srv.Binary, "settle binary to run as the server (to compare builds)")
+	fs.BoolVar(&quiet, "q", false, "print only the report, no progress")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("settle bench takes no arguments, got %q", fs.Args())
+	}
+	for s := range strings.SplitSeq(conc, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return fmt.Errorf("-c %q: %q is not a whole number", conc, s)
+		}
+		cfg.Concurrency = append(cfg.Concurrency, n)
+	}
+	cfg.Server = srv
+	if !quiet {
+		cfg.Log = stderr
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if jsonPath != "" {
+		f, err := os.Create(jsonPath)
+		if err != nil {
+			return err
+		}
+		if err := rep.WriteJSON(f); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+	}
+	return rep.WriteTable(stdout)
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/settlepay/settle/internal/bench"
+)
+
+// TestBenchSmoke runs `settle bench` in its quick mode, so that the
+// benchmark cannot rot: every measurement must complete with positive
+// throughput. It asserts nothing about speed.
+func TestBenchSmoke(t *testing.T) {
+	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	var stdout, stderr bytes.Buffer
+	// This test binary is settle when SETTLE_TEST_AS_MAIN=1 (see TestMain).
+	srv := bench.Server{Binary: os.Args[0], Env: []string{"SETTLE_TEST_AS_MAIN=1", "SETTLE_LOG_FORMAT=text"}}
+	err := benchWith(context.Background(), []string{"-c", "1,4", "-duration", "2s", "-transport-duration", "1s",
+		"-runs", "1", "-drain-orders", "800", "-json", jsonPath, "-q"}, srv, &stdout, &stderr)
+	if errors.Is(err, bench.ErrNoPgbench) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatalf("settle bench: %v\n%s", err, stderr.String())
+	}
+	b, err := os.ReadFile(jsonPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Points) != 2 {
+		t.Fatalf("report has %d points, want 2 (concurrency 1 and 4)\n%s", len(rep.Points), stdout.String())
+	}
+	for _, p := range rep.Points {
+		for name, s := range map[string]bench.Series{"floor": p.Floor, "naive": p.Naive, "transport": p.Transport, "settle": p.Settle} {
+			if s.Median.PerSecond <= 0 || s.Median.Ops <= 0 {
+				t.Errorf("concurrency %d: %s: %v ops at %v/s, want some", p.Concurrency, name, s.Median.Ops, s.Median.PerSecond)
+			}
+		}
+	}
+	if d := rep.Drain; d == nil || d.Reconciler.Median.PerSecond <= 0 || d.Floor.Median.PerSecond <= 0 {
+		t.Errorf("reconciler drain missing or without throughput: %+v", d)
+	}
+	// The table has a row per concurrency, with positive throughputs.
+	rows := 0
+	for line := range strings.Lines(stdout.String()) {
+		f := strings.Fields(line)
+		if len(f) < 5 || (f[0] != "1" && f[0] != "4") || f[1] == "clients" {
+			continue
+		}
+		rows++
+		for i, col := range []string{"floor", "naive", "settle", "health"} {
+			if v, err := strconv.ParseFloat(f[i+1], 64); err != nil || v <= 0 {
+				t.Errorf("table row %q: %s is %q, want a positive number", strings.TrimSpace(line), col, f[i+1])
+			}
+		}
+	}
+	if rows != 2 {
+		t.Errorf("table has %d rows of concurrency 1 and 4, want 2:\n%s", rows, stdout.String())
+	}
+}

@@ -1,0 +1,342 @@
+// Package bench measures Settle against the database's own limit, in one
+// run on one machine: a throwaway durable PostgreSQL, pgbench running the
+// tightest SQL that does Settle's work per order (the floor) and the same
+// work as naive multi-statement transactions, a gRPC health check of the
+// server (the transport's floor), and `settle serve` as a subprocess under
+// a closed-loop gRPC load client, at several concurrencies; then one
+// reconciler draining due orders against pgbench running its settle
+// statement. `settle bench` runs it; bench/README.md says how to read it.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Config is what to measure and how long.
+type Config struct {
+	// Concurrency lists the numbers of concurrent clients to measure at.
+	Concurrency []int
+	// Duration is the length of one run of the floor, the naive floor and
+	// Settle; TransportDuration that of one run of the health checks.
+	Duration, TransportDuration time.Duration
+	// Runs is how many runs each point is the median of.
+	Runs int
+	// DrainOrders is how many due orders the reconciler drains (0: skip).
+	DrainOrders int
+	// Server runs `settle serve`.
+	Server Server
+	// ClientProcs is GOMAXPROCS of this process while its load client
+	// runs (0: leave it). The client shares the machine's CPUs with the
+	// server and PostgreSQL, as pgbench does with PostgreSQL; one P
+	// spends less of them on scheduling than two.
+	ClientProcs int
+	// StatementCounts loads pg_stat_statements (which needs a restart of
+	// the throwaway cluster) to count round trips.
+	StatementCounts bool
+	// Dir keeps the server logs; empty means a temp dir removed at the end.
+	Dir string
+	// Log receives progress lines; nil means none.
+	Log io.Writer
+}
+
+func (c *Config) validate() error {
+	if len(c.Concurrency) == 0 {
+		return errors.New("bench: no concurrency to measure at")
+	}
+	for _, n := range c.Concurrency {
+		if n < 1 || n > 1024 {
+			return fmt.Errorf("bench: concurrency %d is not between 1 and 1024", n)
+		}
+	}
+	if c.Duration < time.Second || c.TransportDuration < time.Second {
+		return errors.New("bench: durations must be at least 1s (pgbench counts whole seconds)")
+	}
+	if c.Runs < 1 {
+		return errors.New("bench: runs must be at least 1")
+	}
+	if c.ClientProcs < 0 {
+		return errors.New("bench: client procs must not be negative")
+	}
+	if c.DrainOrders < 0 {
+		return errors.New("bench: drain orders must not be negative")
+	}
+	if c.Server.Binary == "" {
+		return errors.New("bench: no settle binary to run as the server")
+	}
+	return nil
+}
+
+// Run runs the benchmark and returns its report.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Log == nil {
+		cfg.Log = io.Discard
+	}
+	dir := cfg.Dir
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "settle-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	} else if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	b := &benchmark{cfg: cfg, dir: dir}
+	rep := &Report{
+		Started:           time.Now().UTC().Truncate(time.Second),
+		Concurrency:       cfg.Concurrency,
+		Duration:          cfg.Duration.String(),
+		TransportDuration: cfg.TransportDuration.String(),
+		Runs:              cfg.Runs,
+		CPUs:              runtime.NumCPU(),
+		GoVersion:         runtime.Version(),
+		ClientProcs:       cfg.ClientProcs,
+		ServerBinary:      cfg.Server.Binary,
+		ServerArgs:        cfg.Server.Args,
+		ServerEnv:         cfg.Server.Env,
+		LoadAverageStart:  loadAverage(),
+	}
+	fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
+	db, err := startDB(ctx, cfg.StatementCounts)
+	if err != nil {
+		return nil, err
+	}
+	defer db.close()
+	b.db = db
+	rep.PostgreSQL, rep.RoundTripsCounted = db.version, db.pgss
+	if b.pg, err = newPgbench(dir, db.cluster.Dir(), dbName); err != nil {
+		return nil, err
+	}
+	rep.Pgbench = b.pg.version
+	for _, c := range cfg.Concurrency {
+		p, err := b.point(ctx, c)
+		if err != nil {
+			return nil, fmt.Errorf("concurrency %d: %w", c, err)
+		}
+		rep.Points = append(rep.Points, p)
+	}
+	if cfg.DrainOrders > 0 {
+		d, err := b.drain(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reconciler drain: %w", err)
+		}
+		rep.Drain = d
+	}
+	rep.LoadAverageEnd = loadAverage()
+	rep.Targets = targets(rep)
+	return rep, nil
+}
+
+type benchmark struct {
+	cfg Config
+	dir string
+	db  *benchDB
+	pg  *pgbench
+	// seq makes the merchant references of every Settle run unique.
+	seq int
+}
+
+// point measures one concurrency: Runs rounds of floor, naive floor,
+// transport and Settle, interleaved so that the machine's noise falls on
+// each alike, against one server started for the point.
+func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
+	p := Point{Concurrency: c}
+	srv, err := startServer(ctx, b.cfg.Server, b.db.url, b.dir, "serve-c"+strconv.Itoa(c))
+	if err != nil {
+		return p, err
+	}
+	defer srv.stop()
+	// Warm up: connections in the server's pool, their prepared
+	// statements, the HTTP/2 connection.
+	b.seq++
+	if _, err := b.load(ctx, c, min(2*time.Second, b.cfg.Duration/3), orderOp(srv.conn, fmt.Sprintf("warm%d", b.seq))); err != nil {
+		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
+	}
+	var floor, naive, transport, settle []Measurement
+	for r := range b.cfg.Runs {
+		fr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor.sql", c) })
+		if err != nil {
+			return p, fmt.Errorf("floor: %w", err)
+		}
+		nr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "naive.sql", c) })
+		if err != nil {
+			return p, fmt.Errorf("naive: %w", err)
+		}
+		tr, err := b.measure(ctx, srv, false, func() (work, error) {
+			return loadWork(b.load(ctx, c, b.cfg.TransportDuration, healthOp(srv.conn)))
+		})
+		if err != nil {
+			return p, fmt.Errorf("transport: %w\nserver log: %s", err, srv.logTail())
+		}
+		b.seq++
+		prefix := fmt.Sprintf("bench%d", b.seq)
+		sr, err := b.measure(ctx, srv, true, func() (work, error) {
+			return loadWork(b.load(ctx, c, b.cfg.Duration, orderOp(srv.conn, prefix)))
+		})
+		if err != nil {
+			return p, fmt.Errorf("settle: %w\nserver log: %s", err, srv.logTail())
+		}
+		rss, hwm, err := procMemory(srv.pid())
+		if err != nil {
+			return p, err
+		}
+		sr.ServerRSSMB, sr.ServerPeakRSSMB = mb(rss), mb(hwm)
+		fr.ServerCPUCores, nr.ServerCPUCores = 0, 0 // the server idles meanwhile: not its cost
+		fr.ServerCPUPerOpUs, nr.ServerCPUPerOpUs = 0, 0
+		floor, naive, transport, settle = append(floor, fr), append(naive, nr), append(transport, tr), append(settle, sr)
+		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
+			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
+	}
+	p.Floor, p.Naive, p.Transport, p.Settle = summarize(floor), summarize(naive), summarize(transport), summarize(settle)
+	p.SettleVsFloor = ratio(p.Settle.Median.PerSecond, p.Floor.Median.PerSecond)
+	p.SettleVsNaive = ratio(p.Settle.Median.PerSecond, p.Naive.Median.PerSecond)
+	return p, nil
+}
+
+// load runs the load client with the configured GOMAXPROCS.
+func (b *benchmark) load(ctx context.Context, c int, d time.Duration, newOp func(int) op) (loadResult, error) {
+	if b.cfg.ClientProcs > 0 {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(b.cfg.ClientProcs))
+	}
+	return runLoad(ctx, c, d, newOp)
+}
+
+// work is what one run did, as its client saw it.
+type work struct {
+	ops       int
+	perSecond float64
+	latencies []time.Duration
+	// clientCPU is the client's CPU time; zero means "this process's".
+	clientCPU time.Duration
+	// roundTrips per op, when the client knows them; zero means "count
+	// the statements PostgreSQL ran".
+	roundTrips int
+}
+
+func (b *benchmark) pgbenchWork(ctx context.Context, script string, c int) (work, error) {
+	res, err := b.pg.run(ctx, script, c, b.cfg.Duration, 0)
+	if err != nil {
+		return work{}, err
+	}
+	trips, err := scriptRoundTrips(script)
+	if err != nil {
+		return work{}, err
+	}
+	return work{ops: res.ops, perSecond: res.tps, latencies: res.latencies, clientCPU: res.cpu, roundTrips: trips}, nil
+}
+
+func loadWork(res loadResult, err error) (work, error) {
+	if err != nil {
+		return work{}, err
+	}
+	return work{ops: res.ops, perSecond: float64(res.ops) / res.elapsed.Seconds(), latencies: res.latencies}, nil
+}
+
+// measure runs fn between two readings of the counters: commits, round
+// trips, and the CPU of client, server, PostgreSQL and the rest of the
+// machine. With checkpoint, the database checkpoints first.
+func (b *benchmark) measure(ctx context.Context, srv *serverProc, checkpoint bool, fn func() (work, error)) (Measurement, error) {
+	if checkpoint {
+		if err := b.db.checkpoint(ctx); err != nil {
+			return Measurement{}, err
+		}
+	}
+	before, err := b.db.counters(ctx)
+	if err != nil {
+		return Measurement{}, err
+	}
+	var srvBefore time.Duration
+	if srv != nil {
+		if srvBefore, err = procCPU(srv.pid()); err != nil {
+			return Measurement{}, err
+		}
+	}
+	machineBefore, err := machineCPU()
+	if err != nil {
+		return Measurement{}, err
+	}
+	selfBefore, start := selfCPU(), time.Now()
+
+	w, err := fn()
+	if err != nil {
+		return Measurement{}, err
+	}
+
+	wall, selfAfter := time.Since(start), selfCPU()
+	machineAfter, err := machineCPU()
+	if err != nil {
+		return Measurement{}, err
+	}
+	var srvCPU time.Duration
+	if srv != nil {
+		after, err := procCPU(srv.pid())
+		if err != nil {
+			return Measurement{}, err
+		}
+		srvCPU = after - srvBefore
+	}
+	after, err := b.db.counters(ctx)
+	if err != nil {
+		return Measurement{}, err
+	}
+	if w.ops == 0 {
+		return Measurement{}, errors.New("no operation completed")
+	}
+	clientCPU := w.clientCPU
+	if clientCPU == 0 {
+		clientCPU = selfAfter - selfBefore
+	}
+	// The client's CPU is over its own run; everything else over the wall
+	// time between the readings.
+	ops, secs := float64(w.ops), wall.Seconds()
+	dbCPU := after.cpu - before.cpu
+	r := Measurement{
+		Ops:              w.ops,
+		Seconds:          round(secs, 3),
+		PerSecond:        round(w.perSecond, 1),
+		CommitsPerOp:     round(float64(after.xid-before.xid)/ops, 3),
+		RoundTripsPerOp:  -1,
+		StatementsPerOp:  -1,
+		ClientCPUCores:   round(clientCPU.Seconds()/secs, 3),
+		ServerCPUCores:   round(srvCPU.Seconds()/secs, 3),
+		DBCPUCores:       round(dbCPU.Seconds()/secs, 3),
+		OtherCPUCores:    round(max(0, (machineAfter-machineBefore-clientCPU-srvCPU-dbCPU).Seconds()/secs), 3),
+		ClientCPUPerOpUs: round(float64(clientCPU.Microseconds())/ops, 1),
+		ServerCPUPerOpUs: round(float64(srvCPU.Microseconds())/ops, 1),
+		DBCPUPerOpUs:     round(float64(dbCPU.Microseconds())/ops, 1),
+	}
+	if before.calls >= 0 {
+		r.StatementsPerOp = round(float64(after.calls-before.calls)/ops, 3)
+		r.RoundTripsPerOp = r.StatementsPerOp
+	}
+	if w.roundTrips > 0 {
+		r.RoundTripsPerOp = float64(w.roundTrips)
+	}
+	r.P50Ms, r.P95Ms, r.P99Ms = percentileMs(w.latencies, 0.50), percentileMs(w.latencies, 0.95), percentileMs(w.latencies, 0.99)
+	return r, nil
+}
+
+func percentileMs(lat []time.Duration, p float64) float64 {
+	if len(lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(lat)
+	slices.Sort(s)
+	i := int(float64(len(s))*p+0.5) - 1
+	i = min(max(i, 0), len(s)-1)
+	return round(float64(s[i].Microseconds())/1000, 3)
+}
+
+func mb(bytes int64) float64 { return round(float64(bytes)/(1<<20), 1) }

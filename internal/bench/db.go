@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/postgres"
+)
+
+// benchDB is the benchmark's own view of the database under test: it
+// empties it between runs and reads the counters that say what a run cost.
+type benchDB struct {
+	cluster *postgres.Cluster
+	url     string
+	pool    *pgxpool.Pool
+	// pgss says whether pg_stat_statements counts statements (round trips).
+	pgss       bool
+	postmaster int
+	version    string
+}
+
+// dbName is the database every part of the benchmark uses.
+const dbName = "settle_bench"
+
+// startDB starts a throwaway cluster the usual way (fsync and
+// synchronous_commit on), creates and migrates the benchmark's database
+// and, when pgss, restarts the cluster once with pg_stat_statements loaded
+// so that round trips can be counted.
+func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
+	cluster, err := postgres.StartCluster(ctx, postgres.ClusterOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			cluster.Stop()
+		}
+	}()
+	admin, err := postgres.Open(ctx, cluster.URL("postgres"), 1)
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+	if pgss {
+		var available bool
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'pg_stat_statements')`).Scan(&available); err != nil {
+			return nil, err
+		}
+		if pgss = available; pgss {
+			// StartCluster has no option for server settings: set it for
+			// the next start, and restart (an immediate shutdown, and a
+			// recovery of an all but empty cluster).
+			if _, err := admin.Exec(ctx, `ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`); err != nil {
+				return nil, err
+			}
+			admin.Close()
+			cluster.Kill()
+			if err := cluster.Start(ctx); err != nil {
+				return nil, fmt.Errorf("restart PostgreSQL with pg_stat_statements: %w", err)
+			}
+			if admin, err = postgres.Open(ctx, cluster.URL("postgres"), 1); err != nil {
+				return nil, err
+			}
+			defer admin.Close()
+		}
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
+		return nil, fmt.Errorf("create database: %w", err)
+	}
+	db := &benchDB{cluster: cluster, url: cluster.URL(dbName), pgss: pgss}
+	if db.pool, err = postgres.Open(ctx, db.url, 2); err != nil {
+		return nil, err
+	}
+	if err := postgres.Migrate(ctx, db.pool); err != nil {
+		db.pool.Close()
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	if pgss {
+		if _, err := db.pool.Exec(ctx, `CREATE EXTENSION pg_stat_statements`); err != nil {
+			db.pool.Close()
+			return nil, err
+		}
+	}
+	if err := db.seed(ctx); err != nil {
+		db.pool.Close()
+		return nil, err
+	}
+	if err := db.pool.QueryRow(ctx, `SHOW server_version`).Scan(&db.version); err != nil {
+		db.pool.Close()
+		return nil, err
+	}
+	// The cluster keeps its data in "data" under its private directory
+	// when it was not given a data directory.
+	if db.postmaster, err = postmasterPID(filepath.Join(cluster.Dir(), "data")); err != nil {
+		db.pool.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// historyOrders is how many settled orders the database holds before the
+// first run.
+const historyOrders = 50_000
+
+// seedSQL makes historyOrders PAID orders, each with its attempt and its
+// three events, as the charge path leaves them.
+var seedSQL = []string{
+	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
+	 SELECT gen_random_uuid(), 'default', 'history-' || i, 100 + i, 'GBP', 'tok_ok', 'instant', 'PAID'
+	 FROM generate_series(1, $1::int) i`,
+	`INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency, outcome, gateway_charge_id, settled_at)
+	 SELECT gen_random_uuid(), id, merchant_id, 'req-' || merchant_reference, payment_method, amount_minor, currency, 'succeeded', 'ch_history', now()
+	 FROM orders`,
+	`UPDATE orders SET current_attempt = a.id FROM charge_attempts a WHERE a.order_id = orders.id`,
+	`INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
+	 SELECT o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END
+	 FROM orders o, (VALUES (1, NULL, 'PENDING', 'create'), (2, 'PENDING', 'CHARGING', 'charge'), (3, 'CHARGING', 'PAID', 'succeed'))
+	   AS e(n, from_state, to_state, event)
+	 ORDER BY o.id, e.n`,
+}
+
+// seed gives the database a history, and its statistics. Settle runs
+// against tables that hold orders and that autovacuum has analyzed: on a
+// freshly migrated, never analyzed database, PostgreSQL's generic plan for
+// "WHERE id = $1 AND merchant_id = $2" scans orders by merchant (every
+// order, for a single merchant) until autovacuum's first ANALYZE, and the
+// benchmark would measure that minute rather than the steady state.
+func (db *benchDB) seed(ctx context.Context) error {
+	for i, q := range seedSQL {
+		var args []any
+		if i == 0 {
+			args = []any{historyOrders}
+		}
+		if _, err := db.pool.Exec(ctx, q, args...); err != nil {
+			return fmt.Errorf("seed the database's history: %w", err)
+		}
+	}
+	if _, err := db.pool.Exec(ctx, `VACUUM ANALYZE orders, charge_attempts, order_events`); err != nil {
+		return fmt.Errorf("seed the database's history: %w", err)
+	}
+	return nil
+}
+
+func (db *benchDB) close() {
+	db.pool.Close()
+	db.cluster.Stop()
+}
+
+// checkpoint checkpoints, so that no run pays for full-page images that the
+// run before it owes, and zeroes the statement counts. The tables keep
+// growing from run to run, as a payment database does; the runs of each
+// point are interleaved, so that each kind meets the same sizes.
+func (db *benchDB) checkpoint(ctx context.Context) error {
+	if _, err := db.pool.Exec(ctx, `CHECKPOINT`); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if db.pgss {
+		if _, err := db.pool.Exec(ctx, `SELECT /* settle-bench */ pg_stat_statements_reset()`); err != nil {
+			return fmt.Errorf("reset pg_stat_statements: %w", err)
+		}
+	}
+	return nil
+}
+
+// counters are the database's running totals that a run's cost is read from.
+type counters struct {
+	// xid is the next transaction id: every transaction that writes takes
+	// one, so its growth counts commits (and aborts, which fail a run).
+	xid int64
+	// calls counts the statements executed in the benchmark's database,
+	// less the benchmark's own; -1 without pg_stat_statements. With no
+	// pipelining, one statement is one round trip.
+	calls int64
+	// cpu is the CPU time of PostgreSQL: the postmaster and every backend.
+	cpu time.Duration
+}
+
+func (db *benchDB) counters(ctx context.Context) (counters, error) {
+	c := counters{calls: -1}
+	if err := db.pool.QueryRow(ctx, `SELECT /* settle-bench */ pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&c.xid); err != nil {
+		return c, fmt.Errorf("read the transaction id: %w", err)
+	}
+	if db.pgss {
+		err := db.pool.QueryRow(ctx, `SELECT /* settle-bench */ coalesce(sum(calls), 0)::bigint FROM pg_stat_statements
+			WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND query NOT LIKE '%settle-bench%'`).Scan(&c.calls)
+		if err != nil {
+			return c, fmt.Errorf("read pg_stat_statements: %w", err)
+		}
+	}
+	var err error
+	if c.cpu, err = treeCPU(db.postmaster); err != nil {
+		return c, fmt.Errorf("read PostgreSQL's CPU time: %w", err)
+	}
+	return c, nil
+}

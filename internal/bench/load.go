@@ -1,0 +1,135 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+)
+
+// callTimeout bounds one call of the load client. Calls are expected to
+// take milliseconds; a call that takes this long fails the run.
+const callTimeout = 30 * time.Second
+
+// loadResult is what a closed-loop load run did.
+type loadResult struct {
+	ops       int
+	elapsed   time.Duration
+	latencies []time.Duration
+}
+
+// op is one operation of a worker: n counts the worker's operations.
+type op func(ctx context.Context, n int) error
+
+// runLoad runs c workers in a closed loop (each starts its next operation
+// when the last has answered) for d, and times each operation. newOp makes
+// each worker's operation, so that a worker can reuse its own buffers. The
+// run ends when the last operation started before d has answered; any
+// error ends it at once and fails it.
+func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int) op) (loadResult, error) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	var (
+		wg   sync.WaitGroup
+		lats = make([][]time.Duration, c)
+		ops  = make([]op, c)
+	)
+	for w := range c {
+		ops[w] = newOp(w)
+	}
+	start := time.Now()
+	stop := start.Add(d)
+	for w := range c {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			for n := 0; ctx.Err() == nil; n++ {
+				t0 := time.Now()
+				if !t0.Before(stop) {
+					break
+				}
+				cctx, ccancel := context.WithTimeout(ctx, callTimeout)
+				err := ops[w](cctx, n)
+				ccancel()
+				if err != nil {
+					cancel(fmt.Errorf("worker %d: %w", w, err))
+					break
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			lats[w] = lat
+		}()
+	}
+	wg.Wait()
+	res := loadResult{elapsed: time.Since(start)}
+	if err := context.Cause(ctx); err != nil {
+		return res, err
+	}
+	for _, l := range lats {
+		res.ops += len(l)
+		res.latencies = append(res.latencies, l...)
+	}
+	return res, nil
+}
+
+// orderOp returns worker w's order: CreateOrder then ChargeOrder with a
+// unique merchant reference and request id, checking that the order ends
+// PAID. prefix makes the references unique across runs.
+func orderOp(conn *grpc.ClientConn, prefix string) func(w int) op {
+	client := settlev1.NewOrderServiceClient(conn)
+	return func(w int) op {
+		// One request of each kind per worker, refilled per order: the
+		// client's own allocations stay out of the measurement.
+		create := &settlev1.CreateOrderRequest{
+			Amount:        &settlev1.Money{Currency: "GBP", AmountMinor: 1250},
+			PaymentMethod: "tok_ok",
+		}
+		charge := &settlev1.ChargeOrderRequest{}
+		base := []byte(prefix + "-" + strconv.Itoa(w) + "-")
+		buf := make([]byte, 0, len(base)+24)
+		return func(ctx context.Context, n int) error {
+			buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
+			create.MerchantReference = string(buf)
+			created, err := client.CreateOrder(ctx, create)
+			if err != nil {
+				return fmt.Errorf("CreateOrder: %w", err)
+			}
+			charge.OrderId = created.GetOrder().GetId()
+			charge.RequestId = "req-" + create.MerchantReference
+			charged, err := client.ChargeOrder(ctx, charge)
+			if err != nil {
+				return fmt.Errorf("ChargeOrder: %w", err)
+			}
+			if st := charged.GetOrder().GetState(); st != settlev1.OrderState_ORDER_STATE_PAID {
+				return fmt.Errorf("ChargeOrder: order %s is %s, want PAID", charge.OrderId, st)
+			}
+			return nil
+		}
+	}
+}
+
+// healthOp returns the transport floor's operation: one standard gRPC
+// health check, which touches neither the domain nor the database.
+func healthOp(conn *grpc.ClientConn) func(w int) op {
+	client := healthpb.NewHealthClient(conn)
+	return func(int) op {
+		req := &healthpb.HealthCheckRequest{}
+		return func(ctx context.Context, _ int) error {
+			resp, err := client.Check(ctx, req)
+			if err != nil {
+				return fmt.Errorf("Health/Check: %w", err)
+			}
+			if resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("Health/Check: %s", resp.GetStatus())
+			}
+			return nil
+		}
+	}
+}

@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is the outcome of a benchmark: what was measured, on what, and
+// where Settle stands against its targets. It is written as JSON as is.
+type Report struct {
+	Started           time.Time `json:"started"`
+	Concurrency       []int     `json:"concurrency"`
+	Duration          string    `json:"duration"`
+	TransportDuration string    `json:"transport_duration"`
+	Runs              int       `json:"runs"`
+	CPUs              int       `json:"cpus"`
+	GoVersion         string    `json:"go_version"`
+	PostgreSQL        string    `json:"postgresql"`
+	Pgbench           string    `json:"pgbench"`
+	// RoundTripsCounted says whether pg_stat_statements counted statements.
+	RoundTripsCounted bool     `json:"round_trips_counted"`
+	ClientProcs       int      `json:"client_gomaxprocs"`
+	ServerBinary      string   `json:"server_binary"`
+	ServerArgs        []string `json:"server_args,omitempty"`
+	ServerEnv         []string `json:"server_env,omitempty"`
+	LoadAverageStart  float64  `json:"load_average_start"`
+	LoadAverageEnd    float64  `json:"load_average_end"`
+	Points            []Point  `json:"points"`
+	Drain             *Drain   `json:"reconciler_drain,omitempty"`
+	Targets           []Target `json:"targets"`
+}
+
+// Point is one concurrency: each series is the median of its runs.
+type Point struct {
+	Concurrency int `json:"concurrency"`
+	// Floor is pgbench running bench/floor.sql; Naive bench/naive.sql;
+	// Transport the load client's gRPC health checks; Settle the load
+	// client's orders (CreateOrder + ChargeOrder) against settle serve.
+	Floor     Series `json:"floor"`
+	Naive     Series `json:"naive"`
+	Transport Series `json:"transport"`
+	Settle    Series `json:"settle"`
+	// SettleVsFloor and SettleVsNaive compare the medians' throughputs.
+	SettleVsFloor float64 `json:"settle_vs_floor"`
+	SettleVsNaive float64 `json:"settle_vs_naive"`
+}
+
+// Series is the runs of one measurement and their median, taken metric by
+// metric.
+type Series struct {
+	Median Measurement   `json:"median"`
+	Runs   []Measurement `json:"runs"`
+}
+
+// Measurement is one measured run. An op is an order (a health check for the
+// transport). CPU is in cores (CPU seconds per second) and in µs per op:
+// the client's (pgbench or this process), the settle server's and
+// PostgreSQL's; other is the rest of the machine's, the noise.
+type Measurement struct {
+	Ops          int     `json:"ops"`
+	Seconds      float64 `json:"seconds"`
+	PerSecond    float64 `json:"per_second"`
+	P50Ms        float64 `json:"p50_ms"`
+	P95Ms        float64 `json:"p95_ms"`
+	P99Ms        float64 `json:"p99_ms"`
+	CommitsPerOp float64 `json:"commits_per_op"`
+	// RoundTripsPerOp is StatementsPerOp for Settle (which sends one
+	// statement per round trip) and the script's SQL commands for pgbench.
+	RoundTripsPerOp float64 `json:"round_trips_per_op"` // -1: not counted
+	// StatementsPerOp counts the top-level statements PostgreSQL ran
+	// (pg_stat_statements calls), background work included.
+	StatementsPerOp  float64 `json:"statements_per_op"` // -1: not counted
+	ClientCPUCores   float64 `json:"client_cpu_cores"`
+	ServerCPUCores   float64 `json:"server_cpu_cores"`
+	DBCPUCores       float64 `json:"db_cpu_cores"`
+	OtherCPUCores    float64 `json:"other_cpu_cores"`
+	ClientCPUPerOpUs float64 `json:"client_cpu_us_per_op"`
+	ServerCPUPerOpUs float64 `json:"server_cpu_us_per_op"`
+	DBCPUPerOpUs     float64 `json:"db_cpu_us_per_op"`
+	ServerRSSMB      float64 `json:"server_rss_mb,omitempty"`
+	ServerPeakRSSMB  float64 `json:"server_peak_rss_mb,omitempty"`
+}
+
+// Drain is the reconciler's drain of due orders against its floor.
+type Drain struct {
+	Orders int `json:"orders"`
+	// Reconciler is one in-process reconciler with serve's defaults
+	// draining the orders; Floor is pgbench running bench/settle_floor.sql
+	// on equivalent rows with as many clients as the reconciler's
+	// concurrency.
+	Reconciler Series  `json:"reconciler"`
+	Floor      Series  `json:"floor"`
+	Clients    int     `json:"floor_clients"`
+	Ratio      float64 `json:"ratio"`
+}
+
+// Target is one of the issue's targets and where Settle stands.
+type Target struct {
+	Name   string `json:"name"`
+	Got    string `json:"got"`
+	Status string `json:"status"` // met, missed, or n/a (not measured)
+}
+
+// summarize takes the median of each metric over the runs.
+func summarize(runs []Measurement) Series {
+	med := func(f func(Measurement) float64) float64 {
+		v := make([]float64, len(runs))
+		for i, r := range runs {
+			v[i] = f(r)
+		}
+		slices.Sort(v)
+		if len(v)%2 == 1 {
+			return v[len(v)/2]
+		}
+		return round((v[len(v)/2-1]+v[len(v)/2])/2, 3)
+	}
+	m := Measurement{
+		Ops:              int(med(func(r Measurement) float64 { return float64(r.Ops) })),
+		Seconds:          med(func(r Measurement) float64 { return r.Seconds }),
+		PerSecond:        med(func(r Measurement) float64 { return r.PerSecond }),
+		P50Ms:            med(func(r Measurement) float64 { return r.P50Ms }),
+		P95Ms:            med(func(r Measurement) float64 { return r.P95Ms }),
+		P99Ms:            med(func(r Measurement) float64 { return r.P99Ms }),
+		CommitsPerOp:     med(func(r Measurement) float64 { return r.CommitsPerOp }),
+		RoundTripsPerOp:  med(func(r Measurement) float64 { return r.RoundTripsPerOp }),
+		StatementsPerOp:  med(func(r Measurement) float64 { return r.StatementsPerOp }),
+		ClientCPUCores:   med(func(r Measurement) float64 { return r.ClientCPUCores }),
+		ServerCPUCores:   med(func(r Measurement) float64 { return r.ServerCPUCores }),
+		DBCPUCores:       med(func(r Measurement) float64 { return r.DBCPUCores }),
+		OtherCPUCores:    med(func(r Measurement) float64 { return r.OtherCPUCores }),
+		ClientCPUPerOpUs: med(func(r Measurement) float64 { return r.ClientCPUPerOpUs }),
+		ServerCPUPerOpUs: med(func(r Measurement) float64 { return r.ServerCPUPerOpUs }),
+		DBCPUPerOpUs:     med(func(r Measurement) float64 { return r.DBCPUPerOpUs }),
+		ServerRSSMB:      med(func(r Measurement) float64 { return r.ServerRSSMB }),
+		// The peak is the server's high-water mark: the last run's is the
+		// point's.
+		ServerPeakRSSMB: slices.MaxFunc(runs, func(a, b Measurement) int { return cmpFloat(a.ServerPeakRSSMB, b.ServerPeakRSSMB) }).ServerPeakRSSMB,
+	}
+	return Series{Median: m, Runs: runs}
+}
+
+func cmpFloat(a, b float64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+func ratio(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return round(a/b, 3)
+}
+
+func round(v float64, places int) float64 {
+	p := math.Pow(10, float64(places))
+	return math.Round(v*p) / p
+}
+
+// targets says where the report stands against the issue's targets.
+func targets(rep *Report) []Target {
+	var ts []Target
+	add := func(name string, ok bool, measured bool, got string, args ...any) {
+		t := Target{Name: name, Got: fmt.Sprintf(got, args...), Status: "n/a"}
+		if measured {
+			t.Status = map[bool]string{true: "met", false: "missed"}[ok]
+		}
+		ts = append(ts, t)
+	}
+	var best, one, top *Point
+	for i := range rep.Points {
+		p := &rep.Points[i]
+		if best == nil || p.Settle.Median.PerSecond > best.Settle.Median.PerSecond {
+			best = p
+		}
+		if p.Concurrency == 1 {
+			one = p
+		}
+		if p.Concurrency == 64 {
+			top = p
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	bestFloor := slices.MaxFunc(rep.Points, func(a, b Point) int { return cmpFloat(a.Floor.Median.PerSecond, b.Floor.Median.PerSecond) })
+	s := best.Settle.Median.PerSecond
+	add("Settle ≥ 0.75× the SQL floor at its best concurrency", best.SettleVsFloor >= 0.75, true,
+		"%.2f× at %d clients (%.0f vs %.0f orders/s); peak vs peak %.2f× (floor's peak %.0f/s at %d)",
+		best.SettleVsFloor, best.Concurrency, s, best.Floor.Median.PerSecond,
+		ratio(s, bestFloor.Floor.Median.PerSecond), bestFloor.Floor.Median.PerSecond, bestFloor.Concurrency)
+	add("Settle ≥ 1.1× the naive floor at its best concurrency", best.SettleVsNaive >= 1.1, true,
+		"%.2f× at %d clients (%.0f vs %.0f orders/s)", best.SettleVsNaive, best.Concurrency, s, best.Naive.Median.PerSecond)
+	if one != nil {
+		d := one.Settle.Median.P50Ms - one.Floor.Median.P50Ms
+		add("single-client p50 within 1 ms of the floor's", d <= 1, true,
+			"%+.2f ms (%.2f vs %.2f ms)", d, one.Settle.Median.P50Ms, one.Floor.Median.P50Ms)
+	} else {
+		add("single-client p50 within 1 ms of the floor's", false, false, "not measured at 1 client")
+	}
+	if top != nil {
+		r := ratio(top.Settle.Median.PerSecond, s)
+		add("at 64 clients ≥ 0.9× Settle's own peak", r >= 0.9, true,
+			"%.2f× (%.0f vs %.0f orders/s at %d)", r, top.Settle.Median.PerSecond, s, best.Concurrency)
+	} else {
+		add("at 64 clients ≥ 0.9× Settle's own peak", false, false, "not measured at 64 clients")
+	}
+	var commits, trips float64
+	for _, p := range rep.Points {
+		commits = max(commits, p.Settle.Median.CommitsPerOp)
+		trips = max(trips, p.Settle.Median.RoundTripsPerOp)
+	}
+	// Background work (health pings, reconciler polls) adds a little to
+	// each run's counts: 3.05 is still 3 per order.
+	add("≤ 3 commits per order", commits <= 3.05, true, "%.2f (most at any concurrency)", commits)
+	if rep.RoundTripsCounted {
+		add("≤ 3 round trips per order", trips <= 3.05, true, "%.2f statements (most at any concurrency)", trips)
+	} else {
+		add("≤ 3 round trips per order", false, false, "not counted (pg_stat_statements unavailable or off)")
+	}
+	if d := rep.Drain; d != nil {
+		add("reconciler ≥ 0.8× its settle floor", d.Ratio >= 0.8, true, "%.2f× (%.0f vs %.0f orders/s, %d orders)",
+			d.Ratio, d.Reconciler.Median.PerSecond, d.Floor.Median.PerSecond, d.Orders)
+	} else {
+		add("reconciler ≥ 0.8× its settle floor", false, false, "not measured")
+	}
+	if top != nil {
+		add("server RSS ≤ 100 MB at 64 clients", top.Settle.Median.ServerPeakRSSMB <= 100, true,
+			"%.0f MB peak (%.0f MB at the end of a run)", top.Settle.Median.ServerPeakRSSMB, top.Settle.Median.ServerRSSMB)
+	} else {
+		add("server RSS ≤ 100 MB at 64 clients", false, false, "not measured at 64 clients")
+	}
+	return ts
+}
+
+// WriteJSON writes the report as indented JSON.
+func (rep *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(rep)
+}
+
+// WriteTable writes the report as tables for a terminal.
+func (rep *Report) WriteTable(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "settle bench: PostgreSQL %s (fsync, synchronous_commit on), %s; %d CPUs, load average %.2f → %.2f\n",
+		rep.PostgreSQL, rep.GoVersion, rep.CPUs, rep.LoadAverageStart, rep.LoadAverageEnd)
+	fmt.Fprintf(&b, "each figure: median of %d runs of %s (health checks %s); load client GOMAXPROCS %d", rep.Runs, rep.Duration, rep.TransportDuration, rep.ClientProcs)
+	if len(rep.ServerArgs)+len(rep.ServerEnv) > 0 {
+		fmt.Fprintf(&b, "; server %s %s", strings.Join(rep.ServerEnv, " "), strings.Join(rep.ServerArgs, " "))
+	}
+	b.WriteString("\n\n")
+
+	tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "clients\tfloor/s\tnaive/s\tsettle/s\thealth/s\tsettle÷floor\tsettle÷naive\tcommits/order\tround trips/order\tserver RSS MB\tserver CPU\t")
+	for _, p := range rep.Points {
+		f, n, t, s := p.Floor.Median, p.Naive.Median, p.Transport.Median, p.Settle.Median
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.0f\t%.0f\t%.2f×\t%.2f×\t%s\t%s\t%.0f (peak %.0f)\t%.2f cores\t\n",
+			p.Concurrency, f.PerSecond, n.PerSecond, s.PerSecond, t.PerSecond, p.SettleVsFloor, p.SettleVsNaive,
+			perOrder(f.CommitsPerOp, n.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, n.RoundTripsPerOp, s.RoundTripsPerOp),
+			s.ServerRSSMB, s.ServerPeakRSSMB, s.ServerCPUCores)
+	}
+	tw.Flush()
+	b.WriteString("(commits and round trips per order: floor / naive / settle)\n\n")
+
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "latency ms p50 / p95 / p99\tfloor\tnaive\tsettle\thealth check\t")
+	for _, p := range rep.Points {
+		fmt.Fprintf(tw, "%d clients\t%s\t%s\t%s\t%s\t\n", p.Concurrency,
+			latencies(p.Floor.Median), latencies(p.Naive.Median), latencies(p.Settle.Median), latencies(p.Transport.Median))
+	}
+	tw.Flush()
+	b.WriteString("\n")
+
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "CPU µs per order\tfloor: pgbench + PostgreSQL\tnaive: pgbench + PostgreSQL\tsettle: client + server + PostgreSQL\thealth: client + server\tother load\t")
+	for _, p := range rep.Points {
+		f, n, s, t := p.Floor.Median, p.Naive.Median, p.Settle.Median, p.Transport.Median
+		fmt.Fprintf(tw, "%d clients\t%.0f + %.0f\t%.0f + %.0f\t%.0f + %.0f + %.0f\t%.0f + %.0f\t%.2f cores\t\n", p.Concurrency,
+			f.ClientCPUPerOpUs, f.DBCPUPerOpUs, n.ClientCPUPerOpUs, n.DBCPUPerOpUs,
+			s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs, t.ClientCPUPerOpUs, t.ServerCPUPerOpUs,
+			max(f.OtherCPUCores, n.OtherCPUCores, s.OtherCPUCores))
+	}
+	tw.Flush()
+	b.WriteString("(other load: the most CPU the rest of the machine used during a point's median runs)\n")
+
+	if d := rep.Drain; d != nil {
+		fmt.Fprintf(&b, "\nreconciler: drained %d due orders at %.0f orders/s; its settle floor (pgbench, %d clients) %.0f orders/s: %.2f×\n",
+			d.Orders, d.Reconciler.Median.PerSecond, d.Clients, d.Floor.Median.PerSecond, d.Ratio)
+	}
+
+	b.WriteString("\ntargets:\n")
+	tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+	for _, t := range rep.Targets {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", t.Status, t.Name, t.Got)
+	}
+	tw.Flush()
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func perOrder(vs ...float64) string {
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		if v < 0 {
+			s[i] = "?"
+		} else {
+			s[i] = fmt.Sprintf("%.2f", v)
+		}
+	}
+	return strings.Join(s, " / ")
+}
+
+func latencies(r Measurement) string {
+	return fmt.Sprintf("%.2f / %.2f / %.2f", r.P50Ms, r.P95Ms, r.P99Ms)
+}
