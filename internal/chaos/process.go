@@ -267,22 +267,6 @@ func (p *process) freeze(ctx context.Context, d time.Duration) bool {
 	return true
 }
 
-// running reports whether the process is up, and the failpoint it was
-// started with.
-func (p *process) running() (armed string, up bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cur == nil {
-		return "", false
-	}
-	select {
-	case <-p.cur.done:
-		return "", false
-	default:
-		return p.cur.armed, true
-	}
-}
-
 // send delivers a command to the keeper, unless ctx ends first.
 func (p *process) send(ctx context.Context, c command) bool {
 	select {

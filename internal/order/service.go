@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/settlepay/settle/internal/failpoint"
 )
 
 // Store keeps orders, attempts and their history. Every write is guarded by
@@ -134,6 +136,15 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 
 // Create creates an order for merchantID, idempotently on its reference.
 func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Order, error) {
+	o, err := s.newOrder(merchantID, n)
+	if err != nil {
+		return Order{}, err
+	}
+	return s.store.CreateOrder(ctx, o)
+}
+
+// newOrder validates n and makes the PENDING order it asks for.
+func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if err := n.Validate(); err != nil {
 		return Order{}, err
 	}
@@ -143,7 +154,7 @@ func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Or
 	if _, ok := s.gateways[n.Gateway]; !ok {
 		return Order{}, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
 	}
-	return s.store.CreateOrder(ctx, Order{
+	return Order{
 		ID:                NewID(),
 		MerchantID:        merchantID,
 		MerchantReference: n.MerchantReference,
@@ -151,7 +162,7 @@ func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Or
 		PaymentMethod:     n.PaymentMethod,
 		Gateway:           n.Gateway,
 		State:             StatePending,
-	})
+	}, nil
 }
 
 // Get returns merchantID's order by id.
@@ -220,23 +231,15 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 // request id already taken) goes the way of Create and Charge, with their
 // idempotency and their conflicts.
 func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, requestID string) (Order, *Attempt, error) {
-	if err := n.Validate(); err != nil {
+	fresh, err := s.newOrder(merchantID, n)
+	if err != nil {
 		return Order{}, nil, err
 	}
 	if err := checkText("request_id", requestID, MinRequestIDLen, MaxRequestIDLen); err != nil {
 		return Order{}, nil, err
 	}
-	if n.Gateway == "" {
-		n.Gateway = s.cfg.DefaultGateway
-	}
-	if _, ok := s.gateways[n.Gateway]; !ok {
-		return Order{}, nil, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
-	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)
-	o, a, created, err := s.store.CreateClaimed(ctx, Order{
-		ID: NewID(), MerchantID: merchantID, MerchantReference: n.MerchantReference, Amount: n.Amount,
-		PaymentMethod: n.PaymentMethod, Gateway: n.Gateway,
-	}, Claim{
+	o, a, created, err := s.store.CreateClaimed(ctx, fresh, Claim{
 		RequestID: requestID, AttemptID: NewID(), From: StatePending, To: MustNext(StatePending, EventCharge),
 		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: "api",
 	})
@@ -254,7 +257,7 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 
 // charge calls the gateway for a claimed attempt and settles what it says.
 func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, requestID string, deadline time.Time) (Order, *Attempt, error) {
-	s.cfg.Failpoint("after-claim")
+	s.cfg.Failpoint(failpoint.AfterClaim)
 	s.logTransition(ctx, o.ID, a.ID, requestID, StatePending, o.State, EventCharge, "api")
 	req := ChargeRequest{
 		AttemptID:         a.ID,
@@ -268,7 +271,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	// definite answer recorded now saves the reconciler a lookup.
 	ctx = context.WithoutCancel(ctx)
 	res, gerr := s.call(ctx, o.Gateway, req, deadline, requestID)
-	s.cfg.Failpoint("after-gateway")
+	s.cfg.Failpoint(failpoint.AfterGateway)
 	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = "api"
 	if gerr != nil {

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -127,7 +128,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	)
 	for i, d := range due {
 		if i == len(due)/2 && i > 0 {
-			r.cfg.Failpoint("reconcile-mid-batch")
+			r.cfg.Failpoint(failpoint.MidBatch)
 		}
 		sem <- struct{}{}
 		wg.Add(1)

@@ -68,13 +68,6 @@ func setup() {
 	setupErr = postgres.Migrate(ctx, pool)
 }
 
-// Cluster returns the throwaway cluster, or nil when DATABASE_URL is used.
-func Cluster(t testing.TB) *postgres.Cluster {
-	t.Helper()
-	URL(t)
-	return cluster
-}
-
 // URL creates a fresh migrated database for the test and returns its URL.
 // The database is dropped when the test ends.
 func URL(t testing.TB) string {
