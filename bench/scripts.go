@@ -1,7 +1,9 @@
 // Package bench holds the pgbench scripts of `settle bench`, embedded so
 // that the binary can run them wherever it is: floor.sql (the SQL floor of
 // the charge path), naive.sql (the same work as multi-statement
-// transactions) and settle_floor.sql (the reconciler's settle statement).
+// transactions), floor_one_call.sql (the SQL floor of the one-call path:
+// create and claim in one statement, then settle) and settle_floor.sql (the
+// reconciler's settle statement).
 // README.md explains them and how to read the results.
 package bench
 

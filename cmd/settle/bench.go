@@ -46,10 +46,12 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 	var (
 		cfg      = bench.Config{StatementCounts: true}
 		conc     = "1,4,16,64"
+		oneConc  = "16"
 		jsonPath string
 		quiet    bool
 	)
 	fs.StringVar(&conc, "c", conc, "comma-separated numbers of concurrent clients")
+	fs.StringVar(&oneConc, "one-call-c", oneConc, "those of -c at which to measure the one-call path (CreateAndChargeOrder) against its floor too; empty for none")
 	fs.DurationVar(&cfg.Duration, "duration", 15*time.Second, "length of one run of the floors and of Settle (whole seconds)")
 	fs.DurationVar(&cfg.TransportDuration, "transport-duration", 5*time.Second, "length of one run of the health checks")
 	fs.IntVar(&cfg.Runs, "runs", 3, "runs per point; each figure is their median")
@@ -57,6 +59,7 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 	fs.BoolVar(&cfg.StatementCounts, "round-trips", true, "count round trips with pg_stat_statements (restarts the throwaway cluster once to load it)")
 	fs.StringVar(&jsonPath, "json", "", "also write the report, every run included, as JSON to this file")
 	fs.StringVar(&cfg.Dir, "dir", "", "keep the server logs here (default: a temp dir, removed)")
+	fs.BoolVar(&cfg.Profile, "profile", false, "write a CPU profile of the server during the last Settle run of each point into -dir (go tool pprof reads it)")
 	fs.Func("server-env", "KEY=VALUE added to the server's environment, e.g. GOMAXPROCS=1 (repeatable)", func(s string) error {
 		if !strings.Contains(s, "=") {
 			return fmt.Errorf("%q is not KEY=VALUE", s)
@@ -77,12 +80,12 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 	if fs.NArg() > 0 {
 		return fmt.Errorf("settle bench takes no arguments, got %q", fs.Args())
 	}
-	for s := range strings.SplitSeq(conc, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil {
-			return fmt.Errorf("-c %q: %q is not a whole number", conc, s)
-		}
-		cfg.Concurrency = append(cfg.Concurrency, n)
+	var err error
+	if cfg.Concurrency, err = clientCounts("-c", conc); err != nil {
+		return err
+	}
+	if cfg.OneCallConcurrency, err = clientCounts("-one-call-c", oneConc); err != nil {
+		return err
 	}
 	cfg.Server = srv
 	if !quiet {
@@ -106,4 +109,20 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 		}
 	}
 	return rep.WriteTable(stdout)
+}
+
+// clientCounts parses a flag's comma-separated numbers of clients.
+func clientCounts(flag, list string) ([]int, error) {
+	var ns []int
+	for s := range strings.SplitSeq(list, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %q is not a whole number", flag, list, s)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
 }

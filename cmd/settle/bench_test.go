@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -23,10 +22,7 @@ func TestBenchSmoke(t *testing.T) {
 	// This test binary is settle when SETTLE_TEST_AS_MAIN=1 (see TestMain).
 	srv := bench.Server{Binary: os.Args[0], Env: []string{"SETTLE_TEST_AS_MAIN=1", "SETTLE_LOG_FORMAT=text"}}
 	err := benchWith(context.Background(), []string{"-c", "1,4", "-duration", "2s", "-transport-duration", "1s",
-		"-runs", "1", "-drain-orders", "800", "-json", jsonPath, "-q"}, srv, &stdout, &stderr)
-	if errors.Is(err, bench.ErrNoPgbench) {
-		t.Skip(err)
-	}
+		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-json", jsonPath, "-q"}, srv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("settle bench: %v\n%s", err, stderr.String())
 	}
@@ -48,12 +44,23 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
+	if oc := rep.Points[1].OneCall; oc == nil || oc.Floor.Median.PerSecond <= 0 || oc.Settle.Median.PerSecond <= 0 {
+		t.Errorf("one-call path at 4 clients missing or without throughput: %+v", oc)
+	} else if oc.Settle.Median.CommitsPerOp > 2.05 {
+		t.Errorf("one-call path: %.2f commits per order, want 2", oc.Settle.Median.CommitsPerOp)
+	}
+	if rep.Points[0].OneCall != nil {
+		t.Errorf("one-call path measured at 1 client, not asked for")
+	}
 	if d := rep.Drain; d == nil || d.Reconciler.Median.PerSecond <= 0 || d.Floor.Median.PerSecond <= 0 {
 		t.Errorf("reconciler drain missing or without throughput: %+v", d)
 	}
 	// The table has a row per concurrency, with positive throughputs.
 	rows := 0
 	for line := range strings.Lines(stdout.String()) {
+		if strings.HasPrefix(line, "(commits and round trips per order") {
+			break // the end of the main table
+		}
 		f := strings.Fields(line)
 		if len(f) < 5 || (f[0] != "1" && f[0] != "4") || f[1] == "clients" {
 			continue

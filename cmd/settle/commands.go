@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,7 +26,7 @@ import (
 )
 
 var (
-	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen"}
+	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
@@ -160,7 +161,15 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
 	}
-	srv := &http.Server{Handler: a.metrics.Handler(a.pool.Ping), ReadHeaderTimeout: 5 * time.Second}
+	var h http.Handler = a.metrics.Handler(a.pool.Ping)
+	if a.cfg.Pprof {
+		mux := http.NewServeMux()
+		mux.Handle("/", h)
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		h = mux
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		srv.Close()

@@ -50,6 +50,7 @@ type config struct {
 	TLSClientCA     string
 	Insecure        bool
 	MetricsListen   string
+	Pprof           bool
 	// Stripe: the gateway named "stripe" is configured when a key is set.
 	StripeSecretKey     string
 	StripeSecretKeyFile string
@@ -99,6 +100,7 @@ var options = []option{
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
 	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age of an attempt after which the reconciler no longer replays it at Stripe (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
+	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener (never on an address others can reach)", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"insecure", "SETTLE_INSECURE", "false", "allow plaintext or no API keys on a non-loopback address", setBool(func(c *config) *bool { return &c.Insecure })},
 }
 

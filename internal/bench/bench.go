@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -24,6 +25,9 @@ import (
 type Config struct {
 	// Concurrency lists the numbers of concurrent clients to measure at.
 	Concurrency []int
+	// OneCallConcurrency lists those of them at which the one-call path
+	// (CreateAndChargeOrder) is also measured, against its own floor.
+	OneCallConcurrency []int
 	// Duration is the length of one run of the floor, the naive floor and
 	// Settle; TransportDuration that of one run of the health checks.
 	Duration, TransportDuration time.Duration
@@ -43,6 +47,9 @@ type Config struct {
 	StatementCounts bool
 	// Dir keeps the server logs; empty means a temp dir removed at the end.
 	Dir string
+	// Profile writes a CPU profile of the server during the last Settle
+	// run of each point into Dir, as serve-c<N>.pprof.
+	Profile bool
 	// Log receives progress lines; nil means none.
 	Log io.Writer
 }
@@ -56,6 +63,11 @@ func (c *Config) validate() error {
 			return fmt.Errorf("bench: concurrency %d is not between 1 and 1024", n)
 		}
 	}
+	for _, n := range c.OneCallConcurrency {
+		if !slices.Contains(c.Concurrency, n) {
+			return fmt.Errorf("bench: one-call concurrency %d is not one of the concurrencies measured", n)
+		}
+	}
 	if c.Duration < time.Second || c.TransportDuration < time.Second {
 		return errors.New("bench: durations must be at least 1s (pgbench counts whole seconds)")
 	}
@@ -67,6 +79,9 @@ func (c *Config) validate() error {
 	}
 	if c.DrainOrders < 0 {
 		return errors.New("bench: drain orders must not be negative")
+	}
+	if c.Profile && c.Dir == "" {
+		return errors.New("bench: a profile needs a directory to keep it in")
 	}
 	if c.Server.Binary == "" {
 		return errors.New("bench: no settle binary to run as the server")
@@ -149,11 +164,12 @@ type benchmark struct {
 }
 
 // point measures one concurrency: Runs rounds of floor, naive floor,
-// transport and Settle, interleaved so that the machine's noise falls on
-// each alike, against one server started for the point.
+// transport and Settle (and, when asked, the one-call floor and Settle's
+// one-call path), interleaved so that the machine's noise falls on each
+// alike, against one server started for the point.
 func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	p := Point{Concurrency: c}
-	srv, err := startServer(ctx, b.cfg.Server, b.db.url, b.dir, "serve-c"+strconv.Itoa(c))
+	srv, err := startServer(ctx, b.cfg.Server, b.db.url, b.dir, "serve-c"+strconv.Itoa(c), b.cfg.Profile)
 	if err != nil {
 		return p, err
 	}
@@ -164,7 +180,8 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if _, err := b.load(ctx, c, min(2*time.Second, b.cfg.Duration/3), orderOp(srv.conn, fmt.Sprintf("warm%d", b.seq))); err != nil {
 		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
 	}
-	var floor, naive, transport, settle []Measurement
+	var floor, naive, transport, settle, oneFloor, oneSettle []Measurement
+	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
 	for r := range b.cfg.Runs {
 		fr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor.sql", c) })
 		if err != nil {
@@ -182,9 +199,16 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		}
 		b.seq++
 		prefix := fmt.Sprintf("bench%d", b.seq)
+		var profiled <-chan error
+		if b.cfg.Profile && r == b.cfg.Runs-1 {
+			profiled = srv.profile(ctx, b.cfg.Duration-time.Second, filepath.Join(b.dir, fmt.Sprintf("serve-c%d.pprof", c)))
+		}
 		sr, err := b.measure(ctx, srv, true, func() (work, error) {
 			return loadWork(b.load(ctx, c, b.cfg.Duration, orderOp(srv.conn, prefix)))
 		})
+		if profiled != nil {
+			err = errors.Join(err, <-profiled)
+		}
 		if err != nil {
 			return p, fmt.Errorf("settle: %w\nserver log: %s", err, srv.logTail())
 		}
@@ -198,10 +222,33 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		floor, naive, transport, settle = append(floor, fr), append(naive, nr), append(transport, tr), append(settle, sr)
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
 			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
+		if !oneCall {
+			continue
+		}
+		ofr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_one_call.sql", c) })
+		if err != nil {
+			return p, fmt.Errorf("one-call floor: %w", err)
+		}
+		b.seq++
+		prefix = fmt.Sprintf("bench%d", b.seq)
+		osr, err := b.measure(ctx, srv, true, func() (work, error) {
+			return loadWork(b.load(ctx, c, b.cfg.Duration, oneCallOp(srv.conn, prefix)))
+		})
+		if err != nil {
+			return p, fmt.Errorf("settle one-call: %w\nserver log: %s", err, srv.logTail())
+		}
+		ofr.ServerCPUCores, ofr.ServerCPUPerOpUs = 0, 0
+		oneFloor, oneSettle = append(oneFloor, ofr), append(oneSettle, osr)
+		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: one-call floor %.0f/s, settle one-call %.0f/s (p50 %.2fms)\n",
+			c, r+1, b.cfg.Runs, ofr.PerSecond, osr.PerSecond, osr.P50Ms)
 	}
 	p.Floor, p.Naive, p.Transport, p.Settle = summarize(floor), summarize(naive), summarize(transport), summarize(settle)
 	p.SettleVsFloor = ratio(p.Settle.Median.PerSecond, p.Floor.Median.PerSecond)
 	p.SettleVsNaive = ratio(p.Settle.Median.PerSecond, p.Naive.Median.PerSecond)
+	if oneCall {
+		p.OneCall = &OneCall{Floor: summarize(oneFloor), Settle: summarize(oneSettle)}
+		p.OneCall.SettleVsFloor = ratio(p.OneCall.Settle.Median.PerSecond, p.OneCall.Floor.Median.PerSecond)
+	}
 	return p, nil
 }
 

@@ -133,3 +133,31 @@ func healthOp(conn *grpc.ClientConn) func(w int) op {
 		}
 	}
 }
+
+// oneCallOp returns worker w's order on the one-call path: one
+// CreateAndChargeOrder with a unique merchant reference and request id,
+// checking that the order ends PAID.
+func oneCallOp(conn *grpc.ClientConn, prefix string) func(w int) op {
+	client := settlev1.NewOrderServiceClient(conn)
+	return func(w int) op {
+		req := &settlev1.CreateAndChargeOrderRequest{
+			Amount:        &settlev1.Money{Currency: "GBP", AmountMinor: 1250},
+			PaymentMethod: "tok_ok",
+		}
+		base := []byte(prefix + "-" + strconv.Itoa(w) + "-")
+		buf := make([]byte, 0, len(base)+24)
+		return func(ctx context.Context, n int) error {
+			buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
+			req.MerchantReference = string(buf)
+			req.RequestId = "req-" + req.MerchantReference
+			resp, err := client.CreateAndChargeOrder(ctx, req)
+			if err != nil {
+				return fmt.Errorf("CreateAndChargeOrder: %w", err)
+			}
+			if st := resp.GetOrder().GetState(); st != settlev1.OrderState_ORDER_STATE_PAID {
+				return fmt.Errorf("CreateAndChargeOrder: order %s is %s, want PAID", resp.GetOrder().GetId(), st)
+			}
+			return nil
+		}
+	}
+}

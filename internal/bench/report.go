@@ -49,6 +49,17 @@ type Point struct {
 	// SettleVsFloor and SettleVsNaive compare the medians' throughputs.
 	SettleVsFloor float64 `json:"settle_vs_floor"`
 	SettleVsNaive float64 `json:"settle_vs_naive"`
+	// OneCall is the one-call path, where it was measured.
+	OneCall *OneCall `json:"one_call,omitempty"`
+}
+
+// OneCall is the one-call path at one concurrency: Floor is pgbench running
+// bench/floor_one_call.sql (2 commits per order), Settle the load client's
+// CreateAndChargeOrder against the same server.
+type OneCall struct {
+	Floor         Series  `json:"floor"`
+	Settle        Series  `json:"settle"`
+	SettleVsFloor float64 `json:"settle_vs_floor"`
 }
 
 // Series is the runs of one measurement and their median, taken metric by
@@ -228,6 +239,24 @@ func targets(rep *Report) []Target {
 	} else {
 		add("≤ 3 round trips per order", false, false, "not counted (pg_stat_statements unavailable or off)")
 	}
+	var oneGot []string
+	oneCommits, oneTrips, oneMeasured := 0.0, 0.0, false
+	for _, p := range rep.Points {
+		if oc := p.OneCall; oc != nil {
+			oneMeasured = true
+			oneCommits, oneTrips = max(oneCommits, oc.Settle.Median.CommitsPerOp), max(oneTrips, oc.Settle.Median.RoundTripsPerOp)
+			oneGot = append(oneGot, fmt.Sprintf("%.2f× its floor at %d clients (%.0f vs %.0f orders/s)",
+				oc.SettleVsFloor, p.Concurrency, oc.Settle.Median.PerSecond, oc.Floor.Median.PerSecond))
+		}
+	}
+	if oneMeasured {
+		ok := oneCommits <= 2.05 && (!rep.RoundTripsCounted || oneTrips <= 2.05)
+		add("one call: ≤ 2 commits and 2 round trips per order", ok, true, "%.2f commits, %s; %s",
+			oneCommits, map[bool]string{true: fmt.Sprintf("%.2f statements", oneTrips), false: "round trips not counted"}[rep.RoundTripsCounted],
+			strings.Join(oneGot, ", "))
+	} else {
+		add("one call: ≤ 2 commits and 2 round trips per order", false, false, "not measured")
+	}
 	if d := rep.Drain; d != nil {
 		add("reconciler ≥ 0.8× its settle floor", d.Ratio >= 0.8, true, "%.2f× (%.0f vs %.0f orders/s, %d orders)",
 			d.Ratio, d.Reconciler.Median.PerSecond, d.Floor.Median.PerSecond, d.Orders)
@@ -293,6 +322,23 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 	tw.Flush()
 	b.WriteString("(other load: the most CPU the rest of the machine used during a point's median runs)\n")
+
+	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.OneCall != nil }) {
+		b.WriteString("\none call (CreateAndChargeOrder) against its own floor (bench/floor_one_call.sql):\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/order\tround trips/order\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per order: settle client + server + PostgreSQL\t")
+		for _, p := range rep.Points {
+			if p.OneCall == nil {
+				continue
+			}
+			f, s := p.OneCall.Floor.Median, p.OneCall.Settle.Median
+			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
+				p.OneCall.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
+				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
+		}
+		tw.Flush()
+		b.WriteString("(commits and round trips per order: floor / settle)\n")
+	}
 
 	if d := rep.Drain; d != nil {
 		fmt.Fprintf(&b, "\nreconciler: drained %d due orders at %.0f orders/s; its settle floor (pgbench, %d clients) %.0f orders/s: %.2f×\n",

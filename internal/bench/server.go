@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,15 +37,24 @@ type serverProc struct {
 	addr    string
 	logPath string
 	conn    *grpc.ClientConn
+	// pprofAddr serves the server's profiler, when asked for.
+	pprofAddr string
 }
 
 // startServer starts `settle serve` with the instant gateway and a
 // reconciler on a free loopback port, against dbURL, logging to a file in
-// dir, and waits until its health check says SERVING.
-func startServer(ctx context.Context, s Server, dbURL, dir, name string) (*serverProc, error) {
+// dir, and waits until its health check says SERVING. With pprof, it also
+// serves its profiler on another free loopback port.
+func startServer(ctx context.Context, s Server, dbURL, dir, name string, pprof bool) (*serverProc, error) {
 	addr, err := freeAddr()
 	if err != nil {
 		return nil, err
+	}
+	var pprofAddr string
+	if pprof {
+		if pprofAddr, err = freeAddr(); err != nil {
+			return nil, err
+		}
 	}
 	logPath := filepath.Join(dir, name+".log")
 	logf, err := os.Create(logPath)
@@ -51,7 +62,11 @@ func startServer(ctx context.Context, s Server, dbURL, dir, name string) (*serve
 		return nil, err
 	}
 	defer logf.Close()
-	args := append([]string{"serve", "--listen", addr, "--with-reconciler=true"}, s.Args...)
+	args := []string{"serve", "--listen", addr, "--with-reconciler=true"}
+	if pprof {
+		args = append(args, "--metrics-listen", pprofAddr, "--pprof")
+	}
+	args = append(args, s.Args...)
 	cmd := exec.Command(s.Binary, args...)
 	cmd.Env = append(append(os.Environ(), s.Env...),
 		"DATABASE_URL="+dbURL, "SETTLE_DEFAULT_GATEWAY=instant")
@@ -61,7 +76,7 @@ func startServer(ctx context.Context, s Server, dbURL, dir, name string) (*serve
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start settle serve: %w", err)
 	}
-	p := &serverProc{cmd: cmd, exited: make(chan struct{}), addr: addr, logPath: logPath}
+	p := &serverProc{cmd: cmd, exited: make(chan struct{}), addr: addr, logPath: logPath, pprofAddr: pprofAddr}
 	go func() { cmd.Wait(); close(p.exited) }()
 	if p.conn, err = dialServer(addr); err != nil {
 		p.stop()
@@ -101,6 +116,39 @@ func (p *serverProc) waitServing(ctx context.Context, d time.Duration) error {
 			return fmt.Errorf("settle serve did not become SERVING within %s: %s", d, p.logTail())
 		}
 	}
+}
+
+// profile takes a CPU profile of the server for d into path, in the
+// background; the channel says how it went.
+func (p *serverProc) profile(ctx context.Context, d time.Duration, path string) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		done <- func() error {
+			url := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", p.pprofAddr, max(1, int(d.Seconds())))
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return fmt.Errorf("profile the server: %w", err)
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return fmt.Errorf("profile the server: %s", resp.Status)
+			}
+			f, err := os.Create(path)
+			if err != nil {
+				return err
+			}
+			if _, err := io.Copy(f, resp.Body); err != nil {
+				f.Close()
+				return fmt.Errorf("profile the server: %w", err)
+			}
+			return f.Close()
+		}()
+	}()
+	return done
 }
 
 func (p *serverProc) pid() int { return p.cmd.Process.Pid }
