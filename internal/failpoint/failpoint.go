@@ -17,7 +17,8 @@ const (
 	AfterClaim = "after-claim"
 	// AfterGateway: the gateway has answered; the settle has not committed.
 	AfterGateway = "after-gateway"
-	// MidBatch: a reconciler has claimed a batch and settled part of it.
+	// MidBatch: a reconciler has claimed a batch and started the lookups of
+	// half of it; some of those may be settled, some queued to be.
 	MidBatch = "reconcile-mid-batch"
 )
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -57,6 +58,12 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) reconciler(t *testing.T, gw order.Gateway, cfg reconcile.Config) *reconcile.Reconciler {
 	t.Helper()
+	return f.reconcilerOn(t, f.store, gw, cfg)
+}
+
+// reconcilerOn is reconciler on a store that wraps the fixture's.
+func (f *fixture) reconcilerOn(t *testing.T, store reconcile.Store, gw order.Gateway, cfg reconcile.Config) *reconcile.Reconciler {
+	t.Helper()
 	if cfg.Schedule == nil {
 		cfg.Schedule = []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}
 	}
@@ -64,7 +71,7 @@ func (f *fixture) reconciler(t *testing.T, gw order.Gateway, cfg reconcile.Confi
 		cfg.NoShowHorizon = time.Hour
 	}
 	cfg.BatchSize, cfg.Concurrency, cfg.PollInterval, cfg.LookupTimeout = 50, 4, 10*time.Millisecond, time.Second
-	r, err := reconcile.New(f.store, map[string]order.Gateway{"sim": gw}, cfg, quiet)
+	r, err := reconcile.New(store, map[string]order.Gateway{"sim": gw}, cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,5 +264,128 @@ func TestTwoReconcilersSettleEachOrderOnce(t *testing.T) {
 	f.pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events)
 	if events != n {
 		t.Fatalf("%d succeed events for %d orders", events, n)
+	}
+}
+
+// slowStore counts the settle statements, and holds the first one until
+// hold returns, as a slow commit would.
+type slowStore struct {
+	*postgres.Store
+	hold       func()
+	statements atomic.Int32
+}
+
+func (s *slowStore) SettleMany(ctx context.Context, sts []order.Settlement) ([]bool, error) {
+	if s.statements.Add(1) == 1 {
+		s.hold()
+	}
+	return s.Store.SettleMany(ctx, sts)
+}
+
+// TestBacklogSharesCommits: the settlements of lookups that finish while a
+// settle statement runs share the next statement.
+func TestBacklogSharesCommits(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	const paid, declined, unseen = 20, 10, 10
+	want := map[string]order.State{}
+	for range paid {
+		id, _ := f.charging(t, "tok_ok", true)
+		want[id] = order.StatePaid
+	}
+	for range declined {
+		id, _ := f.charging(t, "tok_decline", true)
+		want[id] = order.StatePending
+	}
+	for range unseen {
+		id, _ := f.charging(t, "tok_ok", false) // not found, within the horizon: check again
+		want[id] = order.StateCharging
+	}
+	n := len(want)
+	store := &slowStore{Store: f.store, hold: func() {
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+			f.mu.Lock()
+			looked := len(f.lookups)
+			f.mu.Unlock()
+			if looked == n {
+				return
+			}
+		}
+	}}
+	var (
+		mu      sync.Mutex
+		results = map[string]int{}
+	)
+	r := f.reconcilerOn(t, store, f.gw, reconcile.Config{OnCheck: func(res string) {
+		mu.Lock()
+		results[res]++
+		mu.Unlock()
+	}})
+	if got, err := r.RunOnce(context.Background()); err != nil || got != n {
+		t.Fatalf("RunOnce: %d, %v; want %d orders", got, err, n)
+	}
+	if st := store.statements.Load(); st > 3 {
+		t.Errorf("%d orders settled in %d statements; want the backlog to share statements", n, st)
+	}
+	if fmt.Sprint(results) != fmt.Sprint(map[string]int{"succeed": paid, "fail": declined, "recheck": unseen}) {
+		t.Errorf("checks came to %v", results)
+	}
+	for id, state := range want {
+		o := f.order(t, id)
+		if o.State != state || o.ReconcileCount != 1 {
+			t.Errorf("order %s is %s checked %d times, want %s checked once", id, o.State, o.ReconcileCount, state)
+		}
+	}
+}
+
+// gatedGateway holds the lookups of one attempt until gate is closed.
+type gatedGateway struct {
+	order.Gateway
+	attemptID string
+	gate      chan struct{}
+}
+
+func (g *gatedGateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	if req.AttemptID == g.attemptID {
+		<-g.gate
+	}
+	return g.Gateway.Lookup(ctx, req)
+}
+
+// TestSlowLookupHoldsBackNoOtherOrder: grouping settlements does not make
+// one order wait for another's lookup.
+func TestSlowLookupHoldsBackNoOtherOrder(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	slow, slowAtt := f.charging(t, "tok_ok", true)
+	var others []string
+	for range 5 {
+		id, _ := f.charging(t, "tok_ok", true)
+		others = append(others, id)
+	}
+	gw := &gatedGateway{Gateway: f.gw, attemptID: slowAtt, gate: make(chan struct{})}
+	r := f.reconciler(t, gw, reconcile.Config{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.RunOnce(context.Background())
+		done <- err
+	}()
+	for _, id := range others {
+		for deadline := time.Now().Add(5 * time.Second); f.order(t, id).State != order.StatePaid; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				close(gw.gate)
+				t.Fatalf("order %s not settled while another order's lookup is slow", id)
+			}
+		}
+	}
+	if o := f.order(t, slow); o.State != order.StateCharging {
+		t.Fatalf("the slow order is %s before its lookup answered", o.State)
+	}
+	close(gw.gate)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if o := f.order(t, slow); o.State != order.StatePaid {
+		t.Fatalf("the slow order is %s, want PAID", o.State)
 	}
 }

@@ -1,0 +1,271 @@
+package postgres_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// chargingOrder makes a CHARGING order and returns it with its attempt id.
+func chargingOrder(t *testing.T, s *postgres.Store, ref string) (order.Order, string) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.CreateOrder(ctx, newOrder(ref))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, claimOf(o, "req-"+ref))
+	if err != nil || !c.Claimed {
+		t.Fatalf("claim %s: %v %+v", ref, err, c)
+	}
+	return c.Order, c.Attempt.ID
+}
+
+func TestSettleMany(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+
+	paid, paidAtt := chargingOrder(t, s, "ref-paid")
+	failed, failedAtt := chargingOrder(t, s, "ref-failed")
+	recheck, recheckAtt := chargingOrder(t, s, "ref-recheck")
+	review, reviewAtt := chargingOrder(t, s, "ref-review")
+	wrong, _ := chargingOrder(t, s, "ref-wrong-attempt")
+	done, doneAtt := chargingOrder(t, s, "ref-already-paid")
+	if _, ok, err := s.Settle(ctx, order.Settlement{OrderID: done.ID, AttemptID: doneAtt, Event: order.EventSucceed,
+		To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_first"}, Actor: "test"}); !ok || err != nil {
+		t.Fatalf("settle %s: %v %v", done.ID, ok, err)
+	}
+
+	longErr := strings.Repeat("x", 2000)
+	sts := []order.Settlement{
+		{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventSucceed, To: order.StatePaid, Checked: true,
+			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "reconciler", Reason: "found"},
+		{OrderID: failed.ID, AttemptID: failedAtt, Event: order.EventFail, To: order.StatePending, Checked: true,
+			Result: order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "card_declined"}, Actor: "reconciler"},
+		{OrderID: recheck.ID, AttemptID: recheckAtt, RecheckIn: time.Hour, Checked: true, LastError: longErr,
+			Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"},
+		{OrderID: review.ID, AttemptID: reviewAtt, Event: order.EventEscalate, To: order.StateNeedsReview, Checked: true,
+			LastError: "still unknown", Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"},
+		{OrderID: wrong.ID, AttemptID: order.NewID(), Event: order.EventSucceed, To: order.StatePaid,
+			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_wrong"}, Actor: "reconciler"},
+		{OrderID: done.ID, AttemptID: doneAtt, Event: order.EventFail, To: order.StatePending,
+			Result: order.Result{Outcome: order.OutcomeDeclined}, Actor: "reconciler"},
+		{OrderID: order.NewID(), AttemptID: order.NewID(), Event: order.EventSucceed, To: order.StatePaid,
+			Result: order.Result{Outcome: order.OutcomeSucceeded}, Actor: "reconciler"},
+	}
+	applied, err := s.SettleMany(ctx, sts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{true, true, true, true, false, false, false}; fmt.Sprint(applied) != fmt.Sprint(want) {
+		t.Fatalf("applied %v, want %v", applied, want)
+	}
+
+	get := func(id string) order.Order {
+		o, err := s.Order(ctx, "", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	attempt := func(id string) order.Attempt {
+		a, err := s.Attempt(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	if o, a := get(paid.ID), attempt(paidAtt); o.State != order.StatePaid || !o.ReconcileAt.IsZero() ||
+		o.ReconcileCount != 1 || a.Outcome != order.OutcomeSucceeded || a.GatewayChargeID != "ch_1" {
+		t.Errorf("succeed: order %+v, attempt %+v", o, a)
+	}
+	if o, a := get(failed.ID), attempt(failedAtt); o.State != order.StatePending || !o.ReconcileAt.IsZero() ||
+		a.Outcome != order.OutcomeDeclined || a.DeclineCode != "card_declined" {
+		t.Errorf("fail: order %+v, attempt %+v", o, a)
+	}
+	o := get(recheck.ID)
+	if wait := time.Until(o.ReconcileAt); o.State != order.StateCharging || o.ReconcileCount != 1 ||
+		wait < 50*time.Minute || wait > 70*time.Minute || len(o.LastError) != 1000 || !o.UpdatedAt.Equal(recheck.UpdatedAt) {
+		t.Errorf("recheck: order %+v (next check in %s, last error of %d bytes), want CHARGING checked once in an hour",
+			o, wait, len(o.LastError))
+	}
+	if a := attempt(recheckAtt); a.Outcome != order.OutcomeUnknown {
+		t.Errorf("recheck: attempt %+v", a)
+	}
+	if o, a := get(review.ID), attempt(reviewAtt); o.State != order.StateNeedsReview || o.LastError != "still unknown" ||
+		a.Outcome != order.OutcomeUnknown {
+		t.Errorf("escalate: order %+v, attempt %+v", o, a)
+	}
+	// Refused rows are untouched.
+	if o := get(wrong.ID); o.State != order.StateCharging || o.ReconcileCount != 0 || !o.UpdatedAt.Equal(wrong.UpdatedAt) {
+		t.Errorf("wrong attempt: order %+v, want it untouched", o)
+	}
+	if a := attempt(wrong.CurrentAttempt); a.Outcome != "" {
+		t.Errorf("wrong attempt: its current attempt became %+v", a)
+	}
+	if o, a := get(done.ID), attempt(doneAtt); o.State != order.StatePaid || a.Outcome != order.OutcomeSucceeded ||
+		a.GatewayChargeID != "ch_first" {
+		t.Errorf("already paid: order %+v, attempt %+v", o, a)
+	}
+
+	rows, err := pool.Query(ctx, `SELECT order_id::text, event, from_state, to_state, attempt_id::text FROM order_events
+		WHERE event NOT IN ('create', 'charge') ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := map[string][]string{}
+	for rows.Next() {
+		var id, ev, from, to, att string
+		if err := rows.Scan(&id, &ev, &from, &to, &att); err != nil {
+			t.Fatal(err)
+		}
+		events[id] = append(events[id], fmt.Sprintf("%s %s→%s %s", ev, from, to, att))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]string{
+		paid.ID:   {"succeed CHARGING→PAID " + paidAtt},
+		failed.ID: {"fail CHARGING→PENDING " + failedAtt},
+		review.ID: {"escalate CHARGING→NEEDS_REVIEW " + reviewAtt},
+		done.ID:   {"succeed CHARGING→PAID " + doneAtt}, // Settle's, before SettleMany
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) {
+		t.Errorf("events %v\nwant %v", events, want)
+	}
+
+	// An order twice in one call is refused as a whole.
+	o2, att2 := chargingOrder(t, s, "ref-twice")
+	twice := order.Settlement{OrderID: o2.ID, AttemptID: att2, RecheckIn: time.Hour, Checked: true,
+		Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"}
+	if _, err := s.SettleMany(ctx, []order.Settlement{twice, twice}); err == nil {
+		t.Error("an order twice in one call: no error")
+	}
+	if o := get(o2.ID); o.ReconcileCount != 0 {
+		t.Errorf("an order twice in one call: order %+v, want it untouched", o)
+	}
+}
+
+// TestSettleManyOverlapping: two calls that settle the same orders, listed
+// in opposite orders, wait for each other rather than deadlock.
+func TestSettleManyOverlapping(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	const n, rounds = 40, 20
+	var sts []order.Settlement
+	for i := range n {
+		o, att := chargingOrder(t, s, fmt.Sprintf("ref-overlap-%d", i))
+		sts = append(sts, order.Settlement{OrderID: o.ID, AttemptID: att, RecheckIn: time.Hour, Checked: true,
+			Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"})
+	}
+	reversed := make([]order.Settlement, n)
+	for i, st := range sts {
+		reversed[n-1-i] = st
+	}
+	var wg sync.WaitGroup
+	for _, batch := range [][]order.Settlement{sts, reversed} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if _, err := s.SettleMany(ctx, batch); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var checks int
+	pool.QueryRow(ctx, `SELECT sum(reconcile_count) FROM orders`).Scan(&checks)
+	if checks != 2*rounds*n {
+		t.Errorf("%d checks counted, want %d", checks, 2*rounds*n)
+	}
+	// SettleMany retries a deadlock, so count them in the statistics, which
+	// a backend is sure to report only when it exits.
+	pool.Reset()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		var others int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+			t.Fatal(err)
+		}
+		if others == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d connections still open", others)
+		}
+	}
+	var deadlocks int
+	if err := pool.QueryRow(ctx, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`).Scan(&deadlocks); err != nil {
+		t.Fatal(err)
+	}
+	if deadlocks != 0 {
+		t.Errorf("%d deadlocks", deadlocks)
+	}
+}
+
+// TestSettleManyWaitingForSettle: a call that waits for another settle of
+// its orders checks its guard on what that settle committed.
+func TestSettleManyWaitingForSettle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	paid, paidAtt := chargingOrder(t, s, "ref-wait-paid")
+	rechecked, recheckedAtt := chargingOrder(t, s, "ref-wait-recheck")
+	// Hold both rows in settles that have not committed yet: one pays its
+	// order, the other counts a check and leaves it CHARGING.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `UPDATE orders SET state = 'PAID', reconcile_at = NULL WHERE id = $1`, paid.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE orders SET reconcile_count = reconcile_count + 1 WHERE id = $1`, rechecked.ID); err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		applied []bool
+		err     error
+	}
+	done := make(chan result, 1)
+	go func() {
+		applied, err := s.SettleMany(ctx, []order.Settlement{
+			{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventFail, To: order.StatePending, Checked: true,
+				Result: order.Result{Outcome: order.OutcomeDeclined}, Actor: "reconciler"},
+			{OrderID: rechecked.ID, AttemptID: recheckedAtt, RecheckIn: time.Hour, Checked: true,
+				Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"},
+		})
+		done <- result{applied, err}
+	}()
+	time.Sleep(200 * time.Millisecond) // the call is now waiting for the rows
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if res.err != nil || fmt.Sprint(res.applied) != "[false true]" {
+		t.Fatalf("applied %v, %v; want [false true]", res.applied, res.err)
+	}
+	var state string
+	var checks, events int
+	pool.QueryRow(ctx, `SELECT (SELECT state FROM orders WHERE id = $1), (SELECT reconcile_count FROM orders WHERE id = $2),
+		(SELECT count(*) FROM order_events WHERE event = 'fail')`, paid.ID, rechecked.ID).Scan(&state, &checks, &events)
+	if state != "PAID" || checks != 2 || events != 0 {
+		t.Fatalf("paid order %s, rechecked order checked %d times, %d fail events; want PAID, 2, 0", state, checks, events)
+	}
+}
