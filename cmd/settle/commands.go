@@ -202,7 +202,10 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	opts.Metrics, opts.Tracing = a.metrics, a.tracing
+	opts.Metrics = a.metrics
+	if a.tracing.Exporting() {
+		opts.Tracing = a.tracing
+	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopBG()

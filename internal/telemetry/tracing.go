@@ -20,6 +20,7 @@ type Tracing struct {
 	Provider   trace.TracerProvider
 	Propagator propagation.TextMapPropagator
 	shutdown   func(context.Context) error
+	exporting  bool
 }
 
 // NewTracing starts tracing as the environment says.
@@ -35,9 +36,14 @@ func NewTracing(ctx context.Context, getenv func(string) string) (*Tracing, erro
 		return nil, err
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp))
-	t.Provider, t.shutdown = tp, tp.Shutdown
+	t.Provider, t.shutdown, t.exporting = tp, tp.Shutdown, true
 	return t, nil
 }
+
+// Exporting says whether spans go anywhere. When they do not, the gRPC
+// server does without its tracing hooks, which cost ~2% of its CPU per call
+// even with a no-op provider.
+func (t *Tracing) Exporting() bool { return t.exporting }
 
 // Tracer returns Settle's tracer.
 func (t *Tracing) Tracer() trace.Tracer { return t.Provider.Tracer(TracerName) }
