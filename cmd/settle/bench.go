@@ -67,7 +67,7 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 		srv.Env = append(srv.Env, s)
 		return nil
 	})
-	fs.Func("server-arg", "argument added to settle serve's, e.g. --db-max-conns=16 (repeatable)", func(s string) error {
+	fs.Func("server-arg", "argument added to settle serve's, e.g. --db-max-conns=8 (repeatable)", func(s string) error {
 		srv.Args = append(srv.Args, s)
 		return nil
 	})

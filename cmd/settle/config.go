@@ -68,7 +68,7 @@ type option struct {
 // options is the configuration reference; `settle config` prints it.
 var options = []option{
 	{"database-url", "DATABASE_URL", "", "PostgreSQL URL or DSN", setString(func(c *config) *string { return &c.DatabaseURL })},
-	{"db-max-conns", "SETTLE_DB_MAX_CONNS", "8", "most database connections in the pool", setInt(func(c *config) *int { return &c.DBMaxConns })},
+	{"db-max-conns", "SETTLE_DB_MAX_CONNS", "16", "most database connections in the pool (opened as needed; each order holds one only while a statement runs)", setInt(func(c *config) *int { return &c.DBMaxConns })},
 	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},

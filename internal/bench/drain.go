@@ -18,12 +18,12 @@ import (
 )
 
 // The reconciler of the drain runs with `settle serve`'s defaults
-// (cmd/settle's configuration reference): a pool of 8 connections, batches
+// (cmd/settle's configuration reference): a pool of 16 connections, batches
 // of 100, 8 lookups in flight, a 10s gateway timeout and a 70s no-show
 // horizon. Its floor runs with as many pgbench clients as it has lookups
 // in flight.
 const (
-	drainPoolSize    = 8
+	drainPoolSize    = 16
 	drainBatch       = 100
 	drainConcurrency = 8
 )

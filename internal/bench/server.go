@@ -24,7 +24,7 @@ import (
 type Server struct {
 	// Binary is the settle binary; it is run as Binary serve ...
 	Binary string
-	// Args are added after serve's own (for example --db-max-conns=16).
+	// Args are added after serve's own (for example --db-max-conns=8).
 	Args []string
 	// Env is added to this process's environment (for example GOMAXPROCS=1).
 	Env []string
