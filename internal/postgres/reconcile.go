@@ -2,10 +2,7 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/settlepay/settle/internal/order"
 )
@@ -70,99 +67,4 @@ func (s *Store) lease(ctx context.Context, sql string, arg any, lease time.Durat
 		return rows.Err()
 	})
 	return due, err
-}
-
-// settleManySQL is settleSQL for many settlements at once: one statement,
-// so one round trip and one commit however many orders it settles. Row i
-// of st is sts[i-1]. Each order's guard and writes are settleSQL's.
-//
-// locked takes the orders' row locks in id order before anything is
-// written, so that two statements settling overlapping sets of orders (a
-// reconciler that outlived its lease and the one that took the orders over)
-// wait for each other instead of deadlocking. As in claimSQL, the guard is
-// checked once, on the latest versions that locked holds, not on upd's scan,
-// whose snapshot can predate a settle that locked waited for.
-const settleManySQL = `
-WITH st AS (
-	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::interval[], $5::bool[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) WITH ORDINALITY
-		AS st(order_id, attempt_id, to_state, recheck_in, checked, last_error,
-			outcome, decline_code, charge_id, event, actor, reason, i)
-), locked AS MATERIALIZED (
-	SELECT id, state, current_attempt FROM orders WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
-), upd AS (
-	UPDATE orders o SET
-		state = st.to_state,
-		reconcile_at = CASE WHEN st.to_state = 'CHARGING' THEN now() + st.recheck_in END,
-		reconcile_count = o.reconcile_count + st.checked::int,
-		last_error = st.last_error,
-		updated_at = CASE WHEN st.to_state = 'CHARGING' THEN o.updated_at ELSE now() END
-	FROM locked JOIN st ON st.order_id = locked.id
-	WHERE o.id = locked.id AND locked.state = 'CHARGING' AND locked.current_attempt = st.attempt_id
-	RETURNING st.*
-), att AS (
-	UPDATE charge_attempts a SET outcome = upd.outcome, decline_code = upd.decline_code,
-		gateway_charge_id = upd.charge_id,
-		settled_at = CASE WHEN upd.to_state = 'CHARGING' THEN NULL ELSE now() END
-	FROM upd WHERE a.id = upd.attempt_id
-), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT order_id, 'CHARGING', to_state, event, actor, reason, attempt_id FROM upd WHERE event <> ''
-)
-SELECT i FROM upd`
-
-// SettleMany is Settle for many orders in one statement and one commit. It
-// reports, for each settlement, whether its guard held and it was applied.
-// No order may appear twice in sts: which of two settlements of one order
-// a single UPDATE would apply is undefined, so SettleMany refuses the call.
-func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]bool, error) {
-	var (
-		n        = len(sts)
-		seen     = make(map[string]bool, n)
-		orderIDs = make([]string, n)
-		attIDs   = make([]string, n)
-		to       = make([]string, n)
-		recheck  = make([]time.Duration, n)
-		checked  = make([]bool, n)
-		lastErr  = make([]string, n)
-		outcome  = make([]string, n)
-		decline  = make([]string, n)
-		chargeID = make([]string, n)
-		event    = make([]string, n)
-		actor    = make([]string, n)
-		reason   = make([]string, n)
-	)
-	for i, st := range sts {
-		if seen[st.OrderID] {
-			return nil, fmt.Errorf("settle many: order %s appears twice", st.OrderID)
-		}
-		seen[st.OrderID] = true
-		to[i] = string(st.To)
-		if st.Event == "" {
-			to[i] = string(order.StateCharging)
-		}
-		orderIDs[i], attIDs[i], recheck[i], checked[i] = st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
-		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
-		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
-		event[i], actor[i], reason[i] = string(st.Event), st.Actor, truncate(st.Reason, 1000)
-	}
-	applied := make([]bool, n)
-	err := retry(ctx, func() error {
-		clear(applied)
-		rows, err := s.pool.Query(ctx, settleManySQL, orderIDs, attIDs, to, recheck, checked, lastErr,
-			outcome, decline, chargeID, event, actor, reason)
-		if err != nil {
-			return err
-		}
-		var i int
-		_, err = pgx.ForEachRow(rows, []any{&i}, func() error {
-			applied[i-1] = true
-			return nil
-		})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return applied, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -16,9 +17,11 @@ import (
 
 // Store is order.Store on PostgreSQL. The charge path's claim and settle are
 // one statement each (data-modifying CTEs), so each costs one round trip and
-// one commit; a row lock is held only for the length of that statement.
+// one commit (concurrent settles share theirs: see settleGroup); a row lock
+// is held only for the length of that statement.
 type Store struct {
-	pool *pgxpool.Pool
+	pool    *pgxpool.Pool
+	settles settleGroup
 }
 
 // NewStore returns a Store on pool.
@@ -249,55 +252,6 @@ func (s *Store) attemptByRequest(ctx context.Context, merchantID, requestID stri
 		` FROM charge_attempts WHERE merchant_id = $1 AND request_id = $2`, merchantID, requestID))
 }
 
-// settleSQL records a gateway's answer, guarded by the order still being
-// CHARGING for this attempt: of a late server response and a reconciler,
-// exactly one wins and writes one event.
-var settleSQL = `
-WITH upd AS (
-	UPDATE orders SET
-		state = $3,
-		reconcile_at = CASE WHEN $3 = $13 THEN now() + $4::interval END,
-		reconcile_count = reconcile_count + $5,
-		last_error = $6,
-		updated_at = CASE WHEN $3 = $13 THEN updated_at ELSE now() END
-	WHERE id = $1 AND state = $13 AND current_attempt = $2
-	RETURNING *
-), att AS (
-	UPDATE charge_attempts SET outcome = $7, decline_code = $8, gateway_charge_id = $9,
-		settled_at = CASE WHEN $3 = $13 THEN NULL ELSE now() END
-	WHERE id = $2 AND EXISTS (SELECT 1 FROM upd)
-), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, $13, state, $10, $11, $12, $2 FROM upd WHERE $10 <> ''
-)
-SELECT ` + orderCols("upd") + ` FROM upd`
-
-// Settle implements order.Store.
-func (s *Store) Settle(ctx context.Context, st order.Settlement) (order.Order, bool, error) {
-	to := st.To
-	if st.Event == "" {
-		to = order.StateCharging
-	}
-	checked := 0
-	if st.Checked {
-		checked = 1
-	}
-	var o order.Order
-	err := retry(ctx, func() (err error) {
-		o, err = scanOrder(s.pool.QueryRow(ctx, settleSQL, st.OrderID, st.AttemptID, to, st.RecheckIn, checked,
-			truncate(st.LastError, 1000), st.Result.Outcome, truncate(st.Result.DeclineCode, 255),
-			truncate(st.Result.ChargeID, 255), st.Event, st.Actor, truncate(st.Reason, 1000), order.StateCharging))
-		return err
-	})
-	if errors.Is(err, order.ErrNotFound) {
-		return order.Order{}, false, nil
-	}
-	if err != nil {
-		return order.Order{}, false, err
-	}
-	return o, true, nil
-}
-
 // createClaimedSQL creates an order already claimed for its first attempt:
 // the order, the attempt and both events (create, charge) in one statement
 // and one commit. It inserts nothing when the merchant reference is taken;
@@ -381,8 +335,15 @@ SELECT `+orderCols("upd")+` FROM upd`, cur.ID, cur.State, m.To, res.Outcome, res
 }
 
 func truncate(s string, n int) string {
+	// PostgreSQL refuses invalid UTF-8, and a gateway's message may carry
+	// it or be cut in the middle of a character; the statement would fail
+	// for the sake of an error text.
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
 	return s[:n]
 }

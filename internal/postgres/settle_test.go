@@ -5,8 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
@@ -267,5 +272,164 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 		(SELECT count(*) FROM order_events WHERE event = 'fail')`, paid.ID, rechecked.ID).Scan(&state, &checks, &events)
 	if state != "PAID" || checks != 2 || events != 0 {
 		t.Fatalf("paid order %s, rechecked order checked %d times, %d fail events; want PAID, 2, 0", state, checks, events)
+	}
+}
+
+// statementCounter counts the settle statements a pool sends.
+type statementCounter struct{ n atomic.Int64 }
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	if strings.Contains(d.SQL, "UPDATE charge_attempts") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// groupedSettles runs one Settle per settlement, concurrently, while another
+// transaction holds the first order's row lock: the first call leads a
+// statement that waits for the lock, and the others queue behind it. It
+// returns each call's results and how many settle statements were sent.
+func groupedSettles(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, counter *statementCounter, sts []order.Settlement) ([]order.Order, []bool, []error, int64) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, sts[0].OrderID); err != nil {
+		t.Fatal(err)
+	}
+	before := counter.n.Load()
+	var (
+		wg      sync.WaitGroup
+		orders  = make([]order.Order, len(sts))
+		applied = make([]bool, len(sts))
+		errs    = make([]error, len(sts))
+	)
+	settle := func(i int) {
+		defer wg.Done()
+		orders[i], applied[i], errs[i] = s.Settle(ctx, sts[i])
+	}
+	wg.Add(len(sts))
+	go settle(0)
+	// The leader is waiting for the lock once its backend is.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first settle never waited for the lock")
+		}
+	}
+	for i := 1; i < len(sts); i++ {
+		go settle(i)
+	}
+	// Let the others queue; any that come late only make more statements,
+	// which the callers' assertions allow for.
+	time.Sleep(200 * time.Millisecond)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	return orders, applied, errs, counter.n.Load() - before
+}
+
+func countingStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, *statementCounter) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(postgrestest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := &statementCounter{}
+	cfg.ConnConfig.Tracer = counter
+	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return postgres.NewStore(pool), pool, counter
+}
+
+// TestSettleGroups: concurrent settles share statements, and each caller
+// gets its own order back.
+func TestSettleGroups(t *testing.T) {
+	t.Parallel()
+	s, pool, counter := countingStore(t)
+	const n = 40
+	var sts []order.Settlement
+	for i := range n {
+		o, att := chargingOrder(t, s, fmt.Sprintf("ref-group-%d", i))
+		sts = append(sts, order.Settlement{OrderID: o.ID, AttemptID: att, Event: order.EventSucceed, To: order.StatePaid,
+			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: fmt.Sprintf("ch_%d", i)}, Actor: "api"})
+	}
+	orders, applied, errs, statements := groupedSettles(t, s, pool, counter, sts)
+	for i := range sts {
+		if errs[i] != nil || !applied[i] || orders[i].ID != sts[i].OrderID || orders[i].State != order.StatePaid {
+			t.Errorf("settle %d: %v, applied %v, order %s %s; want its own order PAID", i, errs[i], applied[i], orders[i].ID, orders[i].State)
+		}
+	}
+	if statements > 3 {
+		t.Errorf("%d orders settled with %d statements, want them to share (at most 3)", n, statements)
+	}
+	var events int
+	pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events)
+	if events != n {
+		t.Errorf("%d succeed events, want %d", events, n)
+	}
+}
+
+// TestSettleGroupPoisoned: a settlement that makes its group's statement
+// fail fails alone; the others of its group are settled.
+func TestSettleGroupPoisoned(t *testing.T) {
+	t.Parallel()
+	s, pool, counter := countingStore(t)
+	var sts []order.Settlement
+	for i := range 5 {
+		o, att := chargingOrder(t, s, fmt.Sprintf("ref-poison-%d", i))
+		sts = append(sts, order.Settlement{OrderID: o.ID, AttemptID: att, Event: order.EventSucceed, To: order.StatePaid,
+			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_ok"}, Actor: "api"})
+	}
+	sts[3].AttemptID = "not-a-uuid"
+	_, applied, errs, _ := groupedSettles(t, s, pool, counter, sts)
+	for i := range sts {
+		if i == 3 {
+			if errs[i] == nil {
+				t.Errorf("settle with a malformed attempt id: no error")
+			}
+			continue
+		}
+		if errs[i] != nil || !applied[i] {
+			t.Errorf("settle %d: %v, applied %v; want it settled despite its group's bad settlement", i, errs[i], applied[i])
+		}
+	}
+}
+
+// TestSettleTruncatesToValidUTF8: a long error text cut in the middle of a
+// character, or invalid UTF-8 from a gateway, must not fail the settle.
+func TestSettleTruncatesToValidUTF8(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	o, att := chargingOrder(t, s, "ref-utf8")
+	_, ok, err := s.Settle(ctx, order.Settlement{OrderID: o.ID, AttemptID: att, RecheckIn: time.Minute,
+		LastError: "x" + strings.Repeat("€", 600) + "\xff", Result: order.Result{Outcome: order.OutcomeUnknown,
+			DeclineCode: strings.Repeat("é", 200)}, Actor: "api"})
+	if err != nil || !ok {
+		t.Fatalf("settle: %v, applied %v", err, ok)
+	}
+	got, err := s.Order(ctx, "", o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !utf8.ValidString(got.LastError) || len(got.LastError) > 1000 || !strings.HasPrefix(got.LastError, "x€€") {
+		t.Errorf("last error %q (%d bytes), want valid UTF-8 within 1000 bytes", got.LastError, len(got.LastError))
 	}
 }
