@@ -25,11 +25,9 @@ type Store interface {
 	ClaimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
 	// ClaimOrder leases one CHARGING order now, due or not.
 	ClaimOrder(ctx context.Context, id string, lease time.Duration) ([]order.Due, error)
-	// Settle is order.Store's guarded settle.
+	// Settle is order.Store's guarded settle. Concurrent settles share a
+	// statement and a commit (postgres.Store groups them).
 	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
-	// SettleMany is Settle for many orders (each at most once) in one
-	// statement and one commit; it reports which settlements applied.
-	SettleMany(ctx context.Context, sts []order.Settlement) ([]bool, error)
 }
 
 // Config is the reconciler's schedule.
@@ -119,22 +117,21 @@ func (r *Reconciler) Run(ctx context.Context) error {
 // RunOnce leases one batch of due orders and checks each. It returns how
 // many it leased.
 //
-// The lookups run Concurrency at a time; each queues its settlement for one
-// settler, which settles everything queued in one statement, so that under
-// a backlog many orders share a commit. A settlement waits at most for the
-// statement in progress, never for another order's lookup.
+// The lookups run Concurrency at a time. A lookup's slot is freed as soon
+// as the gateway has answered, before its settle: the settles of a backlog
+// then wait together for the store's statement in progress and share the
+// next one (one commit for many orders), and never hold lookups back.
 func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	due, err := r.store.ClaimDue(ctx, r.cfg.BatchSize, r.lease())
 	if err != nil {
 		return 0, fmt.Errorf("claim due orders: %w", err)
 	}
 	var (
-		wg      sync.WaitGroup
-		sem     = make(chan struct{}, r.cfg.Concurrency)
-		ready   = make(chan order.Settlement, len(due)) // never full: lookups never wait for the settler
-		settled = make(chan error)
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, r.cfg.Concurrency)
+		mu   sync.Mutex
+		errs []error
 	)
-	go func() { settled <- r.settle(ctx, ready) }()
 	for i, d := range due {
 		if i == len(due)/2 && i > 0 {
 			r.cfg.Failpoint(failpoint.MidBatch)
@@ -142,39 +139,21 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
-			defer func() { <-sem; wg.Done() }()
-			res, err := r.lookup(ctx, d)
-			ready <- r.decide(d, res, err)
+			defer wg.Done()
+			res, lookupErr := r.lookup(ctx, d)
+			<-sem
+			// A settle that fails leaves the order leased: it is checked
+			// again when the lease expires, which is safe, because a check
+			// settles only the attempt it looked up, under the guard.
+			if _, err := r.settle(ctx, r.decide(d, res, lookupErr)); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
 		}()
 	}
 	wg.Wait()
-	close(ready)
-	return len(due), <-settled
-}
-
-// settle settles what arrives on ready until it is closed: each statement
-// takes every settlement queued while the one before it ran. A statement
-// that fails leaves its orders leased, so they are checked again when the
-// lease expires; that is safe, because a check settles only the attempt
-// it looked up, under the guard.
-func (r *Reconciler) settle(ctx context.Context, ready <-chan order.Settlement) error {
-	var errs []error
-	for st := range ready {
-		group := []order.Settlement{st}
-		// Only this goroutine receives, so what len counts is there to take.
-		for len(ready) > 0 && len(group) < r.cfg.BatchSize {
-			group = append(group, <-ready)
-		}
-		applied, err := r.store.SettleMany(ctx, group)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("settle a group of %d orders: %w", len(group), err))
-			continue
-		}
-		for i, st := range group {
-			r.report(ctx, st, applied[i])
-		}
-	}
-	return errors.Join(errs...)
+	return len(due), errors.Join(errs...)
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as
@@ -184,20 +163,18 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 	if err != nil || len(due) == 0 {
 		return order.Order{}, false, err
 	}
-	d := due[0]
-	res, err := r.lookup(ctx, d)
-	st := r.decide(d, res, err)
-	o, ok, err := r.store.Settle(ctx, st)
-	if err != nil {
-		return order.Order{}, true, fmt.Errorf("settle order %s attempt %s: %w", d.Order.ID, d.Attempt.ID, err)
-	}
-	r.report(ctx, st, ok)
-	return o, true, nil
+	res, err := r.lookup(ctx, due[0])
+	o, err := r.settle(ctx, r.decide(due[0], res, err))
+	return o, true, err
 }
 
-// report tells OnCheck and the log what settling st came to; ok says
-// whether its guard held.
-func (r *Reconciler) report(ctx context.Context, st order.Settlement, ok bool) {
+// settle settles what a check learned, and tells OnCheck and the log what
+// it came to.
+func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Order, error) {
+	o, ok, err := r.store.Settle(ctx, st)
+	if err != nil {
+		return order.Order{}, fmt.Errorf("settle order %s attempt %s: %w", st.OrderID, st.AttemptID, err)
+	}
 	switch {
 	case !ok:
 		r.cfg.OnCheck("lost_race")
@@ -208,6 +185,7 @@ func (r *Reconciler) report(ctx context.Context, st order.Settlement, ok bool) {
 		r.log.InfoContext(ctx, "order transition", "order_id", st.OrderID, "attempt_id", st.AttemptID,
 			"from", string(order.StateCharging), "to", string(st.To), "event", string(st.Event), "actor", st.Actor, "reason", st.Reason)
 	}
+	return o, nil
 }
 
 func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, error) {
