@@ -30,21 +30,22 @@ func (r *roundTrips) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 
 func (r *roundTrips) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
-func tracedPool(b *testing.B, conns int32) (*pgxpool.Pool, *roundTrips) {
-	b.Helper()
-	cfg, err := pgxpool.ParseConfig(postgrestest.URL(b))
+// tracedPool is a pool of up to conns connections to the test's database
+// whose statements tracer sees.
+func tracedPool(tb testing.TB, tracer pgx.QueryTracer, conns int32) *pgxpool.Pool {
+	tb.Helper()
+	cfg, err := pgxpool.ParseConfig(postgrestest.URL(tb))
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	rt := &roundTrips{}
-	cfg.ConnConfig.Tracer = rt
+	cfg.ConnConfig.Tracer = tracer
 	cfg.MaxConns = conns
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(pool.Close)
-	return pool, rt
+	tb.Cleanup(pool.Close)
+	return pool
 }
 
 // writeCommits returns the next transaction id: every transaction that
@@ -63,7 +64,8 @@ func writeCommits(b *testing.B, pool *pgxpool.Pool) int64 {
 // reports charges/s, round trips and commits per charge.
 func BenchmarkChargePath(b *testing.B) {
 	ctx := context.Background()
-	pool, rt := tracedPool(b, 8)
+	rt := &roundTrips{}
+	pool := tracedPool(b, rt, 8)
 	store := postgres.NewStore(pool)
 	svc, err := order.NewService(store, map[string]order.Gateway{"sim": sim.NewInstant()}, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: 10 * time.Second, Grace: 5 * time.Second, FirstRecheck: 5 * time.Second,
@@ -109,7 +111,7 @@ func BenchmarkReconcileDrain(b *testing.B) {
 	ctx := context.Background()
 	for range b.N {
 		b.StopTimer()
-		pool, _ := tracedPool(b, 8)
+		pool := tracedPool(b, nil, 8)
 		gw := sim.NewInstant()
 		// Due CHARGING orders as a crash after the claim leaves them, made
 		// in bulk; the gateway has each attempt's charge.
@@ -165,7 +167,8 @@ func BenchmarkReconcileDrain(b *testing.B) {
 // in one statement, call, settle.
 func BenchmarkCreateAndCharge(b *testing.B) {
 	ctx := context.Background()
-	pool, rt := tracedPool(b, 8)
+	rt := &roundTrips{}
+	pool := tracedPool(b, rt, 8)
 	svc, err := order.NewService(postgres.NewStore(pool), map[string]order.Gateway{"sim": sim.NewInstant()}, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: 10 * time.Second, Grace: 5 * time.Second, FirstRecheck: 5 * time.Second,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -343,18 +343,8 @@ func groupedSettles(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, counter
 }
 
 func countingStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, *statementCounter) {
-	t.Helper()
-	cfg, err := pgxpool.ParseConfig(postgrestest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
 	counter := &statementCounter{}
-	cfg.ConnConfig.Tracer = counter
-	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool := tracedPool(t, counter, 16)
 	return postgres.NewStore(pool), pool, counter
 }
 
