@@ -30,6 +30,7 @@ package gatewaytest
 
 import (
 	"context"
+	"net"
 	"testing"
 	"time"
 
@@ -316,4 +317,17 @@ func checkNothingCharged(t *testing.T, h Harness, req order.ChargeRequest) {
 			t.Fatalf("ledger for attempt %s holds a successful charge %s", req.AttemptID, e.ChargeID)
 		}
 	}
+}
+
+// ClosedAddr returns a loopback address on which nothing listens, so that
+// dialing it is refused: a gateway that cannot be reached.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -32,7 +32,7 @@ type exchange struct {
 // answers with what it was sent, payment method token included.
 func classifyCharge(req order.ChargeRequest, ex exchange) (order.Result, error) {
 	if ex.status == 0 {
-		if !ex.connected && isDialError(ex.err) {
+		if !ex.connected && gateway.IsDialError(ex.err) {
 			return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("not sent: %w", ex.err)
 		}
 		return unknown(fmt.Errorf("no answer: %w", ex.err))
@@ -100,17 +100,6 @@ func classifyLookup(req order.ChargeRequest, ex exchange) (order.Result, error) 
 
 func unknown(err error) (order.Result, error) {
 	return order.Result{Outcome: order.OutcomeUnknown}, err
-}
-
-// isDialError reports whether err is a failure to connect: a refused or
-// unreachable address, or a name that did not resolve.
-func isDialError(err error) bool {
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return true
-	}
-	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // The statuses a charge object can have.

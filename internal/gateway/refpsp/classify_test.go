@@ -3,8 +3,6 @@ package refpsp
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/url"
@@ -185,19 +183,6 @@ func TestClassifyLookup(t *testing.T) {
 				t.Errorf("err = %v, want error: %t", err, tt.wantErr)
 			}
 		})
-	}
-}
-
-func TestIsDialErrorSeesThroughWrapping(t *testing.T) {
-	err := fmt.Errorf("charging: %w", transportErr(&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}))
-	if !isDialError(err) {
-		t.Errorf("isDialError(%v) = false, want true", err)
-	}
-	if isDialError(transportErr(io.EOF)) {
-		t.Error("isDialError(EOF) = true, want false")
-	}
-	if isDialError(errors.New("dial tcp: connection refused")) {
-		t.Error("isDialError matched an error by its text")
 	}
 }
 

@@ -41,7 +41,7 @@ func TestConformance(t *testing.T) {
 					},
 					DedupesCharges: dedupe,
 					LookupReplays:  false,
-					Unreachable:    newClient(t, "http://"+closedAddr(t), callTimeout),
+					Unreachable:    newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
 				}
 			})
 		})

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/gatewaytest"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/order"
 )
@@ -276,7 +276,7 @@ func TestChargeTimeoutIsTheCallersToo(t *testing.T) {
 
 func TestChargeRefused(t *testing.T) {
 	t.Parallel()
-	res, err := newClient(t, "http://"+closedAddr(t), time.Second).Charge(context.Background(), chargeReq("att_1"))
+	res, err := newClient(t, "http://"+gatewaytest.ClosedAddr(t), time.Second).Charge(context.Background(), chargeReq("att_1"))
 	if res != (order.Result{Outcome: order.OutcomeNotSent}) {
 		t.Errorf("result = %+v, want not sent (err %v)", res, err)
 	}
@@ -284,19 +284,6 @@ func TestChargeRefused(t *testing.T) {
 		t.Error("err = nil, want the dial error")
 	}
 	checkSecrets(t, err)
-}
-
-// closedAddr returns an address on which nothing listens, so that dialing
-// it is refused.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 // waitForClientToLeave blocks until the client hangs up. The server notices
@@ -481,7 +468,7 @@ func TestLookup(t *testing.T) {
 
 func TestLookupRefused(t *testing.T) {
 	t.Parallel()
-	res, err := newClient(t, "http://"+closedAddr(t), time.Second).Lookup(context.Background(), chargeReq("att_1"))
+	res, err := newClient(t, "http://"+gatewaytest.ClosedAddr(t), time.Second).Lookup(context.Background(), chargeReq("att_1"))
 	if err == nil {
 		t.Fatalf("Lookup() = %+v, nil; want an error", res)
 	}

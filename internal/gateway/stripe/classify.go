@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	stripego "github.com/stripe/stripe-go/v76"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -28,7 +28,7 @@ func (g *Gateway) classify(ctx context.Context, req order.ChargeRequest, ex exch
 	var se *stripego.Error
 	if !errors.As(ex.err, &se) {
 		// No answer from Stripe, or one that could not be decoded.
-		if !replay && !ex.connected && isDialError(ex.err) {
+		if !replay && !ex.connected && gateway.IsDialError(ex.err) {
 			return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("not sent: %w", ex.err)
 		}
 		var uerr *url.Error
@@ -153,17 +153,6 @@ func (g *Gateway) describe(se *stripego.Error) string {
 // they were sent (stripe-mock quotes a rejected Authorization header whole).
 func (g *Gateway) redact(s string) string {
 	return clipTo(strings.ReplaceAll(s, g.key, "[redacted]"), 200)
-}
-
-// isDialError reports whether err is a failure to connect: a refused or
-// unreachable address, or a name that did not resolve.
-func isDialError(err error) bool {
-	var dnsErr *net.DNSError
-	if errors.As(err, &dnsErr) {
-		return true
-	}
-	var opErr *net.OpError
-	return errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // clip shortens a string from a response for an error message.

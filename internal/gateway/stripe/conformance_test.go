@@ -33,7 +33,7 @@ func TestConformance(t *testing.T) {
 			},
 			DedupesCharges: true,
 			LookupReplays:  true,
-			Unreachable:    newGateway(t, stripe.Config{BaseURL: "http://" + closedAddr(t), Timeout: callTimeout}),
+			Unreachable:    newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
 		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/gatewaytest"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
 	"github.com/settlepay/settle/internal/order"
@@ -62,18 +62,6 @@ func newFake(t *testing.T, opts stripetest.Options) (*stripetest.Server, string)
 	srv := httptest.NewServer(fake)
 	t.Cleanup(srv.Close)
 	return fake, srv.URL
-}
-
-// closedAddr returns an address on which nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return addr
 }
 
 func chargeReq(token string) order.ChargeRequest {
@@ -510,7 +498,7 @@ func TestReplayWithOtherParameters(t *testing.T) {
 func TestChargeNotSent(t *testing.T) {
 	t.Parallel()
 	// Every try is refused, retries included: nothing reached Stripe.
-	g := newGateway(t, stripe.Config{BaseURL: "http://" + closedAddr(t), MaxNetworkRetries: 1, Timeout: 5 * time.Second})
+	g := newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), MaxNetworkRetries: 1, Timeout: 5 * time.Second})
 	res, err := g.Charge(t.Context(), chargeReq(stripetest.TokenVisa))
 	if res.Outcome != order.OutcomeNotSent || err == nil {
 		t.Errorf("Charge = %+v, %v; want not sent with the dial error", res, err)
