@@ -17,12 +17,13 @@ import (
 // benchmark cannot rot: every measurement must complete with positive
 // throughput. It asserts nothing about speed.
 func TestBenchSmoke(t *testing.T) {
-	jsonPath := filepath.Join(t.TempDir(), "bench.json")
+	dir := t.TempDir()
+	jsonPath := filepath.Join(dir, "bench.json")
 	var stdout, stderr bytes.Buffer
 	// This test binary is settle when SETTLE_TEST_AS_MAIN=1 (see TestMain).
 	srv := bench.Server{Binary: os.Args[0], Env: []string{"SETTLE_TEST_AS_MAIN=1", "SETTLE_LOG_FORMAT=text"}}
 	err := benchWith(context.Background(), []string{"-c", "1,4", "-duration", "2s", "-transport-duration", "1s",
-		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-json", jsonPath, "-q"}, srv, &stdout, &stderr)
+		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("settle bench: %v\n%s", err, stderr.String())
 	}
@@ -51,6 +52,12 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	if rep.Points[0].OneCall != nil {
 		t.Errorf("one-call path measured at 1 client, not asked for")
+	}
+	// -profile: a CPU profile of the server at each concurrency (--pprof).
+	for _, c := range []string{"1", "4"} {
+		if fi, err := os.Stat(filepath.Join(dir, "serve-c"+c+".pprof")); err != nil || fi.Size() == 0 {
+			t.Errorf("no CPU profile of the server at %s clients: %v", c, err)
+		}
 	}
 	if d := rep.Drain; d == nil || d.Reconciler.Median.PerSecond <= 0 || d.Floor.Median.PerSecond <= 0 {
 		t.Errorf("reconciler drain missing or without throughput: %+v", d)

@@ -50,6 +50,12 @@ func TestMetricsMoveWithCharges(t *testing.T) {
 		`settle_gateway_call_seconds_count{gateway="refpsp",op="charge"} 2`,
 		`settle_db_pool_max_connections`,
 	}
+	// Go's profiler is served only when asked for (--pprof).
+	if resp, err := http.Get("http://" + metricsAddr + "/debug/pprof/"); err != nil {
+		t.Fatal(err)
+	} else if resp.Body.Close(); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("/debug/pprof/ without --pprof: %s, want 404", resp.Status)
+	}
 	var body string
 	deadline := time.Now().Add(20 * time.Second)
 	for {
