@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlepay/settle/internal/chaos"
 	"github.com/settlepay/settle/internal/failpoint"
+	"github.com/settlepay/settle/internal/lab/chaos"
 )
 
 // chaosSeed is the seed of TestChaos; SETTLE_CHAOS_SEED overrides it, to

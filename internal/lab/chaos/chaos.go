@@ -59,6 +59,7 @@ import (
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
@@ -249,7 +250,7 @@ type harness struct {
 	cfg     Config
 	dir     string
 	start   atomic.Int64 // unix nanoseconds: the start of the run, then of the workload
-	cluster *postgres.Cluster
+	cluster *pgcluster.Cluster
 	dbName  string
 	pool    *pgxpool.Pool // the harness's own, named settle-chaos
 	dbMu    sync.Mutex    // one database restart at a time
@@ -318,7 +319,7 @@ func (h *harness) run(ctx context.Context) error {
 	// A durable PostgreSQL (fsync on), so that an immediate shutdown is a
 	// real crash and recovery.
 	var err error
-	h.cluster, err = postgres.StartCluster(ctx, postgres.ClusterOptions{})
+	h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return fmt.Errorf("start PostgreSQL: %w", err)
 	}
