@@ -183,7 +183,7 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 	default:
 		r.cfg.OnCheck(string(st.Event))
 		r.log.InfoContext(ctx, "order transition", "order_id", st.OrderID, "attempt_id", st.AttemptID,
-			"from", string(order.StateCharging), "to", string(st.To), "event", string(st.Event), "actor", st.Actor, "reason", st.Reason)
+			"from", string(order.StateCharging), "to", string(st.To), "event", string(st.Event), "actor", string(st.Actor), "reason", st.Reason)
 	}
 	return o, nil
 }
@@ -214,7 +214,7 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 
 // decide turns what the gateway said into a settlement.
 func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: "reconciler", Checked: true, Result: res}
+	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
 	checks := d.Order.ReconcileCount + 1
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
