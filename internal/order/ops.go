@@ -39,7 +39,7 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 		return m, err
 	})
 	if err == nil {
-		s.logTransition(ctx, o.ID, o.CurrentAttempt, "", StateNeedsReview, o.State, ev, actor)
+		Transition{OrderID: o.ID, AttemptID: o.CurrentAttempt, From: StateNeedsReview, To: o.State, Event: ev, Actor: actor}.Log(ctx, s.log)
 	}
 	return o, err
 }

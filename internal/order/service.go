@@ -258,7 +258,7 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 // charge calls the gateway for a claimed attempt and settles what it says.
 func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, requestID string, deadline time.Time) (Order, *Attempt, error) {
 	s.cfg.Failpoint(failpoint.AfterClaim)
-	s.logTransition(ctx, o.ID, a.ID, requestID, StatePending, o.State, EventCharge, ActorAPI)
+	Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StatePending, To: o.State, Event: EventCharge, Actor: ActorAPI}.Log(ctx, s.log)
 	req := ChargeRequest{
 		AttemptID:         a.ID,
 		OrderID:           o.ID,
@@ -283,7 +283,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	}
 	if ok {
 		if st.Event != "" {
-			s.logTransition(ctx, o.ID, a.ID, requestID, StateCharging, st.To, st.Event, st.Actor)
+			Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StateCharging, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
 		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
 		return settled, &a, nil
@@ -310,10 +310,8 @@ func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, d
 	defer cancel()
 	start := time.Now()
 	res, err := gw.Charge(ctx, req)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "gateway charge",
-		slog.String("gateway", gateway), slog.String("order_id", req.OrderID),
-		slog.String("attempt_id", req.AttemptID), slog.String("request_id", requestID), slog.String("outcome", string(res.Outcome)),
-		slog.Duration("latency", time.Since(start)), errAttr(err))
+	GatewayCall{Op: "charge", Gateway: gateway, OrderID: req.OrderID, AttemptID: req.AttemptID, RequestID: requestID,
+		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, s.log)
 	return res, err
 }
 
@@ -351,25 +349,10 @@ func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Or
 		return Move{Event: EventCancel, To: to, Actor: ActorAPI, Reason: reason}, err
 	})
 	if err == nil {
-		s.logTransition(ctx, o.ID, "", "", StatePending, o.State, EventCancel, ActorAPI)
+		Transition{OrderID: o.ID, From: StatePending, To: o.State, Event: EventCancel, Actor: ActorAPI}.Log(ctx, s.log)
 	}
 	return o, err
 }
 
-// logTransition writes the one log line of a transition. Free-text reasons
-// stay in the history, out of the logs: a client wrote them.
-func (s *Service) logTransition(ctx context.Context, orderID, attemptID, requestID string, from, to State, ev EventName, actor Actor) {
-	s.log.LogAttrs(ctx, slog.LevelInfo, "order transition", slog.String("order_id", orderID),
-		slog.String("attempt_id", attemptID), slog.String("request_id", requestID), slog.String("from", string(from)),
-		slog.String("to", string(to)), slog.String("event", string(ev)), slog.String("actor", string(actor)))
-}
-
 // NewID returns a new time-ordered id for an order or an attempt.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
-
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
-	}
-	return slog.String("error", err.Error())
-}
