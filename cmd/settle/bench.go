@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/settlepay/settle/internal/bench"
+	"github.com/settlepay/settle/internal/lab/bench"
 )
 
 // runBench measures Settle against the database's own limit (see package

@@ -110,7 +110,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	resp := &settlev1.GetOrderHistoryResponse{Order: orderToProto(o), ReconcileCount: int32(o.ReconcileCount), LastError: o.LastError}
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
-			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: e.Actor,
+			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: string(e.Actor),
 			Reason: e.Reason, AttemptId: e.AttemptID, CreateTime: timestamp(e.CreatedAt),
 		})
 	}

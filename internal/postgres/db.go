@@ -1,5 +1,5 @@
 // Package postgres implements Settle's storage on PostgreSQL with pgx: the
-// order store, migrations, and a throwaway cluster for development and tests.
+// order store and migrations.
 // It is the only package that begins and commits transactions.
 package postgres
 

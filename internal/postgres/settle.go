@@ -111,7 +111,7 @@ func (s *Store) settle(ctx context.Context, sts []order.Settlement) ([]order.Ord
 		orderIDs[i], attIDs[i], recheck[i], checked[i] = st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
 		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
-		event[i], actor[i], reason[i] = string(st.Event), st.Actor, truncate(st.Reason, 1000)
+		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
 	}
 	orders, applied := make([]order.Order, n), make([]bool, n)
 	err := retry(ctx, func() error {
