@@ -235,7 +235,7 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 	if err != nil {
 		return Order{}, nil, err
 	}
-	if err := checkText("request_id", requestID, MinRequestIDLen, MaxRequestIDLen); err != nil {
+	if err := CheckRequestID(requestID); err != nil {
 		return Order{}, nil, err
 	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)

@@ -129,9 +129,10 @@ WHERE merchant_id = $2 AND merchant_reference = $3 AND NOT EXISTS (SELECT 1 FROM
 		return order.Order{}, fmt.Errorf("create order: %w", err)
 	}
 	if !created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
-		return order.Order{}, &order.ConflictError{Msg: fmt.Sprintf(
-			"merchant_reference %q already names an order with other amount, currency, payment_method or gateway",
-			o.MerchantReference)}
+		// The message does not repeat the reference: a client chose it, and
+		// error messages are logged.
+		return order.Order{}, &order.ConflictError{
+			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
 	}
 	return got, nil
 }
