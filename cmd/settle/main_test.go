@@ -285,22 +285,15 @@ func waitSettled(t *testing.T, pool *pgxpool.Pool, id string, d time.Duration) o
 // order if it was charged, none otherwise.
 func checkCharges(t *testing.T, pool *pgxpool.Pool, gw *sim.Sim, id string, charged bool) {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT id::text FROM charge_attempts WHERE order_id = $1`, id)
+	_, attempts, err := postgres.NewStore(pool).History(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs := map[string]bool{}
-	for rows.Next() {
-		var ref string
-		rows.Scan(&ref)
-		refs[ref] = true
+	var refs []string
+	for _, a := range attempts {
+		refs = append(refs, a.ID)
 	}
-	n := 0
-	for _, c := range gw.Ledger() {
-		if refs[c.Reference] && c.Status == "succeeded" {
-			n++
-		}
-	}
+	n := gw.Succeeded(refs...)
 	want := 0
 	if charged {
 		want = 1
