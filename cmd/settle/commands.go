@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -75,8 +76,10 @@ type app struct {
 }
 
 // newApp connects to the database, refusing one that is behind, and sets up
-// the gateways: the refpsp adapter is registered as refpspName.
-func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, getenv func(string) string) (*app, error) {
+// the gateways: the refpsp adapter is registered as refpspName, and lab
+// adds gateways only the lab runs (the benchmark's instant gateway); it is
+// nil for the product's commands.
+func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, lab map[string]order.Gateway, getenv func(string) string) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("configuration: DATABASE_URL (or --database-url) is required")
 	}
@@ -110,12 +113,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		}
 		gateways["stripe"] = gw
 	}
-	if cfg.DefaultGateway == "instant" {
-		// The simulator in-process, answering at once: for benchmarks.
-		gateways["instant"] = sim.NewInstant()
-	}
+	maps.Copy(gateways, lab)
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
-		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY, or use \"instant\" for benchmarks)", cfg.DefaultGateway)
+		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY)", cfg.DefaultGateway)
 	}
 	tracing, err := telemetry.NewTracing(ctx, getenv)
 	if err != nil {
@@ -254,12 +254,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	return serveWith(ctx, cfg, nil, getenv, stderr)
+}
+
+// serveWith is serve once configured, with the lab's gateways added (nil
+// for serve itself; see runBenchServer).
+func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, getenv func(string) string, stderr io.Writer) error {
 	opts, err := cfg.serverOptions()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	log := cfg.logger(stderr)
-	a, err := newApp(ctx, cfg, log, "refpsp", getenv)
+	a, err := newApp(ctx, cfg, log, "refpsp", lab, getenv)
 	if err != nil {
 		return err
 	}
@@ -277,7 +283,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	log := cfg.logger(stderr)
-	a, err := newApp(ctx, cfg, log, "refpsp", getenv)
+	a, err := newApp(ctx, cfg, log, "refpsp", nil, getenv)
 	if err != nil {
 		return err
 	}

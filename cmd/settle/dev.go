@@ -68,7 +68,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("configuration: %w", err)
 	}
 
-	a, err := newApp(ctx, cfg, log, "sim", getenv)
+	a, err := newApp(ctx, cfg, log, "sim", nil, getenv)
 	if err != nil {
 		return err
 	}

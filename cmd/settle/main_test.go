@@ -44,6 +44,34 @@ func TestServeRefusesUnmigratedDatabase(t *testing.T) {
 	}
 }
 
+// TestServeRefusesInstantGateway: the benchmark's gateway, which marks
+// every charge paid, cannot be chosen for serve, by flag or environment;
+// the refusal is a configuration error that says why, given at start.
+func TestServeRefusesInstantGateway(t *testing.T) {
+	t.Parallel()
+	url := postgrestest.URL(t)
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"flag": {[]string{"serve", "--listen", "127.0.0.1:0", "--default-gateway=instant"}, map[string]string{}},
+		"env":  {[]string{"serve", "--listen", "127.0.0.1:0"}, map[string]string{"SETTLE_DEFAULT_GATEWAY": "instant"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.env["DATABASE_URL"] = url
+			// Were instant accepted, serve would run until the context
+			// ends and return nil.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var stderr bytes.Buffer
+			err := run(ctx, tc.args, mapEnv(tc.env), &stderr, &stderr)
+			if err == nil || !strings.Contains(err.Error(), "configuration:") || !strings.Contains(err.Error(), "default-gateway instant") {
+				t.Fatalf("serve with the instant gateway: %v, want a configuration error about default-gateway instant", err)
+			}
+		})
+	}
+}
+
 func TestConfigErrorsAreClear(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_GATEWAY_TIMEOUT": "soon", "SETTLE_DB_MAX_CONNS": "0"}

@@ -129,9 +129,10 @@ WHERE merchant_id = $2 AND merchant_reference = $3 AND NOT EXISTS (SELECT 1 FROM
 		return order.Order{}, fmt.Errorf("create order: %w", err)
 	}
 	if !created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
-		return order.Order{}, &order.ConflictError{Msg: fmt.Sprintf(
-			"merchant_reference %q already names an order with other amount, currency, payment_method or gateway",
-			o.MerchantReference)}
+		// The message does not repeat the reference: a client chose it, and
+		// error messages are logged.
+		return order.Order{}, &order.ConflictError{
+			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
 	}
 	return got, nil
 }
@@ -291,7 +292,10 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 	case errors.Is(err, pgx.ErrNoRows):
 		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
 	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "charge_attempts_request_key":
-		return order.Order{}, order.Attempt{}, false, nil // the request id is taken
+		// The reference was free (its insert went through), so the request
+		// id names an attempt of another order. The statement failed as a
+		// whole: nothing was created.
+		return order.Order{}, order.Attempt{}, false, &order.ConflictError{Msg: order.MsgRequestIDOtherOrder}
 	case err != nil:
 		return order.Order{}, order.Attempt{}, false, err
 	}
