@@ -242,6 +242,12 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	_, err = s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-2",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok", RequestId: "one-call-req-1"})
 	wantCode(t, err, codes.AlreadyExists)
+	// The failed call created nothing: no order under the new reference.
+	_, err = s.orders.GetOrder(ctx, &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_MerchantReference{MerchantReference: "one-call-2"}})
+	wantCode(t, err, codes.NotFound)
+	if n := s.count(t, `SELECT count(*) FROM orders`); n != 1 {
+		t.Fatalf("%d orders after the conflicts, want 1", n)
+	}
 	// The history is a path of the table: create, charge, succeed.
 	h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: first.GetOrder().GetId()})
 	if err != nil {

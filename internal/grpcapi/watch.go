@@ -68,19 +68,20 @@ const watchRecheck = 30 * time.Second
 
 func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev1.OrderService_WatchOrderServer) error {
 	ctx := stream.Context()
-	if err := order.CheckID("order_id", req.GetOrderId()); err != nil {
+	id := canonicalID(req.GetOrderId())
+	if err := order.CheckID("order_id", id); err != nil {
 		return toStatus(ctx, s.log, err)
 	}
-	woken, cancel := s.hub.subscribe(req.GetOrderId())
+	woken, cancel := s.hub.subscribe(id)
 	defer cancel()
-	unwatch, err := s.watcher.Watch(ctx, req.GetOrderId())
+	unwatch, err := s.watcher.Watch(ctx, id)
 	if err != nil {
 		return toStatus(ctx, s.log, err)
 	}
 	defer unwatch()
 	var last *settlev1.Order
 	for {
-		o, err := s.svc.Get(ctx, merchant(ctx), req.GetOrderId())
+		o, err := s.svc.Get(ctx, merchant(ctx), id)
 		if err != nil {
 			return toStatus(ctx, s.log, fieldName(err, "order_id"))
 		}

@@ -35,7 +35,9 @@ type Store interface {
 	Settle(ctx context.Context, s Settlement) (Order, bool, error)
 	// CreateClaimed inserts o already claimed by c (both events, one
 	// commit) and reports true; it inserts nothing and reports false when
-	// o's merchant reference or c's request id is taken.
+	// o's merchant reference is taken. When c's request id is taken (by
+	// another order's attempt, since the reference was free), it inserts
+	// nothing and returns a *ConflictError.
 	CreateClaimed(ctx context.Context, o Order, c Claim) (Order, Attempt, bool, error)
 	// Transition locks an order, asks decide for the move to make from the
 	// state it is in, and makes it with its event, in one transaction.
@@ -213,7 +215,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		if a := c.Attempt; a != nil {
 			// A replay of an earlier request: charge nothing.
 			if a.OrderID != in.OrderID {
-				return Order{}, nil, &ConflictError{Msg: "request_id was already used for another order"}
+				return Order{}, nil, &ConflictError{Msg: MsgRequestIDOtherOrder}
 			}
 			if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
 				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
@@ -227,9 +229,10 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 }
 
 // CreateAndCharge creates an order and charges it. A new order and its
-// first attempt are written in one commit; a retry (the reference or the
-// request id already taken) goes the way of Create and Charge, with their
-// idempotency and their conflicts.
+// first attempt are written in one commit; a retry (the reference already
+// taken) goes the way of Create and Charge, with their idempotency and their
+// conflicts. A new reference with a request id already used is a conflict,
+// and creates nothing: a failed call leaves no order behind.
 func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, requestID string) (Order, *Attempt, error) {
 	fresh, err := s.newOrder(merchantID, n)
 	if err != nil {

@@ -292,7 +292,10 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 	case errors.Is(err, pgx.ErrNoRows):
 		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
 	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "charge_attempts_request_key":
-		return order.Order{}, order.Attempt{}, false, nil // the request id is taken
+		// The reference was free (its insert went through), so the request
+		// id names an attempt of another order. The statement failed as a
+		// whole: nothing was created.
+		return order.Order{}, order.Attempt{}, false, &order.ConflictError{Msg: order.MsgRequestIDOtherOrder}
 	case err != nil:
 		return order.Order{}, order.Attempt{}, false, err
 	}
