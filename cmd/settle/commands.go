@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
@@ -207,46 +208,56 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 		opts.Tracing = a.tracing
 	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	if err := a.serveMetrics(bg); err != nil {
+
+	// The background loops run on their own context, which ends only once
+	// the gRPC server has stopped: calls finishing during the shutdown
+	// still see health checks and order notifications.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bg errgroup.Group
+	defer func() { stopBG(); bg.Wait() }()
+	if err := a.serveMetrics(bgCtx); err != nil {
 		return err
 	}
-	done := make(chan struct{}, 3)
-	go func() { srv.WatchHealth(bg, a.pool.Ping, 2*time.Second); done <- struct{}{} }()
-	go func() {
-		a.store.ListenOrders(bg, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
-		done <- struct{}{}
-	}()
+	bg.Go(func() error { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second); return nil })
+	bg.Go(func() error {
+		a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
+		return nil
+	})
 	if withReconciler {
-		go func() { rec.Run(bg); done <- struct{}{} }()
-	} else {
-		done <- struct{}{}
+		// Run ends with bgCtx, which is no failure to report.
+		bg.Go(func() error { rec.Run(bgCtx); return nil })
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
 
-	select {
-	case err := <-errc:
+	// The server runs until ctx ends or it fails; either way the second
+	// goroutine stops it, letting in-flight calls finish within the
+	// shutdown timeout.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		err := srv.Serve(lis)
+		if gctx.Err() != nil {
+			return nil // stopped as asked
+		}
+		if err == nil {
+			err = errors.New("stopped unasked")
+		}
 		return fmt.Errorf("serve gRPC: %w", err)
-	case <-ctx.Done():
-	}
-	a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
-	srv.Health.Shutdown()
-	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(a.cfg.ShutdownTimeout):
-		a.log.Warn("shutdown timeout: stopping calls still in flight")
-		srv.Stop()
-	}
-	stopBG()
-	for range cap(done) {
-		<-done
-	}
-	return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
+		srv.Health.Shutdown()
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(a.cfg.ShutdownTimeout):
+			a.log.Warn("shutdown timeout: stopping calls still in flight")
+			srv.Stop()
+		}
+		return nil
+	})
+	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
+	return g.Wait()
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {

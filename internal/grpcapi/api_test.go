@@ -1,13 +1,11 @@
 package grpcapi_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/logtest"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
@@ -43,25 +42,7 @@ type stack struct {
 	srv    *grpcapi.Server
 	rec    *reconcile.Reconciler
 	log    *slog.Logger
-	logs   syncBuffer // everything the server logged
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs   logtest.Buffer // everything the server logged
 }
 
 const gatewayTimeout = 500 * time.Millisecond
@@ -95,7 +76,7 @@ func newStackWith(t *testing.T, opts grpcapi.Options, creds credentials.Transpor
 		}
 	}
 	// Debug, so that the lines of successful calls are checked too.
-	s.log = slog.New(slog.NewTextHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	s.log = s.logs.Logger()
 	log := s.log
 	store := postgres.NewStore(pool)
 	svc, err := order.NewService(store, gateways, order.Config{
@@ -159,23 +140,15 @@ func (s *stack) charge(t *testing.T, orderID, requestID string) *settlev1.Charge
 // charges counts the simulator's successful charges for an order's attempts.
 func (s *stack) charges(t *testing.T, orderID string) int {
 	t.Helper()
-	rows, err := s.pool.Query(context.Background(), `SELECT id::text FROM charge_attempts WHERE order_id = $1`, orderID)
+	_, attempts, err := postgres.NewStore(s.pool).History(context.Background(), orderID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs := map[string]bool{}
-	for rows.Next() {
-		var id string
-		rows.Scan(&id)
-		refs[id] = true
+	var refs []string
+	for _, a := range attempts {
+		refs = append(refs, a.ID)
 	}
-	n := 0
-	for _, c := range s.sim.Ledger() {
-		if refs[c.Reference] && c.Status == "succeeded" {
-			n++
-		}
-	}
-	return n
+	return s.sim.Succeeded(refs...)
 }
 
 func (s *stack) count(t *testing.T, sql string, args ...any) int {

@@ -64,6 +64,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -200,6 +201,21 @@ func (s *Sim) Ledger() []Charge {
 		out[i] = r.Charge
 	}
 	return out
+}
+
+// Succeeded counts the ledger's succeeded charges whose reference is one of
+// references: for a test, the times the customer was charged for the
+// attempts (the references) of one order.
+func (s *Sim) Succeeded(references ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.records {
+		if r.Status == StatusSucceeded && slices.Contains(references, r.Reference) {
+			n++
+		}
+	}
+	return n
 }
 
 // ListenAndServe serves the simulator on the TCP address addr until ctx
