@@ -75,6 +75,48 @@ func (s *Store) History(ctx context.Context, id string) ([]order.Event, []order.
 	return events, attempts, err
 }
 
+// HistoryPage returns one page of an order's events and attempts, oldest
+// first; see order.HistoryPage.
+func (s *Store) HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error) {
+	var (
+		events   []order.Event
+		attempts []order.Attempt
+		after    *time.Time
+	)
+	if !p.AfterAttemptCreated.IsZero() {
+		after = &p.AfterAttemptCreated
+	}
+	err := retry(ctx, func() error {
+		rows, err := s.pool.Query(ctx, `SELECT id, order_id::text, coalesce(from_state, ''), to_state, event, actor, reason,
+			coalesce(attempt_id::text, ''), created_at FROM order_events
+			WHERE order_id = $1 AND id > $2 ORDER BY id LIMIT $3`, id, p.AfterSeq, p.Limit)
+		if err != nil {
+			return err
+		}
+		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (order.Event, error) {
+			var e order.Event
+			err := r.Scan(&e.Seq, &e.OrderID, &e.From, &e.To, &e.Name, &e.Actor, &e.Reason, &e.AttemptID, &e.CreatedAt)
+			return e, err
+		})
+		if err != nil {
+			return err
+		}
+		rows, err = s.pool.Query(ctx, `SELECT `+attemptCols("charge_attempts")+` FROM charge_attempts
+			WHERE order_id = $1 AND ($2::timestamptz IS NULL OR (created_at, id) > ($2, $3::uuid))
+			ORDER BY created_at, id LIMIT $4`, id, after, nullUUID(p.AfterAttemptID), p.Limit)
+		if err != nil {
+			return err
+		}
+		attempts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (order.Attempt, error) {
+			var a order.Attempt
+			err := r.Scan(attemptDest(&a)...)
+			return a, err
+		})
+		return err
+	})
+	return events, attempts, err
+}
+
 // Stats summarises the orders by state and the reconcile backlog.
 func (s *Store) Stats(ctx context.Context) (order.Stats, error) {
 	st := order.Stats{ByState: map[order.State]int64{}}
