@@ -2,10 +2,14 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlepay/settle/internal/order"
 )
 
 // notifyChannel carries the id of every order whose state or attempt changed
@@ -44,6 +48,10 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
 		return err
 	}
+	// Each (re)connection of each server clears the rows that crashed
+	// servers left; a failure here costs only stale rows, which the
+	// trigger ignores.
+	s.sweepWatchers(ctx)
 	missed()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -54,20 +62,77 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	}
 }
 
-// Watch registers interest in an order's changes until the returned
-// function is called; only watched orders are notified (see migration 00003).
-func (s *Store) Watch(ctx context.Context, orderID string) (func(), error) {
+// watchTTL is how long a row of order_watchers lives unless its server
+// refreshes it, which it does every watchRefresh while the stream is open.
+// A crashed server's rows expire within watchTTL; the trigger ignores
+// expired rows, and sweepWatchers deletes them.
+const (
+	watchTTL     = 2 * time.Minute
+	watchRefresh = watchTTL / 4
+)
+
+// watchSQL registers a watcher of merchant $2's order $1, and deletes that
+// order's expired watchers. The row is copied from the order itself, so
+// that no row is ever created for an order of another merchant or for no
+// order at all: the statement then returns nothing.
+const watchSQL = `
+WITH swept AS (
+	DELETE FROM order_watchers WHERE merchant_id = $2 AND order_id = $1 AND expires_at <= now()
+)
+INSERT INTO order_watchers (merchant_id, order_id, watcher_id, expires_at)
+SELECT merchant_id, id, $3, now() + $4::interval FROM orders WHERE id = $1 AND merchant_id = $2
+RETURNING true`
+
+// Watch registers interest in merchantID's order orderID until the returned
+// function is called; only watched orders are notified (see migrations
+// 00003 and 00004). An order of another merchant, or none, is
+// order.ErrNotFound, and registers nothing. The registration is refreshed
+// until the returned function is called or ctx ends.
+func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), error) {
 	watcher := uuid.NewString()
 	err := retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, `INSERT INTO order_watchers (order_id, watcher_id) VALUES ($1, $2)`, orderID, watcher)
+		var ok bool
+		err := s.pool.QueryRow(ctx, watchSQL, orderID, merchantID, watcher, watchTTL).Scan(&ok)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return order.ErrNotFound
+		}
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(watchRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			case <-t.C:
+				// A failed refresh is retried at the next tick; the row
+				// outlives a few of them.
+				s.pool.Exec(ctx, `UPDATE order_watchers SET expires_at = now() + $4::interval
+					WHERE merchant_id = $1 AND order_id = $2 AND watcher_id = $3`, merchantID, orderID, watcher, watchTTL)
+			}
+		}
+	}()
 	return func() {
+		close(stop)
+		<-done
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE order_id = $1 AND watcher_id = $2`, orderID, watcher)
+		s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE merchant_id = $1 AND order_id = $2 AND watcher_id = $3`,
+			merchantID, orderID, watcher)
 	}, nil
+}
+
+// sweepWatchers deletes every expired row of order_watchers: those of
+// servers that stopped without removing theirs.
+func (s *Store) sweepWatchers(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE expires_at <= now()`)
+	return err
 }
