@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,8 +77,9 @@ func TestChaos(t *testing.T) {
 }
 
 // TestChaosCatchesBrokenBuild runs a short chaos run against a build whose
-// claims ignore the order's state (build tag settle_mutant): the harness
-// must catch it, or its green runs prove nothing.
+// claims ignore the order's state (the claim statement's guard replaced by
+// true, with go build -overlay): the harness must catch it, or its green
+// runs prove nothing.
 func TestChaosCatchesBrokenBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs for a minute; skipped with -short")
@@ -86,7 +89,8 @@ func TestChaosCatchesBrokenBuild(t *testing.T) {
 	if err != nil {
 		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 	}
-	build := exec.Command(gobin, "build", "-tags", "settle_mutant", "-o", bin, ".")
+	overlay := brokenClaimOverlay(t)
+	build := exec.Command(gobin, "build", "-overlay", overlay, "-o", bin, ".")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the mutant: %v\n%s", err, out)
 	}
@@ -105,6 +109,41 @@ func TestChaosCatchesBrokenBuild(t *testing.T) {
 	if !hasInvariant(sum, chaos.InvOneCharge) {
 		t.Errorf("the harness did not see the double charges: %s", sum)
 	}
+}
+
+// claimGuard is the claim statement's guard on the order's state, a line of
+// its own in claim.sql.
+const claimGuard = "ord.state = @from_state"
+
+// brokenClaimOverlay writes a copy of claim.sql whose guard is true, and
+// returns a go build -overlay file that builds Settle with it.
+func brokenClaimOverlay(t *testing.T) string {
+	t.Helper()
+	src, err := filepath.Abs(filepath.Join("..", "..", "internal", "postgres", "sql", "claim.sql"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sql, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(sql), claimGuard); n != 1 {
+		t.Fatalf("claim.sql holds the guard %q %d times, want once", claimGuard, n)
+	}
+	dir := t.TempDir()
+	broken := filepath.Join(dir, "claim.sql")
+	if err := os.WriteFile(broken, []byte(strings.Replace(string(sql), claimGuard, "true", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {src: broken}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "overlay.json")
+	if err := os.WriteFile(path, overlay, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func hasInvariant(s chaos.Summary, inv int) bool {

@@ -2,15 +2,22 @@ package postgres
 
 import (
 	"context"
+	_ "embed"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
-// notifyChannel carries the id of every order whose state or attempt changed
-// (see migration 00003).
-const notifyChannel = "settle_orders"
+//go:embed sql/listen.sql
+var listenSQL string
+
+//go:embed sql/watch.sql
+var watchSQL string
+
+//go:embed sql/unwatch.sql
+var unwatchSQL string
 
 // ListenOrders calls fn with the id of every order that changes, until ctx
 // ends. It holds one connection of the pool, and reconnects after a failure;
@@ -41,7 +48,7 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	// A connection that has listened is not handed back to the pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return err
 	}
 	missed()
@@ -59,7 +66,7 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 func (s *Store) Watch(ctx context.Context, orderID string) (func(), error) {
 	watcher := uuid.NewString()
 	err := retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, `INSERT INTO order_watchers (order_id, watcher_id) VALUES ($1, $2)`, orderID, watcher)
+		_, err := s.pool.Exec(ctx, watchSQL, pgx.StrictNamedArgs{"order_id": orderID, "watcher_id": watcher})
 		return err
 	})
 	if err != nil {
@@ -68,6 +75,6 @@ func (s *Store) Watch(ctx context.Context, orderID string) (func(), error) {
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE order_id = $1 AND watcher_id = $2`, orderID, watcher)
+		s.pool.Exec(ctx, unwatchSQL, pgx.StrictNamedArgs{"order_id": orderID, "watcher_id": watcher})
 	}, nil
 }

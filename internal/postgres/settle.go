@@ -2,8 +2,10 @@ package postgres
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"time"
 
@@ -13,70 +15,22 @@ import (
 )
 
 // settleSQL records gateways' answers for one or many orders in one
-// statement, so one round trip and one commit however many it settles. Row
-// i of st is the i-th settlement. Each row is guarded by its order still
-// being CHARGING for its attempt: of a late server response and a
-// reconciler, exactly one wins and writes one event.
+// statement, guarded, in one round trip and one commit; settleOneSQL is the
+// same statement for one settlement, generated from it.
 //
-// locked takes the orders' row locks in id order before anything is
-// written, so that two statements settling overlapping sets of orders wait
-// for each other instead of deadlocking. As in claimSQL, the guard is
-// checked once, on the latest versions that locked holds, not on upd's
-// scan, whose snapshot can predate a settle that locked waited for.
-var settleSQL = `
-WITH st AS (
-	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::interval[], $5::bool[], $6::text[],
-		$7::text[], $8::text[], $9::text[], $10::text[], $11::text[], $12::text[]) WITH ORDINALITY
-		AS st(order_id, attempt_id, to_state, recheck_in, checked, last_error,
-			outcome, decline_code, charge_id, event, actor, reason, i)
-), locked AS MATERIALIZED (
-	SELECT id, state, current_attempt FROM orders WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
-), upd AS (
-	UPDATE orders o SET
-		state = st.to_state,
-		reconcile_at = CASE WHEN st.to_state = 'CHARGING' THEN now() + st.recheck_in END,
-		reconcile_count = o.reconcile_count + st.checked::int,
-		last_error = st.last_error,
-		updated_at = CASE WHEN st.to_state = 'CHARGING' THEN o.updated_at ELSE now() END
-	FROM locked JOIN st ON st.order_id = locked.id
-	WHERE o.id = locked.id AND locked.state = 'CHARGING' AND locked.current_attempt = st.attempt_id
-	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason
-), att AS (
-	UPDATE charge_attempts a SET outcome = upd.outcome, decline_code = upd.decline_code,
-		gateway_charge_id = upd.charge_id,
-		settled_at = CASE WHEN upd.state = 'CHARGING' THEN NULL ELSE now() END
-	FROM upd WHERE a.id = upd.current_attempt
-), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, 'CHARGING', state, event, actor, reason, current_attempt FROM upd WHERE event <> ''
-)
-SELECT upd.i, ` + orderCols("upd") + ` FROM upd`
+//go:generate go run gen_onerow.go sql/settle.sql sql/settle_one.sql
+//go:embed sql/settle.sql
+var settleSQL string
 
-// settleOneSQL is settleSQL for one settlement, which is every settle
-// without load. At one client settleSQL cost 0.4 ms more per order (p50,
-// settle bench): PostgreSQL plans it afresh at each run (knowing the
-// arrays' lengths when it plans for their values, it finds a plan for
-// unknown values always dearer), and it locks each row before updating it.
-// This statement's generic plan is as good as any.
-var settleOneSQL = `
-WITH upd AS (
-	UPDATE orders SET
-		state = $3,
-		reconcile_at = CASE WHEN $3 = 'CHARGING' THEN now() + $4::interval END,
-		reconcile_count = reconcile_count + $5::bool::int,
-		last_error = $6,
-		updated_at = CASE WHEN $3 = 'CHARGING' THEN updated_at ELSE now() END
-	WHERE id = $1 AND state = $13 AND current_attempt = $2
-	RETURNING *
-), att AS (
-	UPDATE charge_attempts SET outcome = $7, decline_code = $8, gateway_charge_id = $9,
-		settled_at = CASE WHEN $3 = 'CHARGING' THEN NULL ELSE now() END
-	WHERE id = $2 AND EXISTS (SELECT 1 FROM upd)
-), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, $13, state, $10, $11, $12, $2 FROM upd WHERE $10 <> ''
-)
-SELECT 1, ` + orderCols("upd") + ` FROM upd`
+//go:embed sql/settle_one.sql
+var settleOneSQL string
+
+// settledRow is what settle.sql returns: the i-th settlement's order (from
+// 1), for each settlement whose guard held.
+type settledRow struct {
+	I int `db:"i"`
+	orderRow
+}
 
 // settle runs settleSQL. It returns, for each settlement, the order as it
 // left it and whether its guard held. No order may appear twice in sts:
@@ -113,37 +67,31 @@ func (s *Store) settle(ctx context.Context, sts []order.Settlement) ([]order.Ord
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
 		event[i], actor[i], reason[i] = string(st.Event), st.Actor, truncate(st.Reason, 1000)
 	}
+	args := pgx.StrictNamedArgs{
+		"order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
+		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
+		"event": event, "actor": actor, "reason": reason,
+	}
+	sql := settleSQL
+	if n == 1 {
+		// The one-row form takes each array's only element.
+		sql = settleOneSQL
+		for k, v := range args {
+			args[k] = reflect.ValueOf(v).Index(0).Interface()
+		}
+	}
 	orders, applied := make([]order.Order, n), make([]bool, n)
 	err := retry(ctx, func() error {
 		clear(orders)
 		clear(applied)
-		var (
-			rows pgx.Rows
-			err  error
-		)
-		if n == 1 {
-			// The guard's state is a parameter, not a literal: see bench/floor.sql.
-			rows, err = s.pool.Query(ctx, settleOneSQL, orderIDs[0], attIDs[0], to[0], recheck[0], checked[0], lastErr[0],
-				outcome[0], decline[0], chargeID[0], event[0], actor[0], reason[0], order.StateCharging)
-		} else {
-			rows, err = s.pool.Query(ctx, settleSQL, orderIDs, attIDs, to, recheck, checked, lastErr,
-				outcome, decline, chargeID, event, actor, reason)
-		}
+		rows, err := queryAll[settledRow](ctx, s.pool, sql, args)
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
-		for rows.Next() {
-			var (
-				i int
-				r orderRow
-			)
-			if err := rows.Scan(append([]any{&i}, r.dest()...)...); err != nil {
-				return err
-			}
-			orders[i-1], applied[i-1] = r.order(), true
+		for _, r := range rows {
+			orders[r.I-1], applied[r.I-1] = r.order(), true
 		}
-		return rows.Err()
+		return nil
 	})
 	if err != nil {
 		return nil, nil, err
