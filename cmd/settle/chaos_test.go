@@ -3,18 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/settlepay/settle/internal/chaos"
 	"github.com/settlepay/settle/internal/failpoint"
+	"github.com/settlepay/settle/internal/lab/chaos"
+	"github.com/settlepay/settle/internal/lab/mutant"
 )
 
 // chaosSeed is the seed of TestChaos; SETTLE_CHAOS_SEED overrides it, to
@@ -76,23 +74,24 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// brokenClaimGuard makes claims ignore the order's state: a second click
+// on a CHARGING or PAID order charges again.
+var brokenClaimGuard = mutant.Mutation{
+	File: "internal/postgres/sql/claim.sql",
+	Old:  "ord.state = @from_state",
+	New:  "true",
+}
+
 // TestChaosCatchesBrokenBuild runs a short chaos run against a build whose
-// claims ignore the order's state (the claim statement's guard replaced by
-// true, with go build -overlay): the harness must catch it, or its green
-// runs prove nothing.
+// claims ignore the order's state (brokenClaimGuard, applied at build
+// time): the harness must catch it, or its green runs prove nothing.
 func TestChaosCatchesBrokenBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs for a minute; skipped with -short")
 	}
 	bin := filepath.Join(t.TempDir(), "settle-mutant")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	overlay := brokenClaimOverlay(t)
-	build := exec.Command(gobin, "build", "-overlay", overlay, "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the mutant: %v\n%s", err, out)
+	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, brokenClaimGuard); err != nil {
+		t.Fatalf("build the mutant: %v", err)
 	}
 	sum := runChaosTest(t, chaos.Config{
 		Binary:   bin,
@@ -109,41 +108,6 @@ func TestChaosCatchesBrokenBuild(t *testing.T) {
 	if !hasInvariant(sum, chaos.InvOneCharge) {
 		t.Errorf("the harness did not see the double charges: %s", sum)
 	}
-}
-
-// claimGuard is the claim statement's guard on the order's state, a line of
-// its own in claim.sql.
-const claimGuard = "ord.state = @from_state"
-
-// brokenClaimOverlay writes a copy of claim.sql whose guard is true, and
-// returns a go build -overlay file that builds Settle with it.
-func brokenClaimOverlay(t *testing.T) string {
-	t.Helper()
-	src, err := filepath.Abs(filepath.Join("..", "..", "internal", "postgres", "sql", "claim.sql"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sql, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n := strings.Count(string(sql), claimGuard); n != 1 {
-		t.Fatalf("claim.sql holds the guard %q %d times, want once", claimGuard, n)
-	}
-	dir := t.TempDir()
-	broken := filepath.Join(dir, "claim.sql")
-	if err := os.WriteFile(broken, []byte(strings.Replace(string(sql), claimGuard, "true", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {src: broken}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "overlay.json")
-	if err := os.WriteFile(path, overlay, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
 }
 
 func hasInvariant(s chaos.Summary, inv int) bool {

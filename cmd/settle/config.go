@@ -73,7 +73,7 @@ var options = []option{
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
 	{"log-level", "SETTLE_LOG_LEVEL", "info", "debug, info, warn or error; successful RPCs log at debug, transitions and gateway calls at info", setLevel(func(c *config) *slog.Level { return &c.LogLevel })},
-	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp, or instant (in-process, for benchmarks)", setString(func(c *config) *string { return &c.DefaultGateway })},
+	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp or stripe", setString(func(c *config) *string { return &c.DefaultGateway })},
 	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
 	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
 	{"gateway-timeout", "SETTLE_GATEWAY_TIMEOUT", "10s", "deadline of one gateway call", setDuration(func(c *config) *time.Duration { return &c.GatewayTimeout })},
@@ -162,6 +162,10 @@ func (c *config) validate() error {
 		errs = append(errs, fmt.Errorf("listen %q is not host:port", c.Listen))
 	}
 	check(c.ShutdownTimeout > 0, "shutdown-timeout must be positive")
+	// The benchmark's gateway marks every charge paid without asking
+	// anyone: a server that took it from a stray setting would hand out
+	// goods for nothing. Only the lab's bench-server sets it.
+	check(c.DefaultGateway != "instant", "default-gateway instant (every charge paid, no gateway asked) belongs to the benchmark, not to a server: use refpsp or stripe")
 	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format must be json or text")
 	check(c.GatewayTimeout > 0, "gateway-timeout must be positive")
 	check(c.ClaimGrace >= 0, "claim-grace must not be negative")
@@ -217,7 +221,8 @@ func (c *config) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// printReference prints the configuration table that the README shows.
+// printReference prints the configuration table that docs/operations.md
+// shows.
 func printReference(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "| flag\t| environment\t| default\t| meaning\t|")

@@ -102,7 +102,7 @@ func principalFrom(ctx context.Context) principal {
 func merchant(ctx context.Context) string { return principalFrom(ctx).merchant }
 
 // operator names the caller in an order's history.
-func operator(ctx context.Context) string { return "ops:" + principalFrom(ctx).name }
+func operator(ctx context.Context) order.Actor { return order.Operator(principalFrom(ctx).name) }
 
 var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or invalid API key")
 

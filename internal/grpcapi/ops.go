@@ -95,11 +95,11 @@ func decodePageToken(tok string) (time.Time, string, bool) {
 	if !ok || err != nil || order.CheckID("page_token", id) != nil {
 		return time.Time{}, "", false
 	}
-	return t, id, true
+	return t, canonicalID(id), true
 }
 
 func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderHistoryRequest) (*settlev1.GetOrderHistoryResponse, error) {
-	o, err := s.svc.Get(ctx, "", req.GetOrderId())
+	o, err := s.svc.Get(ctx, "", canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -110,7 +110,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	resp := &settlev1.GetOrderHistoryResponse{Order: orderToProto(o), ReconcileCount: int32(o.ReconcileCount), LastError: o.LastError}
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
-			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: e.Actor,
+			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: string(e.Actor),
 			Reason: e.Reason, AttemptId: e.AttemptID, CreateTime: timestamp(e.CreatedAt),
 		})
 	}
@@ -121,7 +121,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 }
 
 func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileOrderRequest) (*settlev1.ReconcileOrderResponse, error) {
-	o, err := s.svc.Get(ctx, "", req.GetOrderId())
+	o, err := s.svc.Get(ctx, "", canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -146,7 +146,7 @@ var resolutions = map[settlev1.Resolution]order.EventName{
 }
 
 func (s *opsServer) ResolveOrder(ctx context.Context, req *settlev1.ResolveOrderRequest) (*settlev1.ResolveOrderResponse, error) {
-	o, err := s.svc.Resolve(ctx, req.GetOrderId(), resolutions[req.GetResolution()], req.GetGatewayChargeId(),
+	o, err := s.svc.Resolve(ctx, canonicalID(req.GetOrderId()), resolutions[req.GetResolution()], req.GetGatewayChargeId(),
 		req.GetReason(), operator(ctx))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)

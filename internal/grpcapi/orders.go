@@ -39,7 +39,7 @@ func (s *orderServer) GetOrder(ctx context.Context, req *settlev1.GetOrderReques
 	)
 	switch key := req.GetKey().(type) {
 	case *settlev1.GetOrderRequest_Id:
-		o, err = s.svc.Get(ctx, merchant(ctx), key.Id)
+		o, err = s.svc.Get(ctx, merchant(ctx), canonicalID(key.Id))
 	case *settlev1.GetOrderRequest_MerchantReference:
 		o, err = s.svc.GetByReference(ctx, merchant(ctx), key.MerchantReference)
 	default:
@@ -73,7 +73,7 @@ func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.Cr
 }
 
 func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {
-	o, err := s.svc.Cancel(ctx, merchant(ctx), req.GetOrderId(), req.GetReason())
+	o, err := s.svc.Cancel(ctx, merchant(ctx), canonicalID(req.GetOrderId()), req.GetReason())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

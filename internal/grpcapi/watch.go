@@ -56,10 +56,11 @@ func (h *watchHub) wake(id string) {
 	}
 }
 
-// Watcher registers interest in an order's changes, so that the database
-// reports them, until the returned function is called.
+// Watcher registers interest in a merchant's order's changes, so that the
+// database reports them, until the returned function is called. An order
+// the merchant may not see is order.ErrNotFound and registers nothing.
 type Watcher interface {
-	Watch(ctx context.Context, orderID string) (func(), error)
+	Watch(ctx context.Context, merchantID, orderID string) (func(), error)
 }
 
 // watchRecheck is how often a stream looks again without a notification, in
@@ -68,19 +69,20 @@ const watchRecheck = 30 * time.Second
 
 func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev1.OrderService_WatchOrderServer) error {
 	ctx := stream.Context()
-	if err := order.CheckID("order_id", req.GetOrderId()); err != nil {
+	id := canonicalID(req.GetOrderId())
+	if err := order.CheckID("order_id", id); err != nil {
 		return toStatus(ctx, s.log, err)
 	}
-	woken, cancel := s.hub.subscribe(req.GetOrderId())
+	woken, cancel := s.hub.subscribe(id)
 	defer cancel()
-	unwatch, err := s.watcher.Watch(ctx, req.GetOrderId())
+	unwatch, err := s.watcher.Watch(ctx, merchant(ctx), id)
 	if err != nil {
-		return toStatus(ctx, s.log, err)
+		return toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
 	defer unwatch()
 	var last *settlev1.Order
 	for {
-		o, err := s.svc.Get(ctx, merchant(ctx), req.GetOrderId())
+		o, err := s.svc.Get(ctx, merchant(ctx), id)
 		if err != nil {
 			return toStatus(ctx, s.log, fieldName(err, "order_id"))
 		}

@@ -26,6 +26,21 @@ var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, Stat
 // Terminal reports whether nothing can happen to an order in state s.
 func (s State) Terminal() bool { return s == StatePaid || s == StateCanceled }
 
+// Actor names who made a transition, as an order's history records it.
+type Actor string
+
+// The actors that are not people.
+const (
+	// ActorAPI is the charge path, serving a client's call.
+	ActorAPI Actor = "api"
+	// ActorReconciler is the reconciler, settling an unknown outcome.
+	ActorReconciler Actor = "reconciler"
+)
+
+// Operator is the actor for a person at the operator API, named by the API
+// key they called with. The key's name, never the key, reaches the history.
+func Operator(keyName string) Actor { return Actor("ops:" + keyName) }
+
 // Money is an amount in a currency's minor units.
 type Money struct {
 	Currency    string
@@ -77,7 +92,7 @@ type Event struct {
 	From      State // empty for the creation of the order
 	To        State
 	Name      string
-	Actor     string
+	Actor     Actor
 	Reason    string
 	AttemptID string
 	CreatedAt time.Time

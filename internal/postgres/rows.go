@@ -100,7 +100,7 @@ type eventRow struct {
 
 func (r eventRow) event() order.Event {
 	return order.Event{OrderID: r.OrderID, From: order.State(r.From), To: order.State(r.To), Name: r.Name,
-		Actor: r.Actor, Reason: r.Reason, AttemptID: r.AttemptID, CreatedAt: r.CreatedAt}
+		Actor: order.Actor(r.Actor), Reason: r.Reason, AttemptID: r.AttemptID, CreatedAt: r.CreatedAt}
 }
 
 // leaseRow is a leased order with its current attempt (claim_due.sql,

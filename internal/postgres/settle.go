@@ -65,7 +65,7 @@ func (s *Store) settle(ctx context.Context, sts []order.Settlement) ([]order.Ord
 		orderIDs[i], attIDs[i], recheck[i], checked[i] = st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
 		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
-		event[i], actor[i], reason[i] = string(st.Event), st.Actor, truncate(st.Reason, 1000)
+		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
 	}
 	args := pgx.StrictNamedArgs{
 		"order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,

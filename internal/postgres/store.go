@@ -61,9 +61,10 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 	}
 	got := r.order()
 	if !r.Created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
-		return order.Order{}, &order.ConflictError{Msg: fmt.Sprintf(
-			"merchant_reference %q already names an order with other amount, currency, payment_method or gateway",
-			o.MerchantReference)}
+		// The message does not repeat the reference: a client chose it, and
+		// error messages are logged.
+		return order.Order{}, &order.ConflictError{
+			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
 	}
 	return got, nil
 }
@@ -189,7 +190,10 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 	case errors.Is(err, order.ErrNotFound):
 		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
 	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "charge_attempts_request_key":
-		return order.Order{}, order.Attempt{}, false, nil // the request id is taken
+		// The reference was free (its insert went through), so the request
+		// id names an attempt of another order. The statement failed as a
+		// whole: nothing was created.
+		return order.Order{}, order.Attempt{}, false, &order.ConflictError{Msg: order.MsgRequestIDOtherOrder}
 	case err != nil:
 		return order.Order{}, order.Attempt{}, false, err
 	}

@@ -199,8 +199,9 @@ func TestCreateClaimed(t *testing.T) {
 	if _, _, ok, err := s.CreateClaimed(ctx, newOrder("ref-one-call"), claimOf(o, "req-other")); ok || err != nil {
 		t.Fatalf("taken reference: ok=%v err=%v", ok, err)
 	}
-	if _, _, ok, err := s.CreateClaimed(ctx, newOrder("ref-other"), claimOf(o, "req-one-call")); ok || err != nil {
-		t.Fatalf("taken request id: ok=%v err=%v", ok, err)
+	var conflict *order.ConflictError
+	if _, _, ok, err := s.CreateClaimed(ctx, newOrder("ref-other"), claimOf(o, "req-one-call")); ok || !errors.As(err, &conflict) {
+		t.Fatalf("taken request id: ok=%v err=%v, want a conflict", ok, err)
 	}
 	var orders, attempts, events int
 	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events)`).Scan(&orders, &attempts, &events)

@@ -182,8 +182,8 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck(string(st.Event))
-		r.log.InfoContext(ctx, "order transition", "order_id", st.OrderID, "attempt_id", st.AttemptID,
-			"from", string(order.StateCharging), "to", string(st.To), "event", string(st.Event), "actor", st.Actor, "reason", st.Reason)
+		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: order.StateCharging, To: st.To,
+			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)
 	}
 	return o, nil
 }
@@ -206,15 +206,14 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// are compared.
 		CreatedAt: time.Now().Add(-d.AttemptAge),
 	})
-	r.log.LogAttrs(ctx, slog.LevelInfo, "gateway lookup", slog.String("gateway", d.Order.Gateway),
-		slog.String("order_id", d.Order.ID), slog.String("attempt_id", d.Attempt.ID),
-		slog.String("outcome", string(res.Outcome)), slog.Duration("latency", time.Since(start)), errAttr(err))
+	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
+		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
 	return res, err
 }
 
 // decide turns what the gateway said into a settlement.
 func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: "reconciler", Checked: true, Result: res}
+	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
 	checks := d.Order.ReconcileCount + 1
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
@@ -260,11 +259,4 @@ func escalate(st order.Settlement, why string) order.Settlement {
 // all checked together again.
 func jitter(d time.Duration) time.Duration {
 	return d - d/5 + rand.N(2*d/5+1)
-}
-
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
-	}
-	return slog.String("error", err.Error())
 }
