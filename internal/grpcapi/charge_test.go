@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/postgres"
 )
 
 // The charge path's behaviour (at most one charge, replays, conflicts,
@@ -189,5 +190,81 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	if err != nil || timeout.GetOrder().GetState() != charging || timeout.GetOrder().GetNextCheckTime() == nil ||
 		timeout.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN {
 		t.Fatalf("timeout: %v %v", timeout, err)
+	}
+}
+
+// TestHistoryPages: GetOrderHistory is paged (AIP-158): following
+// next_page_token yields every event and attempt once, in order; a token
+// is refused for another order; page sizes are bounded.
+func TestHistoryPages(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-pages", "tok_decline")
+	const declines = 7
+	for i := range declines {
+		s.charge(t, o.GetId(), fmt.Sprintf("checkout-pages-%d", i))
+	}
+	full, fullAttempts, err := postgres.NewStore(s.pool).History(ctx, o.GetId())
+	if err != nil || len(full) != 1+2*declines || len(fullAttempts) != declines {
+		t.Fatalf("the stored history: %d events, %d attempts, %v", len(full), len(fullAttempts), err)
+	}
+	var (
+		events   []string
+		attempts []string
+		pages    int
+		tok      string
+	)
+	for {
+		h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: 4, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(h.GetEvents()) > 4 || len(h.GetAttempts()) > 4 || h.GetOrder().GetId() != o.GetId() {
+			t.Fatalf("page %d: %d events, %d attempts, order %v", pages, len(h.GetEvents()), len(h.GetAttempts()), h.GetOrder())
+		}
+		for _, e := range h.GetEvents() {
+			events = append(events, e.GetEvent()+"@"+e.GetCreateTime().AsTime().String())
+		}
+		for _, a := range h.GetAttempts() {
+			attempts = append(attempts, a.GetId())
+		}
+		if tok = h.GetNextPageToken(); tok == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("the pages never end")
+		}
+	}
+	var want, wantAttempts []string
+	for _, e := range full {
+		want = append(want, string(e.Name)+"@"+e.CreatedAt.UTC().String())
+	}
+	for _, a := range fullAttempts {
+		wantAttempts = append(wantAttempts, a.ID)
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) || fmt.Sprint(attempts) != fmt.Sprint(wantAttempts) || pages != 4 {
+		t.Fatalf("paged history in %d pages:\n%v\n%v\nwant in 4 pages:\n%v\n%v", pages, events, attempts, want, wantAttempts)
+	}
+	// The default page holds it all; a size beyond the maximum is the maximum.
+	for _, size := range []int32{0, 1 << 30} {
+		h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: size})
+		if err != nil || len(h.GetEvents()) != len(full) || h.GetNextPageToken() != "" {
+			t.Fatalf("page size %d: %d events, token %q, %v", size, len(h.GetEvents()), h.GetNextPageToken(), err)
+		}
+	}
+	first, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: 1})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("first page of one: %v %v", first, err)
+	}
+	other := s.create(t, "order-pages-other", "tok_ok")
+	for _, req := range []*settlev1.GetOrderHistoryRequest{
+		{OrderId: other.GetId(), PageToken: first.GetNextPageToken()},
+		{OrderId: o.GetId(), PageToken: "not-a-token"},
+		{OrderId: o.GetId(), PageSize: -1},
+	} {
+		_, err := s.ops.GetOrderHistory(ctx, req)
+		wantCode(t, err, codes.InvalidArgument)
 	}
 }

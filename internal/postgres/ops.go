@@ -69,6 +69,48 @@ func (s *Store) History(ctx context.Context, id string) ([]order.Event, []order.
 	return events, attempts, err
 }
 
+//go:embed sql/history_events.sql
+var historyEventsSQL string
+
+//go:embed sql/history_attempts.sql
+var historyAttemptsSQL string
+
+// HistoryPage returns one page of an order's events and attempts, oldest
+// first; see order.HistoryPage.
+func (s *Store) HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error) {
+	var (
+		events   []order.Event
+		attempts []order.Attempt
+		after    *time.Time
+	)
+	if !p.AfterAttemptCreated.IsZero() {
+		after = &p.AfterAttemptCreated
+	}
+	err := retry(ctx, func() error {
+		evs, err := queryAll[eventRow](ctx, s.pool, historyEventsSQL,
+			pgx.StrictNamedArgs{"order_id": id, "after_seq": p.AfterSeq, "limit": p.Limit})
+		if err != nil {
+			return err
+		}
+		ats, err := queryAll[attemptRow](ctx, s.pool, historyAttemptsSQL, pgx.StrictNamedArgs{
+			"order_id": id, "after_created": after, "after_id": nullUUID(p.AfterAttemptID), "limit": p.Limit,
+		})
+		if err != nil {
+			return err
+		}
+		events = make([]order.Event, len(evs))
+		for i, e := range evs {
+			events[i] = e.event()
+		}
+		attempts = make([]order.Attempt, len(ats))
+		for i, a := range ats {
+			attempts[i] = a.attempt()
+		}
+		return nil
+	})
+	return events, attempts, err
+}
+
 //go:embed sql/count_by_state.sql
 var countByStateSQL string
 

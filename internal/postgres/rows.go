@@ -86,8 +86,10 @@ func (r attemptRow) attempt() order.Attempt {
 	}
 }
 
-// eventRow is an order event as order_events.sql selects it.
+// eventRow is an order event as order_events.sql and history_events.sql
+// select it.
 type eventRow struct {
+	Seq       int64     `db:"seq"`
 	OrderID   string    `db:"order_id"`
 	From      string    `db:"from_state"`
 	To        string    `db:"to_state"`
@@ -99,7 +101,7 @@ type eventRow struct {
 }
 
 func (r eventRow) event() order.Event {
-	return order.Event{OrderID: r.OrderID, From: order.State(r.From), To: order.State(r.To), Name: r.Name,
+	return order.Event{Seq: r.Seq, OrderID: r.OrderID, From: order.State(r.From), To: order.State(r.To), Name: r.Name,
 		Actor: order.Actor(r.Actor), Reason: r.Reason, AttemptID: r.AttemptID, CreatedAt: r.CreatedAt}
 }
 

@@ -1,5 +1,5 @@
 -- An order's events, oldest first.
-SELECT order_id::text, coalesce(from_state, '') AS from_state, to_state, event, actor, reason,
+SELECT id AS seq, order_id::text, coalesce(from_state, '') AS from_state, to_state, event, actor, reason,
 	coalesce(attempt_id::text, '') AS attempt_id, created_at
 FROM order_events
 WHERE order_id = @order_id
