@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/settlepay/settle/internal/batch"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -32,11 +32,12 @@ type settledRow struct {
 	orderRow
 }
 
-// settle runs settleSQL. It returns, for each settlement, the order as it
-// left it and whether its guard held. No order may appear twice in sts:
+// SettleMany records the settlements sts in one statement and one commit,
+// each guarded as Settle's is. It returns, for each settlement, the order as
+// it left it and whether its guard held. No order may appear twice in sts:
 // which of two settlements of one order a single UPDATE would apply is
-// undefined, so settle refuses the call.
-func (s *Store) settle(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
+// undefined, so SettleMany refuses the call.
+func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
 	var (
 		n        = len(sts)
 		seen     = make(map[string]bool, n)
@@ -102,105 +103,40 @@ func (s *Store) settle(ctx context.Context, sts []order.Settlement) ([]order.Ord
 // maxSettleGroup bounds the settlements that share one statement.
 const maxSettleGroup = 64
 
-// settleGroup lets concurrent Settle calls share statements, as
-// PostgreSQL's group commit lets transactions share a WAL flush: one
-// statement is in flight at a time, and the calls that arrive meanwhile
-// wait and go together in the next one, which the first of them leads. A
-// call alone runs at once, so nothing waits when there is no load; under
-// load an order's settle waits at most for the statement in progress, and
-// many orders share a round trip and a commit.
-type settleGroup struct {
-	mu      sync.Mutex
-	running bool          // a leader is running a statement; queue waits for it
-	queue   []*settleCall // invariant: empty whenever running is false
+// settled is one settlement's result in a group: the order as the
+// statement left it, and whether its guard held.
+type settled struct {
+	order   order.Order
+	applied bool
 }
 
-// settleCall is one Settle waiting in a group.
-type settleCall struct {
-	st  order.Settlement
-	o   order.Order
-	ok  bool
-	err error
-	// done says that o, ok and err are set; wake without done means "lead
-	// the next statement". Each call is woken once.
-	done bool
-	wake chan struct{}
+// newSettles returns the batcher of s's Settle calls: concurrent settles
+// share a statement and a commit, one settlement per order in each. A group
+// whose statement fails is settled again one by one, so that a settlement
+// fails only for its own sake, unless the database is unavailable, which
+// would fail each alone too.
+func newSettles(s *Store) *batch.Batcher[string, order.Settlement, settled] {
+	return batch.New(batch.Config[string, order.Settlement, settled]{
+		Run: func(ctx context.Context, sts []order.Settlement) ([]settled, error) {
+			orders, applied, err := s.SettleMany(ctx, sts)
+			if err != nil {
+				return nil, err
+			}
+			out := make([]settled, len(sts))
+			for i := range out {
+				out[i] = settled{orders[i], applied[i]}
+			}
+			return out, nil
+		},
+		Key:     func(st order.Settlement) string { return st.OrderID },
+		MaxSize: maxSettleGroup,
+		Isolate: func(err error) bool { return !errors.Is(err, order.ErrUnavailable) },
+	})
 }
 
 // Settle implements order.Store: the settlement shares a statement with
-// whatever other settlements are waiting (see settleGroup).
+// whatever other settlements are waiting (see package batch).
 func (s *Store) Settle(ctx context.Context, st order.Settlement) (order.Order, bool, error) {
-	c := &settleCall{st: st, wake: make(chan struct{}, 1)}
-	g := &s.settles
-	g.mu.Lock()
-	g.queue = append(g.queue, c)
-	lead := !g.running
-	g.running = true
-	g.mu.Unlock()
-	if !lead {
-		<-c.wake
-		if c.done {
-			return c.o, c.ok, c.err
-		}
-	}
-	// Lead: c is first in the queue. Take it and those behind it, one
-	// settlement per order; the rest wait for the next statement.
-	g.mu.Lock()
-	var (
-		group []*settleCall
-		rest  []*settleCall
-		seen  = map[string]bool{}
-	)
-	for _, q := range g.queue {
-		if len(group) < maxSettleGroup && !seen[q.st.OrderID] {
-			seen[q.st.OrderID] = true
-			group = append(group, q)
-		} else {
-			rest = append(rest, q)
-		}
-	}
-	g.queue = rest
-	g.mu.Unlock()
-
-	// The group's statement must not fail because the leader's caller went
-	// away: the others are waiting for it.
-	s.settleGroupNow(context.WithoutCancel(ctx), group)
-	for _, q := range group {
-		if q != c {
-			q.wake <- struct{}{}
-		}
-	}
-	g.mu.Lock()
-	if len(g.queue) > 0 {
-		next := g.queue[0]
-		g.mu.Unlock()
-		next.wake <- struct{}{}
-	} else {
-		g.running = false
-		g.mu.Unlock()
-	}
-	return c.o, c.ok, c.err
-}
-
-// settleGroupNow settles a group in one statement. If the statement fails
-// and the group has several settlements, each is tried alone, so that no
-// settlement fails for another's sake.
-func (s *Store) settleGroupNow(ctx context.Context, group []*settleCall) {
-	sts := make([]order.Settlement, len(group))
-	for i, q := range group {
-		sts[i] = q.st
-	}
-	orders, applied, err := s.settle(ctx, sts)
-	if err != nil && len(group) > 1 && !errors.Is(err, order.ErrUnavailable) {
-		for _, q := range group {
-			s.settleGroupNow(ctx, []*settleCall{q})
-		}
-		return
-	}
-	for i, q := range group {
-		q.done = true
-		if q.err = err; err == nil {
-			q.o, q.ok = orders[i], applied[i]
-		}
-	}
+	r, err := s.settles.Do(ctx, st)
+	return r.order, r.applied, err
 }

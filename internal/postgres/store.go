@@ -12,20 +12,25 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlepay/settle/internal/batch"
 	"github.com/settlepay/settle/internal/order"
 )
 
 // Store is order.Store on PostgreSQL. The charge path's claim and settle are
 // one statement each (data-modifying CTEs), so each costs one round trip and
-// one commit (concurrent settles share theirs: see settleGroup); a row lock
+// one commit (concurrent settles share theirs: see newSettles); a row lock
 // is held only for the length of that statement.
 type Store struct {
 	pool    *pgxpool.Pool
-	settles settleGroup
+	settles *batch.Batcher[string, order.Settlement, settled]
 }
 
 // NewStore returns a Store on pool.
-func NewStore(pool *pgxpool.Pool) *Store { return &Store{pool: pool} }
+func NewStore(pool *pgxpool.Pool) *Store {
+	s := &Store{pool: pool}
+	s.settles = newSettles(s)
+	return s
+}
 
 //go:embed sql/create_order.sql
 var createOrderSQL string
