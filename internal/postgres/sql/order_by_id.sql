@@ -1,0 +1,6 @@
+-- An order by id; @merchant_id '' reads any merchant's.
+SELECT id::text, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
+	coalesce(current_attempt::text, '') AS current_attempt, reconcile_at, reconcile_count, last_error,
+	created_at, updated_at
+FROM orders
+WHERE id = @id AND (@merchant_id = '' OR merchant_id = @merchant_id);
