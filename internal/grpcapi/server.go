@@ -96,6 +96,8 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		// load (settle bench -profile). More calls than workers still get
 		// their own goroutines.
 		grpc.NumStreamWorkers(streamWorkers),
+		// Requests are decoded by the handlers' decoder (see decode.go).
+		grpc.ForceServerCodecV2(newRawCodec()),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
@@ -107,13 +109,14 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		serverOpts = append(serverOpts, grpc.Creds(opts.Creds))
 	}
 	gs := grpc.NewServer(serverOpts...)
+	reg := decodingRegistrar{Server: gs, d: decoder{log: log, metrics: opts.Metrics}}
 	hub := &watchHub{}
-	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, hub: hub, watcher: store, log: log})
-	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: store, checker: checker, log: log})
+	settlev1.RegisterOrderServiceServer(reg, &orderServer{svc: svc, hub: hub, watcher: store, log: log})
+	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, checker: checker, log: log})
 	h := health.NewServer()
-	healthpb.RegisterHealthServer(gs, h)
+	healthpb.RegisterHealthServer(reg, h)
 	if !opts.NoReflection {
-		reflection.Register(gs)
+		reflection.Register(reg)
 	}
 	if opts.Metrics != nil {
 		opts.Metrics.GRPC.InitializeMetrics(gs)
