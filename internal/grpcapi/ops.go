@@ -106,7 +106,7 @@ const (
 )
 
 func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderHistoryRequest) (*settlev1.GetOrderHistoryResponse, error) {
-	o, err := s.svc.Get(ctx, "", canonicalID(req.GetOrderId()))
+	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -195,7 +195,7 @@ func decodeHistoryToken(tok, orderID string, limit int) (order.HistoryPage, bool
 }
 
 func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileOrderRequest) (*settlev1.ReconcileOrderResponse, error) {
-	o, err := s.svc.Get(ctx, "", canonicalID(req.GetOrderId()))
+	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -206,7 +206,7 @@ func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileO
 		}
 		if ok {
 			o = checked
-		} else if o, err = s.svc.Get(ctx, "", o.ID); err != nil {
+		} else if o, err = s.svc.Get(ctx, order.AnyMerchant, o.ID); err != nil {
 			return nil, toStatus(ctx, s.log, err)
 		}
 	}

@@ -82,7 +82,7 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 	defer unwatch()
 	var last *settlev1.Order
 	for {
-		o, err := s.svc.Get(ctx, merchant(ctx), id)
+		o, err := s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), id)
 		if err != nil {
 			return toStatus(ctx, s.log, fieldName(err, "order_id"))
 		}

@@ -144,7 +144,7 @@ func TestCreateThenGet(t *testing.T) {
 		t.Fatalf("created %+v", created)
 	}
 	ctx := context.Background()
-	byID, err := f.svc.Get(ctx, merchant, created.ID)
+	byID, err := f.svc.Get(ctx, order.ForMerchant(merchant), created.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,17 +227,17 @@ func TestGetNotFound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.svc.Get(ctx, merchant, order.NewID()); !errors.Is(err, order.ErrNotFound) {
+	if _, err := f.svc.Get(ctx, order.ForMerchant(merchant), order.NewID()); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("Get of no order: %v, want ErrNotFound", err)
 	}
 	if _, err := f.svc.GetByReference(ctx, merchant, "nope"); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("GetByReference of no order: %v, want ErrNotFound", err)
 	}
-	_, err := f.svc.Get(ctx, merchant, "not-a-uuid")
+	_, err := f.svc.Get(ctx, order.ForMerchant(merchant), "not-a-uuid")
 	wantValidation(t, err, "id")
 	// Another merchant's order is not found either.
 	o := f.create(t, "order-mine", "tok_ok")
-	if _, err := f.svc.Get(ctx, "another-merchant", o.ID); !errors.Is(err, order.ErrNotFound) {
+	if _, err := f.svc.Get(ctx, order.ForMerchant("another-merchant"), o.ID); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("Get of another merchant's order: %v, want ErrNotFound", err)
 	}
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -19,19 +20,9 @@ var leaseOrderSQL string
 // ClaimDue leases up to limit CHARGING orders whose reconcile_at has come,
 // oldest first, skipping those another reconciler holds.
 func (s *Store) ClaimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
-	return s.lease(ctx, claimDueSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
-}
-
-// ClaimOrder leases one CHARGING order now, due or not (an operator asked).
-// It returns no Due when the order is not CHARGING.
-func (s *Store) ClaimOrder(ctx context.Context, id string, lease time.Duration) ([]order.Due, error) {
-	return s.lease(ctx, leaseOrderSQL, pgx.StrictNamedArgs{"id": id, "lease": lease})
-}
-
-func (s *Store) lease(ctx context.Context, sql string, args pgx.StrictNamedArgs) ([]order.Due, error) {
 	var due []order.Due
 	err := retry(ctx, func() error {
-		rows, err := queryAll[leaseRow](ctx, s.pool, sql, args)
+		rows, err := queryAll[leaseRow](ctx, s.pool, claimDueSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
 		due = make([]order.Due, len(rows))
 		for i, r := range rows {
 			due[i] = r.due()
@@ -39,4 +30,22 @@ func (s *Store) lease(ctx context.Context, sql string, args pgx.StrictNamedArgs)
 		return err
 	})
 	return due, err
+}
+
+// ClaimOrder leases one CHARGING order now, due or not (an operator asked).
+// It reports false, and leases nothing, when there is no such CHARGING
+// order.
+func (s *Store) ClaimOrder(ctx context.Context, id string, lease time.Duration) (order.Due, bool, error) {
+	var r leaseRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[leaseRow](ctx, s.pool, leaseOrderSQL, pgx.StrictNamedArgs{"id": id, "lease": lease})
+		return err
+	})
+	switch {
+	case errors.Is(err, order.ErrNotFound):
+		return order.Due{}, false, nil
+	case err != nil:
+		return order.Due{}, false, err
+	}
+	return r.due(), true, nil
 }

@@ -76,7 +76,7 @@ func TestSettleMany(t *testing.T) {
 	}
 
 	get := func(id string) order.Order {
-		o, err := s.Order(ctx, "", id)
+		o, err := s.Order(ctx, order.AnyMerchant, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +415,7 @@ func TestSettleTruncatesToValidUTF8(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("settle: %v, applied %v", err, ok)
 	}
-	got, err := s.Order(ctx, "", o.ID)
+	got, err := s.Order(ctx, order.AnyMerchant, o.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

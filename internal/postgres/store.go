@@ -78,10 +78,12 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 var orderByIDSQL string
 
 // Order implements order.Store.
-func (s *Store) Order(ctx context.Context, merchantID, id string) (order.Order, error) {
+func (s *Store) Order(ctx context.Context, scope order.Scope, id string) (order.Order, error) {
 	var r orderRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[orderRow](ctx, s.pool, orderByIDSQL, pgx.StrictNamedArgs{"id": id, "merchant_id": merchantID})
+		r, err = queryOne[orderRow](ctx, s.pool, orderByIDSQL, pgx.StrictNamedArgs{
+			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
+		})
 		return err
 	})
 	return r.order(), err
@@ -212,10 +214,12 @@ var lockOrderSQL string
 var transitionSQL string
 
 // Transition implements order.Store.
-func (s *Store) Transition(ctx context.Context, merchantID, id string, decide func(order.Order) (order.Move, error)) (order.Order, error) {
+func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error) {
 	var o order.Order
 	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := queryOne[orderRow](ctx, tx, lockOrderSQL, pgx.StrictNamedArgs{"id": id, "merchant_id": merchantID})
+		cur, err := queryOne[orderRow](ctx, tx, lockOrderSQL, pgx.StrictNamedArgs{
+			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
+		})
 		if err != nil {
 			return err
 		}
