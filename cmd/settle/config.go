@@ -249,7 +249,8 @@ func (c *config) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// printReference prints the configuration table that the README shows.
+// printReference prints the configuration table that docs/operations.md
+// shows.
 func printReference(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "| flag\t| environment\t| default\t| meaning\t|")

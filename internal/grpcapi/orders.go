@@ -42,7 +42,7 @@ func (s *orderServer) GetOrder(ctx context.Context, req *settlev1.GetOrderReques
 	)
 	switch key := req.GetKey().(type) {
 	case *settlev1.GetOrderRequest_Id:
-		o, err = s.svc.Get(ctx, merchant(ctx), canonicalID(key.Id))
+		o, err = s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), canonicalID(key.Id))
 	case *settlev1.GetOrderRequest_MerchantReference:
 		o, err = s.svc.GetByReference(ctx, merchant(ctx), key.MerchantReference)
 	default:

@@ -119,6 +119,8 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		// load (settle bench -profile). More calls than workers still get
 		// their own goroutines.
 		grpc.NumStreamWorkers(streamWorkers),
+		// Requests are decoded by the handlers' decoder (see decode.go).
+		grpc.ForceServerCodecV2(newRawCodec()),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
@@ -131,17 +133,18 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		serverOpts = append(serverOpts, grpc.Creds(opts.Creds))
 	}
 	gs := grpc.NewServer(serverOpts...)
+	reg := decodingRegistrar{Server: gs, d: decoder{log: log, metrics: opts.Metrics}}
 	hub := &watchHub{}
 	watchLifetime := opts.WatchLifetime
 	if watchLifetime <= 0 {
 		watchLifetime = DefaultWatchLifetime
 	}
-	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, hub: hub, watcher: store, log: log, watchLifetime: watchLifetime})
-	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: store, checker: checker, log: log})
+	settlev1.RegisterOrderServiceServer(reg, &orderServer{svc: svc, hub: hub, watcher: store, log: log, watchLifetime: watchLifetime})
+	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, checker: checker, log: log})
 	h := health.NewServer()
-	healthpb.RegisterHealthServer(gs, h)
+	healthpb.RegisterHealthServer(reg, h)
 	if !opts.NoReflection {
-		reflection.Register(gs)
+		reflection.Register(reg)
 	}
 	if opts.Metrics != nil {
 		opts.Metrics.GRPC.InitializeMetrics(gs)

@@ -56,10 +56,11 @@ func (h *watchHub) wake(id string) {
 	}
 }
 
-// Watcher registers interest in an order's changes, so that the database
-// reports them, until the returned function is called.
+// Watcher registers interest in a merchant's order's changes, so that the
+// database reports them, until the returned function is called. An order
+// the merchant may not see is order.ErrNotFound and registers nothing.
 type Watcher interface {
-	Watch(ctx context.Context, orderID string) (func(), error)
+	Watch(ctx context.Context, merchantID, orderID string) (func(), error)
 }
 
 // DefaultWatchLifetime is how long a WatchOrder stream runs at most when
@@ -78,9 +79,9 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 	}
 	woken, cancel := s.hub.subscribe(id)
 	defer cancel()
-	unwatch, err := s.watcher.Watch(ctx, id)
+	unwatch, err := s.watcher.Watch(ctx, merchant(ctx), id)
 	if err != nil {
-		return toStatus(ctx, s.log, err)
+		return toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
 	defer unwatch()
 	// A stream ends, with status OK, after its lifetime even if its order is
@@ -91,7 +92,7 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 	defer lifetime.Stop()
 	var last *settlev1.Order
 	for {
-		o, err := s.svc.Get(ctx, merchant(ctx), id)
+		o, err := s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), id)
 		if err != nil {
 			return toStatus(ctx, s.log, fieldName(err, "order_id"))
 		}

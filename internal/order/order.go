@@ -88,6 +88,8 @@ type Attempt struct {
 
 // Event is one recorded transition in an order's history.
 type Event struct {
+	// Seq orders an order's events: a later event has a greater Seq.
+	Seq       int64
 	OrderID   string
 	From      State // empty for the creation of the order
 	To        State
@@ -117,6 +119,16 @@ type ListFilter struct {
 	// After continues a listing after this order (the last of a page).
 	AfterUpdated time.Time
 	AfterID      string
+}
+
+// HistoryPage selects one page of an order's history: up to Limit events
+// after event AfterSeq, and up to Limit attempts after the attempt
+// (AfterAttemptCreated, AfterAttemptID) in the order (created, id).
+type HistoryPage struct {
+	Limit               int
+	AfterSeq            int64
+	AfterAttemptCreated time.Time
+	AfterAttemptID      string
 }
 
 // Stats summarises all orders for an operator.

@@ -23,8 +23,9 @@ type Store interface {
 	// ClaimDue leases up to limit due CHARGING orders, pushing their
 	// reconcile_at forward by lease, skipping orders others hold.
 	ClaimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
-	// ClaimOrder leases one CHARGING order now, due or not.
-	ClaimOrder(ctx context.Context, id string, lease time.Duration) ([]order.Due, error)
+	// ClaimOrder leases one CHARGING order now, due or not; it reports
+	// false when there is no such CHARGING order.
+	ClaimOrder(ctx context.Context, id string, lease time.Duration) (order.Due, bool, error)
 	// Settle is order.Store's guarded settle. Concurrent settles share a
 	// statement and a commit (postgres.Store groups them).
 	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
@@ -157,14 +158,15 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as
-// it then stands; an order in any other state is returned unchanged.
+// it then stands; for an order in any other state (or none) it reports
+// false and checks nothing.
 func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool, error) {
-	due, err := r.store.ClaimOrder(ctx, id, r.lease())
-	if err != nil || len(due) == 0 {
+	due, ok, err := r.store.ClaimOrder(ctx, id, r.lease())
+	if err != nil || !ok {
 		return order.Order{}, false, err
 	}
-	res, err := r.lookup(ctx, due[0])
-	o, err := r.settle(ctx, r.decide(due[0], res, err))
+	res, err := r.lookup(ctx, due)
+	o, err := r.settle(ctx, r.decide(due, res, err))
 	return o, true, err
 }
 
