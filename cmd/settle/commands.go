@@ -35,7 +35,7 @@ var (
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
-		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
+		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
@@ -22,7 +23,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
-	load := bindConfig(fs, getenv, concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags)...)
+	// dev makes its own keys, so it has no --no-api-keys.
+	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags), func(n string) bool { return n == "no-api-keys" })
+	load := bindConfig(fs, getenv, devFlags...)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
