@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/settlepay/settle/internal/bench"
+	"github.com/settlepay/settle/internal/lab/bench"
+	"github.com/settlepay/settle/internal/order"
 )
 
 // runBench measures Settle against the database's own limit (see package
@@ -21,6 +23,21 @@ func runBench(ctx context.Context, args []string, _ func(string) string, stdout,
 		return fmt.Errorf("find this binary to run as the server: %w", err)
 	}
 	return benchWith(ctx, args, bench.Server{Binary: bin}, stdout, stderr)
+}
+
+// runBenchServer is settle serve with the benchmark's instant gateway (see
+// bench.Instant) as the default gateway: the server that settle bench runs
+// and measures. It takes serve's settings but default-gateway, is left out
+// of the usage, and nothing of serve's flags or environment reaches the
+// instant gateway: serve refuses it.
+func runBenchServer(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	names := slices.DeleteFunc(slices.Clone(commandOptions["serve"]), func(n string) bool { return n == "default-gateway" })
+	cfg, _, err := parse("bench-server", args, getenv, stderr, names...)
+	if err != nil {
+		return err
+	}
+	cfg.DefaultGateway = "instant"
+	return serveWith(ctx, cfg, map[string]order.Gateway{"instant": bench.NewInstant()}, getenv, stderr)
 }
 
 // benchWith is runBench with the server given: tests run their own binary
@@ -35,7 +52,8 @@ Measures Settle against the database's own limit, in one run: a throwaway
 PostgreSQL (fsync on), pgbench running the tightest SQL that does Settle's
 work per order (bench/floor.sql) and the same work as naive transactions
 (bench/naive.sql), gRPC health checks (the transport's floor), and settle
-serve as a subprocess under a closed-loop gRPC load client, at each
+serve (as the hidden bench-server, with an in-process gateway that
+charges at once) as a subprocess under a closed-loop gRPC load client, at each
 concurrency; then a reconciler draining due orders against pgbench running
 its settle statement. Prints tables; -json writes every run. The full run
 takes about 13 minutes; -duration 3s -runs 1 is a quick look.
@@ -67,7 +85,7 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 		srv.Env = append(srv.Env, s)
 		return nil
 	})
-	fs.Func("server-arg", "argument added to settle serve's, e.g. --db-max-conns=8 (repeatable)", func(s string) error {
+	fs.Func("server-arg", "argument added to the server's (settle bench-server, which takes serve's flags), e.g. --db-max-conns=8 (repeatable)", func(s string) error {
 		srv.Args = append(srv.Args, s)
 		return nil
 	})

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlepay/settle/internal/bench"
+	"github.com/settlepay/settle/internal/lab/bench"
 )
 
 // TestBenchSmoke runs `settle bench` in its quick mode, so that the

@@ -10,7 +10,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/settlepay/settle/internal/chaos"
+	"github.com/settlepay/settle/internal/lab/chaos"
 )
 
 // runChaos runs Settle under chaos (see package chaos): this binary as

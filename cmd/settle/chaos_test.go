@@ -4,15 +4,15 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/settlepay/settle/internal/chaos"
 	"github.com/settlepay/settle/internal/failpoint"
+	"github.com/settlepay/settle/internal/lab/chaos"
+	"github.com/settlepay/settle/internal/lab/mutant"
 )
 
 // chaosSeed is the seed of TestChaos; SETTLE_CHAOS_SEED overrides it, to
@@ -74,21 +74,24 @@ func TestChaos(t *testing.T) {
 	}
 }
 
+// brokenClaimGuard makes claims ignore the order's state: a second click
+// on a CHARGING or PAID order charges again.
+var brokenClaimGuard = mutant.Mutation{
+	File: "internal/postgres/sql/claim.sql",
+	Old:  "ord.state = @from_state",
+	New:  "true",
+}
+
 // TestChaosCatchesBrokenBuild runs a short chaos run against a build whose
-// claims ignore the order's state (build tag settle_mutant): the harness
-// must catch it, or its green runs prove nothing.
+// claims ignore the order's state (brokenClaimGuard, applied at build
+// time): the harness must catch it, or its green runs prove nothing.
 func TestChaosCatchesBrokenBuild(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs for a minute; skipped with -short")
 	}
 	bin := filepath.Join(t.TempDir(), "settle-mutant")
-	gobin, err := exec.LookPath("go")
-	if err != nil {
-		gobin = filepath.Join(os.Getenv("GOROOT"), "bin", "go")
-	}
-	build := exec.Command(gobin, "build", "-tags", "settle_mutant", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the mutant: %v\n%s", err, out)
+	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, brokenClaimGuard); err != nil {
+		t.Fatalf("build the mutant: %v", err)
 	}
 	sum := runChaosTest(t, chaos.Config{
 		Binary:   bin,

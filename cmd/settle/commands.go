@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
@@ -31,7 +33,9 @@ var (
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
-		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
+		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
+		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
+		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its
@@ -75,8 +79,10 @@ type app struct {
 }
 
 // newApp connects to the database, refusing one that is behind, and sets up
-// the gateways: the refpsp adapter is registered as refpspName.
-func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, getenv func(string) string) (*app, error) {
+// the gateways: the refpsp adapter is registered as refpspName, and lab
+// adds gateways only the lab runs (the benchmark's instant gateway); it is
+// nil for the product's commands.
+func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, lab map[string]order.Gateway, getenv func(string) string) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("configuration: DATABASE_URL (or --database-url) is required")
 	}
@@ -110,12 +116,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		}
 		gateways["stripe"] = gw
 	}
-	if cfg.DefaultGateway == "instant" {
-		// The simulator in-process, answering at once: for benchmarks.
-		gateways["instant"] = sim.NewInstant()
-	}
+	maps.Copy(gateways, lab)
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
-		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY, or use \"instant\" for benchmarks)", cfg.DefaultGateway)
+		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY)", cfg.DefaultGateway)
 	}
 	tracing, err := telemetry.NewTracing(ctx, getenv)
 	if err != nil {
@@ -207,46 +210,56 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 		opts.Tracing = a.tracing
 	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopBG()
-	if err := a.serveMetrics(bg); err != nil {
+
+	// The background loops run on their own context, which ends only once
+	// the gRPC server has stopped: calls finishing during the shutdown
+	// still see health checks and order notifications.
+	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var bg errgroup.Group
+	defer func() { stopBG(); bg.Wait() }()
+	if err := a.serveMetrics(bgCtx); err != nil {
 		return err
 	}
-	done := make(chan struct{}, 3)
-	go func() { srv.WatchHealth(bg, a.pool.Ping, 2*time.Second); done <- struct{}{} }()
-	go func() {
-		a.store.ListenOrders(bg, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
-		done <- struct{}{}
-	}()
+	bg.Go(func() error { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second); return nil })
+	bg.Go(func() error {
+		a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
+		return nil
+	})
 	if withReconciler {
-		go func() { rec.Run(bg); done <- struct{}{} }()
-	} else {
-		done <- struct{}{}
+		// Run ends with bgCtx, which is no failure to report.
+		bg.Go(func() error { rec.Run(bgCtx); return nil })
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(lis) }()
-	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
 
-	select {
-	case err := <-errc:
+	// The server runs until ctx ends or it fails; either way the second
+	// goroutine stops it, letting in-flight calls finish within the
+	// shutdown timeout.
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		err := srv.Serve(lis)
+		if gctx.Err() != nil {
+			return nil // stopped as asked
+		}
+		if err == nil {
+			err = errors.New("stopped unasked")
+		}
 		return fmt.Errorf("serve gRPC: %w", err)
-	case <-ctx.Done():
-	}
-	a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
-	srv.Health.Shutdown()
-	stopped := make(chan struct{})
-	go func() { srv.GracefulStop(); close(stopped) }()
-	select {
-	case <-stopped:
-	case <-time.After(a.cfg.ShutdownTimeout):
-		a.log.Warn("shutdown timeout: stopping calls still in flight")
-		srv.Stop()
-	}
-	stopBG()
-	for range cap(done) {
-		<-done
-	}
-	return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
+		srv.Health.Shutdown()
+		stopped := make(chan struct{})
+		go func() { srv.GracefulStop(); close(stopped) }()
+		select {
+		case <-stopped:
+		case <-time.After(a.cfg.ShutdownTimeout):
+			a.log.Warn("shutdown timeout: stopping calls still in flight")
+			srv.Stop()
+		}
+		return nil
+	})
+	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
+	return g.Wait()
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -254,12 +267,18 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 	if err != nil {
 		return err
 	}
+	return serveWith(ctx, cfg, nil, getenv, stderr)
+}
+
+// serveWith is serve once configured, with the lab's gateways added (nil
+// for serve itself; see runBenchServer).
+func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, getenv func(string) string, stderr io.Writer) error {
 	opts, err := cfg.serverOptions()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
 	log := cfg.logger(stderr)
-	a, err := newApp(ctx, cfg, log, "refpsp", getenv)
+	a, err := newApp(ctx, cfg, log, "refpsp", lab, getenv)
 	if err != nil {
 		return err
 	}
@@ -277,7 +296,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	log := cfg.logger(stderr)
-	a, err := newApp(ctx, cfg, log, "refpsp", getenv)
+	a, err := newApp(ctx, cfg, log, "refpsp", nil, getenv)
 	if err != nil {
 		return err
 	}

@@ -392,8 +392,8 @@ func TestComposeAlertRules(t *testing.T) {
 			if d, err := time.ParseDuration(r.For); err != nil || d <= 0 {
 				t.Errorf("%s: for %q: want a duration such as 5m", r.Alert, r.For)
 			}
-			if r.Annotations["summary"] == "" || !strings.Contains(r.Annotations["description"], "README") {
-				t.Errorf("%s: want a summary, and a description pointing at the README's operator recipes", r.Alert)
+			if r.Annotations["summary"] == "" || !strings.Contains(r.Annotations["description"], "docs/operations.md") {
+				t.Errorf("%s: want a summary, and a description pointing at the operator's recipes in docs/operations.md", r.Alert)
 			}
 			if !strings.Contains(r.Expr, "settle_") && !strings.Contains(r.Expr, "grpc_server_") {
 				t.Errorf("%s: expr uses none of Settle's metrics", r.Alert)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 )
@@ -40,7 +41,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	log := cfg.logger(stderr)
 
 	fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
-	cluster, err := postgres.StartCluster(ctx, postgres.ClusterOptions{DataDir: *dataDir})
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: *dataDir})
 	if err != nil {
 		return err
 	}
@@ -67,7 +68,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("configuration: %w", err)
 	}
 
-	a, err := newApp(ctx, cfg, log, "sim", getenv)
+	a, err := newApp(ctx, cfg, log, "sim", nil, getenv)
 	if err != nil {
 		return err
 	}

@@ -59,6 +59,10 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runChaos(ctx, args, getenv, stdout, stderr)
 	case "bench":
 		return runBench(ctx, args, getenv, stdout, stderr)
+	case "bench-server":
+		// Hidden: the server settle bench starts, with the lab's
+		// instant gateway.
+		return runBenchServer(ctx, args, getenv, stderr)
 	case "probe":
 		return runProbe(ctx, args, stderr)
 	case "config":

@@ -44,6 +44,34 @@ func TestServeRefusesUnmigratedDatabase(t *testing.T) {
 	}
 }
 
+// TestServeRefusesInstantGateway: the benchmark's gateway, which marks
+// every charge paid, cannot be chosen for serve, by flag or environment;
+// the refusal is a configuration error that says why, given at start.
+func TestServeRefusesInstantGateway(t *testing.T) {
+	t.Parallel()
+	url := postgrestest.URL(t)
+	for name, tc := range map[string]struct {
+		args []string
+		env  map[string]string
+	}{
+		"flag": {[]string{"serve", "--listen", "127.0.0.1:0", "--default-gateway=instant"}, map[string]string{}},
+		"env":  {[]string{"serve", "--listen", "127.0.0.1:0"}, map[string]string{"SETTLE_DEFAULT_GATEWAY": "instant"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.env["DATABASE_URL"] = url
+			// Were instant accepted, serve would run until the context
+			// ends and return nil.
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var stderr bytes.Buffer
+			err := run(ctx, tc.args, mapEnv(tc.env), &stderr, &stderr)
+			if err == nil || !strings.Contains(err.Error(), "configuration:") || !strings.Contains(err.Error(), "default-gateway instant") {
+				t.Fatalf("serve with the instant gateway: %v, want a configuration error about default-gateway instant", err)
+			}
+		})
+	}
+}
+
 func TestConfigErrorsAreClear(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_GATEWAY_TIMEOUT": "soon", "SETTLE_DB_MAX_CONNS": "0"}
@@ -285,22 +313,15 @@ func waitSettled(t *testing.T, pool *pgxpool.Pool, id string, d time.Duration) o
 // order if it was charged, none otherwise.
 func checkCharges(t *testing.T, pool *pgxpool.Pool, gw *sim.Sim, id string, charged bool) {
 	t.Helper()
-	rows, err := pool.Query(context.Background(), `SELECT id::text FROM charge_attempts WHERE order_id = $1`, id)
+	_, attempts, err := postgres.NewStore(pool).History(context.Background(), id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs := map[string]bool{}
-	for rows.Next() {
-		var ref string
-		rows.Scan(&ref)
-		refs[ref] = true
+	var refs []string
+	for _, a := range attempts {
+		refs = append(refs, a.ID)
 	}
-	n := 0
-	for _, c := range gw.Ledger() {
-		if refs[c.Reference] && c.Status == "succeeded" {
-			n++
-		}
-	}
+	n := gw.Succeeded(refs...)
 	want := 0
 	if charged {
 		want = 1
@@ -331,5 +352,52 @@ func checkPath(t *testing.T, pool *pgxpool.Pool, id string) {
 	}
 	if final := stateOf(t, pool, id); final != state {
 		t.Fatalf("history of %s ends in %s, the order is %s", id, state, final)
+	}
+}
+
+// TestServeDrainsOnSIGTERM: on SIGTERM, serve stops taking calls, lets the
+// one in flight finish with its answer, stops its background loops and
+// exits 0.
+func TestServeDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	gw := sim.New(sim.Options{})
+	hs := httptest.NewServer(gw)
+	t.Cleanup(hs.Close)
+	addr := freeAddr(t)
+	env := append(crashEnv(postgrestest.URL(t), hs.URL), "SETTLE_GATEWAY_TIMEOUT=5s", "SETTLE_NO_SHOW_HORIZON=10s")
+	srv := start(t, env, "serve", "--listen", addr, "--with-reconciler")
+	c := dial(t, addr)
+	waitServing(t, c, srv)
+	ctx := context.Background()
+	o, err := c.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "drain-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_slow_1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged := make(chan error, 1)
+	var state settlev1.OrderState
+	go func() {
+		resp, err := c.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetOrder().GetId(), RequestId: "drain-1-a"})
+		state = resp.GetOrder().GetState()
+		charged <- err
+	}()
+	// SIGTERM once the charge is at the gateway (it answers 1.5s later).
+	for len(gw.Ledger()) == 0 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := srv.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-charged; err != nil {
+		t.Fatalf("the call in flight at SIGTERM failed: %v", err)
+	}
+	if state != settlev1.OrderState_ORDER_STATE_PAID {
+		t.Errorf("the call in flight at SIGTERM answered %s, want PAID", state)
+	}
+	if ws := srv.waitExit(t, 30*time.Second); ws.ExitStatus() != 0 {
+		t.Fatalf("serve exited with %d after SIGTERM:\n%s", ws.ExitStatus(), srv.out)
+	}
+	if !strings.Contains(srv.out.String(), "shutting down") {
+		t.Errorf("serve did not log its shutdown:\n%s", srv.out)
 	}
 }

@@ -1,13 +1,11 @@
 package grpcapi_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/logtest"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
@@ -43,25 +42,7 @@ type stack struct {
 	srv    *grpcapi.Server
 	rec    *reconcile.Reconciler
 	log    *slog.Logger
-	logs   syncBuffer // everything the server logged
-}
-
-// syncBuffer is a bytes.Buffer safe for the server's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	logs   logtest.Buffer // everything the server logged
 }
 
 const gatewayTimeout = 500 * time.Millisecond
@@ -94,7 +75,8 @@ func newStackWith(t *testing.T, opts grpcapi.Options, creds credentials.Transpor
 			gateways[name] = g
 		}
 	}
-	s.log = slog.New(slog.NewTextHandler(&s.logs, nil))
+	// Debug, so that the lines of successful calls are checked too.
+	s.log = s.logs.Logger()
 	log := s.log
 	store := postgres.NewStore(pool)
 	svc, err := order.NewService(store, gateways, order.Config{
@@ -158,23 +140,15 @@ func (s *stack) charge(t *testing.T, orderID, requestID string) *settlev1.Charge
 // charges counts the simulator's successful charges for an order's attempts.
 func (s *stack) charges(t *testing.T, orderID string) int {
 	t.Helper()
-	rows, err := s.pool.Query(context.Background(), `SELECT id::text FROM charge_attempts WHERE order_id = $1`, orderID)
+	_, attempts, err := postgres.NewStore(s.pool).History(context.Background(), orderID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	refs := map[string]bool{}
-	for rows.Next() {
-		var id string
-		rows.Scan(&id)
-		refs[id] = true
+	var refs []string
+	for _, a := range attempts {
+		refs = append(refs, a.ID)
 	}
-	n := 0
-	for _, c := range s.sim.Ledger() {
-		if refs[c.Reference] && c.Status == "succeeded" {
-			n++
-		}
-	}
-	return n
+	return s.sim.Succeeded(refs...)
 }
 
 func (s *stack) count(t *testing.T, sql string, args ...any) int {
@@ -217,31 +191,26 @@ func TestCreateThenGet(t *testing.T) {
 	}
 }
 
-func TestCreateIdempotentOnReference(t *testing.T) {
+// TestCreateConflictIsAlreadyExists: a merchant reference reused with other
+// parameters (order.ConflictError) is AlreadyExists, and its message names
+// the field without echoing the client's reference.
+func TestCreateConflictIsAlreadyExists(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	first := s.create(t, "order-idem", "tok_ok")
-	again := s.create(t, "order-idem", "tok_ok")
-	if again.GetId() != first.GetId() {
-		t.Fatalf("the same CreateOrder twice made two orders")
-	}
-	for name, req := range map[string]*settlev1.CreateOrderRequest{
-		"amount":         {MerchantReference: "order-idem", Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"},
-		"currency":       {MerchantReference: "order-idem", Amount: &settlev1.Money{Currency: "EUR", AmountMinor: 1250}, PaymentMethod: "tok_ok"},
-		"payment_method": {MerchantReference: "order-idem", Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_other"},
-	} {
-		_, err := s.orders.CreateOrder(context.Background(), req)
-		wantCode(t, err, codes.AlreadyExists)
-		if st, _ := status.FromError(err); !strings.Contains(st.Message(), "order-idem") {
-			t.Errorf("%s: message %q does not name the reference", name, st.Message())
-		}
-	}
-	if n := s.count(t, `SELECT count(*) FROM orders`); n != 1 {
-		t.Fatalf("%d orders, want 1", n)
+	s.create(t, "order-idem", "tok_ok")
+	_, err := s.orders.CreateOrder(context.Background(), &settlev1.CreateOrderRequest{MerchantReference: "order-idem",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"})
+	wantCode(t, err, codes.AlreadyExists)
+	if msg := status.Convert(err).Message(); !strings.Contains(msg, "merchant_reference") || strings.Contains(msg, "order-idem") {
+		t.Errorf("message %q does not name the field, or echoes the reference", msg)
 	}
 }
 
-func TestCreateBadInput(t *testing.T) {
+// TestCreateBadInputIsInvalidArgument: bad input, whether the conversion or
+// the domain finds it, is InvalidArgument with a message that starts with
+// the request field's name and never echoes a card number. The domain's
+// own cases are in package order.
+func TestCreateBadInputIsInvalidArgument(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
 	ok := func() *settlev1.CreateOrderRequest {
@@ -252,18 +221,10 @@ func TestCreateBadInput(t *testing.T) {
 		edit  func(r *settlev1.CreateOrderRequest)
 		field string
 	}{
-		{"zero amount", func(r *settlev1.CreateOrderRequest) { r.Amount.AmountMinor = 0 }, "amount.amount_minor"},
-		{"negative amount", func(r *settlev1.CreateOrderRequest) { r.Amount.AmountMinor = -5 }, "amount.amount_minor"},
-		{"absurd amount", func(r *settlev1.CreateOrderRequest) { r.Amount.AmountMinor = 1 << 62 }, "amount.amount_minor"},
 		{"no amount", func(r *settlev1.CreateOrderRequest) { r.Amount = nil }, "amount"},
-		{"currency lower case", func(r *settlev1.CreateOrderRequest) { r.Amount.Currency = "gbp" }, "amount.currency"},
+		{"zero amount", func(r *settlev1.CreateOrderRequest) { r.Amount.AmountMinor = 0 }, "amount.amount_minor"},
 		{"currency unknown", func(r *settlev1.CreateOrderRequest) { r.Amount.Currency = "ABC" }, "amount.currency"},
 		{"empty reference", func(r *settlev1.CreateOrderRequest) { r.MerchantReference = "" }, "merchant_reference"},
-		{"long reference", func(r *settlev1.CreateOrderRequest) { r.MerchantReference = strings.Repeat("r", 256) }, "merchant_reference"},
-		{"empty token", func(r *settlev1.CreateOrderRequest) { r.PaymentMethod = "" }, "payment_method"},
-		{"long token", func(r *settlev1.CreateOrderRequest) { r.PaymentMethod = "tok_" + strings.Repeat("x", 300) }, "payment_method"},
-		{"control character", func(r *settlev1.CreateOrderRequest) { r.MerchantReference = "order\x00bad" }, "merchant_reference"},
-		{"newline", func(r *settlev1.CreateOrderRequest) { r.PaymentMethod = "tok_ok\n" }, "payment_method"},
 		{"card number as token", func(r *settlev1.CreateOrderRequest) { r.PaymentMethod = "4242424242424242" }, "payment_method"},
 		{"spaced card number in reference", func(r *settlev1.CreateOrderRequest) { r.MerchantReference = "order 4111 1111 1111 1111" }, "merchant_reference"},
 		{"unknown gateway", func(r *settlev1.CreateOrderRequest) { r.Gateway = "paypal" }, "gateway"},

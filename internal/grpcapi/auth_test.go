@@ -55,7 +55,9 @@ func with(key string) context.Context {
 // another merchant, a key of the wrong role, and the right key.
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
-	s := newStackWith(t, grpcapi.Options{Keys: testKeys(t)}, insecure.NewCredentials())
+	// Every failure of the matrix comes from one address: a budget for all of
+	// them (limiting is TestFailedAuthenticationIsLimitedAndSampled's).
+	s := newStackWith(t, grpcapi.Options{Keys: testKeys(t), AuthFailures: grpcapi.AuthFailureLimits{Burst: 1000}}, insecure.NewCredentials())
 	created, err := s.orders.CreateOrder(with(keyA), &settlev1.CreateOrderRequest{MerchantReference: "auth-1",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"})
 	if err != nil {
@@ -202,6 +204,29 @@ func TestNoExistenceOracle(t *testing.T) {
 	}
 	if a, b := answer(keyB, byRef("secret-ref")), answer(keyB, byRef("no-such-ref")); string(a) != string(b) {
 		t.Fatalf("by reference: %q vs %q", a, b)
+	}
+	// WatchOrder answers the same, and registers no watcher for either, not
+	// even for the length of the call: a trigger counts the rows inserted.
+	if _, err := s.pool.Exec(context.Background(), `
+CREATE TABLE watchers_inserted (order_id uuid);
+CREATE FUNCTION count_watcher() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN INSERT INTO watchers_inserted VALUES (NEW.order_id); RETURN NULL; END $$;
+CREATE TRIGGER count_watcher AFTER INSERT ON order_watchers FOR EACH ROW EXECUTE FUNCTION count_watcher();`); err != nil {
+		t.Fatal(err)
+	}
+	watch := func(key, id string) []byte {
+		stream, err := s.orders.WatchOrder(with(key), &settlev1.WatchOrderRequest{OrderId: id})
+		if err == nil {
+			_, err = stream.Recv()
+		}
+		b, _ := proto.Marshal(status.Convert(err).Proto())
+		return b
+	}
+	if a, b := watch(keyB, created.GetOrder().GetId()), watch(keyB, order.NewID()); string(a) != string(b) {
+		t.Fatalf("watch: %q vs %q", a, b)
+	}
+	if n := s.count(t, `SELECT count(*) FROM watchers_inserted`); n != 0 {
+		t.Fatalf("%d watcher rows inserted for orders the caller may not see, want 0", n)
 	}
 	// And merchant B can use the same reference for its own order.
 	if _, err := s.orders.CreateOrder(with(keyB), &settlev1.CreateOrderRequest{MerchantReference: "secret-ref",

@@ -3,14 +3,20 @@ package grpcapi_test
 import (
 	"context"
 	"fmt"
-	"sync"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/postgres"
 )
+
+// The charge path's behaviour (at most one charge, replays, conflicts,
+// unknown outcomes, cancels) is tested on order.Service in package order.
+// The tests here check what the API adds: each outcome and error as the
+// client sees it, through a real client over a real socket.
 
 const (
 	pending  = settlev1.OrderState_ORDER_STATE_PENDING
@@ -19,154 +25,67 @@ const (
 	canceled = settlev1.OrderState_ORDER_STATE_CANCELED
 )
 
-func TestChargeReplaySameRequestChargesOnce(t *testing.T) {
+// TestChargeOutcomes: each outcome of a charge, and a replay, in the
+// response's order and attempt.
+func TestChargeOutcomes(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	o := s.create(t, "order-replay", "tok_ok")
-	first := s.charge(t, o.GetId(), "checkout-replay-1")
-	if first.GetOrder().GetState() != paid || first.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED {
-		t.Fatalf("first charge: %v", first)
+	ctx := context.Background()
+
+	o := s.create(t, "order-paid", "tok_ok")
+	first := s.charge(t, o.GetId(), "checkout-paid-1")
+	a := first.GetAttempt()
+	if first.GetOrder().GetState() != paid || a.GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED ||
+		a.GetId() == "" || a.GetOrderId() != o.GetId() || a.GetRequestId() != "checkout-paid-1" || a.GetGatewayChargeId() == "" ||
+		a.GetCreateTime() == nil || first.GetOrder().GetCurrentAttemptId() != a.GetId() || first.GetOrder().GetNextCheckTime() != nil {
+		t.Fatalf("paid charge: %v", first)
 	}
-	again := s.charge(t, o.GetId(), "checkout-replay-1")
-	if again.GetAttempt().GetId() != first.GetAttempt().GetId() || again.GetOrder().GetState() != paid ||
-		again.GetAttempt().GetGatewayChargeId() != first.GetAttempt().GetGatewayChargeId() {
-		t.Fatalf("replay returned %v, want the first attempt's result %v", again, first)
+	if again := s.charge(t, o.GetId(), "checkout-paid-1"); again.GetAttempt().GetId() != a.GetId() ||
+		again.GetAttempt().GetGatewayChargeId() != a.GetGatewayChargeId() {
+		t.Fatalf("replay returned %v, want the first attempt %v", again, first)
 	}
-	// A new click on a PAID order charges nothing either.
-	newClick := s.charge(t, o.GetId(), "checkout-replay-2")
-	if newClick.GetOrder().GetState() != paid || newClick.GetAttempt() != nil {
+	// A new request on a PAID order names no attempt.
+	if newClick := s.charge(t, o.GetId(), "checkout-paid-2"); newClick.GetOrder().GetState() != paid || newClick.GetAttempt() != nil {
 		t.Fatalf("new request on PAID order: %v", newClick)
 	}
-	if n := s.charges(t, o.GetId()); n != 1 {
-		t.Fatalf("gateway charged %d times, want 1", n)
-	}
-	if n := s.count(t, `SELECT count(*) FROM charge_attempts`); n != 1 {
-		t.Fatalf("%d attempts, want 1", n)
-	}
-}
 
-func TestChargeConcurrentCallsChargeOnce(t *testing.T) {
-	t.Parallel()
-	s := newStack(t)
-	for _, same := range []bool{true, false} {
-		t.Run(fmt.Sprintf("same_request_id=%v", same), func(t *testing.T) {
-			o := s.create(t, fmt.Sprintf("order-50-%v", same), "tok_slow_50")
-			var wg sync.WaitGroup
-			for i := range 50 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					req := fmt.Sprintf("req-%v-%d", same, i)
-					if same {
-						req = fmt.Sprintf("req-%v-shared", same)
-					}
-					_, err := s.orders.ChargeOrder(context.Background(), &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: req})
-					if err != nil {
-						t.Error(err)
-					}
-				}()
-			}
-			wg.Wait()
-			if n := s.charges(t, o.GetId()); n != 1 {
-				t.Fatalf("gateway charged %d times, want 1", n)
-			}
-			if got := s.charge(t, o.GetId(), "req-after"); got.GetOrder().GetState() != paid {
-				t.Fatalf("order ended %s, want PAID", got.GetOrder().GetState())
-			}
-		})
-	}
-}
-
-func TestChargeUnknownOutcomeStaysCharging(t *testing.T) {
-	t.Parallel()
-	s := newStack(t)
-	for _, token := range []string{"tok_timeout", "tok_5xx_after_charge", "tok_drop_after_charge"} {
-		t.Run(token, func(t *testing.T) {
-			o := s.create(t, "order-"+token, token)
-			resp := s.charge(t, o.GetId(), "checkout-"+token)
-			got := resp.GetOrder()
-			if got.GetState() != charging || got.GetNextCheckTime() == nil {
-				t.Fatalf("order %s with next check %v, want CHARGING with a next check", got.GetState(), got.GetNextCheckTime())
-			}
-			if resp.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN {
-				t.Fatalf("attempt outcome %s, want UNKNOWN", resp.GetAttempt().GetOutcome())
-			}
-			// A retry with the same key and a new click both leave it to the reconciler.
-			for _, req := range []string{"checkout-" + token, "checkout-" + token + "-again"} {
-				if again := s.charge(t, o.GetId(), req); again.GetOrder().GetState() != charging {
-					t.Fatalf("charge %s: %s, want CHARGING", req, again.GetOrder().GetState())
-				}
-			}
-			if n := s.charges(t, o.GetId()); n != 1 {
-				t.Fatalf("gateway charged %d times, want 1", n)
-			}
-			if n := s.count(t, `SELECT count(*) FROM orders WHERE id = $1 AND reconcile_at IS NOT NULL`, got.GetId()); n != 1 {
-				t.Fatalf("no reconcile_at on the CHARGING order")
-			}
-			// The reconciler finds the charge.
-			checked, err := s.ops.ReconcileOrder(context.Background(), &settlev1.ReconcileOrderRequest{OrderId: o.GetId()})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if checked.GetOrder().GetState() != paid {
-				t.Fatalf("after reconcile: %s, want PAID", checked.GetOrder().GetState())
-			}
-		})
-	}
-}
-
-func TestChargeDeclineThenNewAttempt(t *testing.T) {
-	t.Parallel()
-	s := newStack(t)
-	o := s.create(t, "order-decline", "tok_decline")
-	declined := s.charge(t, o.GetId(), "checkout-decline-1")
+	d := s.create(t, "order-declined", "tok_decline")
+	declined := s.charge(t, d.GetId(), "checkout-declined-1")
 	if declined.GetOrder().GetState() != pending || declined.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_DECLINED ||
 		declined.GetAttempt().GetDeclineCode() == "" {
 		t.Fatalf("declined charge: %v", declined)
 	}
-	// The same request again is the same declined attempt, not a new try.
-	if again := s.charge(t, o.GetId(), "checkout-decline-1"); again.GetAttempt().GetId() != declined.GetAttempt().GetId() ||
-		again.GetOrder().GetState() != pending {
-		t.Fatalf("replay of declined request: %v", again)
+
+	u := s.create(t, "order-unknown", "tok_timeout")
+	unknown := s.charge(t, u.GetId(), "checkout-unknown-1")
+	if unknown.GetOrder().GetState() != charging || unknown.GetOrder().GetNextCheckTime() == nil ||
+		unknown.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN {
+		t.Fatalf("unknown outcome: %v, want CHARGING with a next check and outcome UNKNOWN", unknown)
 	}
-	ctx := context.Background()
-	// Reusing the request id with another card is a conflict.
-	_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "checkout-decline-1", PaymentMethod: "tok_ok"})
-	wantCode(t, err, codes.AlreadyExists)
-	// A new click with a good card succeeds.
-	ok, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "checkout-decline-2", PaymentMethod: "tok_ok"})
-	if err != nil || ok.GetOrder().GetState() != paid {
-		t.Fatalf("second attempt: %v %v", ok, err)
-	}
-	h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId()})
+	// An operator's check now finds the charge.
+	checked, err := s.ops.ReconcileOrder(ctx, &settlev1.ReconcileOrderRequest{OrderId: u.GetId()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(h.GetAttempts()) != 2 {
-		t.Fatalf("%d attempts in history, want 2", len(h.GetAttempts()))
-	}
-	var path []string
-	for _, e := range h.GetEvents() {
-		path = append(path, e.GetEvent()+"→"+e.GetToState().String())
-	}
-	want := "[create→ORDER_STATE_PENDING charge→ORDER_STATE_CHARGING fail→ORDER_STATE_PENDING charge→ORDER_STATE_CHARGING succeed→ORDER_STATE_PAID]"
-	if fmt.Sprint(path) != want {
-		t.Fatalf("history %v, want %s", path, want)
-	}
-	// A request id of this order used on another order is a conflict.
-	other := s.create(t, "order-decline-other", "tok_ok")
-	_, err = s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: other.GetId(), RequestId: "checkout-decline-2"})
-	wantCode(t, err, codes.AlreadyExists)
-	if n := s.charges(t, other.GetId()); n != 0 {
-		t.Fatalf("conflicting request charged %d times", n)
+	if checked.GetOrder().GetState() != paid || checked.GetOrder().GetNextCheckTime() != nil {
+		t.Fatalf("after reconcile: %v, want PAID", checked.GetOrder())
 	}
 }
 
-func TestChargeBadInput(t *testing.T) {
+// TestChargeErrorCodes: a conflict is AlreadyExists, bad input
+// InvalidArgument, an unknown order NotFound.
+func TestChargeErrorCodes(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
-	o := s.create(t, "order-charge-bad", "tok_ok")
 	ctx := context.Background()
+	o := s.create(t, "order-codes", "tok_decline")
+	s.charge(t, o.GetId(), "checkout-codes-1")
+	// The request id again with another card; and on another order.
+	_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "checkout-codes-1", PaymentMethod: "tok_ok"})
+	wantCode(t, err, codes.AlreadyExists)
+	other := s.create(t, "order-codes-other", "tok_ok")
+	_, err = s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: other.GetId(), RequestId: "checkout-codes-1"})
+	wantCode(t, err, codes.AlreadyExists)
 	for name, req := range map[string]*settlev1.ChargeOrderRequest{
 		"no request id":      {OrderId: o.GetId()},
 		"short request id":   {OrderId: o.GetId(), RequestId: "abc"},
@@ -179,13 +98,41 @@ func TestChargeBadInput(t *testing.T) {
 			t.Errorf("%s: %v, want InvalidArgument", name, err)
 		}
 	}
-	_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: "0190d9a0-0000-7000-8000-000000000000", RequestId: "checkout-bad-2"})
+	_, err = s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: "0190d9a0-0000-7000-8000-000000000000", RequestId: "checkout-bad-2"})
 	wantCode(t, err, codes.NotFound)
-	if n := s.count(t, `SELECT count(*) FROM charge_attempts`); n != 0 {
-		t.Fatalf("bad input left %d attempts", n)
+}
+
+// TestHistory: GetOrderHistory lists the attempts, and the events with
+// their states.
+func TestHistory(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-history", "tok_decline")
+	s.charge(t, o.GetId(), "checkout-history-1")
+	if _, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "checkout-history-2", PaymentMethod: "tok_ok"}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h.GetAttempts()) != 2 {
+		t.Fatalf("%d attempts in history, want 2", len(h.GetAttempts()))
+	}
+	var path []string
+	for _, e := range h.GetEvents() {
+		path = append(path, e.GetEvent()+"→"+e.GetToState().String()+" by "+e.GetActor())
+	}
+	want := "[create→ORDER_STATE_PENDING by api charge→ORDER_STATE_CHARGING by api fail→ORDER_STATE_PENDING by api " +
+		"charge→ORDER_STATE_CHARGING by api succeed→ORDER_STATE_PAID by api]"
+	if fmt.Sprint(path) != want {
+		t.Fatalf("history %v, want %s", path, want)
 	}
 }
 
+// TestCancel: a cancel's answer, and a cancel the order's state refuses,
+// which is FailedPrecondition naming the state.
 func TestCancel(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -195,7 +142,6 @@ func TestCancel(t *testing.T) {
 	if err != nil || c.GetOrder().GetState() != canceled {
 		t.Fatalf("cancel: %v %v", c, err)
 	}
-	// Charging a canceled order charges nothing.
 	if got := s.charge(t, o.GetId(), "checkout-cancel-1"); got.GetOrder().GetState() != canceled || got.GetAttempt() != nil {
 		t.Fatalf("charge after cancel: %v", got)
 	}
@@ -210,6 +156,7 @@ func TestCancel(t *testing.T) {
 	wantCode(t, err, codes.FailedPrecondition)
 }
 
+// TestCreateAndChargeInOneCall: the one call's answers and codes.
 func TestCreateAndChargeInOneCall(t *testing.T) {
 	t.Parallel()
 	s := newStack(t)
@@ -220,44 +167,164 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if first.GetOrder().GetState() != paid || first.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED {
+	if first.GetOrder().GetState() != paid || first.GetOrder().GetAmount().GetAmountMinor() != 990 ||
+		first.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED {
 		t.Fatalf("one call: %v", first)
 	}
-	// A retry of the same call replays; a new request id on the same order charges nothing.
 	again, err := s.orders.CreateAndChargeOrder(ctx, req)
 	if err != nil || again.GetOrder().GetId() != first.GetOrder().GetId() || again.GetAttempt().GetId() != first.GetAttempt().GetId() {
 		t.Fatalf("retry: %v %v", again, err)
 	}
-	req2 := &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-1", Amount: req.Amount, PaymentMethod: "tok_ok", RequestId: "one-call-req-2"}
-	if got, err := s.orders.CreateAndChargeOrder(ctx, req2); err != nil || got.GetOrder().GetState() != paid || got.GetAttempt() != nil {
-		t.Fatalf("new request id on a PAID order: %v %v", got, err)
-	}
 	if n := s.charges(t, first.GetOrder().GetId()); n != 1 {
 		t.Fatalf("gateway charged %d times, want 1", n)
 	}
-	// Other parameters under the same reference, and a request id of another order, are conflicts.
 	_, err = s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-1",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok", RequestId: "one-call-req-3"})
 	wantCode(t, err, codes.AlreadyExists)
 	_, err = s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-2",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok", RequestId: "one-call-req-1"})
 	wantCode(t, err, codes.AlreadyExists)
-	// The history is a path of the table: create, charge, succeed.
-	h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: first.GetOrder().GetId()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var path []string
-	for _, e := range h.GetEvents() {
-		path = append(path, e.GetEvent())
-	}
-	if fmt.Sprint(path) != "[create charge succeed]" {
-		t.Fatalf("history %v", path)
-	}
-	// An unknown outcome leaves it to the reconciler, as ChargeOrder does.
+	_, err = s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-4"})
+	wantCode(t, err, codes.InvalidArgument)
 	timeout, err := s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-3",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 5}, PaymentMethod: "tok_timeout", RequestId: "one-call-req-4"})
-	if err != nil || timeout.GetOrder().GetState() != charging || timeout.GetOrder().GetNextCheckTime() == nil {
+	if err != nil || timeout.GetOrder().GetState() != charging || timeout.GetOrder().GetNextCheckTime() == nil ||
+		timeout.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN {
 		t.Fatalf("timeout: %v %v", timeout, err)
+	}
+}
+
+// TestHistoryPages: GetOrderHistory is paged (AIP-158): following
+// next_page_token yields every event and attempt once, in order; a token
+// is refused for another order; page sizes are bounded.
+func TestHistoryPages(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-pages", "tok_decline")
+	const declines = 7
+	for i := range declines {
+		s.charge(t, o.GetId(), fmt.Sprintf("checkout-pages-%d", i))
+	}
+	full, fullAttempts, err := postgres.NewStore(s.pool).History(ctx, o.GetId())
+	if err != nil || len(full) != 1+2*declines || len(fullAttempts) != declines {
+		t.Fatalf("the stored history: %d events, %d attempts, %v", len(full), len(fullAttempts), err)
+	}
+	var (
+		events   []string
+		attempts []string
+		pages    int
+		tok      string
+	)
+	for {
+		h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: 4, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(h.GetEvents()) > 4 || len(h.GetAttempts()) > 4 || h.GetOrder().GetId() != o.GetId() {
+			t.Fatalf("page %d: %d events, %d attempts, order %v", pages, len(h.GetEvents()), len(h.GetAttempts()), h.GetOrder())
+		}
+		for _, e := range h.GetEvents() {
+			events = append(events, e.GetEvent()+"@"+e.GetCreateTime().AsTime().String())
+		}
+		for _, a := range h.GetAttempts() {
+			attempts = append(attempts, a.GetId())
+		}
+		if tok = h.GetNextPageToken(); tok == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("the pages never end")
+		}
+	}
+	var want, wantAttempts []string
+	for _, e := range full {
+		want = append(want, string(e.Name)+"@"+e.CreatedAt.UTC().String())
+	}
+	for _, a := range fullAttempts {
+		wantAttempts = append(wantAttempts, a.ID)
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) || fmt.Sprint(attempts) != fmt.Sprint(wantAttempts) || pages != 4 {
+		t.Fatalf("paged history in %d pages:\n%v\n%v\nwant in 4 pages:\n%v\n%v", pages, events, attempts, want, wantAttempts)
+	}
+	// The default page holds it all; a size beyond the maximum is the maximum.
+	for _, size := range []int32{0, 1 << 30} {
+		h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: size})
+		if err != nil || len(h.GetEvents()) != len(full) || h.GetNextPageToken() != "" {
+			t.Fatalf("page size %d: %d events, token %q, %v", size, len(h.GetEvents()), h.GetNextPageToken(), err)
+		}
+	}
+	first, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: 1})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("first page of one: %v %v", first, err)
+	}
+	other := s.create(t, "order-pages-other", "tok_ok")
+	for _, req := range []*settlev1.GetOrderHistoryRequest{
+		{OrderId: other.GetId(), PageToken: first.GetNextPageToken()},
+		{OrderId: o.GetId(), PageToken: "not-a-token"},
+		{OrderId: o.GetId(), PageSize: -1},
+	} {
+		_, err := s.ops.GetOrderHistory(ctx, req)
+		wantCode(t, err, codes.InvalidArgument)
+	}
+}
+
+// TestCardNumbersAndRequestIDsRefused: the forms of card numbers that got
+// through before, in every field of the charge path, are INVALID_ARGUMENT
+// and nothing is stored; a request_id's length counts characters, and a
+// blank one is refused.
+func TestCardNumbersAndRequestIDsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-cards", "tok_ok")
+	money := &settlev1.Money{Currency: "GBP", AmountMinor: 100}
+	for _, pan := range []string{"4242424242424242 1228 123", "4242424242424242-1228", "order-20261130-4242424242424242",
+		"\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12"} {
+		for name, call := range map[string]func() error{
+			"CreateOrder reference": func() error {
+				_, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: pan, Amount: money, PaymentMethod: "tok_ok"})
+				return err
+			},
+			"CreateOrder payment method": func() error {
+				_, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "order-card-pm", Amount: money, PaymentMethod: pan})
+				return err
+			},
+			"ChargeOrder request_id": func() error {
+				_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: pan})
+				return err
+			},
+			"ChargeOrder payment method": func() error {
+				_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "card-req-1", PaymentMethod: pan})
+				return err
+			},
+			"CreateAndChargeOrder request_id": func() error {
+				_, err := s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "order-card-cc",
+					Amount: money, PaymentMethod: "tok_ok", RequestId: pan})
+				return err
+			},
+			"CancelOrder reason": func() error {
+				_, err := s.orders.CancelOrder(ctx, &settlev1.CancelOrderRequest{OrderId: o.GetId(), Reason: pan})
+				return err
+			},
+		} {
+			err := call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "looks like a card number") ||
+				strings.Contains(status.Convert(err).Message(), "4242") {
+				t.Errorf("%s %q: %v, want InvalidArgument saying it looks like a card number", name, pan, err)
+			}
+		}
+	}
+	for _, id := range []string{"ééééééé", "        ", "\u3000\u3000\u3000\u3000\u3000\u3000\u3000\u3000"} {
+		_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: id})
+		wantCode(t, err, codes.InvalidArgument)
+	}
+	if n := s.count(t, `SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM charge_attempts) + (SELECT count(*) FROM order_events)`); n != 2 {
+		t.Fatalf("%d rows, want 2 (the order and its creation)", n)
+	}
+	// Eight characters are enough, however many bytes they take.
+	if _, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "éééééééé"}); err != nil {
+		t.Fatalf("an 8-character request_id: %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package grpcapi
 
 import (
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -81,5 +82,17 @@ func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error)
 
 // chargeInputFromProto is a ChargeOrder request as the domain takes it.
 func chargeInputFromProto(req *settlev1.ChargeOrderRequest) order.ChargeInput {
-	return order.ChargeInput{OrderID: req.GetOrderId(), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod()}
+	return order.ChargeInput{OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod()}
+}
+
+// canonicalID returns an order or attempt id in the canonical form Settle
+// writes and PostgreSQL prints: lower case. Ids are normalized here, at the
+// edge, because the server keys things by the id's text (WatchOrder's
+// subscriptions, which notifications name in lower case). Anything that is
+// not UUID-shaped is left alone for validation to refuse.
+func canonicalID(id string) string {
+	if len(id) != 36 {
+		return id
+	}
+	return strings.ToLower(id)
 }

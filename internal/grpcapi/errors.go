@@ -25,6 +25,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return nil
 	case errors.As(err, &valErr):
 		return status.Error(codes.InvalidArgument, valErr.Error())
+	case errors.As(err, new(*malformedError)):
+		return status.Error(codes.InvalidArgument, "the request is not a valid protobuf message")
 	case errors.Is(err, order.ErrNotFound):
 		return status.Error(codes.NotFound, "order not found")
 	case errors.As(err, &confErr):

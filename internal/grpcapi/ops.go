@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // OpsStore is what operators read beyond the order service.
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
-	History(ctx context.Context, id string) ([]order.Event, []order.Attempt, error)
+	HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
 	Stats(ctx context.Context) (order.Stats, error)
 }
 
@@ -95,33 +96,106 @@ func decodePageToken(tok string) (time.Time, string, bool) {
 	if !ok || err != nil || order.CheckID("page_token", id) != nil {
 		return time.Time{}, "", false
 	}
-	return t, id, true
+	return t, canonicalID(id), true
 }
 
+// History pages: AIP-158, with a larger page size taken as the maximum.
+const (
+	defaultHistoryPage = 100
+	maxHistoryPage     = 1000
+)
+
 func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderHistoryRequest) (*settlev1.GetOrderHistoryResponse, error) {
-	o, err := s.svc.Get(ctx, "", req.GetOrderId())
+	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
-	events, attempts, err := s.store.History(ctx, o.ID)
+	p := order.HistoryPage{Limit: int(req.GetPageSize())}
+	switch {
+	case p.Limit < 0:
+		return nil, toStatus(ctx, s.log, &order.ValidationError{Field: "page_size", Reason: "must not be negative"})
+	case p.Limit == 0:
+		p.Limit = defaultHistoryPage
+	case p.Limit > maxHistoryPage:
+		p.Limit = maxHistoryPage
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		var ok bool
+		if p, ok = decodeHistoryToken(tok, o.ID, p.Limit); !ok {
+			return nil, toStatus(ctx, s.log, &order.ValidationError{Field: "page_token", Reason: "is not a token from a previous page of this order"})
+		}
+	}
+	// One more than a page of each says whether there is a next page.
+	want := p.Limit
+	p.Limit++
+	events, attempts, err := s.store.HistoryPage(ctx, o.ID, p)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
+	more := len(events) > want || len(attempts) > want
+	events, attempts = events[:min(len(events), want)], attempts[:min(len(attempts), want)]
 	resp := &settlev1.GetOrderHistoryResponse{Order: orderToProto(o), ReconcileCount: int32(o.ReconcileCount), LastError: o.LastError}
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
-			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: e.Actor,
+			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: string(e.Actor),
 			Reason: e.Reason, AttemptId: e.AttemptID, CreateTime: timestamp(e.CreatedAt),
 		})
 	}
 	for _, a := range attempts {
 		resp.Attempts = append(resp.Attempts, attemptToProto(&a))
 	}
+	if more {
+		// The cursor of a list that is complete stays where it was.
+		next := p
+		if len(events) > 0 {
+			next.AfterSeq = events[len(events)-1].Seq
+		}
+		if len(attempts) > 0 {
+			last := attempts[len(attempts)-1]
+			next.AfterAttemptCreated, next.AfterAttemptID = last.CreatedAt, last.ID
+		}
+		resp.NextPageToken = encodeHistoryToken(o.ID, next)
+	}
 	return resp, nil
 }
 
+// encodeHistoryToken writes where the next page of an order's history
+// begins. The token names its order, so that it is refused for another.
+func encodeHistoryToken(orderID string, p order.HistoryPage) string {
+	created := ""
+	if !p.AfterAttemptCreated.IsZero() {
+		created = p.AfterAttemptCreated.UTC().Format(time.RFC3339Nano)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(strings.Join(
+		[]string{"h1", orderID, strconv.FormatInt(p.AfterSeq, 10), created, p.AfterAttemptID}, "|")))
+}
+
+// decodeHistoryToken reads a token of encodeHistoryToken for orderID, with
+// the page size limit.
+func decodeHistoryToken(tok, orderID string, limit int) (order.HistoryPage, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return order.HistoryPage{}, false
+	}
+	f := strings.Split(string(b), "|")
+	if len(f) != 5 || f[0] != "h1" || f[1] != orderID {
+		return order.HistoryPage{}, false
+	}
+	p := order.HistoryPage{Limit: limit}
+	if p.AfterSeq, err = strconv.ParseInt(f[2], 10, 64); err != nil || p.AfterSeq < 0 {
+		return order.HistoryPage{}, false
+	}
+	if f[3] != "" || f[4] != "" {
+		if p.AfterAttemptCreated, err = time.Parse(time.RFC3339Nano, f[3]); err != nil || order.CheckID("page_token", f[4]) != nil {
+			return order.HistoryPage{}, false
+		}
+		p.AfterAttemptID = f[4]
+	}
+	return p, true
+}
+
 func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileOrderRequest) (*settlev1.ReconcileOrderResponse, error) {
-	o, err := s.svc.Get(ctx, "", req.GetOrderId())
+	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -132,7 +206,7 @@ func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileO
 		}
 		if ok {
 			o = checked
-		} else if o, err = s.svc.Get(ctx, "", o.ID); err != nil {
+		} else if o, err = s.svc.Get(ctx, order.AnyMerchant, o.ID); err != nil {
 			return nil, toStatus(ctx, s.log, err)
 		}
 	}
@@ -146,7 +220,7 @@ var resolutions = map[settlev1.Resolution]order.EventName{
 }
 
 func (s *opsServer) ResolveOrder(ctx context.Context, req *settlev1.ResolveOrderRequest) (*settlev1.ResolveOrderResponse, error) {
-	o, err := s.svc.Resolve(ctx, req.GetOrderId(), resolutions[req.GetResolution()], req.GetGatewayChargeId(),
+	o, err := s.svc.Resolve(ctx, canonicalID(req.GetOrderId()), resolutions[req.GetResolution()], req.GetGatewayChargeId(),
 		req.GetReason(), operator(ctx))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)

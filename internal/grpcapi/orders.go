@@ -6,6 +6,7 @@ package grpcapi
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/order"
@@ -18,6 +19,8 @@ type orderServer struct {
 	hub     *watchHub
 	watcher Watcher
 	log     *slog.Logger
+	// watchLifetime ends a WatchOrder stream that has run this long.
+	watchLifetime time.Duration
 }
 
 func (s *orderServer) CreateOrder(ctx context.Context, req *settlev1.CreateOrderRequest) (*settlev1.CreateOrderResponse, error) {
@@ -39,7 +42,7 @@ func (s *orderServer) GetOrder(ctx context.Context, req *settlev1.GetOrderReques
 	)
 	switch key := req.GetKey().(type) {
 	case *settlev1.GetOrderRequest_Id:
-		o, err = s.svc.Get(ctx, merchant(ctx), key.Id)
+		o, err = s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), canonicalID(key.Id))
 	case *settlev1.GetOrderRequest_MerchantReference:
 		o, err = s.svc.GetByReference(ctx, merchant(ctx), key.MerchantReference)
 	default:
@@ -73,7 +76,7 @@ func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.Cr
 }
 
 func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {
-	o, err := s.svc.Cancel(ctx, merchant(ctx), req.GetOrderId(), req.GetReason())
+	o, err := s.svc.Cancel(ctx, merchant(ctx), canonicalID(req.GetOrderId()), req.GetReason())
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

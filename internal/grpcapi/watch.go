@@ -56,11 +56,16 @@ func (h *watchHub) wake(id string) {
 	}
 }
 
-// Watcher registers interest in an order's changes, so that the database
-// reports them, until the returned function is called.
+// Watcher registers interest in a merchant's order's changes, so that the
+// database reports them, until the returned function is called. An order
+// the merchant may not see is order.ErrNotFound and registers nothing.
 type Watcher interface {
-	Watch(ctx context.Context, orderID string) (func(), error)
+	Watch(ctx context.Context, merchantID, orderID string) (func(), error)
 }
+
+// DefaultWatchLifetime is how long a WatchOrder stream runs at most when
+// Options.WatchLifetime is not set.
+const DefaultWatchLifetime = 10 * time.Minute
 
 // watchRecheck is how often a stream looks again without a notification, in
 // case one was lost while the listener reconnected.
@@ -68,19 +73,26 @@ const watchRecheck = 30 * time.Second
 
 func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev1.OrderService_WatchOrderServer) error {
 	ctx := stream.Context()
-	if err := order.CheckID("order_id", req.GetOrderId()); err != nil {
+	id := canonicalID(req.GetOrderId())
+	if err := order.CheckID("order_id", id); err != nil {
 		return toStatus(ctx, s.log, err)
 	}
-	woken, cancel := s.hub.subscribe(req.GetOrderId())
+	woken, cancel := s.hub.subscribe(id)
 	defer cancel()
-	unwatch, err := s.watcher.Watch(ctx, req.GetOrderId())
+	unwatch, err := s.watcher.Watch(ctx, merchant(ctx), id)
 	if err != nil {
-		return toStatus(ctx, s.log, err)
+		return toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
 	defer unwatch()
+	// A stream ends, with status OK, after its lifetime even if its order is
+	// not terminal: a client that has not seen a terminal state watches
+	// again. Long-lived streams would otherwise pin their connection and
+	// the key's watch slots for as long as an order stays open.
+	lifetime := time.NewTimer(s.watchLifetime)
+	defer lifetime.Stop()
 	var last *settlev1.Order
 	for {
-		o, err := s.svc.Get(ctx, merchant(ctx), req.GetOrderId())
+		o, err := s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), id)
 		if err != nil {
 			return toStatus(ctx, s.log, fieldName(err, "order_id"))
 		}
@@ -95,6 +107,8 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 		}
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-lifetime.C:
 			return nil
 		case <-woken:
 		case <-time.After(watchRecheck):

@@ -25,6 +25,10 @@ type ConflictError struct {
 
 func (e *ConflictError) Error() string { return e.Msg }
 
+// MsgRequestIDOtherOrder is the conflict of a request_id already used for
+// another order of the merchant.
+const MsgRequestIDOtherOrder = "request_id was already used for another order"
+
 // StateError is a move the transition table does not allow from the order's
 // current state.
 type StateError struct {

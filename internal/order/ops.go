@@ -7,8 +7,8 @@ import (
 
 // Resolve records an operator's decision for an order in NEEDS_REVIEW:
 // ev is EventResolvePaid (chargeID required), EventResolvePending or
-// EventResolveCanceled. actor names the operator; reason is required.
-func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID, reason, actor string) (Order, error) {
+// EventResolveCanceled. actor is the operator (see Operator); reason is required.
+func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID, reason string, actor Actor) (Order, error) {
 	if err := CheckID("order_id", id); err != nil {
 		return Order{}, err
 	}
@@ -30,7 +30,7 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 	if actor == "" {
 		return Order{}, errors.New("resolve: no operator identity")
 	}
-	o, err := s.store.Transition(ctx, "", id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, AnyMerchant, id, func(o Order) (Move, error) {
 		to, err := Next(o.State, ev)
 		m := Move{Event: ev, To: to, Actor: actor, Reason: reason}
 		if ev == EventResolvePaid {
@@ -39,7 +39,7 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 		return m, err
 	})
 	if err == nil {
-		s.logTransition(ctx, o.ID, o.CurrentAttempt, "", StateNeedsReview, o.State, ev, actor)
+		Transition{OrderID: o.ID, AttemptID: o.CurrentAttempt, From: StateNeedsReview, To: o.State, Event: ev, Actor: actor}.Log(ctx, s.log)
 	}
 	return o, err
 }

@@ -26,6 +26,21 @@ var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, Stat
 // Terminal reports whether nothing can happen to an order in state s.
 func (s State) Terminal() bool { return s == StatePaid || s == StateCanceled }
 
+// Actor names who made a transition, as an order's history records it.
+type Actor string
+
+// The actors that are not people.
+const (
+	// ActorAPI is the charge path, serving a client's call.
+	ActorAPI Actor = "api"
+	// ActorReconciler is the reconciler, settling an unknown outcome.
+	ActorReconciler Actor = "reconciler"
+)
+
+// Operator is the actor for a person at the operator API, named by the API
+// key they called with. The key's name, never the key, reaches the history.
+func Operator(keyName string) Actor { return Actor("ops:" + keyName) }
+
 // Money is an amount in a currency's minor units.
 type Money struct {
 	Currency    string
@@ -73,11 +88,13 @@ type Attempt struct {
 
 // Event is one recorded transition in an order's history.
 type Event struct {
+	// Seq orders an order's events: a later event has a greater Seq.
+	Seq       int64
 	OrderID   string
 	From      State // empty for the creation of the order
 	To        State
 	Name      string
-	Actor     string
+	Actor     Actor
 	Reason    string
 	AttemptID string
 	CreatedAt time.Time
@@ -102,6 +119,16 @@ type ListFilter struct {
 	// After continues a listing after this order (the last of a page).
 	AfterUpdated time.Time
 	AfterID      string
+}
+
+// HistoryPage selects one page of an order's history: up to Limit events
+// after event AfterSeq, and up to Limit attempts after the attempt
+// (AfterAttemptCreated, AfterAttemptID) in the order (created, id).
+type HistoryPage struct {
+	Limit               int
+	AfterSeq            int64
+	AfterAttemptCreated time.Time
+	AfterAttemptID      string
 }
 
 // Stats summarises all orders for an operator.

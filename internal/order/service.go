@@ -20,8 +20,8 @@ type Store interface {
 	// same merchant reference when its parameters are the same (a
 	// *ConflictError when they differ).
 	CreateOrder(ctx context.Context, o Order) (Order, error)
-	// Order returns an order by id; merchantID "" means any merchant.
-	Order(ctx context.Context, merchantID, id string) (Order, error)
+	// Order returns an order by id; an order outside scope is ErrNotFound.
+	Order(ctx context.Context, scope Scope, id string) (Order, error)
 	// OrderByReference returns a merchant's order by merchant reference.
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
 	// Attempt returns an attempt by id.
@@ -35,11 +35,14 @@ type Store interface {
 	Settle(ctx context.Context, s Settlement) (Order, bool, error)
 	// CreateClaimed inserts o already claimed by c (both events, one
 	// commit) and reports true; it inserts nothing and reports false when
-	// o's merchant reference or c's request id is taken.
+	// o's merchant reference is taken. When c's request id is taken (by
+	// another order's attempt, since the reference was free), it inserts
+	// nothing and returns a *ConflictError.
 	CreateClaimed(ctx context.Context, o Order, c Claim) (Order, Attempt, bool, error)
 	// Transition locks an order, asks decide for the move to make from the
-	// state it is in, and makes it with its event, in one transaction.
-	Transition(ctx context.Context, merchantID, id string, decide func(Order) (Move, error)) (Order, error)
+	// state it is in, and makes it with its event, in one transaction. An
+	// order outside scope is ErrNotFound.
+	Transition(ctx context.Context, scope Scope, id string, decide func(Order) (Move, error)) (Order, error)
 }
 
 // Claim asks the store to start an attempt. When the order is in From and
@@ -55,7 +58,7 @@ type Claim struct {
 	From, To      State
 	Event         EventName
 	Lease         time.Duration
-	Actor         string
+	Actor         Actor
 }
 
 // ClaimResult is the order after a claim, and the attempt that the request
@@ -80,7 +83,7 @@ type Settlement struct {
 	// Checked counts this settlement as one reconciler check.
 	Checked   bool
 	LastError string
-	Actor     string
+	Actor     Actor
 	Reason    string
 }
 
@@ -88,7 +91,7 @@ type Settlement struct {
 type Move struct {
 	Event  EventName
 	To     State
-	Actor  string
+	Actor  Actor
 	Reason string
 	// Attempt, when set, is recorded as the current attempt's result.
 	Attempt *Result
@@ -165,12 +168,12 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	}, nil
 }
 
-// Get returns merchantID's order by id.
-func (s *Service) Get(ctx context.Context, merchantID, id string) (Order, error) {
+// Get returns an order by id, if it is within scope.
+func (s *Service) Get(ctx context.Context, scope Scope, id string) (Order, error) {
 	if err := CheckID("id", id); err != nil {
 		return Order{}, err
 	}
-	return s.store.Order(ctx, merchantID, id)
+	return s.store.Order(ctx, scope, id)
 }
 
 // GetByReference returns merchantID's order by merchant reference.
@@ -204,7 +207,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		To:            MustNext(StatePending, EventCharge),
 		Event:         EventCharge,
 		Lease:         s.cfg.GatewayTimeout + s.cfg.Grace,
-		Actor:         "api",
+		Actor:         ActorAPI,
 	})
 	if err != nil {
 		return Order{}, nil, fmt.Errorf("claim order %s: %w", in.OrderID, err)
@@ -213,7 +216,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		if a := c.Attempt; a != nil {
 			// A replay of an earlier request: charge nothing.
 			if a.OrderID != in.OrderID {
-				return Order{}, nil, &ConflictError{Msg: "request_id was already used for another order"}
+				return Order{}, nil, &ConflictError{Msg: MsgRequestIDOtherOrder}
 			}
 			if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
 				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
@@ -227,21 +230,22 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 }
 
 // CreateAndCharge creates an order and charges it. A new order and its
-// first attempt are written in one commit; a retry (the reference or the
-// request id already taken) goes the way of Create and Charge, with their
-// idempotency and their conflicts.
+// first attempt are written in one commit; a retry (the reference already
+// taken) goes the way of Create and Charge, with their idempotency and their
+// conflicts. A new reference with a request id already used is a conflict,
+// and creates nothing: a failed call leaves no order behind.
 func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, requestID string) (Order, *Attempt, error) {
 	fresh, err := s.newOrder(merchantID, n)
 	if err != nil {
 		return Order{}, nil, err
 	}
-	if err := checkText("request_id", requestID, MinRequestIDLen, MaxRequestIDLen); err != nil {
+	if err := CheckRequestID(requestID); err != nil {
 		return Order{}, nil, err
 	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)
 	o, a, created, err := s.store.CreateClaimed(ctx, fresh, Claim{
 		RequestID: requestID, AttemptID: NewID(), From: StatePending, To: MustNext(StatePending, EventCharge),
-		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: "api",
+		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: ActorAPI,
 	})
 	if err != nil {
 		return Order{}, nil, fmt.Errorf("create and claim order: %w", err)
@@ -258,7 +262,7 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 // charge calls the gateway for a claimed attempt and settles what it says.
 func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, requestID string, deadline time.Time) (Order, *Attempt, error) {
 	s.cfg.Failpoint(failpoint.AfterClaim)
-	s.logTransition(ctx, o.ID, a.ID, requestID, StatePending, o.State, EventCharge, "api")
+	Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StatePending, To: o.State, Event: EventCharge, Actor: ActorAPI}.Log(ctx, s.log)
 	req := ChargeRequest{
 		AttemptID:         a.ID,
 		OrderID:           o.ID,
@@ -273,7 +277,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	res, gerr := s.call(ctx, o.Gateway, req, deadline, requestID)
 	s.cfg.Failpoint(failpoint.AfterGateway)
 	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
-	st.Actor = "api"
+	st.Actor = ActorAPI
 	if gerr != nil {
 		st.LastError = gerr.Error()
 	}
@@ -283,13 +287,13 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	}
 	if ok {
 		if st.Event != "" {
-			s.logTransition(ctx, o.ID, a.ID, requestID, StateCharging, st.To, st.Event, st.Actor)
+			Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StateCharging, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
 		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
 		return settled, &a, nil
 	}
 	// The reconciler (or a person) settled it first; report what won.
-	if settled, err = s.store.Order(ctx, merchantID, o.ID); err != nil {
+	if settled, err = s.store.Order(ctx, ForMerchant(merchantID), o.ID); err != nil {
 		return Order{}, nil, err
 	}
 	if a, err = s.store.Attempt(ctx, a.ID); err != nil {
@@ -310,10 +314,8 @@ func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, d
 	defer cancel()
 	start := time.Now()
 	res, err := gw.Charge(ctx, req)
-	s.log.LogAttrs(ctx, slog.LevelInfo, "gateway charge",
-		slog.String("gateway", gateway), slog.String("order_id", req.OrderID),
-		slog.String("attempt_id", req.AttemptID), slog.String("request_id", requestID), slog.String("outcome", string(res.Outcome)),
-		slog.Duration("latency", time.Since(start)), errAttr(err))
+	GatewayCall{Op: "charge", Gateway: gateway, OrderID: req.OrderID, AttemptID: req.AttemptID, RequestID: requestID,
+		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, s.log)
 	return res, err
 }
 
@@ -338,7 +340,7 @@ func settlementFor(orderID, attemptID string, res Result, recheck time.Duration)
 	return st
 }
 
-// Cancel moves a PENDING order to CANCELED.
+// Cancel moves merchantID's PENDING order to CANCELED.
 func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Order, error) {
 	if err := CheckID("order_id", id); err != nil {
 		return Order{}, err
@@ -346,30 +348,15 @@ func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Or
 	if err := CheckReason("reason", reason, false); err != nil {
 		return Order{}, err
 	}
-	o, err := s.store.Transition(ctx, merchantID, id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, ForMerchant(merchantID), id, func(o Order) (Move, error) {
 		to, err := Next(o.State, EventCancel)
-		return Move{Event: EventCancel, To: to, Actor: "api", Reason: reason}, err
+		return Move{Event: EventCancel, To: to, Actor: ActorAPI, Reason: reason}, err
 	})
 	if err == nil {
-		s.logTransition(ctx, o.ID, "", "", StatePending, o.State, EventCancel, "api")
+		Transition{OrderID: o.ID, From: StatePending, To: o.State, Event: EventCancel, Actor: ActorAPI}.Log(ctx, s.log)
 	}
 	return o, err
 }
 
-// logTransition writes the one log line of a transition. Free-text reasons
-// stay in the history, out of the logs: a client wrote them.
-func (s *Service) logTransition(ctx context.Context, orderID, attemptID, requestID string, from, to State, ev EventName, actor string) {
-	s.log.LogAttrs(ctx, slog.LevelInfo, "order transition", slog.String("order_id", orderID),
-		slog.String("attempt_id", attemptID), slog.String("request_id", requestID), slog.String("from", string(from)),
-		slog.String("to", string(to)), slog.String("event", string(ev)), slog.String("actor", actor))
-}
-
 // NewID returns a new time-ordered id for an order or an attempt.
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
-
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
-	}
-	return slog.String("error", err.Error())
-}

@@ -3,9 +3,10 @@ package order
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
-// Limits on request fields.
+// Limits on request fields. Lengths count characters (runes), not bytes.
 const (
 	// MaxAmountMinor bounds an order's amount: 10^12 minor units (ten billion
 	// in a two-decimal currency) is far beyond any checkout and far inside int64.
@@ -74,7 +75,7 @@ func (c ChargeInput) Validate() error {
 	if err := CheckID("order_id", c.OrderID); err != nil {
 		return err
 	}
-	if err := checkText("request_id", c.RequestID, MinRequestIDLen, MaxRequestIDLen); err != nil {
+	if err := CheckRequestID(c.RequestID); err != nil {
 		return err
 	}
 	if c.PaymentMethod != "" {
@@ -83,7 +84,13 @@ func (c ChargeInput) Validate() error {
 	return nil
 }
 
-// CheckReason validates a free-text reason of at most MaxReasonLen bytes.
+// CheckRequestID validates a client's request_id: MinRequestIDLen to
+// MaxRequestIDLen characters, not blank, and no card number.
+func CheckRequestID(id string) error {
+	return checkText("request_id", id, MinRequestIDLen, MaxRequestIDLen)
+}
+
+// CheckReason validates a free-text reason of at most MaxReasonLen characters.
 func CheckReason(field, s string, required bool) error {
 	min := 0
 	if required {
@@ -108,14 +115,17 @@ func CheckReference(field, ref string) error {
 	return checkText(field, ref, 1, MaxReferenceLen)
 }
 
-// checkText checks length, printable characters, and card numbers.
+// checkText checks length (in characters, not bytes), printable
+// characters, blankness, and card numbers. Every client-chosen text field
+// of every request goes through it.
 func checkText(field, s string, min, max int) error {
+	n := utf8.RuneCountInString(s)
 	switch {
-	case len(s) < min && len(s) == 0:
+	case n < min && n == 0:
 		return &ValidationError{Field: field, Reason: "is required"}
-	case len(s) < min:
+	case n < min:
 		return &ValidationError{Field: field, Reason: "is too short"}
-	case len(s) > max:
+	case n > max:
 		return &ValidationError{Field: field, Reason: "is too long"}
 	}
 	for _, r := range s {
@@ -123,52 +133,105 @@ func checkText(field, s string, min, max int) error {
 			return &ValidationError{Field: field, Reason: "must contain only printable characters"}
 		}
 	}
-	if LooksLikeCardNumber(s) {
+	if min > 0 && strings.TrimSpace(s) == "" {
+		return &ValidationError{Field: field, Reason: "must not be blank"}
+	}
+	if ContainsCardNumber(s) {
+		// The reason never repeats the value: it may be a real card number.
 		return &ValidationError{Field: field, Reason: cardNumberAdvisory}
 	}
 	return nil
 }
 
-// LooksLikeCardNumber reports whether s holds a run of 13 to 19 digits,
-// optionally grouped by single spaces or dashes, that passes the Luhn check.
-func LooksLikeCardNumber(s string) bool {
-	var digits []byte
-	flush := func() bool {
-		ok := len(digits) >= minCardDigits && len(digits) <= maxCardDigits && luhn(digits)
-		digits = digits[:0]
-		return ok
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
+// ContainsCardNumber reports whether s holds what may be a primary account
+// number: 13 to 19 consecutive digits that pass the Luhn check, anywhere in
+// s, after these rules are applied.
+//
+//   - A digit is any Unicode decimal digit (category Nd: ASCII, Arabic-Indic,
+//     fullwidth, ...), read as its value 0-9.
+//   - A letter (any Unicode letter) ends a sequence of digits: "4242x4242"
+//     is two numbers. Letters between the groups of a card number are not
+//     how anyone writes one by mistake, and UUIDs, tokens and hex strings,
+//     which mix letters and digits, would otherwise often look like cards.
+//   - Anything else (spaces, dashes, dots, slashes, other punctuation and
+//     symbols, however many) separates nothing: "4242 4242-4242.4242" is
+//     the 16 digits 4242424242424242.
+//   - Every window of 13 to 19 digits of a sequence is checked, not only
+//     the whole sequence, so digits before or after a card number hide
+//     nothing ("order-20261130-4242424242424242", "4242424242424242 1228").
+//
+// The price is false positives: one window in ten passes Luhn by chance, so
+// a reference holding 13 or more digits with no letter among them (a
+// timestamp and a counter, say) is often refused. Such a request gets
+// INVALID_ARGUMENT saying the field looks like a card number, without the
+// value; a client fixes it by putting a letter between its numbers. A card
+// number that reached the database, a gateway or a log would cost far more.
+func ContainsCardNumber(s string) bool {
+	// digits holds the current sequence, most recent last; only its last
+	// maxCardDigits digits matter to the windows that end at a new digit.
+	var digits [maxCardDigits]byte
+	n := 0
+	for _, r := range s {
 		switch {
-		case c >= '0' && c <= '9':
-			digits = append(digits, c)
-		case (c == ' ' || c == '-') && len(digits) > 0 && i+1 < len(s) && s[i+1] >= '0' && s[i+1] <= '9':
-			// A separator inside a group of digits: keep collecting.
-		default:
-			if flush() {
+		case unicode.IsDigit(r):
+			if n == len(digits) {
+				copy(digits[:], digits[1:])
+				n--
+			}
+			digits[n] = digitValue(r)
+			n++
+			if luhnWindowEndsAt(digits[:n]) {
 				return true
 			}
+		case unicode.IsLetter(r):
+			n = 0
 		}
 	}
-	return flush()
+	return false
 }
 
-func luhn(digits []byte) bool {
+// luhnWindowEndsAt reports whether a suffix of d of 13 to 19 digits passes
+// the Luhn check. Luhn doubles every second digit counted from the right,
+// so one pass from the end computes the sums of every suffix.
+func luhnWindowEndsAt(d []byte) bool {
+	if len(d) < minCardDigits {
+		return false
+	}
 	sum := 0
-	double := false
-	for i := len(digits) - 1; i >= 0; i-- {
-		d := int(digits[i] - '0')
-		if double {
-			d *= 2
-			if d > 9 {
-				d -= 9
+	for k := 1; k <= len(d); k++ {
+		v := int(d[len(d)-k])
+		if k%2 == 0 {
+			v *= 2
+			if v > 9 {
+				v -= 9
 			}
 		}
-		sum += d
-		double = !double
+		sum += v
+		if k >= minCardDigits && sum%10 == 0 {
+			return true
+		}
 	}
-	return sum%10 == 0
+	return false
+}
+
+// digitValue returns the value of a Unicode decimal digit. Unicode assigns
+// the decimal digits of every script in runs of ten, zero first, and the
+// ranges of unicode.Nd start at a zero (TestDigitValue checks both).
+func digitValue(r rune) byte {
+	if '0' <= r && r <= '9' {
+		return byte(r - '0')
+	}
+	for _, rg := range unicode.Nd.R16 {
+		if lo, hi := rune(rg.Lo), rune(rg.Hi); lo <= r && r <= hi {
+			return byte((r - lo) % 10)
+		}
+	}
+	for _, rg := range unicode.Nd.R32 {
+		if lo, hi := rune(rg.Lo), rune(rg.Hi); lo <= r && r <= hi {
+			return byte((r - lo) % 10)
+		}
+	}
+	return 0
 }
 
 func isUUID(s string) bool {

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/bench"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
@@ -67,7 +67,7 @@ func BenchmarkChargePath(b *testing.B) {
 	rt := &roundTrips{}
 	pool := tracedPool(b, rt, 8)
 	store := postgres.NewStore(pool)
-	svc, err := order.NewService(store, map[string]order.Gateway{"sim": sim.NewInstant()}, order.Config{
+	svc, err := order.NewService(store, map[string]order.Gateway{"sim": bench.NewInstant()}, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: 10 * time.Second, Grace: 5 * time.Second, FirstRecheck: 5 * time.Second,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
@@ -112,7 +112,7 @@ func BenchmarkReconcileDrain(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		pool := tracedPool(b, nil, 8)
-		gw := sim.NewInstant()
+		gw := bench.NewInstant()
 		// Due CHARGING orders as a crash after the claim leaves them, made
 		// in bulk; the gateway has each attempt's charge.
 		for _, sql := range []string{
@@ -169,7 +169,7 @@ func BenchmarkCreateAndCharge(b *testing.B) {
 	ctx := context.Background()
 	rt := &roundTrips{}
 	pool := tracedPool(b, rt, 8)
-	svc, err := order.NewService(postgres.NewStore(pool), map[string]order.Gateway{"sim": sim.NewInstant()}, order.Config{
+	svc, err := order.NewService(postgres.NewStore(pool), map[string]order.Gateway{"sim": bench.NewInstant()}, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: 10 * time.Second, Grace: 5 * time.Second, FirstRecheck: 5 * time.Second,
 	}, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {

@@ -2,15 +2,18 @@ package postgres
 
 import (
 	"context"
+	_ "embed"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 )
 
-// notifyChannel carries the id of every order whose state or attempt changed
-// (see migration 00003).
-const notifyChannel = "settle_orders"
+// listenSQL subscribes a connection to the ids of changed orders.
+//
+//go:embed sql/listen.sql
+var listenSQL string
 
 // ListenOrders calls fn with the id of every order that changes, until ctx
 // ends. It holds one connection of the pool, and reconnects after a failure;
@@ -41,9 +44,13 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	// A connection that has listened is not handed back to the pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return err
 	}
+	// Each (re)connection of each server clears the rows that crashed
+	// servers left; a failure here costs only stale rows, which the
+	// trigger ignores.
+	s.sweepWatchers(ctx)
 	missed()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -54,20 +61,79 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	}
 }
 
-// Watch registers interest in an order's changes until the returned
-// function is called; only watched orders are notified (see migration 00003).
-func (s *Store) Watch(ctx context.Context, orderID string) (func(), error) {
+// watchTTL is how long a row of order_watchers lives unless its server
+// refreshes it, which it does every watchRefresh while the stream is open.
+// A crashed server's rows expire within watchTTL; the trigger ignores
+// expired rows, and sweepWatchers deletes them.
+const (
+	watchTTL     = 2 * time.Minute
+	watchRefresh = watchTTL / 4
+)
+
+//go:embed sql/watch.sql
+var watchSQL string
+
+//go:embed sql/refresh_watch.sql
+var refreshWatchSQL string
+
+//go:embed sql/unwatch.sql
+var unwatchSQL string
+
+//go:embed sql/sweep_watchers.sql
+var sweepWatchersSQL string
+
+// Watch registers interest in merchantID's order orderID until the returned
+// function is called; only watched orders are notified (see migrations
+// 00003 and 00004). An order of another merchant, or none, is
+// order.ErrNotFound, and registers nothing. The registration is refreshed
+// until the returned function is called or ctx ends.
+func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), error) {
 	watcher := uuid.NewString()
 	err := retry(ctx, func() error {
-		_, err := s.pool.Exec(ctx, `INSERT INTO order_watchers (order_id, watcher_id) VALUES ($1, $2)`, orderID, watcher)
+		_, err := queryOne[struct {
+			Watched bool `db:"watched"`
+		}](ctx, s.pool, watchSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
+		})
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(watchRefresh)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-stop:
+				return
+			case <-t.C:
+				// A failed refresh is retried at the next tick; the row
+				// outlives a few of them.
+				s.pool.Exec(ctx, refreshWatchSQL, pgx.StrictNamedArgs{
+					"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
+				})
+			}
+		}
+	}()
 	return func() {
+		close(stop)
+		<-done
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE order_id = $1 AND watcher_id = $2`, orderID, watcher)
+		s.pool.Exec(ctx, unwatchSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher,
+		})
 	}, nil
+}
+
+// sweepWatchers deletes every expired row of order_watchers: those of
+// servers that stopped without removing theirs.
+func (s *Store) sweepWatchers(ctx context.Context) error {
+	_, err := s.pool.Exec(ctx, sweepWatchersSQL)
+	return err
 }

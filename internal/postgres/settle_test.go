@@ -67,7 +67,7 @@ func TestSettleMany(t *testing.T) {
 		{OrderID: order.NewID(), AttemptID: order.NewID(), Event: order.EventSucceed, To: order.StatePaid,
 			Result: order.Result{Outcome: order.OutcomeSucceeded}, Actor: "reconciler"},
 	}
-	applied, err := s.SettleMany(ctx, sts)
+	_, applied, err := s.SettleMany(ctx, sts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestSettleMany(t *testing.T) {
 	}
 
 	get := func(id string) order.Order {
-		o, err := s.Order(ctx, "", id)
+		o, err := s.Order(ctx, order.AnyMerchant, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestSettleMany(t *testing.T) {
 	o2, att2 := chargingOrder(t, s, "ref-twice")
 	twice := order.Settlement{OrderID: o2.ID, AttemptID: att2, RecheckIn: time.Hour, Checked: true,
 		Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"}
-	if _, err := s.SettleMany(ctx, []order.Settlement{twice, twice}); err == nil {
+	if _, _, err := s.SettleMany(ctx, []order.Settlement{twice, twice}); err == nil {
 		t.Error("an order twice in one call: no error")
 	}
 	if o := get(o2.ID); o.ReconcileCount != 0 {
@@ -184,7 +184,7 @@ func TestSettleManyOverlapping(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				if _, err := s.SettleMany(ctx, batch); err != nil {
+				if _, _, err := s.SettleMany(ctx, batch); err != nil {
 					t.Error(err)
 					return
 				}
@@ -250,7 +250,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		applied, err := s.SettleMany(ctx, []order.Settlement{
+		_, applied, err := s.SettleMany(ctx, []order.Settlement{
 			{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventFail, To: order.StatePending, Checked: true,
 				Result: order.Result{Outcome: order.OutcomeDeclined}, Actor: "reconciler"},
 			{OrderID: rechecked.ID, AttemptID: recheckedAtt, RecheckIn: time.Hour, Checked: true,
@@ -415,7 +415,7 @@ func TestSettleTruncatesToValidUTF8(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("settle: %v, applied %v", err, ok)
 	}
-	got, err := s.Order(ctx, "", o.ID)
+	got, err := s.Order(ctx, order.AnyMerchant, o.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,8 +23,9 @@ type Store interface {
 	// ClaimDue leases up to limit due CHARGING orders, pushing their
 	// reconcile_at forward by lease, skipping orders others hold.
 	ClaimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
-	// ClaimOrder leases one CHARGING order now, due or not.
-	ClaimOrder(ctx context.Context, id string, lease time.Duration) ([]order.Due, error)
+	// ClaimOrder leases one CHARGING order now, due or not; it reports
+	// false when there is no such CHARGING order.
+	ClaimOrder(ctx context.Context, id string, lease time.Duration) (order.Due, bool, error)
 	// Settle is order.Store's guarded settle. Concurrent settles share a
 	// statement and a commit (postgres.Store groups them).
 	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
@@ -157,14 +158,15 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as
-// it then stands; an order in any other state is returned unchanged.
+// it then stands; for an order in any other state (or none) it reports
+// false and checks nothing.
 func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool, error) {
-	due, err := r.store.ClaimOrder(ctx, id, r.lease())
-	if err != nil || len(due) == 0 {
+	due, ok, err := r.store.ClaimOrder(ctx, id, r.lease())
+	if err != nil || !ok {
 		return order.Order{}, false, err
 	}
-	res, err := r.lookup(ctx, due[0])
-	o, err := r.settle(ctx, r.decide(due[0], res, err))
+	res, err := r.lookup(ctx, due)
+	o, err := r.settle(ctx, r.decide(due, res, err))
 	return o, true, err
 }
 
@@ -182,8 +184,8 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck(string(st.Event))
-		r.log.InfoContext(ctx, "order transition", "order_id", st.OrderID, "attempt_id", st.AttemptID,
-			"from", string(order.StateCharging), "to", string(st.To), "event", string(st.Event), "actor", st.Actor, "reason", st.Reason)
+		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: order.StateCharging, To: st.To,
+			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)
 	}
 	return o, nil
 }
@@ -206,15 +208,14 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// are compared.
 		CreatedAt: time.Now().Add(-d.AttemptAge),
 	})
-	r.log.LogAttrs(ctx, slog.LevelInfo, "gateway lookup", slog.String("gateway", d.Order.Gateway),
-		slog.String("order_id", d.Order.ID), slog.String("attempt_id", d.Attempt.ID),
-		slog.String("outcome", string(res.Outcome)), slog.Duration("latency", time.Since(start)), errAttr(err))
+	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
+		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
 	return res, err
 }
 
 // decide turns what the gateway said into a settlement.
 func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: "reconciler", Checked: true, Result: res}
+	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
 	checks := d.Order.ReconcileCount + 1
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
@@ -260,11 +261,4 @@ func escalate(st order.Settlement, why string) order.Settlement {
 // all checked together again.
 func jitter(d time.Duration) time.Duration {
 	return d - d/5 + rand.N(2*d/5+1)
-}
-
-func errAttr(err error) slog.Attr {
-	if err == nil {
-		return slog.Attr{}
-	}
-	return slog.String("error", err.Error())
 }

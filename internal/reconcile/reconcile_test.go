@@ -104,7 +104,7 @@ func (f *fixture) charging(t *testing.T, token string, charge bool) (orderID, at
 
 func (f *fixture) order(t *testing.T, id string) order.Order {
 	t.Helper()
-	o, err := f.store.Order(context.Background(), "", id)
+	o, err := f.store.Order(context.Background(), order.AnyMerchant, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/bench"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/telemetry"
 )
@@ -17,7 +17,7 @@ import (
 func TestGatewaySpan(t *testing.T) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
-	gw := telemetry.NewMetrics().Gateway("sim", sim.NewInstant(), tp.Tracer(telemetry.TracerName))
+	gw := telemetry.NewMetrics().Gateway("sim", bench.NewInstant(), tp.Tracer(telemetry.TracerName))
 	req := order.ChargeRequest{AttemptID: order.NewID(), OrderID: order.NewID(), MerchantReference: "span-1",
 		Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_secret_span"}
 	if _, err := gw.Charge(context.Background(), req); err != nil {

@@ -205,10 +205,15 @@ func (x *ListOrdersResponse) GetNextPageToken() string {
 	return ""
 }
 
-// GetOrderHistoryRequest names an order.
+// GetOrderHistoryRequest names an order and a page of its history.
 type GetOrderHistoryRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	OrderId       string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// At most this many events and this many attempts (default 100; larger
+	// values are taken as the maximum, 1000).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token for the same order_id.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -246,6 +251,20 @@ func (*GetOrderHistoryRequest) Descriptor() ([]byte, []int) {
 func (x *GetOrderHistoryRequest) GetOrderId() string {
 	if x != nil {
 		return x.OrderId
+	}
+	return ""
+}
+
+func (x *GetOrderHistoryRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *GetOrderHistoryRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
 	}
 	return ""
 }
@@ -343,16 +362,21 @@ func (x *OrderEvent) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
-// GetOrderHistoryResponse is an order with its whole history.
+// GetOrderHistoryResponse is an order with one page of its history. Every
+// page carries the order as it stands.
 type GetOrderHistoryResponse struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Order    *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
-	Events   []*OrderEvent          `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
-	Attempts []*Attempt             `protobuf:"bytes,3,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Order *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	// The next events of the page, oldest first.
+	Events []*OrderEvent `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	// The next attempts of the page, oldest first.
+	Attempts []*Attempt `protobuf:"bytes,3,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	// How many times the reconciler has asked about the current attempt.
 	ReconcileCount int32 `protobuf:"varint,4,opt,name=reconcile_count,json=reconcileCount,proto3" json:"reconcile_count,omitempty"`
 	// The last error the reconciler saw, if any.
-	LastError     string `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	LastError string `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Empty when both events and attempts are complete.
+	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -418,6 +442,13 @@ func (x *GetOrderHistoryResponse) GetReconcileCount() int32 {
 func (x *GetOrderHistoryResponse) GetLastError() string {
 	if x != nil {
 		return x.LastError
+	}
+	return ""
+}
+
+func (x *GetOrderHistoryResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
 	}
 	return ""
 }
@@ -802,9 +833,12 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"f\n" +
 	"\x12ListOrdersResponse\x12(\n" +
 	"\x06orders\x18\x01 \x03(\v2\x10.settle.v1.OrderR\x06orders\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"3\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"o\n" +
 	"\x16GetOrderHistoryRequest\x12\x19\n" +
-	"\border_id\x18\x01 \x01(\tR\aorderId\"\x94\x02\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x94\x02\n" +
 	"\n" +
 	"OrderEvent\x124\n" +
 	"\n" +
@@ -816,14 +850,15 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"attempt_id\x18\x06 \x01(\tR\tattemptId\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xe8\x01\n" +
+	"createTime\"\x90\x02\n" +
 	"\x17GetOrderHistoryResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12-\n" +
 	"\x06events\x18\x02 \x03(\v2\x15.settle.v1.OrderEventR\x06events\x12.\n" +
 	"\battempts\x18\x03 \x03(\v2\x12.settle.v1.AttemptR\battempts\x12'\n" +
 	"\x0freconcile_count\x18\x04 \x01(\x05R\x0ereconcileCount\x12\x1d\n" +
 	"\n" +
-	"last_error\x18\x05 \x01(\tR\tlastError\"2\n" +
+	"last_error\x18\x05 \x01(\tR\tlastError\x12&\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"2\n" +
 	"\x15ReconcileOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\"@\n" +
 	"\x16ReconcileOrderResponse\x12&\n" +

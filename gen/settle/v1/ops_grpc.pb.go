@@ -35,7 +35,9 @@ type OpsServiceClient interface {
 	// ListOrders lists orders, newest state change first, optionally only those
 	// in one state for at least a given time.
 	ListOrders(ctx context.Context, in *ListOrdersRequest, opts ...grpc.CallOption) (*ListOrdersResponse, error)
-	// GetOrderHistory returns every event and attempt of an order.
+	// GetOrderHistory returns an order's events and attempts, oldest first, a
+	// page at a time: an order retried thousands of times has a history larger
+	// than a message may be.
 	GetOrderHistory(ctx context.Context, in *GetOrderHistoryRequest, opts ...grpc.CallOption) (*GetOrderHistoryResponse, error)
 	// ReconcileOrder asks the gateway about a CHARGING order now.
 	ReconcileOrder(ctx context.Context, in *ReconcileOrderRequest, opts ...grpc.CallOption) (*ReconcileOrderResponse, error)
@@ -112,7 +114,9 @@ type OpsServiceServer interface {
 	// ListOrders lists orders, newest state change first, optionally only those
 	// in one state for at least a given time.
 	ListOrders(context.Context, *ListOrdersRequest) (*ListOrdersResponse, error)
-	// GetOrderHistory returns every event and attempt of an order.
+	// GetOrderHistory returns an order's events and attempts, oldest first, a
+	// page at a time: an order retried thousands of times has a history larger
+	// than a message may be.
 	GetOrderHistory(context.Context, *GetOrderHistoryRequest) (*GetOrderHistoryResponse, error)
 	// ReconcileOrder asks the gateway about a CHARGING order now.
 	ReconcileOrder(context.Context, *ReconcileOrderRequest) (*ReconcileOrderResponse, error)

@@ -50,9 +50,9 @@ func classifyCharge(req order.ChargeRequest, ex exchange) (order.Result, error) 
 		if err := ch.matches(req); err != nil {
 			return unknown(fmt.Errorf("gateway answered %d: %w", s, err))
 		}
-		want := statusSucceeded
+		want := StatusSucceeded
 		if s == http.StatusPaymentRequired {
-			want = statusDeclined
+			want = StatusDeclined
 		}
 		if ch.Status != want {
 			return unknown(fmt.Errorf("gateway answered %d with a charge whose status is %q", s, clip(ch.Status)))
@@ -102,48 +102,32 @@ func unknown(err error) (order.Result, error) {
 	return order.Result{Outcome: order.OutcomeUnknown}, err
 }
 
-// The statuses a charge object can have.
-const (
-	statusSucceeded = "succeeded"
-	statusDeclined  = "declined"
-)
-
-// charge is the gateway's charge object, as answered by a charge or a lookup.
-type charge struct {
-	ID          string `json:"id"`
-	Reference   string `json:"reference"`
-	Status      string `json:"status"`
-	Amount      int64  `json:"amount"`
-	Currency    string `json:"currency"`
-	DeclineCode string `json:"decline_code"`
-}
-
 // parseCharge decodes a charge object and checks that it is one: it has a
 // reference, a known status, and an id when it succeeded. Unknown fields are
 // ignored so that the gateway can add some.
-func parseCharge(body []byte) (charge, error) {
-	var ch charge
+func parseCharge(body []byte) (ChargeObject, error) {
+	var ch ChargeObject
 	if err := json.Unmarshal(body, &ch); err != nil {
-		return charge{}, fmt.Errorf("malformed charge: %w", err)
+		return ChargeObject{}, fmt.Errorf("malformed charge: %w", err)
 	}
 	if ch.Reference == "" {
-		return charge{}, errors.New("charge has no reference")
+		return ChargeObject{}, errors.New("charge has no reference")
 	}
 	switch ch.Status {
-	case statusSucceeded:
+	case StatusSucceeded:
 		if ch.ID == "" {
-			return charge{}, errors.New("succeeded charge has no id")
+			return ChargeObject{}, errors.New("succeeded charge has no id")
 		}
-	case statusDeclined:
+	case StatusDeclined:
 	default:
-		return charge{}, fmt.Errorf("charge has unknown status %q", clip(ch.Status))
+		return ChargeObject{}, fmt.Errorf("charge has unknown status %q", clip(ch.Status))
 	}
 	return ch, nil
 }
 
 // matches checks that ch is the charge req asked for. An answer about another
 // reference or another amount is not an answer about this attempt.
-func (ch charge) matches(req order.ChargeRequest) error {
+func (ch ChargeObject) matches(req order.ChargeRequest) error {
 	if ch.Reference != req.AttemptID {
 		return fmt.Errorf("charge reference %q is not ours", clip(ch.Reference))
 	}
@@ -155,8 +139,8 @@ func (ch charge) matches(req order.ChargeRequest) error {
 }
 
 // result is the outcome ch stands for. parseCharge has checked its status.
-func (ch charge) result() order.Result {
-	if ch.Status == statusSucceeded {
+func (ch ChargeObject) result() order.Result {
+	if ch.Status == StatusSucceeded {
 		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: ch.ID}
 	}
 	code := ch.DeclineCode

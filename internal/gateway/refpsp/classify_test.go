@@ -202,7 +202,7 @@ func FuzzParseCharge(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ch, err := parseCharge(b)
 		if err != nil {
-			if ch != (charge{}) {
+			if ch != (ChargeObject{}) {
 				t.Fatalf("parseCharge returned %+v with error %v", ch, err)
 			}
 			return
@@ -211,11 +211,11 @@ func FuzzParseCharge(f *testing.F) {
 			t.Fatal("accepted a charge without a reference")
 		}
 		switch ch.Status {
-		case statusSucceeded:
+		case StatusSucceeded:
 			if ch.ID == "" {
 				t.Fatal("accepted a succeeded charge without an id")
 			}
-		case statusDeclined:
+		case StatusDeclined:
 		default:
 			t.Fatalf("accepted status %q", ch.Status)
 		}

@@ -140,15 +140,6 @@ func New(cfg Config) (*Client, error) {
 	}, nil
 }
 
-// chargeRequest is the body of POST /v1/charges.
-type chargeRequest struct {
-	Reference     string `json:"reference"`
-	Amount        int64  `json:"amount"`
-	Currency      string `json:"currency"`
-	PaymentMethod string `json:"payment_method"`
-	Description   string `json:"description"`
-}
-
 // Charge asks the gateway to charge req.PaymentMethod, with req.AttemptID as
 // the reference and idempotency key. It always reports an outcome; a non-nil
 // error explains any outcome but a success or a 402 decline, and is for logs.
@@ -162,7 +153,7 @@ func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (order.Res
 	if req.AttemptID == "" {
 		return order.Result{Outcome: order.OutcomeNotSent}, errors.New("refpsp: charge: attempt id is required")
 	}
-	body, err := json.Marshal(chargeRequest{
+	body, err := json.Marshal(ChargeBody{
 		Reference:     req.AttemptID,
 		Amount:        req.Amount.AmountMinor,
 		Currency:      req.Amount.Currency,

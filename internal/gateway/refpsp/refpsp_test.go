@@ -30,7 +30,10 @@ func chargeReq(attempt string) order.ChargeRequest {
 	}
 }
 
-// wireCharge is the body of a charge request as the server sees it.
+// wireCharge is the body of a charge request as the server sees it. It is
+// spelled out from the protocol's documentation rather than taken from
+// ChargeBody, so that a wrong field name in ChargeBody fails here instead of
+// going unseen by a client and a simulator that share it.
 type wireCharge struct {
 	Reference     string `json:"reference"`
 	Amount        int64  `json:"amount"`

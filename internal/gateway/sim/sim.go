@@ -64,10 +64,13 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 )
 
 // DefaultClientTimeout is Options.ClientTimeout when it is zero.
@@ -76,10 +79,10 @@ const DefaultClientTimeout = 30 * time.Second
 // DefaultSlowMax is RandomFaults.SlowMax when it is zero.
 const DefaultSlowMax = 2 * time.Second
 
-// The statuses of a Charge.
+// The statuses of a Charge, which are the protocol's.
 const (
-	StatusSucceeded = "succeeded"
-	StatusDeclined  = "declined"
+	StatusSucceeded = refpsp.StatusSucceeded
+	StatusDeclined  = refpsp.StatusDeclined
 )
 
 // maxBody bounds a charge request's body.
@@ -200,6 +203,21 @@ func (s *Sim) Ledger() []Charge {
 	return out
 }
 
+// Succeeded counts the ledger's succeeded charges whose reference is one of
+// references: for a test, the times the customer was charged for the
+// attempts (the references) of one order.
+func (s *Sim) Succeeded(references ...string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, r := range s.records {
+		if r.Status == StatusSucceeded && slices.Contains(references, r.Reference) {
+			n++
+		}
+	}
+	return n
+}
+
 // ListenAndServe serves the simulator on the TCP address addr until ctx
 // ends, then shuts down.
 func (s *Sim) ListenAndServe(ctx context.Context, addr string) error {
@@ -238,17 +256,8 @@ func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// chargeRequest is the body of POST /v1/charges.
-type chargeRequest struct {
-	Reference     string `json:"reference"`
-	Amount        int64  `json:"amount"`
-	Currency      string `json:"currency"`
-	PaymentMethod string `json:"payment_method"`
-	Description   string `json:"description"`
-}
-
 // problem says what is wrong with the request, or "" if nothing is.
-func (in chargeRequest) problem() string {
+func problem(in refpsp.ChargeBody) string {
 	switch {
 	case in.Reference == "":
 		return "reference is required"
@@ -300,12 +309,12 @@ func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "unreadable body; nothing charged")
 		return
 	}
-	var in chargeRequest
+	var in refpsp.ChargeBody
 	if err := json.Unmarshal(body, &in); err != nil {
 		writeError(w, http.StatusBadRequest, "malformed JSON; nothing charged")
 		return
 	}
-	if msg := in.problem(); msg != "" {
+	if msg := problem(in); msg != "" {
 		writeError(w, http.StatusUnprocessableEntity, msg+"; nothing charged")
 		return
 	}
@@ -342,7 +351,7 @@ func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
 // accept decides what to do with a valid charge request and makes the
 // charge, if any, in one critical section: a Dedupe check and the charge it
 // guards cannot interleave with another request's.
-func (s *Sim) accept(in chargeRequest) plan {
+func (s *Sim) accept(in refpsp.ChargeBody) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opts.Dedupe {
@@ -489,19 +498,9 @@ func (s *Sim) authorized(r *http.Request) bool {
 	return s.opts.APIKey == "" || subtle.ConstantTimeCompare([]byte(key), []byte(s.opts.APIKey)) == 1
 }
 
-// chargeObject is a charge as the protocol answers it: without the payment
-// method, which a gateway does not echo.
-type chargeObject struct {
-	ID          string `json:"id"`
-	Reference   string `json:"reference"`
-	Status      string `json:"status"`
-	Amount      int64  `json:"amount"`
-	Currency    string `json:"currency"`
-	DeclineCode string `json:"decline_code,omitempty"`
-}
-
-func wireCharge(c Charge) chargeObject {
-	return chargeObject{
+// wireCharge is c as the protocol answers it.
+func wireCharge(c Charge) refpsp.ChargeObject {
+	return refpsp.ChargeObject{
 		ID: c.ID, Reference: c.Reference, Status: c.Status,
 		Amount: c.Amount, Currency: c.Currency, DeclineCode: c.DeclineCode,
 	}

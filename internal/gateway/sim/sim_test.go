@@ -460,3 +460,30 @@ func TestListenAndServeReportsABadAddress(t *testing.T) {
 		t.Errorf("error %v does not wrap the listen error", err)
 	}
 }
+
+func TestSucceededCountsOnlySucceededChargesOfTheReferences(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{}, time.Second)
+	ctx := context.Background()
+	for _, c := range []struct{ attempt, token string }{
+		{"att_1", "tok_ok"}, {"att_1", "tok_ok"}, // no Dedupe: charged twice
+		{"att_2", "tok_decline"}, {"att_3", "tok_ok"}, {"att_4", "tok_reject"},
+	} {
+		s.gw.Charge(ctx, req(c.attempt, c.token))
+	}
+	for _, tt := range []struct {
+		refs []string
+		want int
+	}{
+		{nil, 0},
+		{[]string{"att_1"}, 2},
+		{[]string{"att_2"}, 0},
+		{[]string{"att_4"}, 0},
+		{[]string{"att_1", "att_2", "att_3"}, 3},
+		{[]string{"att_9"}, 0},
+	} {
+		if got := s.sim.Succeeded(tt.refs...); got != tt.want {
+			t.Errorf("Succeeded(%v) = %d, want %d", tt.refs, got, tt.want)
+		}
+	}
+}

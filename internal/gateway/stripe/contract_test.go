@@ -19,6 +19,7 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+	"github.com/settlepay/settle/internal/logtest"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -38,8 +39,8 @@ const stripeMockVersion = "v0.203.0"
 // otherwise.
 func TestContract(t *testing.T) {
 	base := stripeMock(t)
-	var logs logBuffer
-	g := newGateway(t, stripe.Config{BaseURL: base, Timeout: 10 * time.Second, MaxNetworkRetries: 2, Logger: logs.logger()})
+	var logs logtest.Buffer
+	g := newGateway(t, stripe.Config{BaseURL: base, Timeout: 10 * time.Second, MaxNetworkRetries: 2, Logger: logs.Logger()})
 	req := chargeReq(stripetest.TokenVisa)
 	// Characters that form encoding must get right.
 	req.MerchantReference = "inv-1001 & co/ü?x=1"
@@ -83,8 +84,8 @@ func TestContract(t *testing.T) {
 	t.Run("a rejected key stays secret", func(t *testing.T) {
 		// stripe-mock quotes a rejected Authorization header whole.
 		const badKey = "settle_not_a_stripe_key_9f8e7d"
-		var logs logBuffer
-		bad := newGateway(t, stripe.Config{BaseURL: base, SecretKey: badKey, Logger: logs.logger()})
+		var logs logtest.Buffer
+		bad := newGateway(t, stripe.Config{BaseURL: base, SecretKey: badKey, Logger: logs.Logger()})
 		res, err := bad.Charge(t.Context(), req)
 		if res.Outcome != order.OutcomeDeclined || res.DeclineCode != "rejected_401" || err == nil {
 			t.Fatalf("Charge with a bad key = %+v, %v; want declined rejected_401 with an error", res, err)
@@ -227,9 +228,9 @@ func TestStripeTestMode(t *testing.T) {
 	if !strings.HasPrefix(key, "sk_test_") && !strings.HasPrefix(key, "rk_test_") {
 		t.Fatal("STRIPE_SECRET_KEY is not a test-mode key (sk_test_ or rk_test_); refusing to charge with it")
 	}
-	var logs logBuffer
+	var logs logtest.Buffer
 	g := newGateway(t, stripe.Config{SecretKey: key, BaseURL: os.Getenv("STRIPE_API_BASE"), Timeout: 30 * time.Second,
-		MaxNetworkRetries: 2, Logger: logs.logger()})
+		MaxNetworkRetries: 2, Logger: logs.Logger()})
 
 	t.Run("succeeds once", func(t *testing.T) {
 		req := chargeReq(stripetest.TokenVisa)

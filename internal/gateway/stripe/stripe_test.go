@@ -1,7 +1,6 @@
 package stripe_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -15,32 +14,11 @@ import (
 	"github.com/settlepay/settle/internal/gateway/gatewaytest"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+	"github.com/settlepay/settle/internal/logtest"
 	"github.com/settlepay/settle/internal/order"
 )
 
 const secretKey = "sk_test_SettleSecret4242" // stripe-mock wants three parts
-
-// logBuffer collects a logger's output for a test to read.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // newGateway returns a Gateway for cfg, with the test key unless cfg has one.
 func newGateway(t *testing.T, cfg stripe.Config) *stripe.Gateway {
@@ -259,8 +237,8 @@ func TestAnswers(t *testing.T) {
 				w.Write([]byte(tt.body))
 			}))
 			defer srv.Close()
-			var logs logBuffer
-			g := newGateway(t, stripe.Config{BaseURL: srv.URL, Logger: logs.logger()})
+			var logs logtest.Buffer
+			g := newGateway(t, stripe.Config{BaseURL: srv.URL, Logger: logs.Logger()})
 			req := chargeReq("pm_card_visa")
 
 			res, err := g.Charge(t.Context(), req)
@@ -306,8 +284,8 @@ func checkSecret(t *testing.T, err error) {
 func TestSecretKeyNeverLeaks(t *testing.T) {
 	t.Parallel()
 	_, url := newFake(t, stripetest.Options{SecretKey: "sk_test_the_right_one"})
-	var logs logBuffer
-	g := newGateway(t, stripe.Config{BaseURL: url, SecretKey: secretKey, MaxNetworkRetries: 2, Logger: logs.logger()})
+	var logs logtest.Buffer
+	g := newGateway(t, stripe.Config{BaseURL: url, SecretKey: secretKey, MaxNetworkRetries: 2, Logger: logs.Logger()})
 	req := chargeReq(stripetest.TokenVisa)
 
 	res, err := g.Charge(t.Context(), req)
@@ -475,8 +453,8 @@ func TestLookupReplayWindow(t *testing.T) {
 func TestReplayWithOtherParameters(t *testing.T) {
 	t.Parallel()
 	fake, url := newFake(t, stripetest.Options{})
-	var logs logBuffer
-	g := newGateway(t, stripe.Config{BaseURL: url, Logger: logs.logger()})
+	var logs logtest.Buffer
+	g := newGateway(t, stripe.Config{BaseURL: url, Logger: logs.Logger()})
 	req := chargeReq(stripetest.TokenVisa)
 	if res, err := g.Charge(t.Context(), req); err != nil || res.Outcome != order.OutcomeSucceeded {
 		t.Fatalf("Charge = %+v, %v", res, err)

@@ -19,13 +19,14 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
 var (
 	once     sync.Once
 	setupErr error
-	cluster  *postgres.Cluster
+	cluster  *pgcluster.Cluster
 	adminURL string // a database to run CREATE DATABASE from
 	template string
 	serial   atomic.Int64
@@ -48,7 +49,7 @@ func setup() {
 		// Tests run with fsync off; benchmarks that measure commits set
 		// SETTLE_TEST_DURABLE=1 to keep PostgreSQL's durable defaults.
 		fast := os.Getenv("SETTLE_TEST_DURABLE") != "1"
-		cluster, setupErr = postgres.StartCluster(ctx, postgres.ClusterOptions{Fast: fast})
+		cluster, setupErr = pgcluster.Start(ctx, pgcluster.Options{Fast: fast})
 		if setupErr != nil {
 			setupErr = fmt.Errorf("start a throwaway PostgreSQL (or set DATABASE_URL): %w", setupErr)
 			return

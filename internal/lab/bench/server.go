@@ -19,18 +19,20 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
 
-// Server says how to run `settle serve`: the binary (normally this one)
-// and what to add to its arguments and environment.
+// Server says how to run `settle bench-server` (serve with the Instant
+// gateway): the binary (normally this one) and what to add to its
+// arguments and environment.
 type Server struct {
-	// Binary is the settle binary; it is run as Binary serve ...
+	// Binary is the settle binary; it is run as Binary bench-server ...
 	Binary string
-	// Args are added after serve's own (for example --db-max-conns=8).
+	// Args are added after bench-server's own, which are serve's (for
+	// example --db-max-conns=8).
 	Args []string
 	// Env is added to this process's environment (for example GOMAXPROCS=1).
 	Env []string
 }
 
-// serverProc is one `settle serve` subprocess and a client connection to it.
+// serverProc is one `settle bench-server` subprocess and a client connection to it.
 type serverProc struct {
 	cmd     *exec.Cmd
 	exited  chan struct{}
@@ -41,8 +43,8 @@ type serverProc struct {
 	pprofAddr string
 }
 
-// startServer starts `settle serve` with the instant gateway and a
-// reconciler on a free loopback port, against dbURL, logging to a file in
+// startServer starts `settle bench-server` (serve with the Instant gateway)
+// and a reconciler on a free loopback port, against dbURL, logging to a file in
 // dir, and waits until its health check says SERVING. With pprof, it also
 // serves its profiler on another free loopback port.
 func startServer(ctx context.Context, s Server, dbURL, dir, name string, pprof bool) (*serverProc, error) {
@@ -62,19 +64,19 @@ func startServer(ctx context.Context, s Server, dbURL, dir, name string, pprof b
 		return nil, err
 	}
 	defer logf.Close()
-	args := []string{"serve", "--listen", addr, "--with-reconciler=true"}
+	args := []string{"bench-server", "--listen", addr, "--with-reconciler=true"}
 	if pprof {
 		args = append(args, "--metrics-listen", pprofAddr, "--pprof")
 	}
 	args = append(args, s.Args...)
 	cmd := exec.Command(s.Binary, args...)
 	cmd.Env = append(append(os.Environ(), s.Env...),
-		"DATABASE_URL="+dbURL, "SETTLE_DEFAULT_GATEWAY=instant")
+		"DATABASE_URL="+dbURL)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// The server must not outlive the benchmark, whatever becomes of it.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start settle serve: %w", err)
+		return nil, fmt.Errorf("start settle bench-server: %w", err)
 	}
 	p := &serverProc{cmd: cmd, exited: make(chan struct{}), addr: addr, logPath: logPath, pprofAddr: pprofAddr}
 	go func() { cmd.Wait(); close(p.exited) }()
@@ -107,13 +109,13 @@ func (p *serverProc) waitServing(ctx context.Context, d time.Duration) error {
 		}
 		select {
 		case <-p.exited:
-			return fmt.Errorf("settle serve exited at start: %s", p.logTail())
+			return fmt.Errorf("settle bench-server exited at start: %s", p.logTail())
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("settle serve did not become SERVING within %s: %s", d, p.logTail())
+			return fmt.Errorf("settle bench-server did not become SERVING within %s: %s", d, p.logTail())
 		}
 	}
 }
@@ -165,7 +167,7 @@ func (p *serverProc) stop() error {
 	case <-time.After(20 * time.Second):
 		p.cmd.Process.Kill()
 		<-p.exited
-		return errors.New("settle serve did not stop within 20s of SIGTERM; killed it")
+		return errors.New("settle bench-server did not stop within 20s of SIGTERM; killed it")
 	}
 	return nil
 }

@@ -1,4 +1,8 @@
-package postgres
+// Package pgcluster starts a throwaway PostgreSQL server from the locally
+// installed binaries, for `settle dev`, the tests (through postgrestest) and
+// the lab's chaos harness and benchmark. It is not Settle's storage: that is
+// package postgres, which knows nothing of how its server was started.
+package pgcluster
 
 import (
 	"context"
@@ -32,8 +36,8 @@ type Cluster struct {
 	fast    bool
 }
 
-// ClusterOptions configure StartCluster.
-type ClusterOptions struct {
+// Options configure Start.
+type Options struct {
 	// DataDir keeps the data there across runs; empty means a temp dir that
 	// Stop removes.
 	DataDir string
@@ -41,8 +45,8 @@ type ClusterOptions struct {
 	Fast bool
 }
 
-// StartCluster initializes (when needed) and starts a cluster.
-func StartCluster(ctx context.Context, opts ClusterOptions) (*Cluster, error) {
+// Start initializes (when needed) and starts a cluster.
+func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	bin, err := findBinDir()
 	if err != nil {
 		return nil, err

@@ -2,8 +2,9 @@
 // run on one machine: a throwaway durable PostgreSQL, pgbench running the
 // tightest SQL that does Settle's work per order (the floor) and the same
 // work as naive multi-statement transactions, a gRPC health check of the
-// server (the transport's floor), and `settle serve` as a subprocess under
-// a closed-loop gRPC load client, at several concurrencies; then one
+// server (the transport's floor), and Settle's server (`settle
+// bench-server`: serve with the Instant gateway) as a subprocess under a
+// closed-loop gRPC load client, at several concurrencies; then one
 // reconciler draining due orders against pgbench running its settle
 // statement. `settle bench` runs it; bench/README.md says how to read it.
 package bench
@@ -35,7 +36,7 @@ type Config struct {
 	Runs int
 	// DrainOrders is how many due orders the reconciler drains (0: skip).
 	DrainOrders int
-	// Server runs `settle serve`.
+	// Server runs `settle bench-server`.
 	Server Server
 	// ClientProcs is GOMAXPROCS of this process while its load client
 	// runs (0: leave it). The client shares the machine's CPUs with the

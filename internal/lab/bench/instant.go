@@ -1,4 +1,4 @@
-package sim
+package bench
 
 import (
 	"context"
@@ -8,9 +8,11 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// Instant is the simulator in-process: an order.Gateway that charges every
-// request at once, with no network and no faults. Benchmarks use it to
-// measure Settle without a gateway's latency.
+// Instant is an in-process order.Gateway that charges every request at
+// once, with no network and no faults: the benchmark uses it to measure
+// Settle without a gateway's latency. It marks every charge paid, so it
+// belongs to the lab: settle serve refuses it, and only the hidden
+// `settle bench-server` runs the API with it.
 type Instant struct {
 	mu      sync.Mutex
 	charges map[string]string // reference → charge id

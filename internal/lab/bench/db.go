@@ -8,13 +8,14 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
 // benchDB is the benchmark's own view of the database under test: it
 // empties it between runs and reads the counters that say what a run cost.
 type benchDB struct {
-	cluster *postgres.Cluster
+	cluster *pgcluster.Cluster
 	url     string
 	pool    *pgxpool.Pool
 	// pgss says whether pg_stat_statements counts statements (round trips).
@@ -31,7 +32,7 @@ const dbName = "settle_bench"
 // and, when pgss, restarts the cluster once with pg_stat_statements loaded
 // so that round trips can be counted.
 func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
-	cluster, err := postgres.StartCluster(ctx, postgres.ClusterOptions{})
+	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
@@ -51,7 +52,7 @@ func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
 			return nil, err
 		}
 		if pgss = available; pgss {
-			// StartCluster has no option for server settings: set it for
+			// pgcluster.Start has no option for server settings: set it for
 			// the next start, and restart (an immediate shutdown, and a
 			// recovery of an all but empty cluster).
 			if _, err := admin.Exec(ctx, `ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`); err != nil {

@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/reconcile"
@@ -127,7 +126,7 @@ func (b *benchmark) reconcileAll(ctx context.Context, n int, tag string) (work, 
 	if err != nil {
 		return work{}, err
 	}
-	gw := sim.NewInstant()
+	gw := NewInstant()
 	for _, ref := range refs {
 		gw.Charge(ctx, order.ChargeRequest{AttemptID: ref})
 	}

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/settlepay/settle/"
+
+// TestImportDirections keeps the map of the code (docs/contributing.md)
+// true: the domain imports no storage, transport or lab code, the
+// reconciler knows no database, and nothing in the product imports the
+// lab, whose harnesses only cmd/settle runs.
+func TestImportDirections(t *testing.T) {
+	imports := goList(t, "{{.ImportPath}} {{join .Imports \" \"}}", "../../...")
+	deps := goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", "../../internal/order", "../../internal/reconcile")
+	forbidden := func(pkg string, in map[string][]string, bad ...string) {
+		t.Helper()
+		for _, dep := range in[module+pkg] {
+			for _, b := range bad {
+				if dep == b || strings.HasPrefix(dep, b+"/") {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
+			}
+		}
+	}
+	transport := []string{"net/http", "google.golang.org/grpc", module + "gen", module + "internal/grpcapi"}
+	storage := []string{"github.com/jackc/pgx/v5", module + "internal/postgres", module + "migrations"}
+	lab := []string{module + "internal/lab"}
+	forbidden("internal/order", deps, concat(transport, storage, lab, []string{module + "internal/gateway", module + "internal/reconcile", module + "internal/telemetry"})...)
+	forbidden("internal/reconcile", deps, concat(transport, storage, lab)...)
+	for pkg, imps := range imports {
+		rel := strings.TrimPrefix(pkg, module)
+		if strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "internal/lab/") {
+			continue
+		}
+		for _, imp := range imps {
+			if !strings.HasPrefix(imp, module+"internal/lab/") {
+				continue
+			}
+			// Test helpers may start a throwaway PostgreSQL.
+			if rel == "internal/postgres/postgrestest" && imp == module+"internal/lab/pgcluster" {
+				continue
+			}
+			t.Errorf("%s imports the lab (%s): only cmd/settle and tests may", rel, imp)
+		}
+	}
+}
+
+// goList runs go list with format on pkgs and returns, for each package,
+// the words after its import path.
+func goList(t *testing.T, format string, pkgs ...string) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", append([]string{"list", "-f", format}, pkgs...)...).Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	m := map[string][]string{}
+	for line := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 0 {
+			m[f[0]] = f[1:]
+		}
+	}
+	return m
+}

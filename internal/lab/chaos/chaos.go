@@ -1,0 +1,168 @@
+// Package chaos is Settle's chaos harness, in the spirit of Jepsen's bank
+// test: it runs Settle for real (several `settle serve` replicas and
+// `settle reconcile` sidecars as subprocesses, on a durable throwaway
+// PostgreSQL, against the gateway simulator with seeded random faults that
+// does not deduplicate), drives concurrent checkout clients at it over
+// gRPC, and meanwhile kills, freezes and restarts everything on a schedule
+// drawn from a seed. At the end it stops the faults, lets the reconcilers
+// settle what is left, and checks from the gateway's ledger, the database
+// and what the clients were told that no money was lost or taken twice
+// (the invariants are listed with InvOneCharge and the constants after it).
+//
+// The fault schedule is a function of the seed alone, so a failing seed can
+// be run again with the same faults at the same instants; the interleaving
+// of the workload with them is not deterministic, so a replay reproduces
+// the conditions of a failure, not necessarily the failure.
+//
+// # The bound on freezes
+//
+// A replica is frozen (SIGSTOP) for longer than a claim's lease (gateway
+// timeout + claim grace), so that reconcilers look at its orders while it
+// is stopped, but for less than the no-show horizon minus the longest time
+// the gateway hides a charge it made from lookups (a slow answer, a held
+// timeout) and a margin: with the defaults, between 1.8s and 2.5s against a
+// 5s horizon. A process frozen with a charge request half-sent can deliver
+// it when it resumes; if the charge became visible only after the horizon,
+// a reconciler would already have taken "no charge at the gateway" to mean
+// "never charged" and let the customer pay again, and the late request
+// would have charged a second time. No protocol without idempotency keys
+// can tell a request that is late from one that never comes, which is why
+// the horizon must exceed the longest pause a deployment can suffer plus
+// the gateway's longest hidden window (the gateway call's deadline, fixed
+// before the claim, bounds the pause of a process that is merely slow
+// rather than stopped).
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/sim"
+)
+
+// The timings of the processes under test: short, so that a run of a few
+// minutes sees many leases expire and many reconciliations.
+const (
+	gatewayTimeout = time.Second
+	claimGrace     = 500 * time.Millisecond
+	noShowHorizon  = 5 * time.Second
+	recheckStep    = 200 * time.Millisecond
+	recheckSteps   = 40
+	pollInterval   = 100 * time.Millisecond
+	// simHold is how long the simulator holds a "timeout" answer (longer
+	// than the gateway timeout) and, for some, hides the charge from
+	// lookups.
+	simHold = 1500 * time.Millisecond
+	// merchant is the merchant of the clients' API key.
+	merchant = "chaos"
+	// quiesceTimeout bounds the wait for the reconcilers to settle every
+	// CHARGING order at the end.
+	quiesceTimeout = 60 * time.Second
+)
+
+// Config configures a run. Zero fields take the defaults noted.
+type Config struct {
+	// Binary is the settle binary run as replicas and reconcilers.
+	Binary string
+	// Env is added to the environment of every process run from Binary.
+	Env []string
+	// Seed decides the fault schedule and the simulator's faults.
+	Seed uint64
+	// Duration is how long the clients run and faults are injected
+	// (default 2m). Settling and checking take some seconds more.
+	Duration time.Duration
+	// Clients is the number of concurrent checkout clients (default 16).
+	Clients int
+	// Orders is how many orders the clients aim to create over Duration
+	// (default 10 a second); fewer are created when Settle is slower.
+	Orders int
+	// Replicas and Reconcilers are the numbers of `settle serve` and
+	// `settle reconcile` processes (defaults 3 and 2).
+	Replicas, Reconcilers int
+	// Faults are the fault rates (zero value: DefaultFaults).
+	Faults Faults
+	// Gateway are the simulator's fault rates (zero value: DefaultGateway).
+	Gateway sim.RandomFaults
+	// LogDir receives every process's log; default a temporary directory,
+	// removed after a run with nothing to report.
+	LogDir string
+	// Log receives the run's progress: each fault as it happens, every
+	// violation with the order's history. Nil discards it.
+	Log io.Writer
+}
+
+// DefaultGateway are the simulator's fault rates of a run that does not
+// set them: every kind of fault, often, and half the timeouts hidden from
+// lookups while the charge is "landing".
+func DefaultGateway() sim.RandomFaults {
+	return sim.RandomFaults{Decline: 0.05, Timeout: 0.03, FiveXXAfterCharge: 0.03, DropAfterCharge: 0.03,
+		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5}
+}
+
+// Plan returns the fault schedule a run with cfg would follow.
+func Plan(cfg Config) ([]Fault, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	return plan(cfg.Seed, cfg.planParams()), nil
+}
+
+func (c *Config) defaults() error {
+	if c.Duration <= 0 {
+		c.Duration = 2 * time.Minute
+	}
+	if c.Clients <= 0 {
+		c.Clients = 16
+	}
+	if c.Orders <= 0 {
+		c.Orders = int(10 * c.Duration.Seconds())
+	}
+	if c.Replicas <= 0 {
+		c.Replicas = 3
+	}
+	if c.Reconcilers <= 0 {
+		c.Reconcilers = 2
+	}
+	if c.Faults == (Faults{}) {
+		c.Faults = DefaultFaults()
+	}
+	if c.Gateway == (sim.RandomFaults{}) {
+		c.Gateway = DefaultGateway()
+	}
+	if c.Gateway.SlowMax <= 0 {
+		c.Gateway.SlowMax = DefaultGateway().SlowMax
+	}
+	if c.Log == nil {
+		c.Log = io.Discard
+	}
+	if c.Gateway.SlowMax > gatewayTimeout/2 {
+		return fmt.Errorf("chaos: the slowest gateway answer (%s) must be well under the gateway timeout (%s)", c.Gateway.SlowMax, gatewayTimeout)
+	}
+	if lo, hi := c.freezeBounds(); hi <= lo {
+		return fmt.Errorf("chaos: no freeze fits between the lease (%s) and the no-show horizon (%s)", lo, hi)
+	}
+	return nil
+}
+
+// freezeBounds are the shortest and longest freeze: past a claim's lease,
+// and short enough that a request sent on waking is charged, and visible
+// to lookups, before the no-show horizon (see the package documentation).
+func (c *Config) freezeBounds() (lo, hi time.Duration) {
+	return gatewayTimeout + claimGrace + 300*time.Millisecond, noShowHorizon - c.hiddenFor() - time.Second
+}
+
+// hiddenFor is the longest the simulator hides a charge it made from
+// lookups: a slow answer's delay, or a held timeout's when some are hidden.
+func (c *Config) hiddenFor() time.Duration {
+	if c.Gateway.LookupNotFoundWhileInFlight > 0 && c.Gateway.Timeout > 0 {
+		return max(c.Gateway.SlowMax, simHold)
+	}
+	return c.Gateway.SlowMax
+}
+
+func (c *Config) planParams() planParams {
+	lo, hi := c.freezeBounds()
+	return planParams{duration: c.Duration, replicas: c.Replicas, reconcilers: c.Reconcilers, faults: c.Faults,
+		freezeMin: lo, freezeMax: hi}
+}

@@ -1,0 +1,329 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/grpc"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/pgcluster"
+	"github.com/settlepay/settle/internal/postgres"
+)
+
+// harness is one run.
+type harness struct {
+	cfg     Config
+	dir     string
+	start   atomic.Int64 // unix nanoseconds: the start of the run, then of the workload
+	cluster *pgcluster.Cluster
+	dbName  string
+	pool    *pgxpool.Pool // the harness's own, named settle-chaos
+	dbMu    sync.Mutex    // one database restart at a time
+
+	logMu   sync.Mutex
+	logFile *os.File
+
+	mu  sync.Mutex
+	sum Summary
+
+	procs    map[string]*process
+	replicas []*process
+	recons   []*process
+}
+
+// Run runs Settle under chaos as cfg says and checks the invariants. Its
+// error is for a run that could not be carried out (no PostgreSQL, no
+// binary); what the run found is in the Summary.
+func Run(ctx context.Context, cfg Config) (Summary, error) {
+	if err := cfg.defaults(); err != nil {
+		return Summary{}, err
+	}
+	if cfg.Binary == "" {
+		return Summary{}, errors.New("chaos: no settle binary to run")
+	}
+	h := &harness{cfg: cfg, procs: map[string]*process{}, dbName: "settle_chaos"}
+	h.start.Store(time.Now().UnixNano())
+	began := time.Now()
+	h.sum = Summary{Seed: cfg.Seed, Failpoints: map[string]int{}, States: map[string]int{}}
+	var err error
+	keepDir := cfg.LogDir != ""
+	if h.dir = cfg.LogDir; h.dir == "" {
+		h.dir, err = os.MkdirTemp("", "settle-chaos-")
+	} else {
+		err = os.MkdirAll(h.dir, 0o755)
+	}
+	if err != nil {
+		return h.sum, err
+	}
+	if h.logFile, err = os.Create(filepath.Join(h.dir, "chaos.log")); err != nil {
+		return h.sum, err
+	}
+	err = h.run(ctx)
+	sum := h.summary()
+	sum.Elapsed = time.Since(began)
+	if err != nil {
+		sum.Problems = append(sum.Problems, "harness: "+err.Error())
+	}
+	if !sum.OK() || keepDir {
+		sum.LogDir = h.dir
+		h.logf("logs are in %s", h.dir)
+	}
+	h.logFile.Close()
+	if sum.LogDir == "" {
+		os.RemoveAll(h.dir)
+	}
+	return sum, err
+}
+
+func (h *harness) run(ctx context.Context) error {
+	cfg := h.cfg
+	schedule := plan(cfg.Seed, cfg.planParams())
+	h.logf("seed %d: %d faults over %s, %d clients aiming at %d orders, %d replicas, %d reconcilers; logs in %s",
+		cfg.Seed, len(schedule), cfg.Duration, cfg.Clients, cfg.Orders, cfg.Replicas, cfg.Reconcilers, h.dir)
+
+	// A durable PostgreSQL (fsync on), so that an immediate shutdown is a
+	// real crash and recovery.
+	var err error
+	h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		return fmt.Errorf("start PostgreSQL: %w", err)
+	}
+	defer func() {
+		copyFile(filepath.Join(h.cluster.Dir(), "postgres.log"), filepath.Join(h.dir, "postgres.log"))
+		h.cluster.Stop()
+	}()
+	if err := h.createDB(ctx); err != nil {
+		return err
+	}
+	if h.pool, err = postgres.Open(ctx, h.cluster.URL(h.dbName)+"&application_name=settle-chaos", 4); err != nil {
+		return err
+	}
+	defer h.pool.Close()
+
+	// The gateway simulator, in this process so that its ledger is at hand.
+	gw := sim.New(sim.Options{Seed: cfg.Seed, Random: cfg.Gateway, ClientTimeout: simHold})
+	simLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
+	simDone := make(chan struct{})
+	go func() { gw.Serve(simCtx, simLis); close(simDone) }()
+	stopGateway := func() { stopSim(); <-simDone }
+	defer stopGateway()
+
+	key := apiKey()
+	env := h.env("http://"+simLis.Addr().String(), key)
+	procCtx, stopProcs := context.WithCancel(ctx)
+	var keepers sync.WaitGroup
+	defer func() { stopProcs(); keepers.Wait() }()
+	var conns []*grpc.ClientConn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var clients []settlev1.OrderServiceClient
+	for i := range cfg.Replicas {
+		addr, err := freePort()
+		if err != nil {
+			return err
+		}
+		p := newProcess(h, fmt.Sprintf("serve-%d", i), env, "serve", "--listen", addr)
+		h.replicas = append(h.replicas, p)
+		conn, err := dial(addr, key)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, conn)
+		clients = append(clients, settlev1.NewOrderServiceClient(conn))
+	}
+	for i := range cfg.Reconcilers {
+		h.recons = append(h.recons, newProcess(h, fmt.Sprintf("reconcile-%d", i), env, "reconcile"))
+	}
+	for _, p := range slices.Concat(h.replicas, h.recons) {
+		h.procs[p.name] = p
+		keepers.Go(func() { p.keep(procCtx) })
+	}
+	if err := h.waitServing(ctx, clients, 60*time.Second); err != nil {
+		return err
+	}
+
+	// The workload and the faults, side by side.
+	h.start.Store(time.Now().UnixNano())
+	h.logf("clients start")
+	hist := newHistory()
+	w := &workload{seed: cfg.Seed, clients: clients, hist: hist,
+		interval: time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders))}
+	stopClients := make(chan struct{})
+	var clientsDone sync.WaitGroup
+	for i := range cfg.Clients {
+		clientsDone.Go(func() { w.client(ctx, i, stopClients) })
+	}
+	h.inject(ctx, schedule)
+	if cfg.Faults.FailpointRounds > 0 {
+		h.topUpFailpoints(ctx)
+	}
+	close(stopClients)
+	clientsDone.Wait()
+	h.logf("clients stopped")
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+
+	// Calm: every process running unarmed, then let the reconcilers settle
+	// what is left.
+	if err := h.calm(ctx, clients); err != nil {
+		return err
+	}
+	if err := h.quiesce(ctx); err != nil {
+		return err
+	}
+	stopProcs()
+	keepers.Wait()
+	// Stop the simulator only once the processes are gone, so that the
+	// ledger is final.
+	stopGateway()
+
+	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger())
+	if err != nil {
+		return fmt.Errorf("read the end state: %w", err)
+	}
+	violations := check(snap, hist)
+	h.report(snap, hist, violations)
+	return nil
+}
+
+// createDB creates the run's database and migrates it.
+func (h *harness) createDB(ctx context.Context) error {
+	conn, err := pgx.Connect(ctx, h.cluster.URL("postgres"))
+	if err != nil {
+		return err
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+h.dbName)
+	conn.Close(ctx)
+	if err != nil {
+		return fmt.Errorf("create database: %w", err)
+	}
+	pool, err := postgres.Open(ctx, h.cluster.URL(h.dbName), 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return postgres.Migrate(ctx, pool)
+}
+
+// env is the environment of the processes: the test's, then Settle's
+// settings with short timings, and the clients' API key.
+func (h *harness) env(simURL, key string) []string {
+	steps := make([]string, recheckSteps)
+	for i := range steps {
+		steps[i] = recheckStep.String()
+	}
+	return append(slices.Clone(h.cfg.Env),
+		"DATABASE_URL="+h.cluster.URL(h.dbName),
+		"SETTLE_DB_MAX_CONNS=4",
+		"SETTLE_LOG_FORMAT=text",
+		"SETTLE_DEFAULT_GATEWAY=refpsp",
+		"SETTLE_REFPSP_URL="+simURL,
+		"SETTLE_REFPSP_KEY=sk_chaos",
+		"SETTLE_GATEWAY_TIMEOUT="+gatewayTimeout.String(),
+		"SETTLE_CLAIM_GRACE="+claimGrace.String(),
+		"SETTLE_NO_SHOW_HORIZON="+noShowHorizon.String(),
+		"SETTLE_RECONCILE_SCHEDULE="+strings.Join(steps, ","),
+		"SETTLE_RECONCILE_POLL="+pollInterval.String(),
+		"SETTLE_SHUTDOWN_TIMEOUT=2s",
+		"SETTLE_WITH_RECONCILER=false",
+		"SETTLE_API_KEYS="+keyLine(key),
+	)
+}
+
+// calm makes sure every process runs unarmed and the database is up, and
+// waits until every replica answers.
+func (h *harness) calm(ctx context.Context, clients []settlev1.OrderServiceClient) error {
+	h.logf("faults stopped; restarting anything down or armed")
+	h.dbMu.Lock() // any restart is over
+	h.dbMu.Unlock()
+	var wg sync.WaitGroup
+	for _, p := range h.procs {
+		wg.Go(func() {
+			done := make(chan struct{})
+			if p.send(ctx, command{kind: cmdCalm, done: done}) {
+				select {
+				case <-done:
+				case <-ctx.Done():
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return h.waitServing(ctx, clients, 60*time.Second)
+}
+
+// waitServing waits until every replica answers.
+func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServiceClient, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for i, c := range clients {
+		for {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := c.GetOrder(cctx, &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_MerchantReference{MerchantReference: "ping"}})
+			cancel()
+			if err == nil || strings.Contains(err.Error(), "order not found") {
+				break
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("replica %s does not answer: %v (see %s)", h.replicas[i].name, err, h.replicas[i].logPath)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
+}
+
+// quiesce waits, within quiesceTimeout, until no order is CHARGING.
+func (h *harness) quiesce(ctx context.Context) error {
+	deadline := time.Now().Add(quiesceTimeout)
+	last := int64(-1)
+	for {
+		var n int64
+		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE state = 'CHARGING'`).Scan(&n)
+		if err == nil && n != last {
+			h.logf("%d orders CHARGING", n)
+			last = n
+		}
+		if err == nil && n == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			h.logf("orders still CHARGING after %s", quiesceTimeout)
+			return nil // the check reports them
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func copyFile(from, to string) {
+	b, err := os.ReadFile(from)
+	if err == nil {
+		os.WriteFile(to, b, 0o644)
+	}
+}

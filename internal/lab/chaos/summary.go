@@ -1,0 +1,206 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/sim"
+)
+
+// Summary is what a run did and found.
+type Summary struct {
+	Seed uint64
+	// Orders counts the orders CreateOrder answered with.
+	Orders int
+	// Charges counts the ChargeOrder calls the clients made.
+	Charges int
+	// Kills counts processes killed with SIGKILL, by the harness or by an
+	// armed failpoint.
+	Kills int
+	// Failpoints counts the firings of each failpoint.
+	Failpoints map[string]int
+	// Exits counts processes that exited by themselves otherwise (such as a
+	// replica refused at start while the database was down).
+	Exits        int
+	Freezes      int
+	DBRestarts   int
+	BackendKills int
+	// States counts the orders in each state at the end.
+	States map[string]int
+	// Charged counts the gateway's successful charges.
+	Charged int
+	// Violations are the broken invariants: the run failed.
+	Violations []Violation
+	// Problems are what else went wrong: a failpoint that never fired, a
+	// data race or a panic in a process's log. The run failed.
+	Problems []string
+	// LogDir holds the logs, when they were kept.
+	LogDir  string
+	Elapsed time.Duration
+}
+
+// OK reports whether the run found nothing wrong.
+func (s Summary) OK() bool { return len(s.Violations) == 0 && len(s.Problems) == 0 }
+
+// String is the run's one summary line.
+func (s Summary) String() string {
+	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d violations=%d",
+		s.Seed, s.Orders, s.Charges, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, len(s.Violations))
+	if len(s.Violations) > 0 {
+		n := map[int]int{}
+		for _, v := range s.Violations {
+			n[v.Invariant]++
+		}
+		var parts []string
+		for _, inv := range slices.Sorted(maps.Keys(n)) {
+			parts = append(parts, fmt.Sprintf("%d:%s=%d", inv, invariantNames[inv], n[inv]))
+		}
+		line += " (" + strings.Join(parts, " ") + ")"
+	}
+	if len(s.Problems) > 0 {
+		line += fmt.Sprintf(" problems=%d", len(s.Problems))
+	}
+	return line
+}
+
+// report fills the summary with the end state and logs every violation,
+// with the history of the orders concerned, and the processes' problems.
+func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
+	h.mu.Lock()
+	s := &h.sum
+	s.Orders, s.Charges = len(hist.orders), hist.charges
+	s.Violations = violations
+	for _, o := range snap.orders {
+		s.States[o.state]++
+	}
+	var charged, declined int
+	for _, c := range snap.ledger {
+		if c.Status == "succeeded" {
+			charged++
+		} else {
+			declined++
+		}
+	}
+	s.Charged = charged
+	h.mu.Unlock()
+
+	h.logf("clients: %s", hist.stats())
+	h.logf("end state: orders by state %v; gateway: %d charges, %d declines; failpoints fired %v; %d processes exited by themselves",
+		s.States, charged, declined, s.Failpoints, s.Exits)
+	for _, v := range violations {
+		h.logf("VIOLATION %s", v)
+	}
+	h.describeOrders(snap, violations)
+	for _, p := range slices.Concat(h.replicas, h.recons) {
+		problems, notes := scanLog(p.logPath)
+		for _, msg := range problems {
+			h.problem("%s: %s (see %s)", p.name, msg, p.logPath)
+		}
+		for _, msg := range notes {
+			h.logf("note: %s: %s (see %s)", p.name, msg, p.logPath)
+		}
+	}
+}
+
+// describeOrders logs the history of the first few orders with violations.
+func (h *harness) describeOrders(snap snapshot, violations []Violation) {
+	seen := map[string]bool{}
+	for _, v := range violations {
+		if v.Order == "" || seen[v.Order] || len(seen) == 10 {
+			continue
+		}
+		seen[v.Order] = true
+	}
+	if len(seen) == 0 {
+		return
+	}
+	var (
+		evs      = map[string][]dbEvent{}
+		attempts = map[string][]dbAttempt{}
+		ofOrder  = map[string]string{} // attempt → order
+		charges  = map[string][]sim.Charge{}
+	)
+	for _, e := range snap.events {
+		if seen[e.order] {
+			evs[e.order] = append(evs[e.order], e)
+		}
+	}
+	for _, a := range snap.attempts {
+		ofOrder[a.id] = a.order
+		if seen[a.order] {
+			attempts[a.order] = append(attempts[a.order], a)
+		}
+	}
+	for _, c := range snap.ledger {
+		if o := ofOrder[c.Reference]; seen[o] {
+			charges[o] = append(charges[o], c)
+		}
+	}
+	for _, o := range snap.orders {
+		if seen[o.id] {
+			h.logf("%s", describe(o, evs[o.id], attempts[o.id], charges[o.id]))
+		}
+	}
+}
+
+// scanLog finds in a process's log what must never appear there (a data
+// race, a panic), and what deserves a look (errors logged).
+func scanLog(path string) (problems, notes []string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil
+	}
+	count := func(markers ...string) []string {
+		var found []string
+		for _, m := range markers {
+			if n := strings.Count(string(b), m); n > 0 {
+				found = append(found, fmt.Sprintf("%d× %q", n, m))
+			}
+		}
+		return found
+	}
+	return count("WARNING: DATA RACE", "panic:", "fatal error:"), count("level=ERROR")
+}
+
+func (h *harness) summary() Summary {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := h.sum
+	s.Failpoints = maps.Clone(s.Failpoints)
+	s.States = maps.Clone(s.States)
+	s.Problems = slices.Clone(s.Problems)
+	return s
+}
+
+func (h *harness) count(f func(*Summary)) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	f(&h.sum)
+}
+
+func (h *harness) problem(format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	h.logf("PROBLEM %s", msg)
+	h.count(func(s *Summary) { s.Problems = append(s.Problems, msg) })
+}
+
+func (h *harness) started() time.Time { return time.Unix(0, h.start.Load()) }
+
+func (h *harness) since() time.Duration { return time.Since(h.started()).Round(time.Millisecond) }
+
+// logf logs one line of progress, stamped with the time since the clients
+// started, to the run's Log and to chaos.log.
+func (h *harness) logf(format string, args ...any) {
+	line := fmt.Sprintf("chaos +%6.1fs: %s\n", time.Since(h.started()).Seconds(), strings.TrimRight(fmt.Sprintf(format, args...), "\n"))
+	h.logMu.Lock()
+	defer h.logMu.Unlock()
+	io.WriteString(h.cfg.Log, line)
+	if h.logFile != nil {
+		io.WriteString(h.logFile, line)
+	}
+}

@@ -1,0 +1,119 @@
+// Package mutant builds a program with one deliberate bug, to test the
+// tests: a harness that passes Settle must fail a build that, say, claims
+// an order whatever its state, or its green runs prove nothing.
+//
+// The bug is applied at build time through `go build -overlay`, which
+// compiles a mutated copy of one source file (or embedded file) in place of
+// the original. The product's sources carry no build tag or switch for it,
+// and the mutated copy never lands in the tree.
+package mutant
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Mutation replaces one piece of text in one file.
+type Mutation struct {
+	// File is the path of the file to mutate, relative to the module root.
+	File string
+	// Old is the text to replace. It must occur exactly once in File, so
+	// that a change to the file cannot silently leave the build unmutated
+	// (or mutated somewhere else).
+	Old string
+	// New replaces Old.
+	New string
+}
+
+// Build builds the package pkg (such as "./cmd/settle") of the module that
+// contains dir into the binary out, with m applied.
+func Build(ctx context.Context, dir, pkg, out string, m Mutation) error {
+	gobin := goBinary()
+	root, err := moduleRoot(ctx, gobin, dir)
+	if err != nil {
+		return err
+	}
+	orig := filepath.Join(root, filepath.FromSlash(m.File))
+	src, err := os.ReadFile(orig)
+	if err != nil {
+		return fmt.Errorf("mutant: %w", err)
+	}
+	mutated, err := Apply(string(src), m)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "settle-mutant-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	// The copy keeps the original's name: the compiler reports positions
+	// and reads build constraints by it.
+	copyPath := filepath.Join(tmp, filepath.Base(orig))
+	if err := os.WriteFile(copyPath, []byte(mutated), 0o644); err != nil {
+		return err
+	}
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {orig: copyPath}})
+	if err != nil {
+		return err
+	}
+	overlayPath := filepath.Join(tmp, "overlay.json")
+	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
+		return err
+	}
+	if out, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, gobin, "build", "-overlay", overlayPath, "-o", out, pkg)
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("mutant: go build %s with %s mutated: %w\n%s", pkg, m.File, err, b)
+	}
+	return nil
+}
+
+// Apply returns src with m applied, or an error if m.Old does not occur
+// exactly once in src.
+func Apply(src string, m Mutation) (string, error) {
+	if m.Old == "" {
+		return "", fmt.Errorf("mutant: %s: no text to replace", m.File)
+	}
+	switch n := strings.Count(src, m.Old); n {
+	case 1:
+		return strings.Replace(src, m.Old, m.New, 1), nil
+	case 0:
+		return "", fmt.Errorf("mutant: %s does not contain %q: has the code moved? update the mutation", m.File, m.Old)
+	default:
+		return "", fmt.Errorf("mutant: %s contains %q %d times, not once: make the text to replace unique", m.File, m.Old, n)
+	}
+}
+
+// moduleRoot is the directory of the go.mod that governs dir.
+func moduleRoot(ctx context.Context, gobin, dir string) (string, error) {
+	cmd := exec.CommandContext(ctx, gobin, "env", "GOMOD")
+	cmd.Dir = dir
+	b, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("mutant: go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(b))
+	if gomod == "" || gomod == os.DevNull {
+		return "", errors.New("mutant: " + dir + " is not inside a Go module")
+	}
+	return filepath.Dir(gomod), nil
+}
+
+// goBinary is the go command: the one in PATH, or else the one under
+// GOROOT, which go test sets when it runs a test binary.
+func goBinary() string {
+	if p, err := exec.LookPath("go"); err == nil {
+		return p
+	}
+	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
+}

@@ -1,0 +1,121 @@
+package reconcile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// TestDecide covers every way a check can end: what the gateway said (or
+// failed to say), the attempt's age against the no-show horizon, and the
+// checks left in the schedule.
+func TestDecide(t *testing.T) {
+	t.Parallel()
+	const horizon = time.Hour
+	schedule := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}
+	r, err := New(nil, nil, Config{Schedule: schedule, BatchSize: 1, Concurrency: 1, PollInterval: time.Second,
+		LookupTimeout: time.Second, NoShowHorizon: horizon}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		succeeded = order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}
+		declined  = order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_2", DeclineCode: "card_declined"}
+		notFound  = order.Result{Outcome: order.OutcomeNotFound}
+		unknown   = order.Result{Outcome: order.OutcomeUnknown}
+		timeout   = errors.New("lookup timed out")
+		expired   = fmt.Errorf("key too old: %w", order.ErrLookupExpired)
+	)
+	// jittered is the range a recheck after d may fall in (±20%).
+	jittered := func(d time.Duration) [2]time.Duration { return [2]time.Duration{d - d/5, d + d/5} }
+	tests := []struct {
+		name string
+		// checked is how many checks came before this one.
+		checked int
+		age     time.Duration
+		res     order.Result
+		err     error
+
+		wantEvent   order.EventName // "" for a recheck
+		wantOutcome order.Outcome
+		wantReason  string // a part of the reason
+		wantLastErr string // a part of LastError
+		wantRecheck [2]time.Duration
+	}{
+		{name: "found succeeded", age: time.Minute, res: succeeded,
+			wantEvent: order.EventSucceed, wantOutcome: order.OutcomeSucceeded, wantReason: "gateway has the charge"},
+		{name: "found succeeded on the last check", checked: 2, age: time.Minute, res: succeeded,
+			wantEvent: order.EventSucceed, wantOutcome: order.OutcomeSucceeded, wantReason: "gateway has the charge"},
+		{name: "found declined", age: time.Minute, res: declined,
+			wantEvent: order.EventFail, wantOutcome: order.OutcomeDeclined, wantReason: "declined: card_declined"},
+		{name: "not found past the horizon", age: horizon + time.Second, res: notFound,
+			wantEvent: order.EventFail, wantOutcome: order.OutcomeNotFound, wantReason: "can no longer arrive"},
+		{name: "not found within the horizon", age: 10 * time.Minute, res: notFound,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive",
+			// Not before the horizon has passed: no sooner check could settle it.
+			wantRecheck: [2]time.Duration{horizon - 10*time.Minute + time.Second, horizon - 10*time.Minute + time.Second}},
+		{name: "not found within the horizon, horizon nearly past", age: horizon - time.Second, res: notFound,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantRecheck: jittered(schedule[1])},
+		{name: "not found within the horizon, schedule exhausted", checked: 2, age: 10 * time.Minute, res: notFound,
+			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "after 3 checks", wantLastErr: "may still arrive"},
+		{name: "lookup error, schedule left", res: unknown, err: timeout,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[1])},
+		{name: "lookup error, one check left", checked: 1, res: unknown, err: timeout,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[2])},
+		{name: "lookup error, schedule exhausted", checked: 2, res: unknown, err: timeout,
+			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "after 3 checks: lookup timed out",
+			wantLastErr: "lookup timed out"},
+		{name: "lookup error past the horizon", age: 2 * horizon, res: unknown, err: timeout,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[1])},
+		{name: "lookup expired, schedule left", res: unknown, err: expired,
+			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "key too old", wantLastErr: "key too old"},
+		{name: "answer outside the contract", res: unknown,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: `answered "unknown"`, wantRecheck: jittered(schedule[1])},
+		{name: "answer outside the contract, schedule exhausted", checked: 2, res: unknown,
+			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "after 3 checks", wantLastErr: `answered "unknown"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := order.Due{
+				Order:      order.Order{ID: "ord_1", State: order.StateCharging, ReconcileCount: tt.checked},
+				Attempt:    order.Attempt{ID: "att_1"},
+				AttemptAge: tt.age,
+			}
+			st := r.decide(d, tt.res, tt.err)
+			if st.OrderID != "ord_1" || st.AttemptID != "att_1" || st.Actor != order.ActorReconciler || !st.Checked {
+				t.Errorf("settlement %+v does not name the order, the attempt, the reconciler, and a check", st)
+			}
+			if st.Event != tt.wantEvent {
+				t.Fatalf("event %q, want %q", st.Event, tt.wantEvent)
+			}
+			if tt.wantEvent != "" {
+				if want := order.MustNext(order.StateCharging, tt.wantEvent); st.To != want {
+					t.Errorf("to %s, want %s", st.To, want)
+				}
+			} else if st.To != "" {
+				t.Errorf("a recheck moves the order to %s", st.To)
+			}
+			if st.Result.Outcome != tt.wantOutcome {
+				t.Errorf("outcome %q, want %q", st.Result.Outcome, tt.wantOutcome)
+			}
+			if tt.wantOutcome == tt.res.Outcome && st.Result != tt.res {
+				t.Errorf("result %+v, want the gateway's %+v", st.Result, tt.res)
+			}
+			if !strings.Contains(st.Reason, tt.wantReason) || (tt.wantReason == "") != (st.Reason == "") {
+				t.Errorf("reason %q, want one with %q", st.Reason, tt.wantReason)
+			}
+			if !strings.Contains(st.LastError, tt.wantLastErr) || (tt.wantLastErr == "") != (st.LastError == "") {
+				t.Errorf("last error %q, want one with %q", st.LastError, tt.wantLastErr)
+			}
+			if st.RecheckIn < tt.wantRecheck[0] || st.RecheckIn > tt.wantRecheck[1] {
+				t.Errorf("recheck in %s, want %s to %s", st.RecheckIn, tt.wantRecheck[0], tt.wantRecheck[1])
+			}
+		})
+	}
+}
