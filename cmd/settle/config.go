@@ -44,6 +44,16 @@ type config struct {
 	RateLimit       float64
 	RateBurst       int
 	MaxInFlight     int
+	MaxWatches      int
+	WatchLifetime   time.Duration
+	AuthFailRate    float64
+	AuthFailBurst   int
+	MaxConns        int
+	MaxStreams      int
+	MaxKeyless      int
+	ConnIdle        time.Duration
+	ConnAge         time.Duration
+	ConnAgeGrace    time.Duration
 	Reflection      bool
 	TLSCert         string
 	TLSKey          string
@@ -90,6 +100,16 @@ var options = []option{
 	{"rate-limit", "SETTLE_RATE_LIMIT", "200", "requests per second per API key (0: no limit)", setFloat(func(c *config) *float64 { return &c.RateLimit })},
 	{"rate-burst", "SETTLE_RATE_BURST", "400", "burst of requests per API key", setInt(func(c *config) *int { return &c.RateBurst })},
 	{"max-inflight", "SETTLE_MAX_INFLIGHT", "64", "calls in flight per API key (0: no limit)", setInt(func(c *config) *int { return &c.MaxInFlight })},
+	{"max-watches", "SETTLE_MAX_WATCHES", "100", "WatchOrder streams open at once per API key (0: no limit); they do not count against max-inflight", setInt(func(c *config) *int { return &c.MaxWatches })},
+	{"watch-lifetime", "SETTLE_WATCH_LIFETIME", "10m", "a WatchOrder stream ends (status OK) after this long even if its order is not terminal; the client watches again", setDuration(func(c *config) *time.Duration { return &c.WatchLifetime })},
+	{"auth-failure-rate", "SETTLE_AUTH_FAILURE_RATE", "5", "calls with a missing or wrong API key per second per client address; past it (and the burst) they are RESOURCE_EXHAUSTED", setFloat(func(c *config) *float64 { return &c.AuthFailRate })},
+	{"auth-failure-burst", "SETTLE_AUTH_FAILURE_BURST", "20", "burst of calls with a missing or wrong API key per client address", setInt(func(c *config) *int { return &c.AuthFailBurst })},
+	{"max-connections", "SETTLE_MAX_CONNECTIONS", "1024", "gRPC connections open at once; more wait to be accepted", setInt(func(c *config) *int { return &c.MaxConns })},
+	{"max-concurrent-streams", "SETTLE_MAX_CONCURRENT_STREAMS", "100", "calls open at once on one gRPC connection", setInt(func(c *config) *int { return &c.MaxStreams })},
+	{"max-keyless-streams", "SETTLE_MAX_KEYLESS_STREAMS", "256", "streams that need no API key (health Watch, reflection) open at once", setInt(func(c *config) *int { return &c.MaxKeyless })},
+	{"max-connection-idle", "SETTLE_MAX_CONNECTION_IDLE", "5m", "a gRPC connection with no call open for this long is closed (GOAWAY)", setDuration(func(c *config) *time.Duration { return &c.ConnIdle })},
+	{"max-connection-age", "SETTLE_MAX_CONNECTION_AGE", "30m", "a gRPC connection this old (±10%) is closed (GOAWAY), so clients spread over new servers", setDuration(func(c *config) *time.Duration { return &c.ConnAge })},
+	{"max-connection-age-grace", "SETTLE_MAX_CONNECTION_AGE_GRACE", "1m", "how long calls on a connection closed for its age may go on", setDuration(func(c *config) *time.Duration { return &c.ConnAgeGrace })},
 	{"reflection", "SETTLE_REFLECTION", "true", "serve gRPC reflection", setBool(func(c *config) *bool { return &c.Reflection })},
 	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
 	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
@@ -176,6 +196,14 @@ func (c *config) validate() error {
 	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
 	check(c.RateBurst >= 1, "rate-burst must be at least 1")
 	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
+	check(c.MaxWatches >= 0, "max-watches must not be negative")
+	check(c.WatchLifetime > 0, "watch-lifetime must be positive")
+	check(c.AuthFailRate > 0, "auth-failure-rate must be positive")
+	check(c.AuthFailBurst >= 1, "auth-failure-burst must be at least 1")
+	check(c.MaxConns >= 1, "max-connections must be at least 1")
+	check(c.MaxStreams >= 1 && c.MaxStreams <= 10000, "max-concurrent-streams must be between 1 and 10000")
+	check(c.MaxKeyless >= 1, "max-keyless-streams must be at least 1")
+	check(c.ConnIdle > 0 && c.ConnAge > 0 && c.ConnAgeGrace > 0, "max-connection-idle, max-connection-age and max-connection-age-grace must be positive")
 	check((c.TLSCert == "") == (c.TLSKey == ""), "tls-cert and tls-key go together")
 	check(c.TLSClientCA == "" || c.TLSCert != "", "tls-client-ca needs tls-cert and tls-key")
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")

@@ -19,8 +19,18 @@ import (
 // refuses what would expose an open or plaintext API beyond this machine.
 func (c *config) serverOptions() (grpcapi.Options, error) {
 	opts := grpcapi.Options{
-		Limits:       grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight},
-		NoReflection: !c.Reflection,
+		Limits: grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight, Watches: c.MaxWatches},
+		Conn: grpcapi.ConnLimits{
+			MaxConnections:        c.MaxConns,
+			MaxConcurrentStreams:  uint32(c.MaxStreams),
+			MaxKeylessStreams:     c.MaxKeyless,
+			MaxConnectionIdle:     c.ConnIdle,
+			MaxConnectionAge:      c.ConnAge,
+			MaxConnectionAgeGrace: c.ConnAgeGrace,
+		},
+		AuthFailures:  grpcapi.AuthFailureLimits{RatePerSecond: c.AuthFailRate, Burst: c.AuthFailBurst},
+		WatchLifetime: c.WatchLifetime,
+		NoReflection:  !c.Reflection,
 	}
 	text := c.APIKeys
 	if c.APIKeysFile != "" {

@@ -3,6 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -266,5 +267,64 @@ func TestHistoryPages(t *testing.T) {
 	} {
 		_, err := s.ops.GetOrderHistory(ctx, req)
 		wantCode(t, err, codes.InvalidArgument)
+	}
+}
+
+// TestCardNumbersAndRequestIDsRefused: the forms of card numbers that got
+// through before, in every field of the charge path, are INVALID_ARGUMENT
+// and nothing is stored; a request_id's length counts characters, and a
+// blank one is refused.
+func TestCardNumbersAndRequestIDsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-cards", "tok_ok")
+	money := &settlev1.Money{Currency: "GBP", AmountMinor: 100}
+	for _, pan := range []string{"4242424242424242 1228 123", "4242424242424242-1228", "order-20261130-4242424242424242",
+		"\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12"} {
+		for name, call := range map[string]func() error{
+			"CreateOrder reference": func() error {
+				_, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: pan, Amount: money, PaymentMethod: "tok_ok"})
+				return err
+			},
+			"CreateOrder payment method": func() error {
+				_, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "order-card-pm", Amount: money, PaymentMethod: pan})
+				return err
+			},
+			"ChargeOrder request_id": func() error {
+				_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: pan})
+				return err
+			},
+			"ChargeOrder payment method": func() error {
+				_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "card-req-1", PaymentMethod: pan})
+				return err
+			},
+			"CreateAndChargeOrder request_id": func() error {
+				_, err := s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "order-card-cc",
+					Amount: money, PaymentMethod: "tok_ok", RequestId: pan})
+				return err
+			},
+			"CancelOrder reason": func() error {
+				_, err := s.orders.CancelOrder(ctx, &settlev1.CancelOrderRequest{OrderId: o.GetId(), Reason: pan})
+				return err
+			},
+		} {
+			err := call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "looks like a card number") ||
+				strings.Contains(status.Convert(err).Message(), "4242") {
+				t.Errorf("%s %q: %v, want InvalidArgument saying it looks like a card number", name, pan, err)
+			}
+		}
+	}
+	for _, id := range []string{"ééééééé", "        ", "\u3000\u3000\u3000\u3000\u3000\u3000\u3000\u3000"} {
+		_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: id})
+		wantCode(t, err, codes.InvalidArgument)
+	}
+	if n := s.count(t, `SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM charge_attempts) + (SELECT count(*) FROM order_events)`); n != 2 {
+		t.Fatalf("%d rows, want 2 (the order and its creation)", n)
+	}
+	// Eight characters are enough, however many bytes they take.
+	if _, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "éééééééé"}); err != nil {
+		t.Fatalf("an 8-character request_id: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ package grpcapi
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/order"
@@ -18,6 +19,8 @@ type orderServer struct {
 	hub     *watchHub
 	watcher Watcher
 	log     *slog.Logger
+	// watchLifetime ends a WatchOrder stream that has run this long.
+	watchLifetime time.Duration
 }
 
 func (s *orderServer) CreateOrder(ctx context.Context, req *settlev1.CreateOrderRequest) (*settlev1.CreateOrderResponse, error) {

@@ -28,6 +28,7 @@ type Metrics struct {
 	gatewayCalls    *prometheus.CounterVec
 	gatewaySeconds  *prometheus.HistogramVec
 	reconcileChecks *prometheus.CounterVec
+	authFailures    *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
 }
 
@@ -48,17 +49,24 @@ func NewMetrics() *Metrics {
 		reconcileChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_reconcile_checks_total", Help: "Reconciler checks by result: succeed, fail, escalate or recheck.",
 		}, []string{"result"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_auth_failures_total", Help: "Calls refused for their API key (missing, unknown or of the wrong role), by result: rejected, or limited (past the peer's failure budget).",
+		}, []string{"result"}),
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
 	}
-	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.malformed,
+	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // ReconcileCheck counts one reconciler check by its result.
 func (m *Metrics) ReconcileCheck(result string) { m.reconcileChecks.WithLabelValues(result).Inc() }
+
+// AuthFailure counts one call refused for its API key: result is
+// "rejected" or "limited".
+func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(result).Inc() }
 
 // MalformedRequest counts one request to method (a full method name) that
 // was not a valid protobuf message.

@@ -51,7 +51,10 @@ type OrderServiceClient interface {
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(ctx context.Context, in *CancelOrderRequest, opts ...grpc.CallOption) (*CancelOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// terminal state (PAID or CANCELED) or the client leaves.
+	// terminal state (PAID or CANCELED) or the client leaves. The server also
+	// ends the stream, with status OK, after its watch lifetime (10 minutes
+	// unless configured): a client whose last message was not terminal
+	// watches again.
 	WatchOrder(ctx context.Context, in *WatchOrderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOrderResponse], error)
 }
 
@@ -156,7 +159,10 @@ type OrderServiceServer interface {
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// terminal state (PAID or CANCELED) or the client leaves.
+	// terminal state (PAID or CANCELED) or the client leaves. The server also
+	// ends the stream, with status OK, after its watch lifetime (10 minutes
+	// unless configured): a client whose last message was not terminal
+	// watches again.
 	WatchOrder(*WatchOrderRequest, grpc.ServerStreamingServer[WatchOrderResponse]) error
 	mustEmbedUnimplementedOrderServiceServer()
 }
