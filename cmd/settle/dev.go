@@ -60,7 +60,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 
-	simLis, err := net.Listen("tcp", *simAddr)
+	simLis, err := new(net.ListenConfig).Listen(ctx, "tcp", *simAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *simAddr, err)
 	}
@@ -76,13 +76,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer a.close()
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey)
 	err = a.serve(ctx, lis, true, opts)
-	<-simDone
+	if simErr := <-simDone; err == nil {
+		err = simErr
+	}
 	return err
 }
 

@@ -88,11 +88,11 @@ func startServer(ctx context.Context, s Server, dbURL, dir, name string, pprof b
 	p := &serverProc{cmd: cmd, exited: make(chan struct{}), addr: addr, logPath: logPath, pprofAddr: pprofAddr}
 	go func() { cmd.Wait(); close(p.exited) }()
 	if p.conn, err = dialServer(addr); err != nil {
-		p.stop()
+		_ = p.stop()
 		return nil, err
 	}
 	if err := p.waitServing(ctx, 60*time.Second); err != nil {
-		p.stop()
+		_ = p.stop()
 		return nil, err
 	}
 	return p, nil
