@@ -120,6 +120,8 @@ func invoke(ctx context.Context, conn *grpc.ClientConn, method string, streaming
 	if err := stream.SendMsg(req); err != nil {
 		return err
 	}
-	stream.CloseSend()
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
 	return stream.RecvMsg(new(emptypb.Empty))
 }

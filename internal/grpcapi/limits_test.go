@@ -191,7 +191,7 @@ func (h *h2conn) headers(id uint32, method string, endStream bool, extra ...hpac
 		{Name: ":path", Value: method}, {Name: ":authority", Value: "settle"},
 		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 	}, extra...) {
-		h.enc.WriteField(f)
+		_ = h.enc.WriteField(f)
 	}
 	block := h.hbuf.Bytes()
 	const frag = 16 << 10 // the default SETTINGS_MAX_FRAME_SIZE
@@ -317,7 +317,7 @@ func TestOversizedHeadersCloseTheConnection(t *testing.T) {
 	for range 8 << 10 {
 		extra = append(extra, hpack.HeaderField{Name: "x-pad", Value: pad, Sensitive: true})
 	}
-	h.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_ = h.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	writeErr := h.headers(1, settlev1.OrderService_GetOrder_FullMethodName, true, extra...)
 	if writeErr == nil {
 		t.Errorf("the server took all 8 MiB of headers")
@@ -367,14 +367,14 @@ func TestRapidResetFlood(t *testing.T) {
 	enc.enc = hpack.NewEncoder(&enc.hbuf)
 	for i := range uint32(streams) {
 		id := 2*i + 1
-		enc.headers(id, settlev1.OrderService_GetOrder_FullMethodName, false)
-		enc.emptyMessage(id) // with its request sent, the call reaches the interceptors
-		enc.reset(id)
+		_ = enc.headers(id, settlev1.OrderService_GetOrder_FullMethodName, false)
+		_ = enc.emptyMessage(id) // with its request sent, the call reaches the interceptors
+		_ = enc.reset(id)
 	}
 	// The server reads frames in order: its answer to this ping says it has
 	// read the whole flood.
-	enc.fr.WritePing(false, [8]byte{1})
-	h.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_ = enc.fr.WritePing(false, [8]byte{1})
+	_ = h.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	for b := flood.Bytes(); len(b) > 0; {
 		n, err := h.conn.Write(b[:min(64<<10, len(b))])
 		if err != nil {

@@ -252,7 +252,7 @@ func isUUID(s string) bool {
 				return false
 			}
 		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			if ('0' > c || c > '9') && ('a' > c || c > 'f') && ('A' > c || c > 'F') {
 				return false
 			}
 		}
