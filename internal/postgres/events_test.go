@@ -122,7 +122,7 @@ func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `UPDATE orders SET state = 'CANCELED' WHERE id = $1`, a.ID); err != nil {
 		t.Fatal(err)
 	}
