@@ -32,6 +32,7 @@ type opsServer struct {
 	settlev1.UnimplementedOpsServiceServer
 	svc     *order.Service
 	store   OpsStore
+	events  EventStore
 	checker Checker
 	log     *slog.Logger
 }
