@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -37,9 +38,9 @@ var (
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
-		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
+		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
 	webhookFlags = []string{"webhook-listen", "webhook-tls-cert", "webhook-tls-key", "webhook-max-body",
-		"webhook-max-connections", "webhook-tolerance", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
+		"webhook-max-connections", "webhook-tolerance", "webhook-plaintext", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its
@@ -154,7 +155,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 func (a *app) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	a.tracing.Shutdown(ctx)
+	if err := a.tracing.Shutdown(ctx); err != nil {
+		a.log.Warn("flush traces", "error", err)
+	}
 	a.pool.Close()
 }
 
@@ -164,11 +167,11 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	if a.cfg.MetricsListen == "" {
 		return nil
 	}
-	lis, err := net.Listen("tcp", a.cfg.MetricsListen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.MetricsListen)
 	if err != nil {
 		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
 	}
-	var h http.Handler = a.metrics.Handler(a.pool.Ping)
+	h := a.metrics.Handler(a.pool.Ping)
 	if a.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
@@ -181,14 +184,18 @@ func (a *app) serveMetrics(ctx context.Context) error {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	go srv.Serve(lis)
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("metrics listener stopped", "error", err)
+		}
+	}()
 	a.log.Info("serving metrics", "addr", lis.Addr().String())
 	return nil
 }
 
 // serveWebhooks serves the gateways' events on their own listener until
 // ctx ends, when an address is configured; g owns the server's goroutine.
-func (a *app) serveWebhooks(ctx context.Context, g *errgroup.Group) error {
+func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
 	if a.cfg.WebhookListen == "" {
 		return nil
 	}
@@ -196,7 +203,7 @@ func (a *app) serveWebhooks(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	lis, err := net.Listen("tcp", a.cfg.WebhookListen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.WebhookListen)
 	if err != nil {
 		return fmt.Errorf("listen on %s for webhooks: %w", a.cfg.WebhookListen, err)
 	}
@@ -209,11 +216,10 @@ func (a *app) serveWebhooks(ctx context.Context, g *errgroup.Group) error {
 	}, a.log)
 	lim := webhook.DefaultLimits
 	lim.MaxConnections = a.cfg.WebhookMaxConns
-	g.Go(func() error {
+	g.Go(func() {
 		if err := webhook.Serve(ctx, lis, h, lim, tlsCfg, a.cfg.ShutdownTimeout); err != nil {
 			a.log.Error("webhook listener stopped", "error", err)
 		}
-		return nil
 	})
 	a.log.Info("serving gateway events", "addr", lis.Addr().String(), "tls", tlsCfg != nil,
 		"stripe", len(a.cfg.StripeWebhookSecrets) > 0, "refpsp", len(a.cfg.RefpspWebhookSecrets) > 0)
@@ -254,20 +260,17 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	// the gRPC server has stopped: calls finishing during the shutdown
 	// still see health checks and order notifications.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var bg errgroup.Group
+	var bg sync.WaitGroup
 	defer func() { stopBG(); bg.Wait() }()
 	if err := a.serveMetrics(bgCtx); err != nil {
 		return err
 	}
-	bg.Go(func() error { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second); return nil })
-	bg.Go(func() error {
-		a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
-		return nil
-	})
+	bg.Go(func() { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second) })
+	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
-		bg.Go(func() error { rec.Run(bgCtx); return nil })
-		bg.Go(func() error { a.store.ListenDue(bgCtx, a.log, rec.Wake); return nil })
+		bg.Go(func() { _ = rec.Run(bgCtx) })
+		bg.Go(func() { a.store.ListenDue(bgCtx, a.log, rec.Wake, func() { rec.Wake("") }) })
 	}
 	if err := a.serveWebhooks(bgCtx, &bg); err != nil {
 		return err
@@ -279,8 +282,10 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		err := srv.Serve(lis)
-		if gctx.Err() != nil {
+		select {
+		case <-gctx.Done():
 			return nil // stopped as asked
+		default:
 		}
 		if err == nil {
 			err = errors.New("stopped unasked")
@@ -326,7 +331,7 @@ func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, g
 		return err
 	}
 	defer a.close()
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
@@ -355,7 +360,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	// Gateways' events wake the reconciler through the database.
 	lctx, stop := context.WithCancel(ctx)
 	listened := make(chan struct{})
-	go func() { a.store.ListenDue(lctx, log, rec.Wake); close(listened) }()
+	go func() { a.store.ListenDue(lctx, log, rec.Wake, func() { rec.Wake("") }); close(listened) }()
 	defer func() { stop(); <-listened }()
 	return rec.Run(ctx)
 }
@@ -397,7 +402,7 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if opts.Events.URL != "" && len(opts.Events.Secrets) == 0 {
 		return errors.New("configuration: --sim-events-url needs --sim-events-secrets")
 	}
-	lis, err := net.Listen("tcp", *addr)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -111,9 +112,15 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 func (f *fixture) runReconciler(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
+	listening := make(chan struct{})
+	var once sync.Once
 	go func() { f.rec.Run(ctx); done <- struct{}{} }()
-	go func() { f.store.ListenDue(ctx, f.logs.Logger(), f.rec.Wake); done <- struct{}{} }()
+	go func() {
+		f.store.ListenDue(ctx, f.logs.Logger(), f.rec.Wake, func() { once.Do(func() { close(listening) }) })
+		done <- struct{}{}
+	}()
 	t.Cleanup(func() { cancel(); <-done; <-done })
+	<-listening
 }
 
 // charging returns an order left CHARGING by a charge whose outcome is
@@ -420,7 +427,7 @@ func TestEventBeforeChargeReturns(t *testing.T) {
 	for {
 		select {
 		case got := <-returned:
-			t.Fatalf("the charge call returned (%s) before the event settled the order", got.State)
+			t.Fatalf("the charge call returned (%s) before the event settled the order; logs:\n%s", got.State, f.logs.String())
 		case <-time.After(20 * time.Millisecond):
 		}
 		if f.order(t, o.ID).State == order.StatePaid {
