@@ -58,7 +58,8 @@ type config struct {
 	TLSCert         string
 	TLSKey          string
 	TLSClientCA     string
-	Insecure        bool
+	Plaintext       bool
+	NoAPIKeys       bool
 	MetricsListen   string
 	Pprof           bool
 	// Stripe: the gateway named "stripe" is configured when a key is set.
@@ -120,8 +121,9 @@ var options = []option{
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
 	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age of an attempt after which the reconciler no longer replays it at Stripe (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
-	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener (never on an address others can reach)", setBool(func(c *config) *bool { return &c.Pprof })},
-	{"insecure", "SETTLE_INSECURE", "false", "allow plaintext or no API keys on a non-loopback address", setBool(func(c *config) *bool { return &c.Insecure })},
+	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
+	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
+	{"no-api-keys", "SETTLE_NO_API_KEYS", "false", "serve without API keys, every caller the default merchant with every role: for tests and benchmarks, refused unless listen is a loopback address", setBool(func(c *config) *bool { return &c.NoAPIKeys })},
 }
 
 // bindConfig registers the named options on fs. The returned function,
@@ -206,6 +208,12 @@ func (c *config) validate() error {
 	check(c.ConnIdle > 0 && c.ConnAge > 0 && c.ConnAgeGrace > 0, "max-connection-idle, max-connection-age and max-connection-age-grace must be positive")
 	check((c.TLSCert == "") == (c.TLSKey == ""), "tls-cert and tls-key go together")
 	check(c.TLSClientCA == "" || c.TLSCert != "", "tls-client-ca needs tls-cert and tls-key")
+	check(!c.Plaintext || c.TLSCert == "", "plaintext and tls-cert contradict each other: choose one")
+	// The profiler serves goroutine dumps (every call's stack) and CPU
+	// profiles on demand: never to the network.
+	if c.Pprof && !isLoopback(c.MetricsListen) {
+		errs = append(errs, fmt.Errorf("refusing --pprof on metrics-listen %q, which is not a loopback address: the profiler serves goroutine dumps and profiles to whoever asks; serve metrics on a loopback address to profile", c.MetricsListen))
+	}
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
 	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
 	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")

@@ -45,6 +45,7 @@ type Key struct {
 func ParseKeys(text string) ([]Key, error) {
 	var keys []Key
 	names := map[string]bool{}
+	hashes := map[[sha256.Size]byte]string{}
 	sc := bufio.NewScanner(strings.NewReader(strings.ReplaceAll(text, ";", "\n")))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -68,7 +69,14 @@ func ParseKeys(text string) ([]Key, error) {
 		if names[k.Name] {
 			return nil, fmt.Errorf("API key %d: name %s is used twice", n, k.Name)
 		}
+		// One key acting for two merchants or roles would be whichever line
+		// came last: refuse it. The message names the hash by its first
+		// hex digits only, enough to find the line.
+		if other, ok := hashes[k.Hash]; ok {
+			return nil, fmt.Errorf("API key %d (%s): the same key (SHA-256 %s…) as %s; a key acts for one merchant in one role: issue one key per merchant and role", n, k.Name, f[0][:8], other)
+		}
 		names[k.Name] = true
+		hashes[k.Hash] = k.Name
 		keys = append(keys, k)
 	}
 	return keys, nil

@@ -240,7 +240,7 @@ func TestHistoryPages(t *testing.T) {
 	}
 	var want, wantAttempts []string
 	for _, e := range full {
-		want = append(want, string(e.Name)+"@"+e.CreatedAt.UTC().String())
+		want = append(want, e.Name+"@"+e.CreatedAt.UTC().String())
 	}
 	for _, a := range fullAttempts {
 		wantAttempts = append(wantAttempts, a.ID)

@@ -27,6 +27,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.InvalidArgument, valErr.Error())
 	case errors.As(err, new(*malformedError)):
 		return status.Error(codes.InvalidArgument, "the request is not a valid protobuf message")
+	case errors.Is(err, order.ErrEventNotFound):
+		return status.Error(codes.NotFound, "event not found")
 	case errors.Is(err, order.ErrNotFound):
 		return status.Error(codes.NotFound, "order not found")
 	case errors.As(err, &confErr):

@@ -39,7 +39,9 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 		"ReconcileOrder":       &settlev1.ReconcileOrderRequest{OrderId: o.GetId()},
 		"ResolveOrder": &settlev1.ResolveOrderRequest{OrderId: o.GetId(), Resolution: settlev1.Resolution_RESOLUTION_PAID,
 			GatewayChargeId: "ch_1", Reason: "found in the dashboard"},
-		"Stats": &settlev1.StatsRequest{},
+		"Stats":       &settlev1.StatsRequest{},
+		"ListEvents":  &settlev1.ListEventsRequest{},
+		"ResendEvent": &settlev1.ResendEventRequest{MerchantId: "merchant-a", EventId: "evt_1"},
 	}
 	const pan = "order-20261130-4242424242424242"
 	fields := 0
@@ -118,6 +120,8 @@ func invoke(ctx context.Context, conn *grpc.ClientConn, method string, streaming
 	if err := stream.SendMsg(req); err != nil {
 		return err
 	}
-	stream.CloseSend()
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
 	return stream.RecvMsg(new(emptypb.Empty))
 }

@@ -191,7 +191,7 @@ func (h *h2conn) headers(id uint32, method string, endStream bool, extra ...hpac
 		{Name: ":path", Value: method}, {Name: ":authority", Value: "settle"},
 		{Name: "content-type", Value: "application/grpc"}, {Name: "te", Value: "trailers"},
 	}, extra...) {
-		h.enc.WriteField(f)
+		_ = h.enc.WriteField(f)
 	}
 	block := h.hbuf.Bytes()
 	const frag = 16 << 10 // the default SETTINGS_MAX_FRAME_SIZE
@@ -317,7 +317,7 @@ func TestOversizedHeadersCloseTheConnection(t *testing.T) {
 	for range 8 << 10 {
 		extra = append(extra, hpack.HeaderField{Name: "x-pad", Value: pad, Sensitive: true})
 	}
-	h.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_ = h.conn.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	writeErr := h.headers(1, settlev1.OrderService_GetOrder_FullMethodName, true, extra...)
 	if writeErr == nil {
 		t.Errorf("the server took all 8 MiB of headers")
@@ -367,14 +367,14 @@ func TestRapidResetFlood(t *testing.T) {
 	enc.enc = hpack.NewEncoder(&enc.hbuf)
 	for i := range uint32(streams) {
 		id := 2*i + 1
-		enc.headers(id, settlev1.OrderService_GetOrder_FullMethodName, false)
-		enc.emptyMessage(id) // with its request sent, the call reaches the interceptors
-		enc.reset(id)
+		_ = enc.headers(id, settlev1.OrderService_GetOrder_FullMethodName, false)
+		_ = enc.emptyMessage(id) // with its request sent, the call reaches the interceptors
+		_ = enc.reset(id)
 	}
 	// The server reads frames in order: its answer to this ping says it has
 	// read the whole flood.
-	enc.fr.WritePing(false, [8]byte{1})
-	h.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
+	_ = enc.fr.WritePing(false, [8]byte{1})
+	_ = h.conn.SetWriteDeadline(time.Now().Add(30 * time.Second))
 	for b := flood.Bytes(); len(b) > 0; {
 		n, err := h.conn.Write(b[:min(64<<10, len(b))])
 		if err != nil {
@@ -629,4 +629,68 @@ func TestWatchStreamLifetime(t *testing.T) {
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		t.Fatalf("a watch past its lifetime: %v, want the stream to end with status OK", err)
 	}
+}
+
+// TestConnectionAgeEndsBusyConnections: a connection with a call open
+// (here a health Watch, which never ends by itself) is sent GOAWAY after
+// MaxConnectionAge and closed after the grace, so no client holds one
+// connection, and its slot, for ever.
+func TestConnectionAgeEndsBusyConnections(t *testing.T) {
+	t.Parallel()
+	s := newStackWith(t, grpcapi.Options{Conn: grpcapi.ConnLimits{MaxConnectionAge: 300 * time.Millisecond,
+		MaxConnectionAgeGrace: 300 * time.Millisecond}}, insecure.NewCredentials())
+	h := dialH2(t, s.addr)
+	if err := h.headers(1, "/grpc.health.v1.Health/Watch", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.emptyMessage(1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.ended:
+	case <-time.After(15 * time.Second):
+		t.Fatal("a connection with a call open is still open 15s after its MaxConnectionAge (300ms)")
+	}
+	var goAway bool
+	for len(h.frames) > 0 {
+		if f := <-h.frames; f.kind == "goaway" {
+			goAway = true
+		}
+	}
+	if !goAway {
+		t.Error("the connection was closed without GOAWAY")
+	}
+}
+
+// TestPingFloodIsRefused: a client pinging more often than
+// KeepaliveMinTime is sent GOAWAY (too_many_pings) and disconnected.
+func TestPingFloodIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials())
+	probe := startHealthProbe(t, s.addr)
+	h := dialH2(t, s.addr)
+	<-h.settings
+	for i := range 1000 {
+		h.wmu.Lock()
+		err := h.fr.WritePing(false, [8]byte{byte(i), byte(i >> 8)})
+		h.wmu.Unlock()
+		if err != nil {
+			break // closed by the server
+		}
+	}
+	select {
+	case <-h.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client that pinged 1,000 times at once is still connected after 10s")
+	}
+	var goAway bool
+	for len(h.frames) > 0 {
+		if f := <-h.frames; f.kind == "goaway" {
+			goAway = true
+		}
+	}
+	if !goAway {
+		t.Error("the connection was closed without GOAWAY")
+	}
+	probe.stop(t)
 }

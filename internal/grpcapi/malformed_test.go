@@ -63,7 +63,7 @@ func TestMalformedRequestIsInvalidArgument(t *testing.T) {
 		stream, err := s.conn.NewStream(with(keyA), &grpc.StreamDesc{ServerStreams: true}, "/settle.v1.OrderService/WatchOrder", codec)
 		if err == nil {
 			if err = stream.SendMsg(req); err == nil {
-				stream.CloseSend()
+				_ = stream.CloseSend() // RecvMsg reports any failure
 				err = stream.RecvMsg(new(settlev1.WatchOrderResponse))
 			}
 		}

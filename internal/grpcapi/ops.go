@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -31,6 +32,7 @@ type opsServer struct {
 	settlev1.UnimplementedOpsServiceServer
 	svc     *order.Service
 	store   OpsStore
+	events  EventStore
 	checker Checker
 	log     *slog.Logger
 }
@@ -137,7 +139,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	resp := &settlev1.GetOrderHistoryResponse{Order: orderToProto(o), ReconcileCount: int32(o.ReconcileCount), LastError: o.LastError}
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
-			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: string(e.Actor),
+			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: e.Name, Actor: string(e.Actor),
 			Reason: e.Reason, AttemptId: e.AttemptID, CreateTime: timestamp(e.CreatedAt),
 		})
 	}
@@ -245,7 +247,7 @@ func (s *opsServer) Stats(ctx context.Context, _ *settlev1.StatsRequest) (*settl
 
 // fieldName renames the field of a validation error to the request's.
 func fieldName(err error, field string) error {
-	if v, ok := err.(*order.ValidationError); ok {
+	if v := (*order.ValidationError)(nil); errors.As(err, &v) {
 		return &order.ValidationError{Field: field, Reason: v.Reason}
 	}
 	return err

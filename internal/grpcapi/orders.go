@@ -18,6 +18,7 @@ type orderServer struct {
 	svc     *order.Service
 	hub     *watchHub
 	watcher Watcher
+	events  EventStore
 	log     *slog.Logger
 	// watchLifetime ends a WatchOrder stream that has run this long.
 	watchLifetime time.Duration

@@ -34,6 +34,7 @@ const streamWorkers = 64
 type Store interface {
 	OpsStore
 	Watcher
+	EventStore
 }
 
 // Server is Settle's gRPC server with its health service.
@@ -139,8 +140,8 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	if watchLifetime <= 0 {
 		watchLifetime = DefaultWatchLifetime
 	}
-	settlev1.RegisterOrderServiceServer(reg, &orderServer{svc: svc, hub: hub, watcher: store, log: log, watchLifetime: watchLifetime})
-	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, checker: checker, log: log})
+	settlev1.RegisterOrderServiceServer(reg, &orderServer{svc: svc, hub: hub, watcher: store, events: store, log: log, watchLifetime: watchLifetime})
+	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, events: store, checker: checker, log: log})
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(reg, h)
 	if !opts.NoReflection {

@@ -1,6 +1,9 @@
 package order
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestTransitionTable checks every (state, event) pair: the allowed edges
 // lead where DESIGN.md says, and every other pair is refused.
@@ -29,7 +32,7 @@ func TestTransitionTable(t *testing.T) {
 			case !ok && err == nil:
 				t.Errorf("%s --%s--> %s allowed, want refused", from, ev, to)
 			case !ok:
-				if se, isState := err.(*StateError); !isState || se.Current != from {
+				if se := (*StateError)(nil); !errors.As(err, &se) || se.Current != from {
 					t.Errorf("%s --%s--> error %v does not name the current state", from, ev, err)
 				}
 			}

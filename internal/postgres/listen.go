@@ -50,7 +50,9 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	// Each (re)connection of each server clears the rows that crashed
 	// servers left; a failure here costs only stale rows, which the
 	// trigger ignores.
-	s.sweepWatchers(ctx)
+	if err := s.sweepWatchers(ctx); err != nil {
+		return err
+	}
 	missed()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -114,7 +116,7 @@ func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), 
 			case <-t.C:
 				// A failed refresh is retried at the next tick; the row
 				// outlives a few of them.
-				s.pool.Exec(ctx, refreshWatchSQL, pgx.StrictNamedArgs{
+				_, _ = s.pool.Exec(ctx, refreshWatchSQL, pgx.StrictNamedArgs{
 					"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
 				})
 			}
@@ -125,7 +127,8 @@ func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), 
 		<-done
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.pool.Exec(ctx, unwatchSQL, pgx.StrictNamedArgs{
+		// A row left behind expires (see refreshWatchSQL).
+		_, _ = s.pool.Exec(ctx, unwatchSQL, pgx.StrictNamedArgs{
 			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher,
 		})
 	}, nil

@@ -122,6 +122,8 @@ func (r leaseRow) due() order.Due {
 // queryOne runs sql with args and scans its one row into a T; no row is
 // order.ErrNotFound.
 func queryOne[T any](ctx context.Context, q querier, sql string, args pgx.StrictNamedArgs) (T, error) {
+	// A failed Query returns rows that report its error, which the collect
+	// functions return.
 	rows, _ := q.Query(ctx, sql, args)
 	r, err := pgx.CollectOneRow(rows, pgx.RowToStructByName[T])
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -193,7 +193,9 @@ func TestSettleManyOverlapping(t *testing.T) {
 	}
 	wg.Wait()
 	var checks int
-	pool.QueryRow(ctx, `SELECT sum(reconcile_count) FROM orders`).Scan(&checks)
+	if err := pool.QueryRow(ctx, `SELECT sum(reconcile_count) FROM orders`).Scan(&checks); err != nil {
+		t.Fatal(err)
+	}
 	if checks != 2*rounds*n {
 		t.Errorf("%d checks counted, want %d", checks, 2*rounds*n)
 	}
@@ -237,7 +239,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `UPDATE orders SET state = 'PAID', reconcile_at = NULL WHERE id = $1`, paid.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -268,8 +270,10 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 	}
 	var state string
 	var checks, events int
-	pool.QueryRow(ctx, `SELECT (SELECT state FROM orders WHERE id = $1), (SELECT reconcile_count FROM orders WHERE id = $2),
-		(SELECT count(*) FROM order_events WHERE event = 'fail')`, paid.ID, rechecked.ID).Scan(&state, &checks, &events)
+	if err := pool.QueryRow(ctx, `SELECT (SELECT state FROM orders WHERE id = $1), (SELECT reconcile_count FROM orders WHERE id = $2),
+		(SELECT count(*) FROM order_events WHERE event = 'fail')`, paid.ID, rechecked.ID).Scan(&state, &checks, &events); err != nil {
+		t.Fatal(err)
+	}
 	if state != "PAID" || checks != 2 || events != 0 {
 		t.Fatalf("paid order %s, rechecked order checked %d times, %d fail events; want PAID, 2, 0", state, checks, events)
 	}
@@ -298,7 +302,7 @@ func groupedSettles(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, counter
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, sts[0].OrderID); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +374,9 @@ func TestSettleGroups(t *testing.T) {
 		t.Errorf("%d orders settled with %d statements, want them to share (at most 3)", n, statements)
 	}
 	var events int
-	pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events)
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
 	if events != n {
 		t.Errorf("%d succeed events, want %d", events, n)
 	}

@@ -49,7 +49,9 @@ func TestCreateOrderIdempotent(t *testing.T) {
 		t.Fatalf("other amount, same reference: got %v, want ConflictError", err)
 	}
 	var n, events int
-	pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events)
+	if err := pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events); err != nil {
+		t.Fatal(err)
+	}
 	if n != 1 || events != 1 {
 		t.Fatalf("orders = %d, events = %d; want 1 and 1", n, events)
 	}
@@ -94,7 +96,9 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 				// Whoever lost with the same request id must see the winner's attempt,
 				// unless a different request id won.
 				var winner string
-				pool.QueryRow(ctx, `SELECT request_id FROM charge_attempts`).Scan(&winner)
+				if err := pool.QueryRow(ctx, `SELECT request_id FROM charge_attempts`).Scan(&winner); err != nil {
+					t.Error(err)
+				}
 				if winner == req {
 					t.Errorf("replay of the winning request id returned no attempt")
 				}
@@ -106,7 +110,9 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 		t.Fatalf("claimed %d times, want 1", claimed)
 	}
 	var attempts, events int
-	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events WHERE event = 'charge')`).Scan(&attempts, &events)
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events WHERE event = 'charge')`).Scan(&attempts, &events); err != nil {
+		t.Fatal(err)
+	}
 	if attempts != 1 || events != 1 {
 		t.Fatalf("attempts = %d, charge events = %d; want 1 and 1", attempts, events)
 	}
@@ -204,7 +210,9 @@ func TestCreateClaimed(t *testing.T) {
 		t.Fatalf("taken request id: ok=%v err=%v, want a conflict", ok, err)
 	}
 	var orders, attempts, events int
-	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events)`).Scan(&orders, &attempts, &events)
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events)`).Scan(&orders, &attempts, &events); err != nil {
+		t.Fatal(err)
+	}
 	if orders != 1 || attempts != 1 || events != 2 {
 		t.Fatalf("orders=%d attempts=%d events=%d, want 1, 1, 2", orders, attempts, events)
 	}

@@ -820,6 +820,97 @@ func (x *StatsResponse) GetNeedsReview() int64 {
 	return 0
 }
 
+// ResendEventRequest names an event of a merchant.
+type ResendEventRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MerchantId string                 `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// The event's id (evt_...).
+	EventId       string `protobuf:"bytes,2,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendEventRequest) Reset() {
+	*x = ResendEventRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendEventRequest) ProtoMessage() {}
+
+func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendEventRequest.ProtoReflect.Descriptor instead.
+func (*ResendEventRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ResendEventRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *ResendEventRequest) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+// ResendEventResponse says the event is due for delivery.
+type ResendEventResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResendEventResponse) Reset() {
+	*x = ResendEventResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResendEventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResendEventResponse) ProtoMessage() {}
+
+func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResendEventResponse.ProtoReflect.Descriptor instead.
+func (*ResendEventResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -881,13 +972,18 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06states\x18\x01 \x03(\v2\x15.settle.v1.StateCountR\x06states\x12L\n" +
 	"\x14oldest_charging_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x12oldestChargingTime\x12+\n" +
 	"\x11reconcile_backlog\x18\x03 \x01(\x03R\x10reconcileBacklog\x12!\n" +
-	"\fneeds_review\x18\x04 \x01(\x03R\vneedsReview*n\n" +
+	"\fneeds_review\x18\x04 \x01(\x03R\vneedsReview\"P\n" +
+	"\x12ResendEventRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12\x19\n" +
+	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\x15\n" +
+	"\x13ResendEventResponse*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fRESOLUTION_PAID\x10\x01\x12\x16\n" +
 	"\x12RESOLUTION_PENDING\x10\x02\x12\x17\n" +
-	"\x13RESOLUTION_CANCELED\x10\x032\x95\x03\n" +
+	"\x13RESOLUTION_CANCELED\x10\x032\xe3\x03\n" +
 	"\n" +
 	"OpsService\x12I\n" +
 	"\n" +
@@ -895,7 +991,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0fGetOrderHistory\x12!.settle.v1.GetOrderHistoryRequest\x1a\".settle.v1.GetOrderHistoryResponse\x12U\n" +
 	"\x0eReconcileOrder\x12 .settle.v1.ReconcileOrderRequest\x1a!.settle.v1.ReconcileOrderResponse\x12O\n" +
 	"\fResolveOrder\x12\x1e.settle.v1.ResolveOrderRequest\x1a\x1f.settle.v1.ResolveOrderResponse\x12:\n" +
-	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\x12L\n" +
+	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -910,7 +1007,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                 // 0: settle.v1.Resolution
 	(*ListOrdersRequest)(nil),       // 1: settle.v1.ListOrdersRequest
@@ -925,38 +1022,42 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*StatsRequest)(nil),            // 10: settle.v1.StatsRequest
 	(*StateCount)(nil),              // 11: settle.v1.StateCount
 	(*StatsResponse)(nil),           // 12: settle.v1.StatsResponse
-	(OrderState)(0),                 // 13: settle.v1.OrderState
-	(*Order)(nil),                   // 14: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),   // 15: google.protobuf.Timestamp
-	(*Attempt)(nil),                 // 16: settle.v1.Attempt
+	(*ResendEventRequest)(nil),      // 13: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),     // 14: settle.v1.ResendEventResponse
+	(OrderState)(0),                 // 15: settle.v1.OrderState
+	(*Order)(nil),                   // 16: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
+	(*Attempt)(nil),                 // 18: settle.v1.Attempt
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	13, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	14, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	13, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	13, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	15, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	14, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	15, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	16, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	15, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	15, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	17, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	16, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	4,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	16, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	14, // 8: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	18, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	16, // 8: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,  // 9: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	14, // 10: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	13, // 11: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	16, // 10: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	15, // 11: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
 	11, // 12: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	15, // 13: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	17, // 13: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
 	1,  // 14: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
 	3,  // 15: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
 	6,  // 16: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
 	8,  // 17: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
 	10, // 18: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	2,  // 19: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	5,  // 20: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	7,  // 21: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	9,  // 22: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	12, // 23: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	19, // [19:24] is the sub-list for method output_type
-	14, // [14:19] is the sub-list for method input_type
+	13, // 19: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	2,  // 20: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	5,  // 21: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	7,  // 22: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	9,  // 23: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	12, // 24: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	14, // 25: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
 	14, // [14:14] is the sub-list for extension extendee
 	0,  // [0:14] is the sub-list for field type_name
@@ -974,7 +1075,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   12,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	OpsService_ReconcileOrder_FullMethodName  = "/settle.v1.OpsService/ReconcileOrder"
 	OpsService_ResolveOrder_FullMethodName    = "/settle.v1.OpsService/ResolveOrder"
 	OpsService_Stats_FullMethodName           = "/settle.v1.OpsService/Stats"
+	OpsService_ResendEvent_FullMethodName     = "/settle.v1.OpsService/ResendEvent"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -45,6 +46,9 @@ type OpsServiceClient interface {
 	ResolveOrder(ctx context.Context, in *ResolveOrderRequest, opts ...grpc.CallOption) (*ResolveOrderResponse, error)
 	// Stats summarises the orders by state and the reconcile backlog.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	// ResendEvent delivers an event to its merchant's webhook again: one that
+	// failed after its retries, or any other. Its retries start afresh.
+	ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error)
 }
 
 type opsServiceClient struct {
@@ -105,6 +109,16 @@ func (c *opsServiceClient) Stats(ctx context.Context, in *StatsRequest, opts ...
 	return out, nil
 }
 
+func (c *opsServiceClient) ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResendEventResponse)
+	err := c.cc.Invoke(ctx, OpsService_ResendEvent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -124,6 +138,9 @@ type OpsServiceServer interface {
 	ResolveOrder(context.Context, *ResolveOrderRequest) (*ResolveOrderResponse, error)
 	// Stats summarises the orders by state and the reconcile backlog.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	// ResendEvent delivers an event to its merchant's webhook again: one that
+	// failed after its retries, or any other. Its retries start afresh.
+	ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -148,6 +165,9 @@ func (UnimplementedOpsServiceServer) ResolveOrder(context.Context, *ResolveOrder
 }
 func (UnimplementedOpsServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedOpsServiceServer) ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResendEvent not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -260,6 +280,24 @@ func _OpsService_Stats_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_ResendEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResendEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ResendEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ResendEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ResendEvent(ctx, req.(*ResendEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -286,6 +324,10 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _OpsService_Stats_Handler,
+		},
+		{
+			MethodName: "ResendEvent",
+			Handler:    _OpsService_ResendEvent_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

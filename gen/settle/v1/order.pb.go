@@ -1105,6 +1105,208 @@ func (x *WatchOrderResponse) GetOrder() *Order {
 	return nil
 }
 
+// ListEventsRequest asks for the events after a cursor.
+type ListEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// From a previous response's next_cursor; empty for the first event.
+	AfterCursor string `protobuf:"bytes,1,opt,name=after_cursor,json=afterCursor,proto3" json:"after_cursor,omitempty"`
+	// At most this many events (default 100, at most 1000).
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsRequest) Reset() {
+	*x = ListEventsRequest{}
+	mi := &file_settle_v1_order_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsRequest) ProtoMessage() {}
+
+func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListEventsRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *ListEventsRequest) GetAfterCursor() string {
+	if x != nil {
+		return x.AfterCursor
+	}
+	return ""
+}
+
+func (x *ListEventsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// Event is one change of an order that a merchant is told of.
+type Event struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Stable: the same in every delivery and every listing (evt_...).
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// order.paid, order.payment_failed, order.requires_action,
+	// order.needs_review, order.canceled, ... (see the README).
+	Type    string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	OrderId string `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The event's place in its order's history: a later event of the same
+	// order has a greater sequence.
+	Sequence int64 `protobuf:"varint,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// When the change was committed.
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The JSON body that a webhook delivery POSTs (see the README).
+	PayloadJson   string `protobuf:"bytes,6,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Event) Reset() {
+	*x = Event{}
+	mi := &file_settle_v1_order_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Event) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Event) ProtoMessage() {}
+
+func (x *Event) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Event.ProtoReflect.Descriptor instead.
+func (*Event) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *Event) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Event) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *Event) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Event) GetSequence() int64 {
+	if x != nil {
+		return x.Sequence
+	}
+	return 0
+}
+
+func (x *Event) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Event) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+// ListEventsResponse is one page of events.
+type ListEventsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Events []*Event               `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	// The cursor after this page's last event (the request's cursor when the
+	// page is empty): pass it as after_cursor to continue.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListEventsResponse) Reset() {
+	*x = ListEventsResponse{}
+	mi := &file_settle_v1_order_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListEventsResponse) ProtoMessage() {}
+
+func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListEventsResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListEventsResponse) GetEvents() []*Event {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+func (x *ListEventsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
 var File_settle_v1_order_proto protoreflect.FileDescriptor
 
 const file_settle_v1_order_proto_rawDesc = "" +
@@ -1176,7 +1378,22 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x11WatchOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\"<\n" +
 	"\x12WatchOrderResponse\x12&\n" +
-	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order*\xaa\x01\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"S\n" +
+	"\x11ListEventsRequest\x12!\n" +
+	"\fafter_cursor\x18\x01 \x01(\tR\vafterCursor\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"\xc2\x01\n" +
+	"\x05Event\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
+	"\border_id\x18\x03 \x01(\tR\aorderId\x12\x1a\n" +
+	"\bsequence\x18\x04 \x01(\x03R\bsequence\x12;\n" +
+	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12!\n" +
+	"\fpayload_json\x18\x06 \x01(\tR\vpayloadJson\"_\n" +
+	"\x12ListEventsResponse\x12(\n" +
+	"\x06events\x18\x01 \x03(\v2\x10.settle.v1.EventR\x06events\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor*\xaa\x01\n" +
 	"\n" +
 	"OrderState\x12\x1b\n" +
 	"\x17ORDER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1191,7 +1408,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x18ATTEMPT_OUTCOME_DECLINED\x10\x02\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_NOT_SENT\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x052\xf3\x03\n" +
+	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x052\xbe\x04\n" +
 	"\fOrderService\x12L\n" +
 	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\x12C\n" +
 	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\x12L\n" +
@@ -1199,7 +1416,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x14CreateAndChargeOrder\x12&.settle.v1.CreateAndChargeOrderRequest\x1a'.settle.v1.CreateAndChargeOrderResponse\x12L\n" +
 	"\vCancelOrder\x12\x1d.settle.v1.CancelOrderRequest\x1a\x1e.settle.v1.CancelOrderResponse\x12K\n" +
 	"\n" +
-	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01B4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01\x12I\n" +
+	"\n" +
+	"ListEvents\x12\x1c.settle.v1.ListEventsRequest\x1a\x1d.settle.v1.ListEventsResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_order_proto_rawDescOnce sync.Once
@@ -1214,7 +1433,7 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_settle_v1_order_proto_goTypes = []any{
 	(OrderState)(0),                      // 0: settle.v1.OrderState
 	(AttemptOutcome)(0),                  // 1: settle.v1.AttemptOutcome
@@ -1233,16 +1452,19 @@ var file_settle_v1_order_proto_goTypes = []any{
 	(*CancelOrderResponse)(nil),          // 14: settle.v1.CancelOrderResponse
 	(*WatchOrderRequest)(nil),            // 15: settle.v1.WatchOrderRequest
 	(*WatchOrderResponse)(nil),           // 16: settle.v1.WatchOrderResponse
-	(*timestamppb.Timestamp)(nil),        // 17: google.protobuf.Timestamp
+	(*ListEventsRequest)(nil),            // 17: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 18: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 19: settle.v1.ListEventsResponse
+	(*timestamppb.Timestamp)(nil),        // 20: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
 	2,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	0,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	17, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	17, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	17, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	20, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	20, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	20, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
 	1,  // 5: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	17, // 6: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	20, // 6: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
 	2,  // 7: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
 	3,  // 8: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
 	3,  // 9: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
@@ -1253,23 +1475,27 @@ var file_settle_v1_order_proto_depIdxs = []int32{
 	4,  // 14: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
 	3,  // 15: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
 	3,  // 16: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 17: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	7,  // 18: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	9,  // 19: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	11, // 20: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	13, // 21: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	15, // 22: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	6,  // 23: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	8,  // 24: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	10, // 25: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	12, // 26: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	14, // 27: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	16, // 28: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	20, // 17: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	18, // 18: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	5,  // 19: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	7,  // 20: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	9,  // 21: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	11, // 22: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	13, // 23: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	15, // 24: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	17, // 25: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	6,  // 26: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	8,  // 27: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	10, // 28: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	12, // 29: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	14, // 30: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	16, // 31: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	19, // 32: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	26, // [26:33] is the sub-list for method output_type
+	19, // [19:26] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -1287,7 +1513,7 @@ func file_settle_v1_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   15,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -25,6 +25,7 @@ const (
 	OrderService_CreateAndChargeOrder_FullMethodName = "/settle.v1.OrderService/CreateAndChargeOrder"
 	OrderService_CancelOrder_FullMethodName          = "/settle.v1.OrderService/CancelOrder"
 	OrderService_WatchOrder_FullMethodName           = "/settle.v1.OrderService/WatchOrder"
+	OrderService_ListEvents_FullMethodName           = "/settle.v1.OrderService/ListEvents"
 )
 
 // OrderServiceClient is the client API for OrderService service.
@@ -56,6 +57,11 @@ type OrderServiceClient interface {
 	// unless configured): a client whose last message was not terminal
 	// watches again.
 	WatchOrder(ctx context.Context, in *WatchOrderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOrderResponse], error)
+	// ListEvents returns the caller's events (order.paid, order.payment_failed,
+	// ...) oldest first, after a cursor: the same events the delivery worker
+	// POSTs to webhooks, for merchants who cannot take webhooks. Keep
+	// next_cursor and call again; an empty page means nothing new yet.
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 }
 
 type orderServiceClient struct {
@@ -135,6 +141,16 @@ func (c *orderServiceClient) WatchOrder(ctx context.Context, in *WatchOrderReque
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OrderService_WatchOrderClient = grpc.ServerStreamingClient[WatchOrderResponse]
 
+func (c *orderServiceClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, OrderService_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrderServiceServer is the server API for OrderService service.
 // All implementations must embed UnimplementedOrderServiceServer
 // for forward compatibility.
@@ -164,6 +180,11 @@ type OrderServiceServer interface {
 	// unless configured): a client whose last message was not terminal
 	// watches again.
 	WatchOrder(*WatchOrderRequest, grpc.ServerStreamingServer[WatchOrderResponse]) error
+	// ListEvents returns the caller's events (order.paid, order.payment_failed,
+	// ...) oldest first, after a cursor: the same events the delivery worker
+	// POSTs to webhooks, for merchants who cannot take webhooks. Keep
+	// next_cursor and call again; an empty page means nothing new yet.
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	mustEmbedUnimplementedOrderServiceServer()
 }
 
@@ -191,6 +212,9 @@ func (UnimplementedOrderServiceServer) CancelOrder(context.Context, *CancelOrder
 }
 func (UnimplementedOrderServiceServer) WatchOrder(*WatchOrderRequest, grpc.ServerStreamingServer[WatchOrderResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchOrder not implemented")
+}
+func (UnimplementedOrderServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
 }
 func (UnimplementedOrderServiceServer) mustEmbedUnimplementedOrderServiceServer() {}
 func (UnimplementedOrderServiceServer) testEmbeddedByValue()                      {}
@@ -314,6 +338,24 @@ func _OrderService_WatchOrder_Handler(srv interface{}, stream grpc.ServerStream)
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OrderService_WatchOrderServer = grpc.ServerStreamingServer[WatchOrderResponse]
 
+func _OrderService_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrderService_ServiceDesc is the grpc.ServiceDesc for OrderService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -340,6 +382,10 @@ var OrderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelOrder",
 			Handler:    _OrderService_CancelOrder_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _OrderService_ListEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

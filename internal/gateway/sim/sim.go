@@ -60,6 +60,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -235,7 +236,7 @@ func (s *Sim) Succeeded(references ...string) int {
 // ListenAndServe serves the simulator on the TCP address addr until ctx
 // ends, then shuts down.
 func (s *Sim) ListenAndServe(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -263,7 +264,9 @@ func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
-	<-served // http.ErrServerClosed, once Shutdown has begun
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr // once Shutdown has begun, Serve returns ErrServerClosed
+	}
 	if err != nil {
 		return fmt.Errorf("sim: shutdown: %w", err)
 	}

@@ -37,8 +37,8 @@ WITH ord AS (
 	FROM att WHERE o.id = att.order_id
 	RETURNING o.*
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-	SELECT id, @from_state, state, @event, @actor, current_attempt FROM upd
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
+	SELECT merchant_id, id, @from_state, state, @event, @actor, current_attempt FROM upd
 ), cur AS (
 	SELECT true AS claimed, * FROM upd
 	UNION ALL

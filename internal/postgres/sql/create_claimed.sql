@@ -15,10 +15,10 @@ WITH o AS (
 	SELECT current_attempt, id, merchant_id, @request_id, payment_method, amount_minor, currency FROM o
 	RETURNING *
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-	SELECT id, NULL, @from_state, @create_event, @actor, NULL FROM o
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
+	SELECT merchant_id, id, NULL, @from_state, @create_event, @actor, NULL FROM o
 	UNION ALL
-	SELECT id, @from_state, state, @claim_event, @actor, current_attempt FROM o
+	SELECT merchant_id, id, @from_state, state, @claim_event, @actor, current_attempt FROM o
 )
 SELECT o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.currency, o.payment_method, o.gateway,
 	o.state, coalesce(o.current_attempt::text, '') AS current_attempt, o.reconcile_at, o.reconcile_count,

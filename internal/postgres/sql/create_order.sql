@@ -7,8 +7,8 @@ WITH ins AS (
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor)
-	SELECT id, NULL, state, @event, 'api' FROM ins
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor)
+	SELECT merchant_id, id, NULL, state, @event, 'api' FROM ins
 ), cur AS (
 	SELECT true AS created, * FROM ins
 	UNION ALL

@@ -44,8 +44,8 @@ WITH st AS (
 		settled_at = CASE WHEN upd.state = 'CHARGING' THEN NULL ELSE now() END
 	FROM upd WHERE a.id = upd.current_attempt
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, 'CHARGING', state, event, actor, reason, current_attempt FROM upd WHERE event <> ''
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
+	SELECT merchant_id, id, 'CHARGING', state, event, actor, reason, current_attempt FROM upd WHERE event <> ''
 )
 SELECT i,
 	id::text, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,

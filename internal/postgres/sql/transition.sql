@@ -10,8 +10,8 @@ WITH upd AS (
 		settled_at = now()
 	WHERE @outcome <> '' AND id = (SELECT current_attempt FROM upd)
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, @from_state, state, @event, @actor, @reason, current_attempt FROM upd
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
+	SELECT merchant_id, id, @from_state, state, @event, @actor, @reason, current_attempt FROM upd
 )
 SELECT id::text, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
 	coalesce(current_attempt::text, '') AS current_attempt, reconcile_at, reconcile_count, last_error,
