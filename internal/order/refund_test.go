@@ -103,7 +103,7 @@ func TestRefundReplayAndConflict(t *testing.T) {
 		{OrderID: f.paid(t, "refund-replay-2", "tok_ok").ID, RequestID: "refund-a", AmountMinor: 300},
 	} {
 		_, _, err := f.svc.Refund(context.Background(), order.ForMerchant(merchant), order.ActorAPI, in)
-		wantConflict(t, err)
+		_ = wantConflict(t, err)
 	}
 }
 
@@ -156,7 +156,7 @@ func TestRefundConcurrentOverRefund(t *testing.T) {
 			case errors.As(err, &l) && (l.Left == 50 || l.Left >= 0 && l.Left < 300):
 				refused++
 			default:
-				unexpectedErrs = append(unexpectedErrs, fmt.Errorf("refund %d: %s %v", i, r.State, err))
+				unexpectedErrs = append(unexpectedErrs, fmt.Errorf("refund %d: %s %w", i, r.State, err))
 			}
 		}()
 	}

@@ -107,9 +107,9 @@ func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.Ref
 		if err != nil {
 			return err
 		}
-		res = order.RefundClaimResult{Order: r.refundedOrderRow.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
-		if r.refundRow.ID != "" {
-			rf := r.refundRow.refund()
+		res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
+		if r.ID != "" {
+			rf := r.refund()
 			res.Refund = &rf
 			return nil
 		}
@@ -169,7 +169,7 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 	case err != nil:
 		return order.Order{}, order.Refund{}, false, err
 	}
-	return r.refundedOrderRow.order(), r.refundRow.refund(), true, nil
+	return r.order(), r.refund(), true, nil
 }
 
 //go:embed sql/refund_by_id.sql
