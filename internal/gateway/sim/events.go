@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -82,6 +83,16 @@ func (s *Sim) deliver(d delivery) {
 	if attempts <= 0 {
 		attempts = 5
 	}
+	// A delivery in progress is cut short when the simulator stops.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-s.stopping:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	wait := time.Until(d.at)
 	for i := 0; i < attempts; i++ {
 		select {
@@ -89,7 +100,7 @@ func (s *Sim) deliver(d delivery) {
 			return
 		case <-time.After(wait):
 		}
-		req, err := http.NewRequest(http.MethodPost, s.opts.Events.URL, bytes.NewReader(d.body))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.Events.URL, bytes.NewReader(d.body))
 		if err != nil {
 			return
 		}
