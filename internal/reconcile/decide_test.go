@@ -41,9 +41,9 @@ func TestDecide(t *testing.T) {
 		// operator marks a check an operator asked for (ReconcileOrder),
 		// not one of the schedule's.
 		operator bool
-		age     time.Duration
-		res     order.Result
-		err     error
+		age      time.Duration
+		res      order.Result
+		err      error
 
 		wantEvent   order.EventName // "" for a recheck
 		wantOutcome order.Outcome
