@@ -16,6 +16,7 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/reconcile"
+	"github.com/settlepay/settle/internal/webhook"
 )
 
 // config is every setting of every command, filled from flags, then from
@@ -62,6 +63,12 @@ type config struct {
 	NoAPIKeys       bool
 	MetricsListen   string
 	Pprof           bool
+	Webhooks        string
+	WebhooksFile    string
+	WebhookTimeout  time.Duration
+	WebhookRetryFor time.Duration
+	WebhookPoll     time.Duration
+	WebhookBatch    int
 	// Stripe: the gateway named "stripe" is configured when a key is set.
 	StripeSecretKey     string
 	StripeSecretKeyFile string
@@ -115,6 +122,12 @@ var options = []option{
 	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
 	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
 	{"tls-client-ca", "SETTLE_TLS_CLIENT_CA", "", "CA (PEM) that client certificates must chain to: mutual TLS", setString(func(c *config) *string { return &c.TLSClientCA })},
+	{"webhooks", "SETTLE_WEBHOOKS", "", "merchants' webhook endpoints as `<merchant> <https URL> <secret>[,<secret>…]`, separated by ; (several secrets while rotating; prefer the environment or the file)", setString(func(c *config) *string { return &c.Webhooks })},
+	{"webhooks-file", "SETTLE_WEBHOOKS_FILE", "", "file of webhook endpoints, one per line, as in --webhooks", setString(func(c *config) *string { return &c.WebhooksFile })},
+	{"webhook-timeout", "SETTLE_WEBHOOK_TIMEOUT", "10s", "deadline of one webhook POST, answer included", setDuration(func(c *config) *time.Duration { return &c.WebhookTimeout })},
+	{"webhook-retry-for", "SETTLE_WEBHOOK_RETRY_FOR", "72h", "how long after its transition an event is retried before it is marked failed", setDuration(func(c *config) *time.Duration { return &c.WebhookRetryFor })},
+	{"webhook-poll", "SETTLE_WEBHOOK_POLL", "1s", "wait between looks for events to deliver", setDuration(func(c *config) *time.Duration { return &c.WebhookPoll })},
+	{"webhook-batch", "SETTLE_WEBHOOK_BATCH", "32", "events of one merchant leased at once, POSTed one after another", setInt(func(c *config) *int { return &c.WebhookBatch })},
 	{"stripe-secret-key", "STRIPE_SECRET_KEY", "", "Stripe secret key (sk_...); configures the gateway \"stripe\" (prefer the environment or the file)", setString(func(c *config) *string { return &c.StripeSecretKey })},
 	{"stripe-secret-key-file", "STRIPE_SECRET_KEY_FILE", "", "file holding the Stripe secret key, instead of stripe-secret-key", setString(func(c *config) *string { return &c.StripeSecretKeyFile })},
 	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
@@ -217,7 +230,25 @@ func (c *config) validate() error {
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
 	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
 	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")
+	check(c.WebhookTimeout > 0, "webhook-timeout must be positive")
+	check(c.WebhookRetryFor > 0, "webhook-retry-for must be positive")
+	check(c.WebhookPoll > 0, "webhook-poll must be positive")
+	check(c.WebhookBatch >= 1 && c.WebhookBatch <= 1000, "webhook-batch must be between 1 and 1000")
 	return errors.Join(errs...)
+}
+
+// webhookEndpoints returns the merchants' webhook endpoints, from webhooks
+// and the file webhooks-file names.
+func (c *config) webhookEndpoints() ([]webhook.Endpoint, error) {
+	text := c.Webhooks
+	if c.WebhooksFile != "" {
+		b, err := os.ReadFile(c.WebhooksFile)
+		if err != nil {
+			return nil, fmt.Errorf("read webhooks file: %w", err)
+		}
+		text += "\n" + string(b)
+	}
+	return webhook.ParseEndpoints(text)
 }
 
 // stripeSecretKey returns the Stripe secret key, from stripe-secret-key or

@@ -30,6 +30,8 @@ type Metrics struct {
 	reconcileChecks *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
+	deliveries      *prometheus.CounterVec
+	deliveryLatency prometheus.Histogram
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -55,8 +57,16 @@ func NewMetrics() *Metrics {
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_webhook_deliveries_total", Help: "Webhook deliveries by result: delivered, retry (to be tried again), untried (put back after another event's failure) or failed (retries exhausted).",
+		}, []string{"result"}),
+		deliveryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "settle_webhook_delivery_latency_seconds", Help: "Time from an event's commit to its delivery (database time).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 72 * 3600},
+		}),
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
+		m.deliveries, m.deliveryLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -71,6 +81,58 @@ func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(re
 // MalformedRequest counts one request to method (a full method name) that
 // was not a valid protobuf message.
 func (m *Metrics) MalformedRequest(method string) { m.malformed.WithLabelValues(method).Inc() }
+
+// WebhookDelivery counts one recorded delivery and, when delivered,
+// observes its latency from commit.
+func (m *Metrics) WebhookDelivery(r order.DeliveryRecord) {
+	switch {
+	case r.Failed:
+		m.deliveries.WithLabelValues("failed").Inc()
+	default:
+		m.deliveries.WithLabelValues(string(r.Outcome)).Inc()
+	}
+	if r.Outcome == order.DeliveryDelivered {
+		m.deliveryLatency.Observe(r.Latency.Seconds())
+	}
+}
+
+// BacklogFunc reads each webhook merchant's undelivered events.
+type BacklogFunc func(context.Context) ([]order.DeliveryBacklog, error)
+
+// WatchWebhooks exports each merchant's undelivered events and the age of
+// the oldest, read when scraped.
+func (m *Metrics) WatchWebhooks(backlog BacklogFunc) {
+	m.Registry.MustRegister(&webhookCollector{backlog: backlog})
+}
+
+var (
+	pendingDesc       = prometheus.NewDesc("settle_webhook_pending", "Undelivered webhook events by merchant.", []string{"merchant"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("settle_webhook_oldest_pending_seconds", "Age of the oldest undelivered webhook event by merchant (0 when none).", []string{"merchant"}, nil)
+	webhookUpDesc     = prometheus.NewDesc("settle_webhook_backlog_up", "1 when the webhook backlog could be read at this scrape.", nil, nil)
+)
+
+type webhookCollector struct{ backlog BacklogFunc }
+
+func (c *webhookCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- oldestPendingDesc
+	ch <- webhookUpDesc
+}
+
+func (c *webhookCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeBudget)
+	defer cancel()
+	bl, err := c.backlog(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(webhookUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(webhookUpDesc, prometheus.GaugeValue, 1)
+	for _, b := range bl {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(b.Pending), b.MerchantID)
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, b.Oldest.Seconds(), b.MerchantID)
+	}
+}
 
 // StatsFunc reads the order statistics.
 type StatsFunc func(context.Context) (order.Stats, error)
