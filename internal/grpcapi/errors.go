@@ -19,6 +19,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		valErr  *order.ValidationError
 		confErr *order.ConflictError
 		stErr   *order.StateError
+		limErr  *order.RefundLimitError
 	)
 	switch {
 	case err == nil:
@@ -35,6 +36,10 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.AlreadyExists, confErr.Error())
 	case errors.As(err, &stErr):
 		return status.Error(codes.FailedPrecondition, stErr.Error())
+	case errors.As(err, &limErr):
+		return status.Error(codes.FailedPrecondition, limErr.Error())
+	case errors.Is(err, order.ErrRefundsUnsupported):
+		return status.Error(codes.FailedPrecondition, "the order's gateway does not support refunds")
 	case errors.Is(err, order.ErrUnavailable):
 		log.WarnContext(ctx, "storage unavailable", "error", err)
 		return status.Error(codes.Unavailable, "storage is unavailable; retry with the same request_id")

@@ -630,3 +630,67 @@ func TestWatchStreamLifetime(t *testing.T) {
 		t.Fatalf("a watch past its lifetime: %v, want the stream to end with status OK", err)
 	}
 }
+
+// TestConnectionAgeEndsBusyConnections: a connection with a call open
+// (here a health Watch, which never ends by itself) is sent GOAWAY after
+// MaxConnectionAge and closed after the grace, so no client holds one
+// connection, and its slot, for ever.
+func TestConnectionAgeEndsBusyConnections(t *testing.T) {
+	t.Parallel()
+	s := newStackWith(t, grpcapi.Options{Conn: grpcapi.ConnLimits{MaxConnectionAge: 300 * time.Millisecond,
+		MaxConnectionAgeGrace: 300 * time.Millisecond}}, insecure.NewCredentials())
+	h := dialH2(t, s.addr)
+	if err := h.headers(1, "/grpc.health.v1.Health/Watch", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.emptyMessage(1); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.ended:
+	case <-time.After(15 * time.Second):
+		t.Fatal("a connection with a call open is still open 15s after its MaxConnectionAge (300ms)")
+	}
+	var goAway bool
+	for len(h.frames) > 0 {
+		if f := <-h.frames; f.kind == "goaway" {
+			goAway = true
+		}
+	}
+	if !goAway {
+		t.Error("the connection was closed without GOAWAY")
+	}
+}
+
+// TestPingFloodIsRefused: a client pinging more often than
+// KeepaliveMinTime is sent GOAWAY (too_many_pings) and disconnected.
+func TestPingFloodIsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials())
+	probe := startHealthProbe(t, s.addr)
+	h := dialH2(t, s.addr)
+	<-h.settings
+	for i := range 1000 {
+		h.wmu.Lock()
+		err := h.fr.WritePing(false, [8]byte{byte(i), byte(i >> 8)})
+		h.wmu.Unlock()
+		if err != nil {
+			break // closed by the server
+		}
+	}
+	select {
+	case <-h.ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a client that pinged 1,000 times at once is still connected after 10s")
+	}
+	var goAway bool
+	for len(h.frames) > 0 {
+		if f := <-h.frames; f.kind == "goaway" {
+			goAway = true
+		}
+	}
+	if !goAway {
+		t.Error("the connection was closed without GOAWAY")
+	}
+	probe.stop(t)
+}

@@ -102,7 +102,7 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 			}
 			last = p
 		}
-		if o.State.Terminal() {
+		if o.State.ChargeSettled() {
 			return nil
 		}
 		select {

@@ -116,7 +116,9 @@ type Config struct {
 
 // Service charges orders: claim, call, settle.
 type Service struct {
-	store    Store
+	store Store
+	// refunds is store, when it keeps refunds too; nil refuses refunds.
+	refunds  RefundStore
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -134,7 +136,8 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
 	}
-	return &Service{store: store, gateways: gateways, cfg: cfg, log: log}, nil
+	refunds, _ := store.(RefundStore)
+	return &Service{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.

@@ -21,7 +21,7 @@ func (s *Store) ListOrders(ctx context.Context, f order.ListFilter) ([]order.Ord
 	}
 	var out []order.Order
 	err := retry(ctx, func() error {
-		rows, err := queryAll[orderRow](ctx, s.pool, listOrdersSQL, pgx.StrictNamedArgs{
+		rows, err := queryAll[refundedOrderRow](ctx, s.pool, listOrdersSQL, pgx.StrictNamedArgs{
 			"state": f.State, "min_age": f.MinAge, "after_updated": after, "after_id": nullUUID(f.AfterID),
 			"limit": f.Limit,
 		})

@@ -79,9 +79,9 @@ var orderByIDSQL string
 
 // Order implements order.Store.
 func (s *Store) Order(ctx context.Context, scope order.Scope, id string) (order.Order, error) {
-	var r orderRow
+	var r refundedOrderRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[orderRow](ctx, s.pool, orderByIDSQL, pgx.StrictNamedArgs{
+		r, err = queryOne[refundedOrderRow](ctx, s.pool, orderByIDSQL, pgx.StrictNamedArgs{
 			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
 		})
 		return err

@@ -66,7 +66,9 @@ var DefaultSchedule = []time.Duration{
 
 // Reconciler settles unknown outcomes.
 type Reconciler struct {
-	store    Store
+	store Store
+	// refunds is store, when it keeps refunds too.
+	refunds  RefundStore
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -89,7 +91,8 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	if cfg.OnCheck == nil {
 		cfg.OnCheck = func(string) {}
 	}
-	return &Reconciler{store: store, gateways: gateways, cfg: cfg, log: log}, nil
+	refunds, _ := store.(RefundStore)
+	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
 }
 
 // lease is how far a check pushes reconcile_at: long enough for the lookup
@@ -115,8 +118,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce leases one batch of due orders and checks each. It returns how
-// many it leased.
+// RunOnce leases one batch of due orders and checks each, then one batch
+// of due refunds. It returns how many orders it leased, or refunds when
+// that is more.
 //
 // The lookups run Concurrency at a time. A lookup's slot is freed as soon
 // as the gateway has answered, before its settle: the settles of a backlog
@@ -154,7 +158,8 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		}()
 	}
 	wg.Wait()
-	return len(due), errors.Join(errs...)
+	n, err := r.runRefunds(ctx)
+	return max(len(due), n), errors.Join(append(errs, err)...)
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as

@@ -210,8 +210,33 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 
 // Gateway wraps a gateway so that each call is counted, timed and traced.
 // Spans carry the order and attempt ids, never the payment method.
+// A gateway that refunds stays an order.Refunder, its refunds measured too.
 func (m *Metrics) Gateway(name string, gw order.Gateway, tracer trace.Tracer) order.Gateway {
-	return &instrumented{name: name, gw: gw, m: m, tracer: tracer}
+	g := &instrumented{name: name, gw: gw, m: m, tracer: tracer}
+	if r, ok := gw.(order.Refunder); ok {
+		return &instrumentedRefunder{instrumented: g, r: r}
+	}
+	return g
+}
+
+// instrumentedRefunder is instrumented for a gateway that refunds.
+type instrumentedRefunder struct {
+	*instrumented
+	r order.Refunder
+}
+
+func (g *instrumentedRefunder) Refund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+	return g.observeRefund(ctx, "refund", req, g.r.Refund)
+}
+
+func (g *instrumentedRefunder) LookupRefund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+	return g.observeRefund(ctx, "lookup_refund", req, g.r.LookupRefund)
+}
+
+func (g *instrumentedRefunder) observeRefund(ctx context.Context, op string, req order.RefundRequest,
+	call func(context.Context, order.RefundRequest) (order.Result, error)) (order.Result, error) {
+	return g.observe(ctx, op, order.ChargeRequest{OrderID: req.OrderID, AttemptID: req.RefundID},
+		func(ctx context.Context, _ order.ChargeRequest) (order.Result, error) { return call(ctx, req) })
 }
 
 type instrumented struct {
@@ -241,7 +266,7 @@ func (g *instrumented) observe(ctx context.Context, op string, req order.ChargeR
 	res, err := call(ctx, req)
 	g.m.gatewaySeconds.WithLabelValues(g.name, op).Observe(time.Since(start).Seconds())
 	outcome := string(res.Outcome)
-	if err != nil && op == "lookup" {
+	if err != nil && (op == "lookup" || op == "lookup_refund") {
 		outcome = "error"
 	}
 	g.m.gatewayCalls.WithLabelValues(g.name, op, outcome).Inc()
