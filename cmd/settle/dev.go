@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	// The default merchant's webhook endpoint: a receiver in this process
 	// that verifies each delivery and prints a line for it.
 	hookSecret := newDevKey("whsec_dev_")
-	hookLis, err := net.Listen("tcp", *hookAddr)
+	hookLis, err := new(net.ListenConfig).Listen(ctx, "tcp", *hookAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *hookAddr, err)
 	}
@@ -61,7 +62,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		fmt.Fprintf(stdout, "webhook  %s  %-22s order %s  %s  (%s)\n", d.EventID, d.Type, d.OrderID, d.State, sig)
 	})
 	hookSrv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
-	go hookSrv.Serve(hookLis)
+	go func() {
+		if err := hookSrv.Serve(hookLis); !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(stderr, "webhook receiver stopped:", err)
+		}
+	}()
 	defer hookSrv.Close()
 	hookURL := "http://" + hookLis.Addr().String() + "/webhooks"
 	if cfg.Webhooks == "" && cfg.WebhooksFile == "" {
