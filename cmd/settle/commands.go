@@ -26,7 +26,7 @@ import (
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/reconcile"
 	"github.com/settlepay/settle/internal/telemetry"
-	"github.com/settlepay/settle/internal/webhook"
+	"github.com/settlepay/settle/internal/delivery"
 )
 
 var (
@@ -200,12 +200,12 @@ func (a *app) reconciler() (*reconcile.Reconciler, error) {
 
 // deliverer returns the webhook delivery worker for the configured
 // endpoints, and exports their backlog as metrics.
-func (a *app) deliverer() (*webhook.Deliverer, error) {
+func (a *app) deliverer() (*delivery.Deliverer, error) {
 	eps, err := a.cfg.webhookEndpoints()
 	if err != nil {
 		return nil, err
 	}
-	d, err := webhook.New(a.store, webhook.Config{
+	d, err := delivery.New(a.store, delivery.Config{
 		Endpoints:    eps,
 		Timeout:      a.cfg.WebhookTimeout,
 		PerMerchant:  a.cfg.WebhookBatch,
@@ -250,7 +250,7 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if a.tracing.Exporting() {
 		opts.Tracing = a.tracing
 	}
-	var del *webhook.Deliverer
+	var del *delivery.Deliverer
 	if withReconciler {
 		if del, err = a.deliverer(); err != nil {
 			return fmt.Errorf("configuration: %w", err)

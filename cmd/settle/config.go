@@ -16,7 +16,7 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/reconcile"
-	"github.com/settlepay/settle/internal/webhook"
+	"github.com/settlepay/settle/internal/delivery"
 )
 
 // config is every setting of every command, filled from flags, then from
@@ -239,7 +239,7 @@ func (c *config) validate() error {
 
 // webhookEndpoints returns the merchants' webhook endpoints, from webhooks
 // and the file webhooks-file names.
-func (c *config) webhookEndpoints() ([]webhook.Endpoint, error) {
+func (c *config) webhookEndpoints() ([]delivery.Endpoint, error) {
 	text := c.Webhooks
 	if c.WebhooksFile != "" {
 		b, err := os.ReadFile(c.WebhooksFile)
@@ -248,7 +248,7 @@ func (c *config) webhookEndpoints() ([]webhook.Endpoint, error) {
 		}
 		text += "\n" + string(b)
 	}
-	return webhook.ParseEndpoints(text)
+	return delivery.ParseEndpoints(text)
 }
 
 // stripeSecretKey returns the Stripe secret key, from stripe-secret-key or

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/settlepay/settle/internal/webhook"
+	"github.com/settlepay/settle/internal/delivery"
 )
 
 // Delivery is one POST received.
@@ -69,7 +69,7 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	_ = json.Unmarshal(body, &ev)
 	d := Delivery{EventID: ev.ID, Type: ev.Type, OrderID: ev.Order.ID, State: ev.Order.State, At: time.Now(),
-		Verified: webhook.Verify(r.Header.Get(webhook.SignatureHeader), body, rc.secrets, 5*time.Minute) == nil}
+		Verified: delivery.Verify(r.Header.Get(delivery.SignatureHeader), body, rc.secrets, 5*time.Minute) == nil}
 	if json.Valid(body) {
 		d.Payload = body
 	}

@@ -1,4 +1,4 @@
-// Package webhook delivers merchants' events to their endpoints: it leases
+// Package delivery delivers merchants' events to their endpoints: it leases
 // undelivered events from the outbox (the orders' history), POSTs each one
 // signed with HMAC-SHA256, and records the result, retrying with
 // exponential backoff and jitter until the retry window ends.
@@ -8,7 +8,7 @@
 // again, with the same id, once its lease ends. Each merchant has its own
 // lane: a lane delivers its merchant's events one after another, and a slow
 // or dead endpoint holds up its own lane only.
-package webhook
+package delivery
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package webhook_test
+package delivery_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
-	"github.com/settlepay/settle/internal/webhook"
+	"github.com/settlepay/settle/internal/delivery"
 )
 
 func TestMain(m *testing.M) { postgrestest.Main(m) }
@@ -86,19 +86,19 @@ func canceledOrder(t *testing.T, s *postgres.Store, merchant, ref string) string
 	return o.ID
 }
 
-func newDeliverer(t *testing.T, s *postgres.Store, cfg webhook.Config) *webhook.Deliverer {
+func newDeliverer(t *testing.T, s *postgres.Store, cfg delivery.Config) *delivery.Deliverer {
 	t.Helper()
 	if cfg.BackoffBase == 0 {
 		cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, time.Millisecond
 	}
-	d, err := webhook.New(s, cfg, slog.New(slog.DiscardHandler))
+	d, err := delivery.New(s, cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return d
 }
 
-func runOnce(t *testing.T, d *webhook.Deliverer) int {
+func runOnce(t *testing.T, d *delivery.Deliverer) int {
 	t.Helper()
 	n, err := d.RunOnce(context.Background())
 	if err != nil {
@@ -120,7 +120,7 @@ func TestRecoveredEndpointGetsTheEvent(t *testing.T) {
 		return http.StatusOK
 	})
 	canceledOrder(t, s, "m1", "ref-1")
-	d := newDeliverer(t, s, webhook.Config{Endpoints: []webhook.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
+	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
 	if n := runOnce(t, d); n != 0 {
 		t.Fatalf("delivered %d on a 500", n)
 	}
@@ -156,7 +156,7 @@ func TestHangingEndpointTimesOut(t *testing.T) {
 	})
 	healthy := newReceiver(t, ok)
 	canceledOrder(t, s, "slow", "ref-slow")
-	d := newDeliverer(t, s, webhook.Config{Timeout: 300 * time.Millisecond, Endpoints: []webhook.Endpoint{
+	d := newDeliverer(t, s, delivery.Config{Timeout: 300 * time.Millisecond, Endpoints: []delivery.Endpoint{
 		{MerchantID: "slow", URL: hanging.URL, Secrets: []string{secret}}}})
 	if n := runOnce(t, d); n != 0 {
 		t.Fatalf("delivered %d to a hanging endpoint", n)
@@ -177,7 +177,7 @@ func TestHangingEndpointTimesOut(t *testing.T) {
 	})
 	canceledOrder(t, s, "slow2", "ref-slow2")
 	canceledOrder(t, s, "fast", "ref-fast")
-	d2 := newDeliverer(t, s, webhook.Config{Timeout: time.Hour, PollInterval: 10 * time.Millisecond, Endpoints: []webhook.Endpoint{
+	d2 := newDeliverer(t, s, delivery.Config{Timeout: time.Hour, PollInterval: 10 * time.Millisecond, Endpoints: []delivery.Endpoint{
 		{MerchantID: "slow2", URL: hanging2.URL, Secrets: []string{secret}},
 		{MerchantID: "fast", URL: healthy.URL, Secrets: []string{secret}}}})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -206,16 +206,16 @@ func TestKilledWorkerRedelivers(t *testing.T) {
 	s := postgres.NewStore(postgrestest.Pool(t))
 	rc := newReceiver(t, ok)
 	canceledOrder(t, s, "m1", "ref-1")
-	eps := []webhook.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}
+	eps := []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}
 	// runtime.Goexit ends the lane's goroutine at the failpoint, as a
 	// SIGKILL would end the process: nothing after it runs.
-	dying := newDeliverer(t, s, webhook.Config{Endpoints: eps, Lease: 300 * time.Millisecond,
+	dying := newDeliverer(t, s, delivery.Config{Endpoints: eps, Lease: 300 * time.Millisecond,
 		Failpoint: func(string) { runtime.Goexit() }})
 	runOnce(t, dying)
 	if got := rc.received(); len(got) != 1 {
 		t.Fatalf("received %v", got)
 	}
-	d := newDeliverer(t, s, webhook.Config{Endpoints: eps})
+	d := newDeliverer(t, s, delivery.Config{Endpoints: eps})
 	if n := runOnce(t, d); n != 0 {
 		t.Fatalf("delivered %d while the dead worker's lease holds", n)
 	}
@@ -237,8 +237,8 @@ func TestFailsAfterRetryWindow(t *testing.T) {
 	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusServiceUnavailable })
 	canceledOrder(t, s, "m1", "ref-1")
 	var failed int
-	d := newDeliverer(t, s, webhook.Config{RetryFor: time.Millisecond, BackoffBase: time.Second, BackoffMax: time.Second,
-		Endpoints: []webhook.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}},
+	d := newDeliverer(t, s, delivery.Config{RetryFor: time.Millisecond, BackoffBase: time.Second, BackoffMax: time.Second,
+		Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}},
 		OnRecord: func(r order.DeliveryRecord) {
 			if r.Failed {
 				failed++
@@ -263,7 +263,7 @@ func TestDownEndpointIsNotAskedPerEvent(t *testing.T) {
 	for _, ref := range []string{"a", "b", "c"} {
 		canceledOrder(t, s, "m1", ref)
 	}
-	d := newDeliverer(t, s, webhook.Config{Endpoints: []webhook.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
+	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
 	runOnce(t, d)
 	if got := rc.received(); len(got) != 1 {
 		t.Fatalf("a down endpoint was asked %d times in one lane", len(got))

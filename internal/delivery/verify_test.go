@@ -1,4 +1,4 @@
-package webhook_test
+package delivery_test
 
 import (
 	"crypto/hmac"
@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/settlepay/settle/internal/webhook"
+	"github.com/settlepay/settle/internal/delivery"
 )
 
 // The merchant's side, as the README documents it: this block, between its
@@ -78,7 +78,7 @@ func TestReadmeSnippet(t *testing.T) {
 // timestamp does not.
 func TestSignatureRoundTrip(t *testing.T) {
 	body := []byte(`{"id":"evt_1","type":"order.paid"}`)
-	h := webhook.SignatureValue([]string{"old-secret-0123456789", "new-secret-0123456789"}, time.Now(), body)
+	h := delivery.SignatureValue([]string{"old-secret-0123456789", "new-secret-0123456789"}, time.Now(), body)
 	for _, s := range []string{"old-secret-0123456789", "new-secret-0123456789"} {
 		if err := VerifySettleSignature(h, body, s, 5*time.Minute); err != nil {
 			t.Errorf("secret %s: %v", s, err)
@@ -90,14 +90,14 @@ func TestSignatureRoundTrip(t *testing.T) {
 	if err := VerifySettleSignature(h, []byte(`{"id":"evt_1","type":"order.canceled"}`), "old-secret-0123456789", 5*time.Minute); err == nil {
 		t.Error("verified another body")
 	}
-	old := webhook.SignatureValue([]string{"old-secret-0123456789"}, time.Now().Add(-time.Hour), body)
+	old := delivery.SignatureValue([]string{"old-secret-0123456789"}, time.Now().Add(-time.Hour), body)
 	if err := VerifySettleSignature(old, body, "old-secret-0123456789", 5*time.Minute); err == nil {
 		t.Error("verified an hour-old delivery")
 	}
 }
 
 func TestParseEndpoints(t *testing.T) {
-	eps, err := webhook.ParseEndpoints("m1 https://example.com/hook secret-one-0123456789,secret-two-0123456789; m2 http://127.0.0.1:9/h secret-three-0123456")
+	eps, err := delivery.ParseEndpoints("m1 https://example.com/hook secret-one-0123456789,secret-two-0123456789; m2 http://127.0.0.1:9/h secret-three-0123456")
 	if err != nil || len(eps) != 2 || len(eps[0].Secrets) != 2 || eps[1].URL != "http://127.0.0.1:9/h" {
 		t.Fatalf("%+v %v", eps, err)
 	}
@@ -107,7 +107,7 @@ func TestParseEndpoints(t *testing.T) {
 		"m1 https://example.com/hook",                      // no secret
 		"m1 https://a/h secret-one-0123456789; m1 https://b/h secret-one-0123456789",
 	} {
-		_, err := webhook.ParseEndpoints(bad)
+		_, err := delivery.ParseEndpoints(bad)
 		if err == nil {
 			t.Errorf("%q: accepted", bad)
 		} else if strings.Contains(err.Error(), "secret-one-0123456789") || strings.Contains(err.Error(), " short") {
