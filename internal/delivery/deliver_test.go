@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
-	"github.com/settlepay/settle/internal/delivery"
 )
 
 func TestMain(m *testing.M) { postgrestest.Main(m) }

@@ -184,7 +184,7 @@ func (d *Deliverer) Run(ctx context.Context) error {
 		if len(idle) > 0 {
 			evs, err := d.store.LeaseDeliveries(ctx, idle, d.cfg.PerMerchant, d.cfg.Lease)
 			if err != nil && ctx.Err() == nil {
-				d.log.WarnContext(ctx, "lease webhook deliveries", "error", err)
+				d.log.WarnContext(ctx, "lease event deliveries", "error", err)
 			}
 			for _, lane := range lanes(evs) {
 				m := lane[0].MerchantID
@@ -193,7 +193,7 @@ func (d *Deliverer) Run(ctx context.Context) error {
 				mu.Unlock()
 				wg.Go(func() {
 					if _, err := d.deliverLane(ctx, lane); err != nil && ctx.Err() == nil {
-						d.log.WarnContext(ctx, "record webhook deliveries", "merchant", m, "error", err)
+						d.log.WarnContext(ctx, "record event deliveries", "merchant", m, "error", err)
 					}
 					mu.Lock()
 					delete(busy, m)
@@ -256,7 +256,7 @@ func (d *Deliverer) deliverLane(ctx context.Context, lane []order.Notification) 
 			del.Outcome, del.Backoff = order.DeliveryRetry, backoff
 			// The endpoint's answer is its own text: only the status and
 			// the kind of failure are logged, never a body or the URL.
-			d.log.InfoContext(ctx, "webhook delivery failed", "merchant", e.MerchantID, "event_id", e.ID(),
+			d.log.InfoContext(ctx, "event delivery failed", "merchant", e.MerchantID, "event_id", e.ID(),
 				"attempt", e.Attempts, "status", status, "error", err, "retry_in", backoff)
 		}
 		ds = append(ds, del)
@@ -276,7 +276,7 @@ func (d *Deliverer) deliverLane(ctx context.Context, lane []order.Notification) 
 			delivered++
 		}
 		if r.Failed {
-			d.log.WarnContext(ctx, "webhook event failed: retries exhausted", "merchant", r.MerchantID, "event_id", order.EventID(r.Num))
+			d.log.WarnContext(ctx, "event failed: retries exhausted", "merchant", r.MerchantID, "event_id", order.EventID(r.Num))
 		}
 		if d.cfg.OnRecord != nil {
 			d.cfg.OnRecord(r)
