@@ -281,7 +281,7 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 
 // decide turns what the gateway said into a settlement.
 func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
+	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
 	checks := d.Order.ReconcileCount + 1
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):

@@ -25,6 +25,8 @@
 //	pm_card_settle_drop                      succeeded, then the connection is closed without an answer
 //	pm_card_settle_500                       succeeded, then 500 api_error (saved, as Stripe saves it)
 //	pm_card_settle_429                       429 rate_limit, nothing created
+//	pm_card_settle_refund_timeout            succeeded (its refunds' answers are held: refunds.go)
+//	pm_card_refundFail                       succeeded (its refunds fail later: refunds.go)
 //	anything else                            400 resource_missing, nothing created
 //
 // (*) Stripe itself declines that card with authentication_required when
@@ -100,6 +102,10 @@ type Server struct {
 	keys     map[string]*keyState
 	requests int
 	charges  int
+	// refunds and refundKeys are the refunds' ledger and idempotency
+	// keys (refunds.go).
+	refunds    []Refund
+	refundKeys map[string]*keyState
 }
 
 // keyState is what the fake remembers of an idempotency key.
@@ -115,8 +121,10 @@ func New(opts Options) *Server {
 	if opts.Hold <= 0 {
 		opts.Hold = defaultHold
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), keys: map[string]*keyState{}}
+	s := &Server{opts: opts, mux: http.NewServeMux(), keys: map[string]*keyState{}, refundKeys: map[string]*keyState{}}
 	s.mux.HandleFunc("POST /v1/payment_intents", s.createIntent)
+	s.mux.HandleFunc("POST /v1/refunds", s.createRefund)
+	s.mux.HandleFunc("GET /v1/refunds", s.listRefunds)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
 			Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
@@ -297,7 +305,7 @@ func (s *Server) execute(form map[string][]string, key string) answer {
 	a := answer{status: http.StatusOK, save: true}
 	var decline string
 	switch pm {
-	case TokenVisa:
+	case TokenVisa, TokenRefundTimeout, TokenRefundFail:
 	case TokenDeclined:
 		decline = "generic_decline"
 	case TokenInsufficientFunds:
