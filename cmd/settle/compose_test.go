@@ -400,7 +400,7 @@ func TestComposeAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate"} {
+	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate", "SettleGatewayRefusedCredentials"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

@@ -101,6 +101,10 @@ const (
 	// The gateway has no charge with this reference and the request can no
 	// longer arrive.
 	AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND AttemptOutcome = 5
+	// The gateway refused Settle's credentials or request before charging
+	// anything: a configuration error at Settle, not a decline of the card.
+	// ChargeOrder answers it with INTERNAL; the order is back in PENDING.
+	AttemptOutcome_ATTEMPT_OUTCOME_REFUSED AttemptOutcome = 6
 )
 
 // Enum value maps for AttemptOutcome.
@@ -112,6 +116,7 @@ var (
 		3: "ATTEMPT_OUTCOME_NOT_SENT",
 		4: "ATTEMPT_OUTCOME_UNKNOWN",
 		5: "ATTEMPT_OUTCOME_NOT_FOUND",
+		6: "ATTEMPT_OUTCOME_REFUSED",
 	}
 	AttemptOutcome_value = map[string]int32{
 		"ATTEMPT_OUTCOME_UNSPECIFIED": 0,
@@ -120,6 +125,7 @@ var (
 		"ATTEMPT_OUTCOME_NOT_SENT":    3,
 		"ATTEMPT_OUTCOME_UNKNOWN":     4,
 		"ATTEMPT_OUTCOME_NOT_FOUND":   5,
+		"ATTEMPT_OUTCOME_REFUSED":     6,
 	}
 )
 
@@ -1184,14 +1190,15 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x14ORDER_STATE_CHARGING\x10\x02\x12\x14\n" +
 	"\x10ORDER_STATE_PAID\x10\x03\x12\x18\n" +
 	"\x14ORDER_STATE_CANCELED\x10\x04\x12\x1c\n" +
-	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05*\xc8\x01\n" +
+	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05*\xe5\x01\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_DECLINED\x10\x02\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_NOT_SENT\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x052\xf3\x03\n" +
+	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x05\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_REFUSED\x10\x062\xf3\x03\n" +
 	"\fOrderService\x12L\n" +
 	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\x12C\n" +
 	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\x12L\n" +
