@@ -77,9 +77,9 @@ func TestChaos(t *testing.T) {
 // brokenClaimGuard makes claims ignore the order's state: a second click
 // on a CHARGING or PAID order charges again.
 var brokenClaimGuard = mutant.Mutation{
-	File: "internal/postgres/guard.go",
-	Old:  `rel + ".state = $6"`,
-	New:  `"true"`,
+	File: "internal/postgres/sql/claim.sql",
+	Old:  "ord.state = @from_state",
+	New:  "true",
 }
 
 // TestChaosCatchesBrokenBuild runs a short chaos run against a build whose

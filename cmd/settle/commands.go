@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -33,7 +34,9 @@ var (
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
-		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "reflection", "tls-cert", "tls-key", "tls-client-ca", "insecure"}
+		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
+		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
+		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its
@@ -148,7 +151,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 func (a *app) close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	a.tracing.Shutdown(ctx)
+	if err := a.tracing.Shutdown(ctx); err != nil {
+		a.log.Warn("flush traces", "error", err)
+	}
 	a.pool.Close()
 }
 
@@ -158,11 +163,11 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	if a.cfg.MetricsListen == "" {
 		return nil
 	}
-	lis, err := net.Listen("tcp", a.cfg.MetricsListen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.MetricsListen)
 	if err != nil {
 		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
 	}
-	var h http.Handler = a.metrics.Handler(a.pool.Ping)
+	h := a.metrics.Handler(a.pool.Ping)
 	if a.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
@@ -175,7 +180,11 @@ func (a *app) serveMetrics(ctx context.Context) error {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	go srv.Serve(lis)
+	go func() {
+		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("metrics listener stopped", "error", err)
+		}
+	}()
 	a.log.Info("serving metrics", "addr", lis.Addr().String())
 	return nil
 }
@@ -213,19 +222,16 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	// the gRPC server has stopped: calls finishing during the shutdown
 	// still see health checks and order notifications.
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var bg errgroup.Group
+	var bg sync.WaitGroup
 	defer func() { stopBG(); bg.Wait() }()
 	if err := a.serveMetrics(bgCtx); err != nil {
 		return err
 	}
-	bg.Go(func() error { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second); return nil })
-	bg.Go(func() error {
-		a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") })
-		return nil
-	})
+	bg.Go(func() { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second) })
+	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
-		bg.Go(func() error { rec.Run(bgCtx); return nil })
+		bg.Go(func() { _ = rec.Run(bgCtx) })
 	}
 
 	// The server runs until ctx ends or it fails; either way the second
@@ -234,8 +240,10 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		err := srv.Serve(lis)
-		if gctx.Err() != nil {
+		select {
+		case <-gctx.Done():
 			return nil // stopped as asked
+		default:
 		}
 		if err == nil {
 			err = errors.New("stopped unasked")
@@ -281,7 +289,7 @@ func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, g
 		return err
 	}
 	defer a.close()
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
@@ -344,7 +352,7 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	lis, err := net.Listen("tcp", *addr)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
 	}

@@ -44,11 +44,22 @@ type config struct {
 	RateLimit       float64
 	RateBurst       int
 	MaxInFlight     int
+	MaxWatches      int
+	WatchLifetime   time.Duration
+	AuthFailRate    float64
+	AuthFailBurst   int
+	MaxConns        int
+	MaxStreams      int
+	MaxKeyless      int
+	ConnIdle        time.Duration
+	ConnAge         time.Duration
+	ConnAgeGrace    time.Duration
 	Reflection      bool
 	TLSCert         string
 	TLSKey          string
 	TLSClientCA     string
-	Insecure        bool
+	Plaintext       bool
+	NoAPIKeys       bool
 	MetricsListen   string
 	Pprof           bool
 	// Stripe: the gateway named "stripe" is configured when a key is set.
@@ -90,6 +101,16 @@ var options = []option{
 	{"rate-limit", "SETTLE_RATE_LIMIT", "200", "requests per second per API key (0: no limit)", setFloat(func(c *config) *float64 { return &c.RateLimit })},
 	{"rate-burst", "SETTLE_RATE_BURST", "400", "burst of requests per API key", setInt(func(c *config) *int { return &c.RateBurst })},
 	{"max-inflight", "SETTLE_MAX_INFLIGHT", "64", "calls in flight per API key (0: no limit)", setInt(func(c *config) *int { return &c.MaxInFlight })},
+	{"max-watches", "SETTLE_MAX_WATCHES", "100", "WatchOrder streams open at once per API key (0: no limit); they do not count against max-inflight", setInt(func(c *config) *int { return &c.MaxWatches })},
+	{"watch-lifetime", "SETTLE_WATCH_LIFETIME", "10m", "a WatchOrder stream ends (status OK) after this long even if its order is not terminal; the client watches again", setDuration(func(c *config) *time.Duration { return &c.WatchLifetime })},
+	{"auth-failure-rate", "SETTLE_AUTH_FAILURE_RATE", "5", "calls with a missing or wrong API key per second per client address; past it (and the burst) they are RESOURCE_EXHAUSTED", setFloat(func(c *config) *float64 { return &c.AuthFailRate })},
+	{"auth-failure-burst", "SETTLE_AUTH_FAILURE_BURST", "20", "burst of calls with a missing or wrong API key per client address", setInt(func(c *config) *int { return &c.AuthFailBurst })},
+	{"max-connections", "SETTLE_MAX_CONNECTIONS", "1024", "gRPC connections open at once; more wait to be accepted", setInt(func(c *config) *int { return &c.MaxConns })},
+	{"max-concurrent-streams", "SETTLE_MAX_CONCURRENT_STREAMS", "100", "calls open at once on one gRPC connection", setInt(func(c *config) *int { return &c.MaxStreams })},
+	{"max-keyless-streams", "SETTLE_MAX_KEYLESS_STREAMS", "256", "streams that need no API key (health Watch, reflection) open at once", setInt(func(c *config) *int { return &c.MaxKeyless })},
+	{"max-connection-idle", "SETTLE_MAX_CONNECTION_IDLE", "5m", "a gRPC connection with no call open for this long is closed (GOAWAY)", setDuration(func(c *config) *time.Duration { return &c.ConnIdle })},
+	{"max-connection-age", "SETTLE_MAX_CONNECTION_AGE", "30m", "a gRPC connection this old (±10%) is closed (GOAWAY), so clients spread over new servers", setDuration(func(c *config) *time.Duration { return &c.ConnAge })},
+	{"max-connection-age-grace", "SETTLE_MAX_CONNECTION_AGE_GRACE", "1m", "how long calls on a connection closed for its age may go on", setDuration(func(c *config) *time.Duration { return &c.ConnAgeGrace })},
 	{"reflection", "SETTLE_REFLECTION", "true", "serve gRPC reflection", setBool(func(c *config) *bool { return &c.Reflection })},
 	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
 	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
@@ -98,10 +119,11 @@ var options = []option{
 	{"stripe-secret-key-file", "STRIPE_SECRET_KEY_FILE", "", "file holding the Stripe secret key, instead of stripe-secret-key", setString(func(c *config) *string { return &c.StripeSecretKeyFile })},
 	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
-	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age of an attempt after which the reconciler no longer replays it at Stripe (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
+	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age past which the reconciler no longer replays the unconfirmed create of an attempt whose PaymentIntent id was never recorded (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
-	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener (never on an address others can reach)", setBool(func(c *config) *bool { return &c.Pprof })},
-	{"insecure", "SETTLE_INSECURE", "false", "allow plaintext or no API keys on a non-loopback address", setBool(func(c *config) *bool { return &c.Insecure })},
+	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
+	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
+	{"no-api-keys", "SETTLE_NO_API_KEYS", "false", "serve without API keys, every caller the default merchant with every role: for tests and benchmarks, refused unless listen is a loopback address", setBool(func(c *config) *bool { return &c.NoAPIKeys })},
 }
 
 // bindConfig registers the named options on fs. The returned function,
@@ -176,8 +198,22 @@ func (c *config) validate() error {
 	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
 	check(c.RateBurst >= 1, "rate-burst must be at least 1")
 	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
+	check(c.MaxWatches >= 0, "max-watches must not be negative")
+	check(c.WatchLifetime > 0, "watch-lifetime must be positive")
+	check(c.AuthFailRate > 0, "auth-failure-rate must be positive")
+	check(c.AuthFailBurst >= 1, "auth-failure-burst must be at least 1")
+	check(c.MaxConns >= 1, "max-connections must be at least 1")
+	check(c.MaxStreams >= 1 && c.MaxStreams <= 10000, "max-concurrent-streams must be between 1 and 10000")
+	check(c.MaxKeyless >= 1, "max-keyless-streams must be at least 1")
+	check(c.ConnIdle > 0 && c.ConnAge > 0 && c.ConnAgeGrace > 0, "max-connection-idle, max-connection-age and max-connection-age-grace must be positive")
 	check((c.TLSCert == "") == (c.TLSKey == ""), "tls-cert and tls-key go together")
 	check(c.TLSClientCA == "" || c.TLSCert != "", "tls-client-ca needs tls-cert and tls-key")
+	check(!c.Plaintext || c.TLSCert == "", "plaintext and tls-cert contradict each other: choose one")
+	// The profiler serves goroutine dumps (every call's stack) and CPU
+	// profiles on demand: never to the network.
+	if c.Pprof && !isLoopback(c.MetricsListen) {
+		errs = append(errs, fmt.Errorf("refusing --pprof on metrics-listen %q, which is not a loopback address: the profiler serves goroutine dumps and profiles to whoever asks; serve metrics on a loopback address to profile", c.MetricsListen))
+	}
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
 	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
 	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
@@ -22,7 +23,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
-	load := bindConfig(fs, getenv, concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags)...)
+	// dev makes its own keys, so it has no --no-api-keys.
+	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags), func(n string) bool { return n == "no-api-keys" })
+	load := bindConfig(fs, getenv, devFlags...)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,7 +60,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 
-	simLis, err := net.Listen("tcp", *simAddr)
+	simLis, err := new(net.ListenConfig).Listen(ctx, "tcp", *simAddr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *simAddr, err)
 	}
@@ -73,13 +76,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer a.close()
-	lis, err := net.Listen("tcp", cfg.Listen)
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
 	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey)
 	err = a.serve(ctx, lis, true, opts)
-	<-simDone
+	if simErr := <-simDone; err == nil {
+		err = simErr
+	}
 	return err
 }
 

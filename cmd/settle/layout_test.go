@@ -10,11 +10,13 @@ const module = "github.com/settlepay/settle/"
 
 // TestImportDirections keeps the map of the code (docs/contributing.md)
 // true: the domain imports no storage, transport or lab code, the
-// reconciler knows no database, and nothing in the product imports the
-// lab, whose harnesses only cmd/settle runs.
+// reconciler knows no database, group commit knows nothing of Settle, and
+// nothing in the product imports the lab, whose harnesses only cmd/settle
+// runs.
 func TestImportDirections(t *testing.T) {
 	imports := goList(t, "{{.ImportPath}} {{join .Imports \" \"}}", "../../...")
-	deps := goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", "../../internal/order", "../../internal/reconcile")
+	deps := goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", "../../internal/order", "../../internal/reconcile",
+		"../../internal/batch")
 	forbidden := func(pkg string, in map[string][]string, bad ...string) {
 		t.Helper()
 		for _, dep := range in[module+pkg] {
@@ -30,6 +32,9 @@ func TestImportDirections(t *testing.T) {
 	lab := []string{module + "internal/lab"}
 	forbidden("internal/order", deps, concat(transport, storage, lab, []string{module + "internal/gateway", module + "internal/reconcile", module + "internal/telemetry"})...)
 	forbidden("internal/reconcile", deps, concat(transport, storage, lab)...)
+	// Group commit serves settles now, refunds and events later: it knows
+	// none of them.
+	forbidden("internal/batch", deps, module+"internal")
 	for pkg, imps := range imports {
 		rel := strings.TrimPrefix(pkg, module)
 		if strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "internal/lab/") {

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 
 func TestServeRefusesUnmigratedDatabase(t *testing.T) {
 	t.Parallel()
-	env := map[string]string{"DATABASE_URL": postgrestest.EmptyURL(t), "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_KEY": "k"}
+	env := map[string]string{"DATABASE_URL": postgrestest.EmptyURL(t), "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_KEY": "k", "SETTLE_NO_API_KEYS": "true"}
 	var stderr bytes.Buffer
 	err := run(context.Background(), []string{"serve", "--listen", "127.0.0.1:0"}, mapEnv(env), &stderr, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "settle migrate up") {
@@ -54,8 +54,8 @@ func TestServeRefusesInstantGateway(t *testing.T) {
 		args []string
 		env  map[string]string
 	}{
-		"flag": {[]string{"serve", "--listen", "127.0.0.1:0", "--default-gateway=instant"}, map[string]string{}},
-		"env":  {[]string{"serve", "--listen", "127.0.0.1:0"}, map[string]string{"SETTLE_DEFAULT_GATEWAY": "instant"}},
+		"flag": {[]string{"serve", "--listen", "127.0.0.1:0", "--no-api-keys", "--default-gateway=instant"}, map[string]string{}},
+		"env":  {[]string{"serve", "--listen", "127.0.0.1:0", "--no-api-keys"}, map[string]string{"SETTLE_DEFAULT_GATEWAY": "instant"}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			tc.env["DATABASE_URL"] = url
@@ -139,13 +139,14 @@ func freeAddr(t *testing.T) string {
 }
 
 // crashEnv is the environment of a crash test: short timeouts and a
-// reconciler that checks every 100ms, so the test runs in seconds.
+// reconciler that checks every 100ms, so the test runs in seconds; no API
+// keys, on loopback.
 func crashEnv(dbURL, simURL string) []string {
 	return []string{
 		"DATABASE_URL=" + dbURL, "SETTLE_REFPSP_URL=" + simURL, "SETTLE_REFPSP_KEY=sk_sim", "SETTLE_LOG_FORMAT=text",
 		"SETTLE_GATEWAY_TIMEOUT=500ms", "SETTLE_CLAIM_GRACE=0s", "SETTLE_NO_SHOW_HORIZON=1s",
 		"SETTLE_RECONCILE_SCHEDULE=100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms",
-		"SETTLE_RECONCILE_POLL=50ms",
+		"SETTLE_RECONCILE_POLL=50ms", "SETTLE_NO_API_KEYS=true",
 	}
 }
 

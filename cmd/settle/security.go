@@ -16,11 +16,23 @@ import (
 )
 
 // serverOptions turns the security settings into the server's options, and
-// refuses what would expose an open or plaintext API beyond this machine.
+// refuses what would expose an open or plaintext API beyond this machine:
+// plaintext off loopback needs --plaintext, and serving without keys needs
+// --no-api-keys and a loopback address.
 func (c *config) serverOptions() (grpcapi.Options, error) {
 	opts := grpcapi.Options{
-		Limits:       grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight},
-		NoReflection: !c.Reflection,
+		Limits: grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight, Watches: c.MaxWatches},
+		Conn: grpcapi.ConnLimits{
+			MaxConnections:        c.MaxConns,
+			MaxConcurrentStreams:  uint32(c.MaxStreams),
+			MaxKeylessStreams:     c.MaxKeyless,
+			MaxConnectionIdle:     c.ConnIdle,
+			MaxConnectionAge:      c.ConnAge,
+			MaxConnectionAgeGrace: c.ConnAgeGrace,
+		},
+		AuthFailures:  grpcapi.AuthFailureLimits{RatePerSecond: c.AuthFailRate, Burst: c.AuthFailBurst},
+		WatchLifetime: c.WatchLifetime,
+		NoReflection:  !c.Reflection,
 	}
 	text := c.APIKeys
 	if c.APIKeysFile != "" {
@@ -54,13 +66,20 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 		}
 		opts.Creds = credentials.NewTLS(cfg)
 	}
-	if !c.Insecure && !isLoopback(c.Listen) {
-		if opts.Creds == nil {
-			return opts, fmt.Errorf("refusing to serve plaintext on %s, which is not a loopback address: set --tls-cert and --tls-key, or --insecure behind a proxy that terminates TLS", c.Listen)
-		}
-		if len(keys) == 0 {
-			return opts, fmt.Errorf("refusing to serve without API keys on %s, which is not a loopback address: set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE", c.Listen)
-		}
+	// Plaintext and serving without keys are two decisions: a proxy that
+	// terminates TLS makes plaintext safe enough on a private network, but
+	// nothing makes a keyless API safe where others can reach it.
+	loopback := isLoopback(c.Listen)
+	if !loopback && opts.Creds == nil && !c.Plaintext {
+		return opts, fmt.Errorf("refusing to serve plaintext on %s, which is not a loopback address: set --tls-cert and --tls-key, or --plaintext behind a proxy that terminates TLS", c.Listen)
+	}
+	switch {
+	case c.NoAPIKeys && !loopback:
+		return opts, fmt.Errorf("refusing --no-api-keys on %s, which is not a loopback address: anyone who can reach it could read and charge every merchant's orders; set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE", c.Listen)
+	case c.NoAPIKeys && len(keys) > 0:
+		return opts, errors.New("--no-api-keys and API keys are both set: choose one")
+	case !c.NoAPIKeys && len(keys) == 0:
+		return opts, errors.New("no API keys: set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE (or, for tests on a loopback address, --no-api-keys)")
 	}
 	return opts, nil
 }

@@ -104,7 +104,7 @@ func newStackWith(t *testing.T, opts grpcapi.Options, creds credentials.Transpor
 	if err != nil {
 		t.Fatal(err)
 	}
-	go s.srv.Serve(lis)
+	go func() { _ = s.srv.Serve(lis) }()
 	t.Cleanup(s.srv.Stop)
 	s.addr = lis.Addr().String()
 	s.conn, err = grpc.NewClient(s.addr, grpc.WithTransportCredentials(creds))

@@ -45,6 +45,7 @@ type Key struct {
 func ParseKeys(text string) ([]Key, error) {
 	var keys []Key
 	names := map[string]bool{}
+	hashes := map[[sha256.Size]byte]string{}
 	sc := bufio.NewScanner(strings.NewReader(strings.ReplaceAll(text, ";", "\n")))
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -68,7 +69,14 @@ func ParseKeys(text string) ([]Key, error) {
 		if names[k.Name] {
 			return nil, fmt.Errorf("API key %d: name %s is used twice", n, k.Name)
 		}
+		// One key acting for two merchants or roles would be whichever line
+		// came last: refuse it. The message names the hash by its first
+		// hex digits only, enough to find the line.
+		if other, ok := hashes[k.Hash]; ok {
+			return nil, fmt.Errorf("API key %d (%s): the same key (SHA-256 %s…) as %s; a key acts for one merchant in one role: issue one key per merchant and role", n, k.Name, f[0][:8], other)
+		}
 		names[k.Name] = true
+		hashes[k.Hash] = k.Name
 		keys = append(keys, k)
 	}
 	return keys, nil
@@ -108,7 +116,9 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or invalid
 
 // authenticator checks bearer keys and the role each service needs.
 type authenticator struct {
-	keys []Key
+	keys    []Key
+	fails   *authFailures
+	keyless keylessStreams
 }
 
 // authenticate finds the caller's key. It compares the presented key's hash
@@ -153,11 +163,15 @@ func open(fullMethod string) bool {
 }
 
 // Limits bound each API key's calls: a token bucket of RatePerSecond with
-// Burst, and at most InFlight calls at once. Zero means no limit.
+// Burst, at most InFlight calls at once, and at most Watches WatchOrder
+// streams at once. A WatchOrder stream takes a token but no InFlight slot:
+// it may stay open for minutes, and a client's watches must not starve its
+// charges. Zero means no limit.
 type Limits struct {
 	RatePerSecond float64
 	Burst         int
 	InFlight      int
+	Watches       int
 }
 
 // limiter applies Limits per API key (not to anonymous callers).
@@ -170,14 +184,22 @@ type limiter struct {
 type keyLimit struct {
 	rate     *rate.Limiter
 	inFlight chan struct{}
+	watches  chan struct{}
 }
 
-var errLimited = status.Error(codes.ResourceExhausted, "too many requests for this API key; retry later")
+var (
+	errLimited      = status.Error(codes.ResourceExhausted, "too many requests for this API key; retry later")
+	errWatchLimited = status.Error(codes.ResourceExhausted, "too many WatchOrder streams open for this API key; close one or retry later")
+)
 
-// acquire takes a call slot for the caller, or says why not.
-func (l *limiter) acquire(ctx context.Context) (func(), error) {
+// watchMethod is the one long-lived call of OrderService.
+var watchMethod = settlev1.OrderService_WatchOrder_FullMethodName
+
+// acquire takes a call slot for the caller, or says why not: a watch slot
+// for WatchOrder, an in-flight slot for any other call.
+func (l *limiter) acquire(ctx context.Context, fullMethod string) (func(), error) {
 	p := principalFrom(ctx)
-	if p == anonymous || (l.limits.RatePerSecond <= 0 && l.limits.InFlight <= 0) {
+	if p == anonymous || (l.limits.RatePerSecond <= 0 && l.limits.InFlight <= 0 && l.limits.Watches <= 0) {
 		return func() {}, nil
 	}
 	l.mu.Lock()
@@ -190,20 +212,27 @@ func (l *limiter) acquire(ctx context.Context) (func(), error) {
 		if l.limits.InFlight > 0 {
 			k.inFlight = make(chan struct{}, l.limits.InFlight)
 		}
+		if l.limits.Watches > 0 {
+			k.watches = make(chan struct{}, l.limits.Watches)
+		}
 		l.keys[p.name] = k
 	}
 	l.mu.Unlock()
 	if k.rate != nil && !k.rate.Allow() {
 		return nil, errLimited
 	}
-	if k.inFlight == nil {
+	slots, full := k.inFlight, errLimited
+	if fullMethod == watchMethod {
+		slots, full = k.watches, errWatchLimited
+	}
+	if slots == nil {
 		return func() {}, nil
 	}
 	select {
-	case k.inFlight <- struct{}{}:
-		return func() { <-k.inFlight }, nil
+	case slots <- struct{}{}:
+		return func() { <-slots }, nil
 	default:
-		return nil, errLimited
+		return nil, full
 	}
 }
 
@@ -212,29 +241,34 @@ func (a *authenticator) unary(l *limiter) grpc.UnaryServerInterceptor {
 		if open(info.FullMethod) {
 			return handler(ctx, req)
 		}
-		ctx, err := a.authenticate(ctx, info.FullMethod)
+		authed, err := a.authenticate(ctx, info.FullMethod)
 		if err != nil {
-			return nil, err
+			return nil, a.fails.fail(ctx, err)
 		}
-		release, err := l.acquire(ctx)
+		release, err := l.acquire(authed, info.FullMethod)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
-		return handler(ctx, req)
+		return handler(authed, req)
 	}
 }
 
 func (a *authenticator) stream(l *limiter) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if open(info.FullMethod) {
+			release, err := a.keyless.acquire()
+			if err != nil {
+				return err
+			}
+			defer release()
 			return handler(srv, ss)
 		}
 		ctx, err := a.authenticate(ss.Context(), info.FullMethod)
 		if err != nil {
-			return err
+			return a.fails.fail(ss.Context(), err)
 		}
-		release, err := l.acquire(ctx)
+		release, err := l.acquire(ctx, info.FullMethod)
 		if err != nil {
 			return err
 		}

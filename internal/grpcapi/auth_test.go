@@ -55,7 +55,9 @@ func with(key string) context.Context {
 // another merchant, a key of the wrong role, and the right key.
 func TestAuthMatrix(t *testing.T) {
 	t.Parallel()
-	s := newStackWith(t, grpcapi.Options{Keys: testKeys(t)}, insecure.NewCredentials())
+	// Every failure of the matrix comes from one address: a budget for all of
+	// them (limiting is TestFailedAuthenticationIsLimitedAndSampled's).
+	s := newStackWith(t, grpcapi.Options{Keys: testKeys(t), AuthFailures: grpcapi.AuthFailureLimits{Burst: 1000}}, insecure.NewCredentials())
 	created, err := s.orders.CreateOrder(with(keyA), &settlev1.CreateOrderRequest{MerchantReference: "auth-1",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"})
 	if err != nil {

@@ -3,12 +3,14 @@ package grpcapi_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/postgres"
 )
 
 // The charge path's behaviour (at most one charge, replays, conflicts,
@@ -189,5 +191,140 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	if err != nil || timeout.GetOrder().GetState() != charging || timeout.GetOrder().GetNextCheckTime() == nil ||
 		timeout.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN {
 		t.Fatalf("timeout: %v %v", timeout, err)
+	}
+}
+
+// TestHistoryPages: GetOrderHistory is paged (AIP-158): following
+// next_page_token yields every event and attempt once, in order; a token
+// is refused for another order; page sizes are bounded.
+func TestHistoryPages(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-pages", "tok_decline")
+	const declines = 7
+	for i := range declines {
+		s.charge(t, o.GetId(), fmt.Sprintf("checkout-pages-%d", i))
+	}
+	full, fullAttempts, err := postgres.NewStore(s.pool).History(ctx, o.GetId())
+	if err != nil || len(full) != 1+2*declines || len(fullAttempts) != declines {
+		t.Fatalf("the stored history: %d events, %d attempts, %v", len(full), len(fullAttempts), err)
+	}
+	var (
+		events   []string
+		attempts []string
+		pages    int
+		tok      string
+	)
+	for {
+		h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: 4, PageToken: tok})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(h.GetEvents()) > 4 || len(h.GetAttempts()) > 4 || h.GetOrder().GetId() != o.GetId() {
+			t.Fatalf("page %d: %d events, %d attempts, order %v", pages, len(h.GetEvents()), len(h.GetAttempts()), h.GetOrder())
+		}
+		for _, e := range h.GetEvents() {
+			events = append(events, e.GetEvent()+"@"+e.GetCreateTime().AsTime().String())
+		}
+		for _, a := range h.GetAttempts() {
+			attempts = append(attempts, a.GetId())
+		}
+		if tok = h.GetNextPageToken(); tok == "" {
+			break
+		}
+		if pages > 10 {
+			t.Fatal("the pages never end")
+		}
+	}
+	var want, wantAttempts []string
+	for _, e := range full {
+		want = append(want, e.Name+"@"+e.CreatedAt.UTC().String())
+	}
+	for _, a := range fullAttempts {
+		wantAttempts = append(wantAttempts, a.ID)
+	}
+	if fmt.Sprint(events) != fmt.Sprint(want) || fmt.Sprint(attempts) != fmt.Sprint(wantAttempts) || pages != 4 {
+		t.Fatalf("paged history in %d pages:\n%v\n%v\nwant in 4 pages:\n%v\n%v", pages, events, attempts, want, wantAttempts)
+	}
+	// The default page holds it all; a size beyond the maximum is the maximum.
+	for _, size := range []int32{0, 1 << 30} {
+		h, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: size})
+		if err != nil || len(h.GetEvents()) != len(full) || h.GetNextPageToken() != "" {
+			t.Fatalf("page size %d: %d events, token %q, %v", size, len(h.GetEvents()), h.GetNextPageToken(), err)
+		}
+	}
+	first, err := s.ops.GetOrderHistory(ctx, &settlev1.GetOrderHistoryRequest{OrderId: o.GetId(), PageSize: 1})
+	if err != nil || first.GetNextPageToken() == "" {
+		t.Fatalf("first page of one: %v %v", first, err)
+	}
+	other := s.create(t, "order-pages-other", "tok_ok")
+	for _, req := range []*settlev1.GetOrderHistoryRequest{
+		{OrderId: other.GetId(), PageToken: first.GetNextPageToken()},
+		{OrderId: o.GetId(), PageToken: "not-a-token"},
+		{OrderId: o.GetId(), PageSize: -1},
+	} {
+		_, err := s.ops.GetOrderHistory(ctx, req)
+		wantCode(t, err, codes.InvalidArgument)
+	}
+}
+
+// TestCardNumbersAndRequestIDsRefused: the forms of card numbers that got
+// through before, in every field of the charge path, are INVALID_ARGUMENT
+// and nothing is stored; a request_id's length counts characters, and a
+// blank one is refused.
+func TestCardNumbersAndRequestIDsRefused(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	o := s.create(t, "order-cards", "tok_ok")
+	money := &settlev1.Money{Currency: "GBP", AmountMinor: 100}
+	for _, pan := range []string{"4242424242424242 1228 123", "4242424242424242-1228", "order-20261130-4242424242424242",
+		"\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12"} {
+		for name, call := range map[string]func() error{
+			"CreateOrder reference": func() error {
+				_, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: pan, Amount: money, PaymentMethod: "tok_ok"})
+				return err
+			},
+			"CreateOrder payment method": func() error {
+				_, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "order-card-pm", Amount: money, PaymentMethod: pan})
+				return err
+			},
+			"ChargeOrder request_id": func() error {
+				_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: pan})
+				return err
+			},
+			"ChargeOrder payment method": func() error {
+				_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "card-req-1", PaymentMethod: pan})
+				return err
+			},
+			"CreateAndChargeOrder request_id": func() error {
+				_, err := s.orders.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "order-card-cc",
+					Amount: money, PaymentMethod: "tok_ok", RequestId: pan})
+				return err
+			},
+			"CancelOrder reason": func() error {
+				_, err := s.orders.CancelOrder(ctx, &settlev1.CancelOrderRequest{OrderId: o.GetId(), Reason: pan})
+				return err
+			},
+		} {
+			err := call()
+			if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "looks like a card number") ||
+				strings.Contains(status.Convert(err).Message(), "4242") {
+				t.Errorf("%s %q: %v, want InvalidArgument saying it looks like a card number", name, pan, err)
+			}
+		}
+	}
+	for _, id := range []string{"ééééééé", "        ", "\u3000\u3000\u3000\u3000\u3000\u3000\u3000\u3000"} {
+		_, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: id})
+		wantCode(t, err, codes.InvalidArgument)
+	}
+	if n := s.count(t, `SELECT (SELECT count(*) FROM orders) + (SELECT count(*) FROM charge_attempts) + (SELECT count(*) FROM order_events)`); n != 2 {
+		t.Fatalf("%d rows, want 2 (the order and its creation)", n)
+	}
+	// Eight characters are enough, however many bytes they take.
+	if _, err := s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "éééééééé"}); err != nil {
+		t.Fatalf("an 8-character request_id: %v", err)
 	}
 }

@@ -19,18 +19,27 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		valErr  *order.ValidationError
 		confErr *order.ConflictError
 		stErr   *order.StateError
+		limErr  *order.RefundLimitError
 	)
 	switch {
 	case err == nil:
 		return nil
 	case errors.As(err, &valErr):
 		return status.Error(codes.InvalidArgument, valErr.Error())
+	case errors.As(err, new(*malformedError)):
+		return status.Error(codes.InvalidArgument, "the request is not a valid protobuf message")
+	case errors.Is(err, order.ErrEventNotFound):
+		return status.Error(codes.NotFound, "event not found")
 	case errors.Is(err, order.ErrNotFound):
 		return status.Error(codes.NotFound, "order not found")
 	case errors.As(err, &confErr):
 		return status.Error(codes.AlreadyExists, confErr.Error())
 	case errors.As(err, &stErr):
 		return status.Error(codes.FailedPrecondition, stErr.Error())
+	case errors.As(err, &limErr):
+		return status.Error(codes.FailedPrecondition, limErr.Error())
+	case errors.Is(err, order.ErrRefundsUnsupported):
+		return status.Error(codes.FailedPrecondition, "the order's gateway does not support refunds")
 	case errors.Is(err, order.ErrGatewayRefused):
 		// Not a decline, and not the client's fault: Settle's own
 		// configuration is wrong. The gateway call's line is logged at ERROR.

@@ -1,6 +1,7 @@
 package grpcapi
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -35,7 +36,7 @@ func FuzzRequestConversion(f *testing.F) {
 					order.ContainsCardNumber(n.PaymentMethod) || order.ContainsCardNumber(n.MerchantReference) {
 					t.Fatalf("accepted %+v", n)
 				}
-			} else if v, ok := err.(*order.ValidationError); !ok || v.Field == "" {
+			} else if v := (*order.ValidationError)(nil); !errors.As(err, &v) || v.Field == "" {
 				t.Fatalf("error %v names no field", err)
 			}
 		}

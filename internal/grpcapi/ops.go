@@ -3,7 +3,9 @@ package grpcapi
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,8 +18,12 @@ import (
 // OpsStore is what operators read beyond the order service.
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
-	History(ctx context.Context, id string) ([]order.Event, []order.Attempt, error)
+	HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
 	Stats(ctx context.Context) (order.Stats, error)
+	// Refunds returns an order's refunds and their history.
+	Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error)
+	// RefundStats counts refunds by state.
+	RefundStats(ctx context.Context) (order.RefundStats, error)
 }
 
 // Checker checks a CHARGING order with its gateway now.
@@ -30,6 +36,7 @@ type opsServer struct {
 	settlev1.UnimplementedOpsServiceServer
 	svc     *order.Service
 	store   OpsStore
+	events  EventStore
 	checker Checker
 	log     *slog.Logger
 }
@@ -98,30 +105,119 @@ func decodePageToken(tok string) (time.Time, string, bool) {
 	return t, canonicalID(id), true
 }
 
+// History pages: AIP-158, with a larger page size taken as the maximum.
+const (
+	defaultHistoryPage = 100
+	maxHistoryPage     = 1000
+)
+
 func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderHistoryRequest) (*settlev1.GetOrderHistoryResponse, error) {
-	o, err := s.svc.Get(ctx, "", canonicalID(req.GetOrderId()))
+	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
-	events, attempts, err := s.store.History(ctx, o.ID)
+	p := order.HistoryPage{Limit: int(req.GetPageSize())}
+	switch {
+	case p.Limit < 0:
+		return nil, toStatus(ctx, s.log, &order.ValidationError{Field: "page_size", Reason: "must not be negative"})
+	case p.Limit == 0:
+		p.Limit = defaultHistoryPage
+	case p.Limit > maxHistoryPage:
+		p.Limit = maxHistoryPage
+	}
+	if tok := req.GetPageToken(); tok != "" {
+		var ok bool
+		if p, ok = decodeHistoryToken(tok, o.ID, p.Limit); !ok {
+			return nil, toStatus(ctx, s.log, &order.ValidationError{Field: "page_token", Reason: "is not a token from a previous page of this order"})
+		}
+	}
+	// One more than a page of each says whether there is a next page.
+	want := p.Limit
+	p.Limit++
+	events, attempts, err := s.store.HistoryPage(ctx, o.ID, p)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
+	more := len(events) > want || len(attempts) > want
+	events, attempts = events[:min(len(events), want)], attempts[:min(len(attempts), want)]
 	resp := &settlev1.GetOrderHistoryResponse{Order: orderToProto(o), ReconcileCount: int32(o.ReconcileCount), LastError: o.LastError}
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
-			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: string(e.Name), Actor: string(e.Actor),
-			Reason: e.Reason, AttemptId: e.AttemptID, CreateTime: timestamp(e.CreatedAt),
+			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: e.Name, Actor: string(e.Actor),
+			Reason: e.Reason, AttemptId: e.AttemptID, RefundId: e.RefundID, CreateTime: timestamp(e.CreatedAt),
 		})
 	}
 	for _, a := range attempts {
 		resp.Attempts = append(resp.Attempts, attemptToProto(&a))
 	}
+	if req.GetPageToken() == "" {
+		// An order has few refunds: they come whole, on the first page.
+		refunds, revents, err := s.store.Refunds(ctx, o.MerchantID, o.ID)
+		if err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+		for _, r := range refunds {
+			resp.Refunds = append(resp.Refunds, refundToProto(r))
+		}
+		for _, e := range revents {
+			resp.RefundEvents = append(resp.RefundEvents, &settlev1.RefundEvent{
+				RefundId: e.RefundID, FromState: refundStateToProto[e.From], ToState: refundStateToProto[e.To],
+				Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
+			})
+		}
+	}
+	if more {
+		// The cursor of a list that is complete stays where it was.
+		next := p
+		if len(events) > 0 {
+			next.AfterSeq = events[len(events)-1].Seq
+		}
+		if len(attempts) > 0 {
+			last := attempts[len(attempts)-1]
+			next.AfterAttemptCreated, next.AfterAttemptID = last.CreatedAt, last.ID
+		}
+		resp.NextPageToken = encodeHistoryToken(o.ID, next)
+	}
 	return resp, nil
 }
 
+// encodeHistoryToken writes where the next page of an order's history
+// begins. The token names its order, so that it is refused for another.
+func encodeHistoryToken(orderID string, p order.HistoryPage) string {
+	created := ""
+	if !p.AfterAttemptCreated.IsZero() {
+		created = p.AfterAttemptCreated.UTC().Format(time.RFC3339Nano)
+	}
+	return base64.RawURLEncoding.EncodeToString([]byte(strings.Join(
+		[]string{"h1", orderID, strconv.FormatInt(p.AfterSeq, 10), created, p.AfterAttemptID}, "|")))
+}
+
+// decodeHistoryToken reads a token of encodeHistoryToken for orderID, with
+// the page size limit.
+func decodeHistoryToken(tok, orderID string, limit int) (order.HistoryPage, bool) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return order.HistoryPage{}, false
+	}
+	f := strings.Split(string(b), "|")
+	if len(f) != 5 || f[0] != "h1" || f[1] != orderID {
+		return order.HistoryPage{}, false
+	}
+	p := order.HistoryPage{Limit: limit}
+	if p.AfterSeq, err = strconv.ParseInt(f[2], 10, 64); err != nil || p.AfterSeq < 0 {
+		return order.HistoryPage{}, false
+	}
+	if f[3] != "" || f[4] != "" {
+		if p.AfterAttemptCreated, err = time.Parse(time.RFC3339Nano, f[3]); err != nil || order.CheckID("page_token", f[4]) != nil {
+			return order.HistoryPage{}, false
+		}
+		p.AfterAttemptID = f[4]
+	}
+	return p, true
+}
+
 func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileOrderRequest) (*settlev1.ReconcileOrderResponse, error) {
-	o, err := s.svc.Get(ctx, "", canonicalID(req.GetOrderId()))
+	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -132,7 +228,7 @@ func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileO
 		}
 		if ok {
 			o = checked
-		} else if o, err = s.svc.Get(ctx, "", o.ID); err != nil {
+		} else if o, err = s.svc.Get(ctx, order.AnyMerchant, o.ID); err != nil {
 			return nil, toStatus(ctx, s.log, err)
 		}
 	}
@@ -166,12 +262,39 @@ func (s *opsServer) Stats(ctx context.Context, _ *settlev1.StatsRequest) (*settl
 	if !st.OldestCharging.IsZero() {
 		resp.OldestChargingTime = timestamppb.New(st.OldestCharging)
 	}
+	rs, err := s.store.RefundStats(ctx)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	for _, state := range order.RefundStates {
+		resp.RefundStates = append(resp.RefundStates,
+			&settlev1.RefundStateCount{State: refundStateToProto[state], Count: rs.ByState[state]})
+	}
+	if !rs.OldestRefunding.IsZero() {
+		resp.OldestRefundingTime = timestamppb.New(rs.OldestRefunding)
+	}
 	return resp, nil
+}
+
+// RefundOrder refunds any merchant's order for an operator, who is the
+// refund's actor; the reason is required.
+func (s *opsServer) RefundOrder(ctx context.Context, req *settlev1.OpsServiceRefundOrderRequest) (*settlev1.OpsServiceRefundOrderResponse, error) {
+	if err := order.CheckReason("reason", req.GetReason(), true); err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	o, r, err := s.svc.Refund(ctx, order.AnyMerchant, operator(ctx), order.RefundInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
+		Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.OpsServiceRefundOrderResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
 }
 
 // fieldName renames the field of a validation error to the request's.
 func fieldName(err error, field string) error {
-	if v, ok := err.(*order.ValidationError); ok {
+	if v := (*order.ValidationError)(nil); errors.As(err, &v) {
 		return &order.ValidationError{Field: field, Reason: v.Reason}
 	}
 	return err

@@ -6,6 +6,7 @@ package grpcapi
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/order"
@@ -17,7 +18,10 @@ type orderServer struct {
 	svc     *order.Service
 	hub     *watchHub
 	watcher Watcher
+	events  EventStore
 	log     *slog.Logger
+	// watchLifetime ends a WatchOrder stream that has run this long.
+	watchLifetime time.Duration
 }
 
 func (s *orderServer) CreateOrder(ctx context.Context, req *settlev1.CreateOrderRequest) (*settlev1.CreateOrderResponse, error) {
@@ -39,7 +43,7 @@ func (s *orderServer) GetOrder(ctx context.Context, req *settlev1.GetOrderReques
 	)
 	switch key := req.GetKey().(type) {
 	case *settlev1.GetOrderRequest_Id:
-		o, err = s.svc.Get(ctx, merchant(ctx), canonicalID(key.Id))
+		o, err = s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), canonicalID(key.Id))
 	case *settlev1.GetOrderRequest_MerchantReference:
 		o, err = s.svc.GetByReference(ctx, merchant(ctx), key.MerchantReference)
 	default:
@@ -70,6 +74,17 @@ func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.Cr
 		return nil, toStatus(ctx, s.log, err)
 	}
 	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
+}
+
+func (s *orderServer) RefundOrder(ctx context.Context, req *settlev1.RefundOrderRequest) (*settlev1.RefundOrderResponse, error) {
+	o, r, err := s.svc.Refund(ctx, order.ForMerchant(merchant(ctx)), order.ActorAPI, order.RefundInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
+		Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.RefundOrderResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
 }
 
 func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {

@@ -6,8 +6,10 @@ import (
 	"runtime/debug"
 	"time"
 
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/logging"
 	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/recovery"
+	"github.com/grpc-ecosystem/go-grpc-middleware/v2/interceptors/selector"
 	"go.opentelemetry.io/contrib/instrumentation/google.golang.org/grpc/otelgrpc"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -32,13 +34,16 @@ const streamWorkers = 64
 type Store interface {
 	OpsStore
 	Watcher
+	EventStore
 }
 
 // Server is Settle's gRPC server with its health service.
 type Server struct {
 	*grpc.Server
-	Health *health.Server
-	hub    *watchHub
+	Health   *health.Server
+	hub      *watchHub
+	fails    *authFailures
+	maxConns int
 }
 
 // Options are the server's security settings.
@@ -48,6 +53,14 @@ type Options struct {
 	Keys []Key
 	// Limits bound each API key's calls.
 	Limits Limits
+	// Conn bounds connections and streams before any key is checked.
+	Conn ConnLimits
+	// AuthFailures bound and sample failed authentication per peer.
+	AuthFailures AuthFailureLimits
+	// WatchLifetime ends a WatchOrder stream (status OK) after this long
+	// even if its order is not terminal; the client watches again. Zero
+	// is DefaultWatchLifetime.
+	WatchLifetime time.Duration
 	// NoReflection turns server reflection off.
 	NoReflection bool
 	// Creds secures the transport (TLS, mTLS); nil is plaintext.
@@ -78,12 +91,23 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		}
 		return logging.DefaultServerCodeToLevel(c)
 	})}
-	authn := &authenticator{keys: opts.Keys}
+	countFailure := func(string) {}
+	if opts.Metrics != nil {
+		countFailure = opts.Metrics.AuthFailure
+	}
+	fails := newAuthFailures(opts.AuthFailures, log, countFailure)
+	conn := opts.Conn.withDefaults()
+	authn := &authenticator{keys: opts.Keys, fails: fails, keyless: make(keylessStreams, conn.MaxKeylessStreams)}
 	limit := &limiter{limits: opts.Limits, keys: map[string]*keyLimit{}}
-	unary := []grpc.UnaryServerInterceptor{logging.UnaryServerInterceptor(logger, logOpts...),
-		recovery.UnaryServerInterceptor(recoverer), authn.unary(limit)}
-	stream := []grpc.StreamServerInterceptor{logging.StreamServerInterceptor(logger, logOpts...),
-		recovery.StreamServerInterceptor(recoverer), authn.stream(limit)}
+	// Calls are logged after authentication: a call refused for its key is
+	// counted and logged by authFailures, a line per peer and interval, so
+	// that a flood of keyless calls cannot flood the log. Health checks and
+	// reflection are not logged.
+	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !open(c.FullMethod()) })
+	unary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recoverer), authn.unary(limit),
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), logged)}
+	stream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recoverer), authn.stream(limit),
+		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), logged)}
 	if opts.Metrics != nil {
 		unary = append([]grpc.UnaryServerInterceptor{opts.Metrics.GRPC.UnaryServerInterceptor()}, unary...)
 		stream = append([]grpc.StreamServerInterceptor{opts.Metrics.GRPC.StreamServerInterceptor()}, stream...)
@@ -96,9 +120,12 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		// load (settle bench -profile). More calls than workers still get
 		// their own goroutines.
 		grpc.NumStreamWorkers(streamWorkers),
+		// Requests are decoded by the handlers' decoder (see decode.go).
+		grpc.ForceServerCodecV2(newRawCodec()),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
 	}
+	serverOpts = append(serverOpts, conn.serverOptions()...)
 	if opts.Tracing != nil {
 		serverOpts = append(serverOpts, grpc.StatsHandler(otelgrpc.NewServerHandler(
 			otelgrpc.WithTracerProvider(opts.Tracing.Provider), otelgrpc.WithPropagators(opts.Tracing.Propagator))))
@@ -107,18 +134,23 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		serverOpts = append(serverOpts, grpc.Creds(opts.Creds))
 	}
 	gs := grpc.NewServer(serverOpts...)
+	reg := decodingRegistrar{Server: gs, d: decoder{log: log, metrics: opts.Metrics}}
 	hub := &watchHub{}
-	settlev1.RegisterOrderServiceServer(gs, &orderServer{svc: svc, hub: hub, watcher: store, log: log})
-	settlev1.RegisterOpsServiceServer(gs, &opsServer{svc: svc, store: store, checker: checker, log: log})
+	watchLifetime := opts.WatchLifetime
+	if watchLifetime <= 0 {
+		watchLifetime = DefaultWatchLifetime
+	}
+	settlev1.RegisterOrderServiceServer(reg, &orderServer{svc: svc, hub: hub, watcher: store, events: store, log: log, watchLifetime: watchLifetime})
+	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, events: store, checker: checker, log: log})
 	h := health.NewServer()
-	healthpb.RegisterHealthServer(gs, h)
+	healthpb.RegisterHealthServer(reg, h)
 	if !opts.NoReflection {
-		reflection.Register(gs)
+		reflection.Register(reg)
 	}
 	if opts.Metrics != nil {
 		opts.Metrics.GRPC.InitializeMetrics(gs)
 	}
-	return &Server{Server: gs, Health: h, hub: hub}
+	return &Server{Server: gs, Health: h, hub: hub, fails: fails, maxConns: conn.MaxConnections}
 }
 
 // OrderChanged wakes the WatchOrder streams of order id; "" wakes them all

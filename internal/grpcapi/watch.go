@@ -63,6 +63,10 @@ type Watcher interface {
 	Watch(ctx context.Context, merchantID, orderID string) (func(), error)
 }
 
+// DefaultWatchLifetime is how long a WatchOrder stream runs at most when
+// Options.WatchLifetime is not set.
+const DefaultWatchLifetime = 10 * time.Minute
+
 // watchRecheck is how often a stream looks again without a notification, in
 // case one was lost while the listener reconnected.
 const watchRecheck = 30 * time.Second
@@ -80,9 +84,15 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 		return toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
 	defer unwatch()
+	// A stream ends, with status OK, after its lifetime even if its order is
+	// not terminal: a client that has not seen a terminal state watches
+	// again. Long-lived streams would otherwise pin their connection and
+	// the key's watch slots for as long as an order stays open.
+	lifetime := time.NewTimer(s.watchLifetime)
+	defer lifetime.Stop()
 	var last *settlev1.Order
 	for {
-		o, err := s.svc.Get(ctx, merchant(ctx), id)
+		o, err := s.svc.Get(ctx, order.ForMerchant(merchant(ctx)), id)
 		if err != nil {
 			return toStatus(ctx, s.log, fieldName(err, "order_id"))
 		}
@@ -92,11 +102,13 @@ func (s *orderServer) WatchOrder(req *settlev1.WatchOrderRequest, stream settlev
 			}
 			last = p
 		}
-		if o.State.Terminal() {
+		if o.State.ChargeSettled() {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
+			return nil
+		case <-lifetime.C:
 			return nil
 		case <-woken:
 		case <-time.After(watchRecheck):

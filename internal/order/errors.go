@@ -9,6 +9,9 @@ import (
 // another merchant is not found either.
 var ErrNotFound = errors.New("order not found")
 
+// ErrEventNotFound means the merchant has no such event.
+var ErrEventNotFound = errors.New("event not found")
+
 // ValidationError is bad input: Field names the request field.
 type ValidationError struct {
 	Field  string

@@ -2,6 +2,7 @@ package order
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/looplab/fsm"
@@ -28,11 +29,15 @@ const (
 	EventResolvePaid     EventName = "resolve_paid"
 	EventResolvePending  EventName = "resolve_pending"
 	EventResolveCanceled EventName = "resolve_canceled"
+	// EventRefundPartial and EventRefundFull record a refund that
+	// succeeded: some of what was paid has gone back, or all of it.
+	EventRefundPartial EventName = "refund_partial"
+	EventRefundFull    EventName = "refund_full"
 )
 
 // Events lists every event of the transition table.
 var Events = []EventName{EventCharge, EventSucceed, EventFail, EventCancel, EventEscalate,
-	EventResolvePaid, EventResolvePending, EventResolveCanceled}
+	EventResolvePaid, EventResolvePending, EventResolveCanceled, EventRefundPartial, EventRefundFull}
 
 // transitions is the only place that says which move is allowed.
 var transitions = fsm.Events{
@@ -44,6 +49,87 @@ var transitions = fsm.Events{
 	{Name: string(EventResolvePaid), Src: []string{string(StateNeedsReview)}, Dst: string(StatePaid)},
 	{Name: string(EventResolvePending), Src: []string{string(StateNeedsReview)}, Dst: string(StatePending)},
 	{Name: string(EventResolveCanceled), Src: []string{string(StateNeedsReview)}, Dst: string(StateCanceled)},
+	{Name: string(EventRefundPartial), Src: []string{string(StatePaid), string(StatePartiallyRefunded)},
+		Dst: string(StatePartiallyRefunded)},
+	{Name: string(EventRefundFull), Src: []string{string(StatePaid), string(StatePartiallyRefunded)},
+		Dst: string(StateRefunded)},
+}
+
+// Refundable reports whether an order in state s may be refunded.
+func (s State) Refundable() bool {
+	_, err := Next(s, EventRefundPartial)
+	return err == nil
+}
+
+// The events of a refund's transition table. A refund is created PENDING
+// (EventCreate) and moves to REFUNDING in the same commit, when it is
+// admitted; EventSucceed, EventFail and EventEscalate settle it as they do
+// an order's charge.
+const (
+	// EventRefund claims a PENDING refund for its gateway call.
+	EventRefund EventName = "refund"
+)
+
+// RefundEvents lists every event of the refunds' transition table.
+var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate}
+
+// refundTransitions says which move a refund may make.
+var refundTransitions = fsm.Events{
+	{Name: string(EventRefund), Src: []string{string(RefundPending)}, Dst: string(RefundRefunding)},
+	{Name: string(EventSucceed), Src: []string{string(RefundRefunding)}, Dst: string(RefundSucceeded)},
+	{Name: string(EventFail), Src: []string{string(RefundRefunding)}, Dst: string(RefundFailed)},
+	{Name: string(EventEscalate), Src: []string{string(RefundRefunding)}, Dst: string(RefundNeedsReview)},
+}
+
+type refundEdge struct {
+	from  RefundState
+	event EventName
+}
+
+// refundTable is refundTransitions expanded, like table.
+var refundTable = func() map[refundEdge]RefundState {
+	t := make(map[refundEdge]RefundState)
+	for _, from := range RefundStates {
+		for _, ev := range RefundEvents {
+			if to, ok := run(string(from), refundTransitions, ev); ok {
+				t[refundEdge{from, ev}] = RefundState(to)
+			}
+		}
+	}
+	return t
+}()
+
+// NextRefund returns the state that event ev leads a refund to from state
+// from, or a *RefundStateError when the table does not allow the move.
+func NextRefund(from RefundState, ev EventName) (RefundState, error) {
+	to, ok := refundTable[refundEdge{from, ev}]
+	if !ok {
+		return "", &RefundStateError{Current: from, Event: ev}
+	}
+	return to, nil
+}
+
+// MustNextRefund is NextRefund for moves that the caller's guard has
+// established.
+func MustNextRefund(from RefundState, ev EventName) RefundState {
+	to, err := NextRefund(from, ev)
+	if err != nil {
+		panic(fmt.Sprintf("order: refund transition table refuses %s from %s", ev, from))
+	}
+	return to
+}
+
+// run makes event ev from state from in a state machine of events, and
+// returns the state it leads to. A move to the state it starts from (a
+// partial refund after another) is a move: looplab/fsm reports it as
+// NoTransitionError, having found the edge.
+func run(from string, events fsm.Events, ev EventName) (string, bool) {
+	m := fsm.NewFSM(from, events, nil)
+	err := m.Event(context.Background(), string(ev))
+	if err != nil && !errors.As(err, new(fsm.NoTransitionError)) {
+		return "", false
+	}
+	return m.Current(), true
 }
 
 type edge struct {
@@ -58,9 +144,8 @@ var table = func() map[edge]State {
 	t := make(map[edge]State)
 	for _, from := range States {
 		for _, ev := range Events {
-			m := fsm.NewFSM(string(from), transitions, nil)
-			if err := m.Event(context.Background(), string(ev)); err == nil {
-				t[edge{from, ev}] = State(m.Current())
+			if to, ok := run(string(from), transitions, ev); ok {
+				t[edge{from, ev}] = State(to)
 			}
 		}
 	}

@@ -1,19 +1,26 @@
 package order
 
-import "testing"
+import (
+	"errors"
+	"testing"
+)
 
 // TestTransitionTable checks every (state, event) pair: the allowed edges
 // lead where DESIGN.md says, and every other pair is refused.
 func TestTransitionTable(t *testing.T) {
 	allowed := map[edge]State{
-		{StatePending, EventCharge}:              StateCharging,
-		{StatePending, EventCancel}:              StateCanceled,
-		{StateCharging, EventSucceed}:            StatePaid,
-		{StateCharging, EventFail}:               StatePending,
-		{StateCharging, EventEscalate}:           StateNeedsReview,
-		{StateNeedsReview, EventResolvePaid}:     StatePaid,
-		{StateNeedsReview, EventResolvePending}:  StatePending,
-		{StateNeedsReview, EventResolveCanceled}: StateCanceled,
+		{StatePending, EventCharge}:                  StateCharging,
+		{StatePending, EventCancel}:                  StateCanceled,
+		{StateCharging, EventSucceed}:                StatePaid,
+		{StateCharging, EventFail}:                   StatePending,
+		{StateCharging, EventEscalate}:               StateNeedsReview,
+		{StateNeedsReview, EventResolvePaid}:         StatePaid,
+		{StateNeedsReview, EventResolvePending}:      StatePending,
+		{StateNeedsReview, EventResolveCanceled}:     StateCanceled,
+		{StatePaid, EventRefundPartial}:              StatePartiallyRefunded,
+		{StatePaid, EventRefundFull}:                 StateRefunded,
+		{StatePartiallyRefunded, EventRefundPartial}: StatePartiallyRefunded,
+		{StatePartiallyRefunded, EventRefundFull}:    StateRefunded,
 	}
 	for _, from := range States {
 		for _, ev := range Events {
@@ -25,16 +32,38 @@ func TestTransitionTable(t *testing.T) {
 			case !ok && err == nil:
 				t.Errorf("%s --%s--> %s allowed, want refused", from, ev, to)
 			case !ok:
-				if se, isState := err.(*StateError); !isState || se.Current != from {
+				if se := (*StateError)(nil); !errors.As(err, &se) || se.Current != from {
 					t.Errorf("%s --%s--> error %v does not name the current state", from, ev, err)
 				}
 			}
 		}
 	}
-	for _, s := range []State{StatePaid, StateCanceled} {
+	for _, s := range []State{StateRefunded, StateCanceled} {
 		for _, ev := range Events {
 			if _, err := Next(s, ev); err == nil {
 				t.Errorf("terminal state %s allows %s", s, ev)
+			}
+		}
+	}
+}
+
+// TestRefundTransitionTable checks every (state, event) pair of a refund.
+func TestRefundTransitionTable(t *testing.T) {
+	allowed := map[refundEdge]RefundState{
+		{RefundPending, EventRefund}:     RefundRefunding,
+		{RefundRefunding, EventSucceed}:  RefundSucceeded,
+		{RefundRefunding, EventFail}:     RefundFailed,
+		{RefundRefunding, EventEscalate}: RefundNeedsReview,
+	}
+	for _, from := range RefundStates {
+		for _, ev := range RefundEvents {
+			to, err := NextRefund(from, ev)
+			want, ok := allowed[refundEdge{from, ev}]
+			switch {
+			case ok && (err != nil || to != want):
+				t.Errorf("%s --%s--> got (%s, %v), want %s", from, ev, to, err, want)
+			case !ok && err == nil:
+				t.Errorf("%s --%s--> %s allowed, want refused", from, ev, to)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"errors"
 	"testing"
 	"unicode/utf8"
 )
@@ -27,7 +28,7 @@ func FuzzValidate(f *testing.F) {
 		}
 		n := NewOrder{MerchantReference: ref, Amount: Money{Currency: currency, AmountMinor: amount}, PaymentMethod: token, Gateway: gateway}
 		if err := n.Validate(); err != nil {
-			if _, ok := err.(*ValidationError); !ok {
+			if v := (*ValidationError)(nil); !errors.As(err, &v) {
 				t.Fatalf("not a ValidationError: %v", err)
 			}
 		} else {

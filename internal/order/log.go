@@ -33,10 +33,30 @@ func (t Transition) Log(ctx context.Context, log *slog.Logger) {
 		slog.String("to", string(t.To)), slog.String("event", string(t.Event)), slog.String("actor", string(t.Actor)))
 }
 
+// RefundTransition is one move of a refund, as its log line tells it.
+type RefundTransition struct {
+	OrderID  string
+	RefundID string
+	// RequestID is the client's key of the call that made the move, if a
+	// client's call made it.
+	RequestID string
+	From, To  RefundState
+	Event     EventName
+	Actor     Actor
+}
+
+// Log writes the refund transition's one log line.
+func (t RefundTransition) Log(ctx context.Context, log *slog.Logger) {
+	log.LogAttrs(ctx, slog.LevelInfo, "refund transition", slog.String("order_id", t.OrderID),
+		slog.String("refund_id", t.RefundID), keyAttr("request_key", t.RequestID), slog.String("from", string(t.From)),
+		slog.String("to", string(t.To)), slog.String("event", string(t.Event)), slog.String("actor", string(t.Actor)))
+}
+
 // GatewayCall is one call to a gateway about an attempt, as its log line
 // tells it.
 type GatewayCall struct {
-	// Op is "charge" or "lookup".
+	// Op is "charge", "lookup", "refund" or "lookup_refund"; for the
+	// last two, AttemptID is the refund's id.
 	Op        string
 	Gateway   string
 	OrderID   string

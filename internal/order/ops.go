@@ -30,7 +30,7 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 	if actor == "" {
 		return Order{}, errors.New("resolve: no operator identity")
 	}
-	o, err := s.store.Transition(ctx, "", id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, AnyMerchant, id, func(o Order) (Move, error) {
 		to, err := Next(o.State, ev)
 		m := Move{Event: ev, To: to, Actor: actor, Reason: reason}
 		if ev == EventResolvePaid {

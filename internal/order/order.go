@@ -11,20 +11,32 @@ import (
 // State is where an order stands. The database mirrors these values.
 type State string
 
-// The states of an order. PAID and CANCELED are terminal.
+// The states of an order. REFUNDED and CANCELED are terminal.
 const (
 	StatePending     State = "PENDING"
 	StateCharging    State = "CHARGING"
 	StatePaid        State = "PAID"
 	StateCanceled    State = "CANCELED"
 	StateNeedsReview State = "NEEDS_REVIEW"
+	// StatePartiallyRefunded: paid, and some of it refunded.
+	StatePartiallyRefunded State = "PARTIALLY_REFUNDED"
+	// StateRefunded: paid, and all of it refunded.
+	StateRefunded State = "REFUNDED"
 )
 
 // States lists every state, in the order the API numbers them.
-var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, StateNeedsReview}
+var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, StateNeedsReview,
+	StatePartiallyRefunded, StateRefunded}
 
 // Terminal reports whether nothing can happen to an order in state s.
-func (s State) Terminal() bool { return s == StatePaid || s == StateCanceled }
+func (s State) Terminal() bool { return s == StateRefunded || s == StateCanceled }
+
+// ChargeSettled reports whether the charge path is done with an order in
+// state s: it was paid (and perhaps refunded since) or canceled. Only
+// refunds can move it from here.
+func (s State) ChargeSettled() bool {
+	return s == StatePaid || s == StatePartiallyRefunded || s == StateRefunded || s == StateCanceled
+}
 
 // Actor names who made a transition, as an order's history records it.
 type Actor string
@@ -67,8 +79,12 @@ type Order struct {
 	ReconcileCount int
 	// LastError is the last thing that kept the outcome unknown.
 	LastError string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	// Refunded is the sum of the order's succeeded refunds, and Refunding
+	// the sum of those in flight or in review: what may have gone back.
+	// Never more than Amount is refunded or refunding.
+	Refunded, Refunding int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
 }
 
 // Attempt is one try to charge an order. Its ID is the gateway reference and
@@ -88,6 +104,8 @@ type Attempt struct {
 
 // Event is one recorded transition in an order's history.
 type Event struct {
+	// Seq orders an order's events: a later event has a greater Seq.
+	Seq       int64
 	OrderID   string
 	From      State // empty for the creation of the order
 	To        State
@@ -95,6 +113,8 @@ type Event struct {
 	Actor     Actor
 	Reason    string
 	AttemptID string
+	// RefundID names the refund that made the move, if a refund did.
+	RefundID  string
 	CreatedAt time.Time
 }
 
@@ -117,6 +137,16 @@ type ListFilter struct {
 	// After continues a listing after this order (the last of a page).
 	AfterUpdated time.Time
 	AfterID      string
+}
+
+// HistoryPage selects one page of an order's history: up to Limit events
+// after event AfterSeq, and up to Limit attempts after the attempt
+// (AfterAttemptCreated, AfterAttemptID) in the order (created, id).
+type HistoryPage struct {
+	Limit               int
+	AfterSeq            int64
+	AfterAttemptCreated time.Time
+	AfterAttemptID      string
 }
 
 // Stats summarises all orders for an operator.

@@ -20,8 +20,8 @@ type Store interface {
 	// same merchant reference when its parameters are the same (a
 	// *ConflictError when they differ).
 	CreateOrder(ctx context.Context, o Order) (Order, error)
-	// Order returns an order by id; merchantID "" means any merchant.
-	Order(ctx context.Context, merchantID, id string) (Order, error)
+	// Order returns an order by id; an order outside scope is ErrNotFound.
+	Order(ctx context.Context, scope Scope, id string) (Order, error)
 	// OrderByReference returns a merchant's order by merchant reference.
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
 	// Attempt returns an attempt by id.
@@ -40,8 +40,9 @@ type Store interface {
 	// nothing and returns a *ConflictError.
 	CreateClaimed(ctx context.Context, o Order, c Claim) (Order, Attempt, bool, error)
 	// Transition locks an order, asks decide for the move to make from the
-	// state it is in, and makes it with its event, in one transaction.
-	Transition(ctx context.Context, merchantID, id string, decide func(Order) (Move, error)) (Order, error)
+	// state it is in, and makes it with its event, in one transaction. An
+	// order outside scope is ErrNotFound.
+	Transition(ctx context.Context, scope Scope, id string, decide func(Order) (Move, error)) (Order, error)
 }
 
 // Claim asks the store to start an attempt. When the order is in From and
@@ -115,7 +116,9 @@ type Config struct {
 
 // Service charges orders: claim, call, settle.
 type Service struct {
-	store    Store
+	store Store
+	// refunds is store, when it keeps refunds too; nil refuses refunds.
+	refunds  RefundStore
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -133,7 +136,8 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
 	}
-	return &Service{store: store, gateways: gateways, cfg: cfg, log: log}, nil
+	refunds, _ := store.(RefundStore)
+	return &Service{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.
@@ -173,12 +177,12 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	}, nil
 }
 
-// Get returns merchantID's order by id.
-func (s *Service) Get(ctx context.Context, merchantID, id string) (Order, error) {
+// Get returns an order by id, if it is within scope.
+func (s *Service) Get(ctx context.Context, scope Scope, id string) (Order, error) {
 	if err := CheckID("id", id); err != nil {
 		return Order{}, err
 	}
-	return s.store.Order(ctx, merchantID, id)
+	return s.store.Order(ctx, scope, id)
 }
 
 // GetByReference returns merchantID's order by merchant reference.
@@ -308,7 +312,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 		return settled, &a, nil
 	}
 	// The reconciler (or a person) settled it first; report what won.
-	if settled, err = s.store.Order(ctx, merchantID, o.ID); err != nil {
+	if settled, err = s.store.Order(ctx, ForMerchant(merchantID), o.ID); err != nil {
 		return Order{}, nil, err
 	}
 	if a, err = s.store.Attempt(ctx, a.ID); err != nil {
@@ -355,7 +359,7 @@ func settlementFor(orderID, attemptID string, res Result, recheck time.Duration)
 	return st
 }
 
-// Cancel moves a PENDING order to CANCELED.
+// Cancel moves merchantID's PENDING order to CANCELED.
 func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Order, error) {
 	if err := CheckID("order_id", id); err != nil {
 		return Order{}, err
@@ -363,7 +367,7 @@ func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Or
 	if err := CheckReason("reason", reason, false); err != nil {
 		return Order{}, err
 	}
-	o, err := s.store.Transition(ctx, merchantID, id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, ForMerchant(merchantID), id, func(o Order) (Move, error) {
 		to, err := Next(o.State, EventCancel)
 		return Move{Event: EventCancel, To: to, Actor: ActorAPI, Reason: reason}, err
 	})

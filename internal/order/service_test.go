@@ -144,7 +144,7 @@ func TestCreateThenGet(t *testing.T) {
 		t.Fatalf("created %+v", created)
 	}
 	ctx := context.Background()
-	byID, err := f.svc.Get(ctx, merchant, created.ID)
+	byID, err := f.svc.Get(ctx, order.ForMerchant(merchant), created.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,17 +227,17 @@ func TestGetNotFound(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	if _, err := f.svc.Get(ctx, merchant, order.NewID()); !errors.Is(err, order.ErrNotFound) {
+	if _, err := f.svc.Get(ctx, order.ForMerchant(merchant), order.NewID()); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("Get of no order: %v, want ErrNotFound", err)
 	}
 	if _, err := f.svc.GetByReference(ctx, merchant, "nope"); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("GetByReference of no order: %v, want ErrNotFound", err)
 	}
-	_, err := f.svc.Get(ctx, merchant, "not-a-uuid")
+	_, err := f.svc.Get(ctx, order.ForMerchant(merchant), "not-a-uuid")
 	wantValidation(t, err, "id")
 	// Another merchant's order is not found either.
 	o := f.create(t, "order-mine", "tok_ok")
-	if _, err := f.svc.Get(ctx, "another-merchant", o.ID); !errors.Is(err, order.ErrNotFound) {
+	if _, err := f.svc.Get(ctx, order.ForMerchant("another-merchant"), o.ID); !errors.Is(err, order.ErrNotFound) {
 		t.Errorf("Get of another merchant's order: %v, want ErrNotFound", err)
 	}
 }
@@ -349,7 +349,7 @@ func TestChargeDeclineThenNewAttempt(t *testing.T) {
 	}
 	// Reusing the request id with another card is a conflict.
 	_, _, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "checkout-decline-1", PaymentMethod: "tok_ok"})
-	wantConflict(t, err)
+	_ = wantConflict(t, err)
 	// A new click with a good card succeeds.
 	ok, _, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "checkout-decline-2", PaymentMethod: "tok_ok"})
 	if err != nil || ok.State != order.StatePaid {
@@ -370,7 +370,7 @@ func TestChargeDeclineThenNewAttempt(t *testing.T) {
 	// A request id of this order used on another order is a conflict.
 	other := f.create(t, "order-decline-other", "tok_ok")
 	_, _, err = f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: other.ID, RequestID: "checkout-decline-2"})
-	wantConflict(t, err)
+	_ = wantConflict(t, err)
 	if n := f.charges(t, other.ID); n != 0 {
 		t.Fatalf("conflicting request charged %d times", n)
 	}
@@ -464,10 +464,10 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	// Other parameters under the same reference, and a request id of another order, are conflicts.
 	_, _, err = f.svc.CreateAndCharge(ctx, merchant, order.NewOrder{MerchantReference: "one-call-1",
 		Amount: order.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"}, "one-call-req-3")
-	wantConflict(t, err)
+	_ = wantConflict(t, err)
 	_, _, err = f.svc.CreateAndCharge(ctx, merchant, order.NewOrder{MerchantReference: "one-call-2",
 		Amount: order.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"}, "one-call-req-1")
-	wantConflict(t, err)
+	_ = wantConflict(t, err)
 	// The failed call created nothing: no order under the new reference.
 	if _, err := f.svc.GetByReference(ctx, merchant, "one-call-2"); !errors.Is(err, order.ErrNotFound) {
 		t.Fatalf("the conflicting call left an order behind: %v", err)

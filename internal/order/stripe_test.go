@@ -85,7 +85,7 @@ func (f *stripeFixture) check(t *testing.T, o order.Order) (order.Order, order.A
 func (f *stripeFixture) load(t *testing.T, id string) (order.Order, order.Attempt) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.store.Order(ctx, "", id)
+	o, err := f.store.Order(ctx, order.AnyMerchant, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,6 +110,12 @@ func CheckID(field, id string) error {
 	return nil
 }
 
+// CheckMerchantID validates a merchant id named in a request (an
+// operator's): as long as a reference at most, and no card number.
+func CheckMerchantID(field, id string) error {
+	return checkText(field, id, 1, MaxReferenceLen)
+}
+
 // CheckReference validates a merchant reference used as a lookup key.
 func CheckReference(field, ref string) error {
 	return checkText(field, ref, 1, MaxReferenceLen)
@@ -246,7 +252,7 @@ func isUUID(s string) bool {
 				return false
 			}
 		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+			if ('0' > c || c > '9') && ('a' > c || c > 'f') && ('A' > c || c > 'F') {
 				return false
 			}
 		}

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"unicode"
@@ -84,8 +85,8 @@ func TestCardNumberRefusedInEveryField(t *testing.T) {
 		{"reason", CheckReason("reason", pan, false)},
 		{"merchant_reference", CheckReference("merchant_reference", pan)},
 	} {
-		v, isVal := tt.err.(*ValidationError)
-		if !isVal || v.Field != tt.field || v.Reason != cardNumberAdvisory || strings.Contains(v.Error(), "4242") {
+		var v *ValidationError
+		if !errors.As(tt.err, &v) || v.Field != tt.field || v.Reason != cardNumberAdvisory || strings.Contains(v.Error(), "4242") {
 			t.Errorf("%s with a card number: %v, want the card number advisory", tt.field, tt.err)
 		}
 	}

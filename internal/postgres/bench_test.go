@@ -133,7 +133,7 @@ func BenchmarkReconcileDrain(b *testing.B) {
 			b.Fatal(err)
 		}
 		for _, ref := range refs {
-			gw.Charge(ctx, order.ChargeRequest{AttemptID: ref})
+			_, _ = gw.Charge(ctx, order.ChargeRequest{AttemptID: ref})
 		}
 		r, err := reconcile.New(postgres.NewStore(pool), map[string]order.Gateway{"sim": gw}, reconcile.Config{
 			Schedule: reconcile.DefaultSchedule, BatchSize: 100, Concurrency: 8, PollInterval: time.Second,
@@ -155,7 +155,9 @@ func BenchmarkReconcileDrain(b *testing.B) {
 		}
 		b.ReportMetric(n/time.Since(start).Seconds(), "orders/s")
 		var left int
-		pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE state <> 'PAID'`).Scan(&left)
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE state <> 'PAID'`).Scan(&left); err != nil {
+			b.Fatal(err)
+		}
 		if left != 0 {
 			b.Fatalf("%d orders not PAID after the drain", left)
 		}

@@ -1,6 +1,11 @@
 // Package postgres implements Settle's storage on PostgreSQL with pgx: the
-// order store and migrations.
-// It is the only package that begins and commits transactions.
+// order store and migrations. It is the only package that begins and
+// commits transactions.
+//
+// Every statement is a file in sql/, embedded whole and run with named
+// arguments (pgx.StrictNamedArgs), so that it can be read, and pasted into
+// psql, as it runs; no SQL is put together at run time. Result columns are
+// named after the db tags of the row types in rows.go.
 package postgres
 
 import (

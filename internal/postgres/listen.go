@@ -2,19 +2,18 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	_ "embed"
 	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/settlepay/settle/internal/order"
 )
 
-// notifyChannel carries the id of every order whose state or attempt changed
-// (see migration 00003).
-const notifyChannel = "settle_orders"
+// listenSQL subscribes a connection to the ids of changed orders.
+//
+//go:embed sql/listen.sql
+var listenSQL string
 
 // ListenOrders calls fn with the id of every order that changes, until ctx
 // ends. It holds one connection of the pool, and reconnects after a failure;
@@ -45,13 +44,15 @@ func (s *Store) listen(ctx context.Context, fn func(string), missed func()) erro
 	// A connection that has listened is not handed back to the pool.
 	conn := pc.Hijack()
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "LISTEN "+notifyChannel); err != nil {
+	if _, err := conn.Exec(ctx, listenSQL); err != nil {
 		return err
 	}
 	// Each (re)connection of each server clears the rows that crashed
 	// servers left; a failure here costs only stale rows, which the
 	// trigger ignores.
-	s.sweepWatchers(ctx)
+	if err := s.sweepWatchers(ctx); err != nil {
+		return err
+	}
 	missed()
 	for {
 		n, err := conn.WaitForNotification(ctx)
@@ -71,17 +72,17 @@ const (
 	watchRefresh = watchTTL / 4
 )
 
-// watchSQL registers a watcher of merchant $2's order $1, and deletes that
-// order's expired watchers. The row is copied from the order itself, so
-// that no row is ever created for an order of another merchant or for no
-// order at all: the statement then returns nothing.
-const watchSQL = `
-WITH swept AS (
-	DELETE FROM order_watchers WHERE merchant_id = $2 AND order_id = $1 AND expires_at <= now()
-)
-INSERT INTO order_watchers (merchant_id, order_id, watcher_id, expires_at)
-SELECT merchant_id, id, $3, now() + $4::interval FROM orders WHERE id = $1 AND merchant_id = $2
-RETURNING true`
+//go:embed sql/watch.sql
+var watchSQL string
+
+//go:embed sql/refresh_watch.sql
+var refreshWatchSQL string
+
+//go:embed sql/unwatch.sql
+var unwatchSQL string
+
+//go:embed sql/sweep_watchers.sql
+var sweepWatchersSQL string
 
 // Watch registers interest in merchantID's order orderID until the returned
 // function is called; only watched orders are notified (see migrations
@@ -91,11 +92,11 @@ RETURNING true`
 func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), error) {
 	watcher := uuid.NewString()
 	err := retry(ctx, func() error {
-		var ok bool
-		err := s.pool.QueryRow(ctx, watchSQL, orderID, merchantID, watcher, watchTTL).Scan(&ok)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return order.ErrNotFound
-		}
+		_, err := queryOne[struct {
+			Watched bool `db:"watched"`
+		}](ctx, s.pool, watchSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
+		})
 		return err
 	})
 	if err != nil {
@@ -115,8 +116,9 @@ func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), 
 			case <-t.C:
 				// A failed refresh is retried at the next tick; the row
 				// outlives a few of them.
-				s.pool.Exec(ctx, `UPDATE order_watchers SET expires_at = now() + $4::interval
-					WHERE merchant_id = $1 AND order_id = $2 AND watcher_id = $3`, merchantID, orderID, watcher, watchTTL)
+				_, _ = s.pool.Exec(ctx, refreshWatchSQL, pgx.StrictNamedArgs{
+					"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
+				})
 			}
 		}
 	}()
@@ -125,14 +127,16 @@ func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), 
 		<-done
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
-		s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE merchant_id = $1 AND order_id = $2 AND watcher_id = $3`,
-			merchantID, orderID, watcher)
+		// A row left behind expires (see refreshWatchSQL).
+		_, _ = s.pool.Exec(ctx, unwatchSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher,
+		})
 	}, nil
 }
 
 // sweepWatchers deletes every expired row of order_watchers: those of
 // servers that stopped without removing theirs.
 func (s *Store) sweepWatchers(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM order_watchers WHERE expires_at <= now()`)
+	_, err := s.pool.Exec(ctx, sweepWatchersSQL)
 	return err
 }

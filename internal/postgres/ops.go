@@ -2,12 +2,16 @@ package postgres
 
 import (
 	"context"
+	_ "embed"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlepay/settle/internal/order"
 )
+
+//go:embed sql/list_orders.sql
+var listOrdersSQL string
 
 // ListOrders returns orders for an operator, newest state change first.
 func (s *Store) ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error) {
@@ -17,27 +21,24 @@ func (s *Store) ListOrders(ctx context.Context, f order.ListFilter) ([]order.Ord
 	}
 	var out []order.Order
 	err := retry(ctx, func() error {
-		out = out[:0]
-		rows, err := s.pool.Query(ctx, `SELECT `+orderCols("orders")+` FROM orders
-			WHERE ($1 = '' OR state = $1) AND updated_at <= now() - $2::interval
-			  AND ($3::timestamptz IS NULL OR (updated_at, id) < ($3, $4::uuid))
-			ORDER BY updated_at DESC, id DESC LIMIT $5`,
-			f.State, f.MinAge, after, nullUUID(f.AfterID), f.Limit)
-		if err != nil {
-			return err
+		rows, err := queryAll[refundedOrderRow](ctx, s.pool, listOrdersSQL, pgx.StrictNamedArgs{
+			"state": f.State, "min_age": f.MinAge, "after_updated": after, "after_id": nullUUID(f.AfterID),
+			"limit": f.Limit,
+		})
+		out = make([]order.Order, len(rows))
+		for i, r := range rows {
+			out[i] = r.order()
 		}
-		defer rows.Close()
-		for rows.Next() {
-			o, err := scanOrder(rows)
-			if err != nil {
-				return err
-			}
-			out = append(out, o)
-		}
-		return rows.Err()
+		return err
 	})
 	return out, err
 }
+
+//go:embed sql/order_events.sql
+var orderEventsSQL string
+
+//go:embed sql/order_attempts.sql
+var orderAttemptsSQL string
 
 // History returns an order's events and attempts, oldest first.
 func (s *Store) History(ctx context.Context, id string) ([]order.Event, []order.Attempt, error) {
@@ -47,55 +48,97 @@ func (s *Store) History(ctx context.Context, id string) ([]order.Event, []order.
 	)
 	err := retry(ctx, func() error {
 		events, attempts = nil, nil
-		rows, err := s.pool.Query(ctx, `SELECT order_id::text, coalesce(from_state, ''), to_state, event, actor, reason,
-			coalesce(attempt_id::text, ''), created_at FROM order_events WHERE order_id = $1 ORDER BY id`, id)
+		evs, err := queryAll[eventRow](ctx, s.pool, orderEventsSQL, pgx.StrictNamedArgs{"order_id": id})
 		if err != nil {
 			return err
 		}
-		events, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (order.Event, error) {
-			var e order.Event
-			err := r.Scan(&e.OrderID, &e.From, &e.To, &e.Name, &e.Actor, &e.Reason, &e.AttemptID, &e.CreatedAt)
-			return e, err
-		})
+		ats, err := queryAll[attemptRow](ctx, s.pool, orderAttemptsSQL, pgx.StrictNamedArgs{"order_id": id})
 		if err != nil {
 			return err
 		}
-		rows, err = s.pool.Query(ctx, `SELECT `+attemptCols("charge_attempts")+` FROM charge_attempts
-			WHERE order_id = $1 ORDER BY created_at, id`, id)
-		if err != nil {
-			return err
+		events = make([]order.Event, len(evs))
+		for i, e := range evs {
+			events[i] = e.event()
 		}
-		attempts, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (order.Attempt, error) {
-			var a order.Attempt
-			err := r.Scan(attemptDest(&a)...)
-			return a, err
-		})
-		return err
+		attempts = make([]order.Attempt, len(ats))
+		for i, a := range ats {
+			attempts[i] = a.attempt()
+		}
+		return nil
 	})
 	return events, attempts, err
 }
+
+//go:embed sql/history_events.sql
+var historyEventsSQL string
+
+//go:embed sql/history_attempts.sql
+var historyAttemptsSQL string
+
+// HistoryPage returns one page of an order's events and attempts, oldest
+// first; see order.HistoryPage.
+func (s *Store) HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error) {
+	var (
+		events   []order.Event
+		attempts []order.Attempt
+		after    *time.Time
+	)
+	if !p.AfterAttemptCreated.IsZero() {
+		after = &p.AfterAttemptCreated
+	}
+	err := retry(ctx, func() error {
+		evs, err := queryAll[eventRow](ctx, s.pool, historyEventsSQL,
+			pgx.StrictNamedArgs{"order_id": id, "after_seq": p.AfterSeq, "limit": p.Limit})
+		if err != nil {
+			return err
+		}
+		ats, err := queryAll[attemptRow](ctx, s.pool, historyAttemptsSQL, pgx.StrictNamedArgs{
+			"order_id": id, "after_created": after, "after_id": nullUUID(p.AfterAttemptID), "limit": p.Limit,
+		})
+		if err != nil {
+			return err
+		}
+		events = make([]order.Event, len(evs))
+		for i, e := range evs {
+			events[i] = e.event()
+		}
+		attempts = make([]order.Attempt, len(ats))
+		for i, a := range ats {
+			attempts[i] = a.attempt()
+		}
+		return nil
+	})
+	return events, attempts, err
+}
+
+//go:embed sql/count_by_state.sql
+var countByStateSQL string
+
+//go:embed sql/charging_backlog.sql
+var chargingBacklogSQL string
 
 // Stats summarises the orders by state and the reconcile backlog.
 func (s *Store) Stats(ctx context.Context) (order.Stats, error) {
 	st := order.Stats{ByState: map[order.State]int64{}}
 	err := retry(ctx, func() error {
-		rows, err := s.pool.Query(ctx, `SELECT state, count(*) FROM orders GROUP BY state`)
+		counts, err := queryAll[struct {
+			State string `db:"state"`
+			Count int64  `db:"count"`
+		}](ctx, s.pool, countByStateSQL, nil)
 		if err != nil {
 			return err
 		}
-		var (
-			state order.State
-			n     int64
-		)
-		if _, err := pgx.ForEachRow(rows, []any{&state, &n}, func() error { st.ByState[state] = n; return nil }); err != nil {
-			return err
+		for _, c := range counts {
+			st.ByState[order.State(c.State)] = c.Count
 		}
-		var oldest *time.Time
-		err = s.pool.QueryRow(ctx, `SELECT min(updated_at), count(*) FILTER (WHERE reconcile_at <= now())
-			FROM orders WHERE state = 'CHARGING'`).Scan(&oldest, &st.Backlog)
-		if oldest != nil {
-			st.OldestCharging = *oldest
+		b, err := queryOne[struct {
+			OldestCharging *time.Time `db:"oldest_charging"`
+			Backlog        int64      `db:"backlog"`
+		}](ctx, s.pool, chargingBacklogSQL, nil)
+		if b.OldestCharging != nil {
+			st.OldestCharging = *b.OldestCharging
 		}
+		st.Backlog = b.Backlog
 		return err
 	})
 	return st, err

@@ -67,7 +67,7 @@ func TestSettleMany(t *testing.T) {
 		{OrderID: order.NewID(), AttemptID: order.NewID(), Event: order.EventSucceed, To: order.StatePaid,
 			Result: order.Result{Outcome: order.OutcomeSucceeded}, Actor: "reconciler"},
 	}
-	applied, err := s.SettleMany(ctx, sts)
+	_, applied, err := s.SettleMany(ctx, sts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func TestSettleMany(t *testing.T) {
 	}
 
 	get := func(id string) order.Order {
-		o, err := s.Order(ctx, "", id)
+		o, err := s.Order(ctx, order.AnyMerchant, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestSettleMany(t *testing.T) {
 	o2, att2 := chargingOrder(t, s, "ref-twice")
 	twice := order.Settlement{OrderID: o2.ID, AttemptID: att2, RecheckIn: time.Hour, Checked: true,
 		Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "reconciler"}
-	if _, err := s.SettleMany(ctx, []order.Settlement{twice, twice}); err == nil {
+	if _, _, err := s.SettleMany(ctx, []order.Settlement{twice, twice}); err == nil {
 		t.Error("an order twice in one call: no error")
 	}
 	if o := get(o2.ID); o.ReconcileCount != 0 {
@@ -184,7 +184,7 @@ func TestSettleManyOverlapping(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for range rounds {
-				if _, err := s.SettleMany(ctx, batch); err != nil {
+				if _, _, err := s.SettleMany(ctx, batch); err != nil {
 					t.Error(err)
 					return
 				}
@@ -193,7 +193,9 @@ func TestSettleManyOverlapping(t *testing.T) {
 	}
 	wg.Wait()
 	var checks int
-	pool.QueryRow(ctx, `SELECT sum(reconcile_count) FROM orders`).Scan(&checks)
+	if err := pool.QueryRow(ctx, `SELECT sum(reconcile_count) FROM orders`).Scan(&checks); err != nil {
+		t.Fatal(err)
+	}
 	if checks != 2*rounds*n {
 		t.Errorf("%d checks counted, want %d", checks, 2*rounds*n)
 	}
@@ -237,7 +239,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `UPDATE orders SET state = 'PAID', reconcile_at = NULL WHERE id = $1`, paid.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +252,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		applied, err := s.SettleMany(ctx, []order.Settlement{
+		_, applied, err := s.SettleMany(ctx, []order.Settlement{
 			{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventFail, To: order.StatePending, Checked: true,
 				Result: order.Result{Outcome: order.OutcomeDeclined}, Actor: "reconciler"},
 			{OrderID: rechecked.ID, AttemptID: recheckedAtt, RecheckIn: time.Hour, Checked: true,
@@ -268,8 +270,10 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 	}
 	var state string
 	var checks, events int
-	pool.QueryRow(ctx, `SELECT (SELECT state FROM orders WHERE id = $1), (SELECT reconcile_count FROM orders WHERE id = $2),
-		(SELECT count(*) FROM order_events WHERE event = 'fail')`, paid.ID, rechecked.ID).Scan(&state, &checks, &events)
+	if err := pool.QueryRow(ctx, `SELECT (SELECT state FROM orders WHERE id = $1), (SELECT reconcile_count FROM orders WHERE id = $2),
+		(SELECT count(*) FROM order_events WHERE event = 'fail')`, paid.ID, rechecked.ID).Scan(&state, &checks, &events); err != nil {
+		t.Fatal(err)
+	}
 	if state != "PAID" || checks != 2 || events != 0 {
 		t.Fatalf("paid order %s, rechecked order checked %d times, %d fail events; want PAID, 2, 0", state, checks, events)
 	}
@@ -298,7 +302,7 @@ func groupedSettles(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, counter
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(ctx)
+	defer func() { _ = tx.Rollback(ctx) }()
 	if _, err := tx.Exec(ctx, `SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, sts[0].OrderID); err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +374,9 @@ func TestSettleGroups(t *testing.T) {
 		t.Errorf("%d orders settled with %d statements, want them to share (at most 3)", n, statements)
 	}
 	var events int
-	pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events)
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM order_events WHERE event = 'succeed'`).Scan(&events); err != nil {
+		t.Fatal(err)
+	}
 	if events != n {
 		t.Errorf("%d succeed events, want %d", events, n)
 	}
@@ -415,7 +421,7 @@ func TestSettleTruncatesToValidUTF8(t *testing.T) {
 	if err != nil || !ok {
 		t.Fatalf("settle: %v, applied %v", err, ok)
 	}
-	got, err := s.Order(ctx, "", o.ID)
+	got, err := s.Order(ctx, order.AnyMerchant, o.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

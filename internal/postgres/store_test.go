@@ -49,7 +49,9 @@ func TestCreateOrderIdempotent(t *testing.T) {
 		t.Fatalf("other amount, same reference: got %v, want ConflictError", err)
 	}
 	var n, events int
-	pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events)
+	if err := pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events); err != nil {
+		t.Fatal(err)
+	}
 	if n != 1 || events != 1 {
 		t.Fatalf("orders = %d, events = %d; want 1 and 1", n, events)
 	}
@@ -94,7 +96,9 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 				// Whoever lost with the same request id must see the winner's attempt,
 				// unless a different request id won.
 				var winner string
-				pool.QueryRow(ctx, `SELECT request_id FROM charge_attempts`).Scan(&winner)
+				if err := pool.QueryRow(ctx, `SELECT request_id FROM charge_attempts`).Scan(&winner); err != nil {
+					t.Error(err)
+				}
 				if winner == req {
 					t.Errorf("replay of the winning request id returned no attempt")
 				}
@@ -106,7 +110,9 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 		t.Fatalf("claimed %d times, want 1", claimed)
 	}
 	var attempts, events int
-	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events WHERE event = 'charge')`).Scan(&attempts, &events)
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events WHERE event = 'charge')`).Scan(&attempts, &events); err != nil {
+		t.Fatal(err)
+	}
 	if attempts != 1 || events != 1 {
 		t.Fatalf("attempts = %d, charge events = %d; want 1 and 1", attempts, events)
 	}
@@ -204,8 +210,76 @@ func TestCreateClaimed(t *testing.T) {
 		t.Fatalf("taken request id: ok=%v err=%v, want a conflict", ok, err)
 	}
 	var orders, attempts, events int
-	pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events)`).Scan(&orders, &attempts, &events)
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM charge_attempts), (SELECT count(*) FROM order_events)`).Scan(&orders, &attempts, &events); err != nil {
+		t.Fatal(err)
+	}
 	if orders != 1 || attempts != 1 || events != 2 {
 		t.Fatalf("orders=%d attempts=%d events=%d, want 1, 1, 2", orders, attempts, events)
+	}
+}
+
+// TestScope: a merchant's scope reaches its own orders only, the operators'
+// scope reaches every merchant's, and the zero scope reaches none, for
+// reads and for transitions alike.
+func TestScope(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	o, err := s.CreateOrder(ctx, newOrder("ref-scope"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel := func(order.Order) (order.Move, error) {
+		return order.Move{Event: order.EventCancel, To: order.StateCanceled, Actor: order.ActorAPI}, nil
+	}
+	for _, tc := range []struct {
+		name  string
+		scope order.Scope
+		found bool
+	}{
+		{"zero", order.Scope{}, false},
+		{"empty merchant", order.ForMerchant(""), false},
+		{"other merchant", order.ForMerchant("someone-else"), false},
+		{"its merchant", order.ForMerchant(o.MerchantID), true},
+		{"any merchant", order.AnyMerchant, true},
+	} {
+		got, err := s.Order(ctx, tc.scope, o.ID)
+		if tc.found && (err != nil || got.ID != o.ID) {
+			t.Errorf("%s: Order = %s, %v; want the order", tc.name, got.ID, err)
+		}
+		if !tc.found {
+			if !errors.Is(err, order.ErrNotFound) {
+				t.Errorf("%s: Order = %s, %v; want ErrNotFound", tc.name, got.ID, err)
+			}
+			if _, err := s.Transition(ctx, tc.scope, o.ID, cancel); !errors.Is(err, order.ErrNotFound) {
+				t.Errorf("%s: Transition: %v; want ErrNotFound", tc.name, err)
+			}
+		}
+	}
+	if got, err := s.Transition(ctx, order.AnyMerchant, o.ID, cancel); err != nil || got.State != order.StateCanceled {
+		t.Errorf("Transition with AnyMerchant: %s, %v; want CANCELED", got.State, err)
+	}
+}
+
+// TestClaimOrder: an operator's lease of one order takes a CHARGING order
+// with its current attempt, and reports false for any other state or id.
+func TestClaimOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	charging, att := chargingOrder(t, s, "ref-claim-order")
+	pending, err := s.CreateOrder(ctx, newOrder("ref-claim-order-pending"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, ok, err := s.ClaimOrder(ctx, charging.ID, time.Minute)
+	if err != nil || !ok || d.Order.ID != charging.ID || d.Attempt.ID != att || d.AttemptAge < 0 ||
+		time.Until(d.Order.ReconcileAt) < 50*time.Second {
+		t.Errorf("ClaimOrder(CHARGING) = %+v, %v, %v; want it leased for a minute with its attempt", d, ok, err)
+	}
+	for _, id := range []string{pending.ID, order.NewID()} {
+		if d, ok, err := s.ClaimOrder(ctx, id, time.Minute); err != nil || ok || d.Order.ID != "" {
+			t.Errorf("ClaimOrder(%s) = %+v, %v, %v; want nothing", id, d, ok, err)
+		}
 	}
 }

@@ -24,8 +24,9 @@ type Store interface {
 	// ClaimDue leases up to limit due CHARGING orders, pushing their
 	// reconcile_at forward by lease, skipping orders others hold.
 	ClaimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
-	// ClaimOrder leases one CHARGING order now, due or not.
-	ClaimOrder(ctx context.Context, id string, lease time.Duration) ([]order.Due, error)
+	// ClaimOrder leases one CHARGING order now, due or not; it reports
+	// false when there is no such CHARGING order.
+	ClaimOrder(ctx context.Context, id string, lease time.Duration) (order.Due, bool, error)
 	// Settle is order.Store's guarded settle. Concurrent settles share a
 	// statement and a commit (postgres.Store groups them).
 	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
@@ -66,7 +67,9 @@ var DefaultSchedule = []time.Duration{
 
 // Reconciler settles unknown outcomes.
 type Reconciler struct {
-	store    Store
+	store Store
+	// refunds is store, when it keeps refunds too.
+	refunds  RefundStore
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -89,7 +92,8 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	if cfg.OnCheck == nil {
 		cfg.OnCheck = func(string) {}
 	}
-	return &Reconciler{store: store, gateways: gateways, cfg: cfg, log: log}, nil
+	refunds, _ := store.(RefundStore)
+	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
 }
 
 // lease is how far a check pushes reconcile_at: long enough for the lookup
@@ -115,8 +119,9 @@ func (r *Reconciler) Run(ctx context.Context) error {
 	}
 }
 
-// RunOnce leases one batch of due orders and checks each. It returns how
-// many it leased.
+// RunOnce leases one batch of due orders and checks each, then one batch
+// of due refunds. It returns how many orders it leased, or refunds when
+// that is more.
 //
 // The lookups run Concurrency at a time. A lookup's slot is freed as soon
 // as the gateway has answered, before its settle: the settles of a backlog
@@ -154,18 +159,20 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		}()
 	}
 	wg.Wait()
-	return len(due), errors.Join(errs...)
+	n, err := r.runRefunds(ctx)
+	return max(len(due), n), errors.Join(append(errs, err)...)
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as
-// it then stands; an order in any other state is returned unchanged.
+// it then stands; for an order in any other state (or none) it reports
+// false and checks nothing.
 func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool, error) {
-	due, err := r.store.ClaimOrder(ctx, id, r.lease())
-	if err != nil || len(due) == 0 {
+	due, ok, err := r.store.ClaimOrder(ctx, id, r.lease())
+	if err != nil || !ok {
 		return order.Order{}, false, err
 	}
-	res, err := r.lookup(ctx, due[0])
-	o, err := r.settle(ctx, r.decide(due[0], res, err))
+	res, err := r.lookup(ctx, due)
+	o, err := r.settle(ctx, r.decide(due, res, err))
 	return o, true, err
 }
 

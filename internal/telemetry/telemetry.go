@@ -28,6 +28,8 @@ type Metrics struct {
 	gatewayCalls    *prometheus.CounterVec
 	gatewaySeconds  *prometheus.HistogramVec
 	reconcileChecks *prometheus.CounterVec
+	authFailures    *prometheus.CounterVec
+	malformed       *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -47,14 +49,28 @@ func NewMetrics() *Metrics {
 		reconcileChecks: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_reconcile_checks_total", Help: "Reconciler checks by result: succeed, fail, escalate or recheck.",
 		}, []string{"result"}),
+		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_auth_failures_total", Help: "Calls refused for their API key (missing, unknown or of the wrong role), by result: rejected, or limited (past the peer's failure budget).",
+		}, []string{"result"}),
+		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
+		}, []string{"grpc_method"}),
 	}
-	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks,
+	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // ReconcileCheck counts one reconciler check by its result.
 func (m *Metrics) ReconcileCheck(result string) { m.reconcileChecks.WithLabelValues(result).Inc() }
+
+// AuthFailure counts one call refused for its API key: result is
+// "rejected" or "limited".
+func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(result).Inc() }
+
+// MalformedRequest counts one request to method (a full method name) that
+// was not a valid protobuf message.
+func (m *Metrics) MalformedRequest(method string) { m.malformed.WithLabelValues(method).Inc() }
 
 // StatsFunc reads the order statistics.
 type StatsFunc func(context.Context) (order.Stats, error)
@@ -132,8 +148,33 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 
 // Gateway wraps a gateway so that each call is counted, timed and traced.
 // Spans carry the order and attempt ids, never the payment method.
+// A gateway that refunds stays an order.Refunder, its refunds measured too.
 func (m *Metrics) Gateway(name string, gw order.Gateway, tracer trace.Tracer) order.Gateway {
-	return &instrumented{name: name, gw: gw, m: m, tracer: tracer}
+	g := &instrumented{name: name, gw: gw, m: m, tracer: tracer}
+	if r, ok := gw.(order.Refunder); ok {
+		return &instrumentedRefunder{instrumented: g, r: r}
+	}
+	return g
+}
+
+// instrumentedRefunder is instrumented for a gateway that refunds.
+type instrumentedRefunder struct {
+	*instrumented
+	r order.Refunder
+}
+
+func (g *instrumentedRefunder) Refund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+	return g.observeRefund(ctx, "refund", req, g.r.Refund)
+}
+
+func (g *instrumentedRefunder) LookupRefund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+	return g.observeRefund(ctx, "lookup_refund", req, g.r.LookupRefund)
+}
+
+func (g *instrumentedRefunder) observeRefund(ctx context.Context, op string, req order.RefundRequest,
+	call func(context.Context, order.RefundRequest) (order.Result, error)) (order.Result, error) {
+	return g.observe(ctx, op, order.ChargeRequest{OrderID: req.OrderID, AttemptID: req.RefundID},
+		func(ctx context.Context, _ order.ChargeRequest) (order.Result, error) { return call(ctx, req) })
 }
 
 type instrumented struct {
@@ -163,7 +204,7 @@ func (g *instrumented) observe(ctx context.Context, op string, req order.ChargeR
 	res, err := call(ctx, req)
 	g.m.gatewaySeconds.WithLabelValues(g.name, op).Observe(time.Since(start).Seconds())
 	outcome := string(res.Outcome)
-	if err != nil && op == "lookup" {
+	if err != nil && (op == "lookup" || op == "lookup_refund") {
 		outcome = "error"
 	}
 	g.m.gatewayCalls.WithLabelValues(g.name, op, outcome).Inc()

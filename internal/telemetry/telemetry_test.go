@@ -32,8 +32,8 @@ func TestGatewaySpan(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range spans[0].Attributes {
-		attrs[string(kv.Key)] = kv.Value.Emit()
-		if kv.Value.Emit() == req.PaymentMethod {
+		attrs[string(kv.Key)] = kv.Value.String()
+		if kv.Value.String() == req.PaymentMethod {
 			t.Fatalf("span carries the payment method in %s", kv.Key)
 		}
 	}

@@ -24,7 +24,9 @@ const (
 	OrderService_ChargeOrder_FullMethodName          = "/settle.v1.OrderService/ChargeOrder"
 	OrderService_CreateAndChargeOrder_FullMethodName = "/settle.v1.OrderService/CreateAndChargeOrder"
 	OrderService_CancelOrder_FullMethodName          = "/settle.v1.OrderService/CancelOrder"
+	OrderService_RefundOrder_FullMethodName          = "/settle.v1.OrderService/RefundOrder"
 	OrderService_WatchOrder_FullMethodName           = "/settle.v1.OrderService/WatchOrder"
+	OrderService_ListEvents_FullMethodName           = "/settle.v1.OrderService/ListEvents"
 )
 
 // OrderServiceClient is the client API for OrderService service.
@@ -50,9 +52,26 @@ type OrderServiceClient interface {
 	CreateAndChargeOrder(ctx context.Context, in *CreateAndChargeOrderRequest, opts ...grpc.CallOption) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(ctx context.Context, in *CancelOrderRequest, opts ...grpc.CallOption) (*CancelOrderResponse, error)
+	// RefundOrder gives back some or all of what a PAID (or PARTIALLY_REFUNDED)
+	// order was charged: at most once per request_id, and never more than
+	// was paid less the refunds that succeeded or are in flight
+	// (FAILED_PRECONDITION says what is left). The same request_id again
+	// returns the same refund; with other parameters it is ALREADY_EXISTS. An
+	// unknown gateway outcome is not an error: the refund is returned
+	// REFUNDING, and the reconciler settles it.
+	RefundOrder(ctx context.Context, in *RefundOrderRequest, opts ...grpc.CallOption) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// terminal state (PAID or CANCELED) or the client leaves.
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
+	// client leaves. The server also
+	// ends the stream, with status OK, after its watch lifetime (10 minutes
+	// unless configured): a client whose last message was not terminal
+	// watches again.
 	WatchOrder(ctx context.Context, in *WatchOrderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOrderResponse], error)
+	// ListEvents returns the caller's events (order.paid, order.payment_failed,
+	// ...) oldest first, after a cursor: the same events the delivery worker
+	// POSTs to webhooks, for merchants who cannot take webhooks. Keep
+	// next_cursor and call again; an empty page means nothing new yet.
+	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
 }
 
 type orderServiceClient struct {
@@ -113,6 +132,16 @@ func (c *orderServiceClient) CancelOrder(ctx context.Context, in *CancelOrderReq
 	return out, nil
 }
 
+func (c *orderServiceClient) RefundOrder(ctx context.Context, in *RefundOrderRequest, opts ...grpc.CallOption) (*RefundOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefundOrderResponse)
+	err := c.cc.Invoke(ctx, OrderService_RefundOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *orderServiceClient) WatchOrder(ctx context.Context, in *WatchOrderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOrderResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &OrderService_ServiceDesc.Streams[0], OrderService_WatchOrder_FullMethodName, cOpts...)
@@ -131,6 +160,16 @@ func (c *orderServiceClient) WatchOrder(ctx context.Context, in *WatchOrderReque
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OrderService_WatchOrderClient = grpc.ServerStreamingClient[WatchOrderResponse]
+
+func (c *orderServiceClient) ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListEventsResponse)
+	err := c.cc.Invoke(ctx, OrderService_ListEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
 
 // OrderServiceServer is the server API for OrderService service.
 // All implementations must embed UnimplementedOrderServiceServer
@@ -155,9 +194,26 @@ type OrderServiceServer interface {
 	CreateAndChargeOrder(context.Context, *CreateAndChargeOrderRequest) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error)
+	// RefundOrder gives back some or all of what a PAID (or PARTIALLY_REFUNDED)
+	// order was charged: at most once per request_id, and never more than
+	// was paid less the refunds that succeeded or are in flight
+	// (FAILED_PRECONDITION says what is left). The same request_id again
+	// returns the same refund; with other parameters it is ALREADY_EXISTS. An
+	// unknown gateway outcome is not an error: the refund is returned
+	// REFUNDING, and the reconciler settles it.
+	RefundOrder(context.Context, *RefundOrderRequest) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// terminal state (PAID or CANCELED) or the client leaves.
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
+	// client leaves. The server also
+	// ends the stream, with status OK, after its watch lifetime (10 minutes
+	// unless configured): a client whose last message was not terminal
+	// watches again.
 	WatchOrder(*WatchOrderRequest, grpc.ServerStreamingServer[WatchOrderResponse]) error
+	// ListEvents returns the caller's events (order.paid, order.payment_failed,
+	// ...) oldest first, after a cursor: the same events the delivery worker
+	// POSTs to webhooks, for merchants who cannot take webhooks. Keep
+	// next_cursor and call again; an empty page means nothing new yet.
+	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
 	mustEmbedUnimplementedOrderServiceServer()
 }
 
@@ -183,8 +239,14 @@ func (UnimplementedOrderServiceServer) CreateAndChargeOrder(context.Context, *Cr
 func (UnimplementedOrderServiceServer) CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelOrder not implemented")
 }
+func (UnimplementedOrderServiceServer) RefundOrder(context.Context, *RefundOrderRequest) (*RefundOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefundOrder not implemented")
+}
 func (UnimplementedOrderServiceServer) WatchOrder(*WatchOrderRequest, grpc.ServerStreamingServer[WatchOrderResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchOrder not implemented")
+}
+func (UnimplementedOrderServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
 }
 func (UnimplementedOrderServiceServer) mustEmbedUnimplementedOrderServiceServer() {}
 func (UnimplementedOrderServiceServer) testEmbeddedByValue()                      {}
@@ -297,6 +359,24 @@ func _OrderService_CancelOrder_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrderService_RefundOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefundOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).RefundOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_RefundOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).RefundOrder(ctx, req.(*RefundOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OrderService_WatchOrder_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchOrderRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -307,6 +387,24 @@ func _OrderService_WatchOrder_Handler(srv interface{}, stream grpc.ServerStream)
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type OrderService_WatchOrderServer = grpc.ServerStreamingServer[WatchOrderResponse]
+
+func _OrderService_ListEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).ListEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_ListEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).ListEvents(ctx, req.(*ListEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
 
 // OrderService_ServiceDesc is the grpc.ServiceDesc for OrderService service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -334,6 +432,14 @@ var OrderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelOrder",
 			Handler:    _OrderService_CancelOrder_Handler,
+		},
+		{
+			MethodName: "RefundOrder",
+			Handler:    _OrderService_RefundOrder_Handler,
+		},
+		{
+			MethodName: "ListEvents",
+			Handler:    _OrderService_ListEvents_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -330,7 +330,7 @@ func checkNothingCharged(t *testing.T, h Harness, req order.ChargeRequest) {
 // dialing it is refused: a gateway that cannot be reached.
 func ClosedAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := new(net.ListenConfig).Listen(t.Context(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,9 @@
 //	200  the charge object, with status "succeeded" or "declined"
 //	404  no charge with that reference exists
 //
+// Refunds (POST /v1/refunds, GET /v1/refunds?reference=) follow the same
+// rules; refund.go describes them.
+//
 // # Outcomes
 //
 // Charge says OutcomeSucceeded or OutcomeDeclined only when the gateway
@@ -90,6 +93,7 @@ type Config struct {
 // implements order.Gateway and is safe for concurrent use.
 type Client struct {
 	chargesURL string
+	refundsURL string
 	apiKey     string
 	timeout    time.Duration
 	http       *http.Client
@@ -134,6 +138,7 @@ func New(cfg Config) (*Client, error) {
 
 	return &Client{
 		chargesURL: base.JoinPath("v1", "charges").String(),
+		refundsURL: base.JoinPath("v1", "refunds").String(),
 		apiKey:     cfg.APIKey,
 		timeout:    cfg.Timeout,
 		http:       &hc,

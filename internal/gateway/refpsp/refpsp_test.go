@@ -55,7 +55,7 @@ func readCharge(t *testing.T, r *http.Request) wireCharge {
 func answer(w http.ResponseWriter, code int, in wireCharge, status, declineCode string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	json.NewEncoder(w).Encode(map[string]any{
+	_ = json.NewEncoder(w).Encode(map[string]any{
 		"id": "ch_" + in.Reference, "reference": in.Reference, "status": status,
 		"amount": in.Amount, "currency": in.Currency, "decline_code": declineCode,
 	})

@@ -1,5 +1,6 @@
 // Package sim is a payment gateway simulator: a real HTTP server that speaks
-// the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=)
+// the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=,
+// and the same for /v1/refunds: see refunds.go)
 // and misbehaves on request, so that tests and local runs can see what a
 // gateway's faults do to Settle. It keeps a ledger of every charge it made,
 // which is the truth to check "charged exactly once" against.
@@ -59,6 +60,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -106,6 +108,9 @@ type Options struct {
 	Seed uint64
 	// Random sets the rates of random faults.
 	Random RandomFaults
+	// RefundSettleDelay is how long a refund that fails later stays
+	// pending. Zero means DefaultRefundSettleDelay.
+	RefundSettleDelay time.Duration
 }
 
 // RandomFaults are the probabilities, each from 0 to 1, that a tok_ok or
@@ -129,12 +134,15 @@ type RandomFaults struct {
 	LookupNotFoundWhileInFlight float64
 	// SlowMax is the longest slow delay. Zero means DefaultSlowMax.
 	SlowMax time.Duration
+	// RefundFailLater answers a refund "pending" and fails it after
+	// Options.RefundSettleDelay.
+	RefundFailLater float64
 }
 
 func (rf RandomFaults) enabled() bool {
 	return rf.Decline > 0 || rf.Timeout > 0 || rf.FiveXXAfterCharge > 0 ||
 		rf.DropAfterCharge > 0 || rf.FiveXXNoCharge > 0 || rf.Slow > 0 ||
-		rf.LookupNotFoundWhileInFlight > 0
+		rf.LookupNotFoundWhileInFlight > 0 || rf.RefundFailLater > 0
 }
 
 // Charge is one charge the simulator made, as its ledger lists it.
@@ -164,14 +172,18 @@ type Sim struct {
 	mux  *http.ServeMux
 
 	mu      sync.Mutex
-	rng     *rand.Rand // draws random faults; guarded by mu
-	records []record   // the ledger, oldest first; guarded by mu
+	rng     *rand.Rand     // draws random faults; guarded by mu
+	records []record       // the ledger, oldest first; guarded by mu
+	refunds []refundRecord // the refund ledger, oldest first; guarded by mu
 }
 
 // New returns a simulator configured by opts.
 func New(opts Options) *Sim {
 	if opts.ClientTimeout <= 0 {
 		opts.ClientTimeout = DefaultClientTimeout
+	}
+	if opts.RefundSettleDelay <= 0 {
+		opts.RefundSettleDelay = DefaultRefundSettleDelay
 	}
 	if opts.Random.SlowMax <= 0 {
 		opts.Random.SlowMax = DefaultSlowMax
@@ -185,6 +197,9 @@ func New(opts Options) *Sim {
 	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
 	s.mux.HandleFunc("GET /v1/charges", s.handleLookup)
 	s.mux.HandleFunc("GET /v1/ledger", s.handleLedger)
+	s.mux.HandleFunc("POST /v1/refunds", s.handleRefund)
+	s.mux.HandleFunc("GET /v1/refunds", s.handleRefundLookup)
+	s.mux.HandleFunc("GET /v1/refund-ledger", s.handleRefundLedger)
 	return s
 }
 
@@ -221,7 +236,7 @@ func (s *Sim) Succeeded(references ...string) int {
 // ListenAndServe serves the simulator on the TCP address addr until ctx
 // ends, then shuts down.
 func (s *Sim) ListenAndServe(ctx context.Context, addr string) error {
-	ln, err := net.Listen("tcp", addr)
+	ln, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
 	if err != nil {
 		return fmt.Errorf("sim: %w", err)
 	}
@@ -249,7 +264,9 @@ func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
-	<-served // http.ErrServerClosed, once Shutdown has begun
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr // once Shutdown has begun, Serve returns ErrServerClosed
+	}
 	if err != nil {
 		return fmt.Errorf("sim: shutdown: %w", err)
 	}

@@ -132,7 +132,7 @@ func TestLedgerEndpoint(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, sim.Options{}, time.Second)
 	for i, token := range []string{"tok_ok", "tok_decline", "tok_refuse", "tok_ok"} {
-		s.gw.Charge(context.Background(), req(fmt.Sprintf("att_%d", i), token))
+		_, _ = s.gw.Charge(context.Background(), req(fmt.Sprintf("att_%d", i), token))
 	}
 
 	resp, err := http.Get(s.srv.URL + "/v1/ledger")
@@ -174,7 +174,9 @@ func TestEmptyLedgerIsAnArray(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var buf bytes.Buffer
-	buf.ReadFrom(resp.Body)
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	if got := bytes.TrimSpace(buf.Bytes()); string(got) != "[]" {
 		t.Errorf("empty ledger = %s, want []", got)
 	}
@@ -469,7 +471,7 @@ func TestSucceededCountsOnlySucceededChargesOfTheReferences(t *testing.T) {
 		{"att_1", "tok_ok"}, {"att_1", "tok_ok"}, // no Dedupe: charged twice
 		{"att_2", "tok_decline"}, {"att_3", "tok_ok"}, {"att_4", "tok_reject"},
 	} {
-		s.gw.Charge(ctx, req(c.attempt, c.token))
+		_, _ = s.gw.Charge(ctx, req(c.attempt, c.token))
 	}
 	for _, tt := range []struct {
 		refs []string

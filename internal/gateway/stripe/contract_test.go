@@ -250,7 +250,7 @@ func startStripeMock(t *testing.T, bin string) string {
 	go func() { exited <- cmd.Wait() }()
 	t.Cleanup(func() {
 		cmd.Process.Kill()
-		<-exited
+		_ = <-exited //nolint:staticcheck // killed: its exit status is no news
 	})
 	select {
 	case addr := <-out.found:

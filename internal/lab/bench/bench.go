@@ -174,7 +174,7 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if err != nil {
 		return p, err
 	}
-	defer srv.stop()
+	defer func() { _ = srv.stop() }()
 	// Warm up: connections in the server's pool, their prepared
 	// statements, the HTTP/2 connection.
 	b.seq++

@@ -128,7 +128,7 @@ func (b *benchmark) reconcileAll(ctx context.Context, n int, tag string) (work, 
 	}
 	gw := NewInstant()
 	for _, ref := range refs {
-		gw.Charge(ctx, order.ChargeRequest{AttemptID: ref})
+		_, _ = gw.Charge(ctx, order.ChargeRequest{AttemptID: ref})
 	}
 	// Logs are formatted as serve formats them, and then dropped.
 	log := slog.New(slog.NewJSONHandler(io.Discard, nil))

@@ -64,7 +64,14 @@ func startServer(ctx context.Context, s Server, dbURL, dir, name string, pprof b
 		return nil, err
 	}
 	defer logf.Close()
-	args := []string{"bench-server", "--listen", addr, "--with-reconciler=true"}
+	// No API keys: the load client is the default merchant, as a
+	// benchmark on loopback may be. Every worker's calls share one
+	// connection (see dialServer), and serve allows 100 calls open per
+	// connection by default: enough for the default points (at most 64
+	// workers), but -c goes up to 1024, and past the limit the client would
+	// queue calls, measuring the limit rather than Settle.
+	args := []string{"bench-server", "--listen", addr, "--with-reconciler=true", "--no-api-keys",
+		"--max-concurrent-streams=1100"}
 	if pprof {
 		args = append(args, "--metrics-listen", pprofAddr, "--pprof")
 	}
@@ -81,11 +88,11 @@ func startServer(ctx context.Context, s Server, dbURL, dir, name string, pprof b
 	p := &serverProc{cmd: cmd, exited: make(chan struct{}), addr: addr, logPath: logPath, pprofAddr: pprofAddr}
 	go func() { cmd.Wait(); close(p.exited) }()
 	if p.conn, err = dialServer(addr); err != nil {
-		p.stop()
+		_ = p.stop()
 		return nil, err
 	}
 	if err := p.waitServing(ctx, 60*time.Second); err != nil {
-		p.stop()
+		_ = p.stop()
 		return nil, err
 	}
 	return p, nil

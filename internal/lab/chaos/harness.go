@@ -121,7 +121,7 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	simCtx, stopSim := context.WithCancel(context.WithoutCancel(ctx))
 	simDone := make(chan struct{})
-	go func() { gw.Serve(simCtx, simLis); close(simDone) }()
+	go func() { _ = gw.Serve(simCtx, simLis); close(simDone) }()
 	stopGateway := func() { stopSim(); <-simDone }
 	defer stopGateway()
 
@@ -255,8 +255,8 @@ func (h *harness) env(simURL, key string) []string {
 // waits until every replica answers.
 func (h *harness) calm(ctx context.Context, clients []settlev1.OrderServiceClient) error {
 	h.logf("faults stopped; restarting anything down or armed")
-	h.dbMu.Lock() // any restart is over
-	h.dbMu.Unlock()
+	h.dbMu.Lock()
+	h.dbMu.Unlock() //nolint:staticcheck // empty on purpose: waits until any restart is over
 	var wg sync.WaitGroup
 	for _, p := range h.procs {
 		wg.Go(func() {
@@ -288,7 +288,7 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 				return ctx.Err()
 			}
 			if time.Now().After(deadline) {
-				return fmt.Errorf("replica %s does not answer: %v (see %s)", h.replicas[i].name, err, h.replicas[i].logPath)
+				return fmt.Errorf("replica %s does not answer: %w (see %s)", h.replicas[i].name, err, h.replicas[i].logPath)
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -322,8 +322,8 @@ func (h *harness) quiesce(ctx context.Context) error {
 }
 
 func copyFile(from, to string) {
-	b, err := os.ReadFile(from)
-	if err == nil {
-		os.WriteFile(to, b, 0o644)
+	// Best effort: a log that cannot be kept is no reason to fail the run.
+	if b, err := os.ReadFile(from); err == nil {
+		_ = os.WriteFile(to, b, 0o644)
 	}
 }

@@ -83,7 +83,9 @@ func URL(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		if err := exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database: %v", err)
+		}
 	})
 	return withDB(adminURL, name)
 }
@@ -134,7 +136,9 @@ func EmptyURL(t testing.TB) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		if err := exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
+			t.Logf("drop test database: %v", err)
+		}
 	})
 	return withDB(adminURL, name)
 }

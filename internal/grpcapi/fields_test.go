@@ -1,0 +1,135 @@
+package grpcapi_test
+
+import (
+	"context"
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/dynamicpb"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/grpcapi"
+)
+
+// TestEveryStringFieldRefusesCardNumbers finds every string field of every
+// request of OrderService and OpsService (nested messages included) from
+// the proto descriptors, puts a card number in it, leaving the rest of a
+// valid request, and wants INVALID_ARGUMENT. A field added later without
+// validation fails here; a method added later needs its valid request below.
+func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
+	t.Parallel()
+	s := newStackWith(t, grpcapi.Options{Keys: testKeys(t)}, insecure.NewCredentials())
+	o := s.createWith(t, keyA, "fields-1", "tok_ok")
+	money := &settlev1.Money{Currency: "GBP", AmountMinor: 100}
+	valid := map[string]proto.Message{
+		"CreateOrder":          &settlev1.CreateOrderRequest{MerchantReference: "fields-2", Amount: money, PaymentMethod: "tok_ok", Gateway: "sim"},
+		"GetOrder":             &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_Id{Id: o.GetId()}},
+		"ChargeOrder":          &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "fields-req-1", PaymentMethod: "tok_ok"},
+		"CreateAndChargeOrder": &settlev1.CreateAndChargeOrderRequest{MerchantReference: "fields-3", Amount: money, PaymentMethod: "tok_ok", Gateway: "sim", RequestId: "fields-req-2"},
+		"CancelOrder":          &settlev1.CancelOrderRequest{OrderId: o.GetId(), Reason: "customer left"},
+		"WatchOrder":           &settlev1.WatchOrderRequest{OrderId: o.GetId()},
+		"ListOrders":           &settlev1.ListOrdersRequest{},
+		"GetOrderHistory":      &settlev1.GetOrderHistoryRequest{OrderId: o.GetId()},
+		"ReconcileOrder":       &settlev1.ReconcileOrderRequest{OrderId: o.GetId()},
+		"ResolveOrder": &settlev1.ResolveOrderRequest{OrderId: o.GetId(), Resolution: settlev1.Resolution_RESOLUTION_PAID,
+			GatewayChargeId: "ch_1", Reason: "found in the dashboard"},
+		"Stats":       &settlev1.StatsRequest{},
+		"ListEvents":  &settlev1.ListEventsRequest{},
+		"ResendEvent": &settlev1.ResendEventRequest{MerchantId: "merchant-a", EventId: "evt_1"},
+		"settle.v1.OrderService.RefundOrder": &settlev1.RefundOrderRequest{OrderId: o.GetId(), RequestId: "fields-req-3",
+			AmountMinor: 100, Reason: "returned"},
+		"settle.v1.OpsService.RefundOrder": &settlev1.OpsServiceRefundOrderRequest{OrderId: o.GetId(),
+			RequestId: "fields-req-4", AmountMinor: 100, Reason: "goodwill"},
+	}
+	const pan = "order-20261130-4242424242424242"
+	fields := 0
+	for _, file := range []protoreflect.FileDescriptor{settlev1.File_settle_v1_order_proto, settlev1.File_settle_v1_ops_proto} {
+		services := file.Services()
+		for i := range services.Len() {
+			svc := services.Get(i)
+			key := keyA
+			if svc.Name() == "OpsService" {
+				key = keyAop
+			}
+			methods := svc.Methods()
+			for j := range methods.Len() {
+				m := methods.Get(j)
+				// A method whose name two services share is keyed by its full name.
+				base, ok := valid[string(m.FullName())]
+				if !ok {
+					base, ok = valid[string(m.Name())]
+				}
+				if !ok {
+					t.Errorf("%s has no valid request in this test", m.FullName())
+					continue
+				}
+				for _, path := range stringFields(m.Input(), nil) {
+					fields++
+					req := dynamicpb.NewMessage(m.Input())
+					b, _ := proto.Marshal(base)
+					if err := proto.Unmarshal(b, req); err != nil {
+						t.Fatal(err)
+					}
+					setPath(req, path, pan)
+					err := invoke(with(key), s.conn, "/"+string(svc.FullName())+"/"+string(m.Name()), m.IsStreamingServer(), req)
+					if status.Code(err) != codes.InvalidArgument {
+						t.Errorf("%s with a card number in %s: %v, want InvalidArgument", m.Name(), path[len(path)-1].FullName(), err)
+					}
+				}
+			}
+		}
+	}
+	if fields < 15 {
+		t.Fatalf("found only %d string fields", fields)
+	}
+}
+
+// stringFields lists the paths of the string fields of md, through nested
+// messages.
+func stringFields(md protoreflect.MessageDescriptor, prefix []protoreflect.FieldDescriptor) [][]protoreflect.FieldDescriptor {
+	var out [][]protoreflect.FieldDescriptor
+	fs := md.Fields()
+	for i := range fs.Len() {
+		f := fs.Get(i)
+		path := append(append([]protoreflect.FieldDescriptor(nil), prefix...), f)
+		switch f.Kind() {
+		case protoreflect.StringKind:
+			out = append(out, path)
+		case protoreflect.MessageKind:
+			if f.Message().FullName() != "google.protobuf.Timestamp" {
+				out = append(out, stringFields(f.Message(), path)...)
+			}
+		}
+	}
+	return out
+}
+
+func setPath(m protoreflect.Message, path []protoreflect.FieldDescriptor, v string) {
+	for _, f := range path[:len(path)-1] {
+		m = m.Mutable(f).Message()
+	}
+	m.Set(path[len(path)-1], protoreflect.ValueOfString(v))
+}
+
+func invoke(ctx context.Context, conn *grpc.ClientConn, method string, streaming bool, req proto.Message) error {
+	if !streaming {
+		return conn.Invoke(ctx, method, req, new(emptypb.Empty))
+	}
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, method)
+	if err != nil {
+		return err
+	}
+	if err := stream.SendMsg(req); err != nil {
+		return err
+	}
+	if err := stream.CloseSend(); err != nil {
+		return err
+	}
+	return stream.RecvMsg(new(emptypb.Empty))
+}

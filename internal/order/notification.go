@@ -1,0 +1,151 @@
+package order
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Notification is an event a merchant is told of: a row of an order's
+// history that has a type (the database derives it from the row, see
+// migration 00008's settle_event_type), with the order as that transition
+// left it. It is written in the same statement as the transition, so there
+// is one for every transition that happened and none for any other.
+type Notification struct {
+	// Num is the history row's number; ID is the event's id built from it.
+	Num int64
+	// Type is order.paid, order.payment_failed, order.needs_review, …
+	Type       string
+	MerchantID string
+	// Sequence is the row's place in its order's history (1 is the
+	// order's creation): of two events of one order, the later has the
+	// greater Sequence.
+	Sequence int64
+	// CreatedAt is when the transition committed (database time).
+	CreatedAt time.Time
+	// Order is the order as the transition left it: its state is the one
+	// the transition reached.
+	Order Order
+	// GatewayChargeID and DeclineCode are the attempt's, when the
+	// transition settled one.
+	GatewayChargeID string
+	DeclineCode     string
+	// Cursor is the position of the event in its merchant's feed.
+	Cursor EventCursor
+	// Attempts counts deliveries tried, this one included.
+	Attempts int
+}
+
+// ID is the event's stable id: the same at every delivery and in ListEvents.
+func (n Notification) ID() string { return EventID(n.Num) }
+
+// EventID is the id of the event of history row num.
+func EventID(num int64) string { return "evt_" + strconv.FormatInt(num, 10) }
+
+// ParseEventID returns the history row number of an event id.
+func ParseEventID(id string) (int64, error) {
+	s, ok := strings.CutPrefix(id, "evt_")
+	n, err := strconv.ParseInt(s, 10, 64)
+	if !ok || err != nil || n <= 0 {
+		return 0, &ValidationError{Field: "event_id", Reason: "is not an event id (evt_ and a number)"}
+	}
+	return n, nil
+}
+
+// EventCursor is a position in a merchant's feed of events: the
+// transaction that wrote an event and its number. The zero cursor is the
+// feed's start.
+type EventCursor struct {
+	TxID uint64
+	Num  int64
+}
+
+// Payload is the JSON body of the event, as POSTed to the merchant and
+// returned by ListEvents; the README documents it.
+func (n Notification) Payload() []byte {
+	type money struct {
+		Currency    string `json:"currency"`
+		AmountMinor int64  `json:"amount_minor"`
+	}
+	type orderJSON struct {
+		ID                string    `json:"id"`
+		MerchantReference string    `json:"merchant_reference"`
+		Amount            money     `json:"amount"`
+		Gateway           string    `json:"gateway"`
+		State             State     `json:"state"`
+		AttemptID         string    `json:"attempt_id"`
+		GatewayChargeID   string    `json:"gateway_charge_id"`
+		DeclineCode       string    `json:"decline_code"`
+		CreatedAt         time.Time `json:"created_at"`
+	}
+	body := struct {
+		ID         string    `json:"id"`
+		Type       string    `json:"type"`
+		MerchantID string    `json:"merchant_id"`
+		Sequence   int64     `json:"sequence"`
+		CreatedAt  time.Time `json:"created_at"`
+		Order      orderJSON `json:"order"`
+	}{
+		ID: n.ID(), Type: n.Type, MerchantID: n.MerchantID, Sequence: n.Sequence, CreatedAt: n.CreatedAt.UTC(),
+		Order: orderJSON{
+			ID: n.Order.ID, MerchantReference: n.Order.MerchantReference,
+			Amount:  money{Currency: n.Order.Amount.Currency, AmountMinor: n.Order.Amount.AmountMinor},
+			Gateway: n.Order.Gateway, State: n.Order.State, AttemptID: n.Order.CurrentAttempt,
+			GatewayChargeID: n.GatewayChargeID, DeclineCode: n.DeclineCode, CreatedAt: n.Order.CreatedAt.UTC(),
+		},
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		// Every field is a string, a number or a time: Marshal cannot fail.
+		panic(fmt.Sprintf("order: marshal event %d: %v", n.Num, err))
+	}
+	return b
+}
+
+// DeliveryOutcome is what became of one delivery of an event.
+type DeliveryOutcome string
+
+// The outcomes of a delivery.
+const (
+	// DeliveryDelivered: the endpoint answered 2xx.
+	DeliveryDelivered DeliveryOutcome = "delivered"
+	// DeliveryRetry: no answer, or an answer other than 2xx; the event is
+	// tried again after its backoff, or fails when its retries ran out.
+	DeliveryRetry DeliveryOutcome = "retry"
+	// DeliveryUntried: not sent, because the endpoint had just failed
+	// another event; put back without counting an attempt.
+	DeliveryUntried DeliveryOutcome = "untried"
+)
+
+// Delivery is the result of one leased event's delivery.
+type Delivery struct {
+	MerchantID string
+	Num        int64
+	Outcome    DeliveryOutcome
+	// Status is the endpoint's HTTP status, 0 for no answer.
+	Status int
+	// Backoff is the wait before the next try (retry, untried).
+	Backoff time.Duration
+}
+
+// DeliveryRecord is what recording a delivery made of its event.
+type DeliveryRecord struct {
+	MerchantID string
+	Num        int64
+	Outcome    DeliveryOutcome
+	// Failed: the event's retries ran out; it is delivered no more
+	// unless an operator resends it.
+	Failed bool
+	// Latency is the time from the transition's commit to the recording.
+	Latency time.Duration
+}
+
+// DeliveryBacklog is one merchant's undelivered events.
+type DeliveryBacklog struct {
+	MerchantID string
+	Pending    int64
+	// Oldest is the age of the oldest undelivered event (0 with none).
+	Oldest time.Duration
+}

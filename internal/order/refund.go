@@ -1,0 +1,341 @@
+package order
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/settlepay/settle/internal/failpoint"
+)
+
+// RefundState is where a refund stands. The database mirrors these values.
+type RefundState string
+
+// The states of a refund. SUCCEEDED and FAILED are terminal; NEEDS_REVIEW
+// waits for a person, and its amount stays reserved meanwhile, because the
+// money may have gone back.
+const (
+	RefundPending     RefundState = "PENDING"
+	RefundRefunding   RefundState = "REFUNDING"
+	RefundSucceeded   RefundState = "SUCCEEDED"
+	RefundFailed      RefundState = "FAILED"
+	RefundNeedsReview RefundState = "NEEDS_REVIEW"
+)
+
+// RefundStates lists every state of a refund, in the order the API numbers
+// them.
+var RefundStates = []RefundState{RefundPending, RefundRefunding, RefundSucceeded, RefundFailed, RefundNeedsReview}
+
+// Refund is money going back to the customer for a paid order. Its ID is
+// the gateway reference and idempotency key; it never changes, and every
+// retry of the refund's gateway call reuses it.
+type Refund struct {
+	ID         string
+	MerchantID string
+	OrderID    string
+	RequestID  string
+	// Requested is the amount the client asked for, 0 for "the rest";
+	// Amount is what the refund is for.
+	Requested int64
+	Amount    Money
+	Reason    string
+	Actor     Actor
+	State     RefundState
+	// Outcome is empty while the first call is in flight.
+	Outcome         Outcome
+	DeclineCode     string
+	GatewayRefundID string
+	ReconcileAt     time.Time
+	ReconcileCount  int
+	LastError       string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+}
+
+// RefundEvent is one recorded transition in a refund's history.
+type RefundEvent struct {
+	Seq       int64
+	OrderID   string
+	RefundID  string
+	From      RefundState // empty for the creation of the refund
+	To        RefundState
+	Name      string
+	Actor     Actor
+	Reason    string
+	CreatedAt time.Time
+}
+
+// RefundInput is a request to refund an order.
+type RefundInput struct {
+	OrderID   string
+	RequestID string
+	// AmountMinor is the amount to refund in the order's currency's minor
+	// units; 0 refunds what is left.
+	AmountMinor int64
+	Reason      string
+}
+
+// Validate checks every field of a refund request.
+func (in RefundInput) Validate() error {
+	if err := CheckID("order_id", in.OrderID); err != nil {
+		return err
+	}
+	if err := CheckRequestID(in.RequestID); err != nil {
+		return err
+	}
+	if in.AmountMinor < 0 {
+		return &ValidationError{Field: "amount_minor", Reason: "must not be negative (0 refunds what is left)"}
+	}
+	if in.AmountMinor > MaxAmountMinor {
+		return &ValidationError{Field: "amount_minor", Reason: "is too large"}
+	}
+	return CheckReason("reason", in.Reason, false)
+}
+
+// RefundRequest is what a gateway needs to refund, and to look up, one
+// refund.
+type RefundRequest struct {
+	// RefundID is the gateway reference and idempotency key.
+	RefundID string
+	OrderID  string
+	// ChargeAttemptID is the reference of the charge being refunded, and
+	// ChargeID the gateway's own id for it, when the gateway told us.
+	ChargeAttemptID string
+	ChargeID        string
+	Amount          Money
+	// CreatedAt is when the refund was made (database time, for lookups).
+	CreatedAt time.Time
+}
+
+// Refunder is a gateway that can refund. Refund reports an outcome for
+// every call: OutcomeSucceeded, OutcomeDeclined (the gateway refused the
+// refund), OutcomeNotSent, or OutcomeUnknown; its error explains the last
+// two and is for logs. LookupRefund asks about an earlier refund by its
+// reference: OutcomeSucceeded, OutcomeDeclined (it failed), OutcomeNotFound,
+// or an error when the gateway cannot say (a refund still pending at the
+// gateway is such a case).
+type Refunder interface {
+	Refund(ctx context.Context, req RefundRequest) (Result, error)
+	LookupRefund(ctx context.Context, req RefundRequest) (Result, error)
+}
+
+// RefundStore is what refunds need of storage, beside Store.
+type RefundStore interface {
+	// ClaimRefund admits a refund in one statement: it locks the order, and
+	// when no refund has used the request id, the order is refundable and
+	// the amount fits in what is left (paid - succeeded - in flight), it
+	// creates the refund in REFUNDING with its lease and reserves its
+	// amount on the order.
+	ClaimRefund(ctx context.Context, c RefundClaim) (RefundClaimResult, error)
+	// SettleRefund records a gateway's answer for a refund, guarded by the
+	// refund being REFUNDING; it reports false and changes nothing when the
+	// guard does not hold. A refund that succeeds moves its order with
+	// s.OrderPartial or s.OrderFull, whichever it comes to.
+	SettleRefund(ctx context.Context, s RefundSettlement) (Order, Refund, bool, error)
+	// Refund returns a merchant's refund by id.
+	Refund(ctx context.Context, merchantID, id string) (Refund, error)
+}
+
+// RefundClaim asks the store to admit a refund; see RefundStore.ClaimRefund.
+type RefundClaim struct {
+	MerchantID string
+	OrderID    string
+	RequestID  string
+	RefundID   string
+	// AmountMinor is what the client asked for: 0 for what is left.
+	AmountMinor int64
+	Reason      string
+	Actor       Actor
+	Lease       time.Duration
+}
+
+// RefundClaimResult is the order after a refund claim (with the charge
+// being refunded), and the refund that the request id names: the new one
+// when Claimed, or the earlier one.
+type RefundClaimResult struct {
+	Order   Order
+	Refund  *Refund
+	Claimed bool
+	// ChargeID is the gateway's id of the order's charge.
+	ChargeID string
+}
+
+// RefundSettlement is what a gateway said about a refund. With an Event,
+// the refund moves to To; without one it stays REFUNDING and is checked
+// again after RecheckIn.
+type RefundSettlement struct {
+	MerchantID string
+	RefundID   string
+	Result     Result
+	Event      EventName
+	To         RefundState
+	// The order's move when the refund succeeds: partial, or full when
+	// the order's refunded total reaches its amount.
+	OrderPartial, OrderFull EventName
+	RecheckIn               time.Duration
+	Checked                 bool
+	LastError               string
+	Actor                   Actor
+	Reason                  string
+}
+
+// RefundLimitError refuses a refund that does not fit in what is left of
+// the order's payment, counting refunds in flight.
+type RefundLimitError struct {
+	Left     int64
+	Currency string
+}
+
+func (e *RefundLimitError) Error() string {
+	if e.Left <= 0 {
+		return "nothing is left to refund on this order (refunds in flight count until they fail)"
+	}
+	return fmt.Sprintf("the refund exceeds what is left to refund on this order: %d %s (refunds in flight count until they fail)",
+		e.Left, e.Currency)
+}
+
+// RefundStateError refuses a refund of an order that is not paid, or a
+// refund move that the refunds' table does not allow.
+type RefundStateError struct {
+	Current RefundState
+	Event   EventName
+}
+
+func (e *RefundStateError) Error() string {
+	return fmt.Sprintf("cannot %s a refund in state %s", e.Event, e.Current)
+}
+
+// ErrRefundsUnsupported refuses a refund of an order whose gateway cannot
+// refund.
+var ErrRefundsUnsupported = errors.New("refunds: the order's gateway does not support refunds")
+
+// Refund refunds a paid order, at most once per request id, and never
+// more than was paid: the claim admits it only if it fits in what is left.
+// actor is who asks (ActorAPI for the merchant's checkout, Operator for a
+// person); scope is whose orders they reach. It returns the order and the
+// refund as they then stand. An unknown outcome is not an error: the
+// refund is returned REFUNDING, to be settled by the reconciler.
+func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in RefundInput) (Order, Refund, error) {
+	if err := in.Validate(); err != nil {
+		return Order{}, Refund{}, err
+	}
+	if s.refunds == nil {
+		return Order{}, Refund{}, ErrRefundsUnsupported
+	}
+	// The order is read first for its merchant (an operator's call names
+	// none) and its gateway, which must be able to refund before anything
+	// is claimed.
+	o, err := s.store.Order(ctx, scope, in.OrderID)
+	if err != nil {
+		return Order{}, Refund{}, err
+	}
+	gw, ok := s.gateways[o.Gateway].(Refunder)
+	if !ok {
+		return Order{}, Refund{}, ErrRefundsUnsupported
+	}
+	deadline := time.Now().Add(s.cfg.GatewayTimeout)
+	c, err := s.refunds.ClaimRefund(ctx, RefundClaim{
+		MerchantID: o.MerchantID, OrderID: o.ID, RequestID: in.RequestID, RefundID: NewID(),
+		AmountMinor: in.AmountMinor, Reason: in.Reason, Actor: actor, Lease: s.cfg.GatewayTimeout + s.cfg.Grace,
+	})
+	if err != nil {
+		return Order{}, Refund{}, fmt.Errorf("claim refund of order %s: %w", o.ID, err)
+	}
+	if !c.Claimed {
+		if r := c.Refund; r != nil {
+			// A replay of an earlier request: refund nothing more.
+			if r.OrderID != in.OrderID || r.Requested != in.AmountMinor || r.Reason != in.Reason {
+				return Order{}, Refund{}, &ConflictError{Msg: "request_id was already used for another refund"}
+			}
+			return c.Order, *r, nil
+		}
+		if !c.Order.State.Refundable() {
+			return Order{}, Refund{}, &StateError{Current: c.Order.State, Event: EventRefund}
+		}
+		return Order{}, Refund{}, &RefundLimitError{Left: c.Order.Amount.AmountMinor - c.Order.Refunded - c.Order.Refunding,
+			Currency: c.Order.Amount.Currency}
+	}
+	r := *c.Refund
+	s.cfg.Failpoint(failpoint.AfterClaim)
+	RefundTransition{OrderID: o.ID, RefundID: r.ID, RequestID: in.RequestID, From: RefundPending, To: r.State,
+		Event: EventRefund, Actor: actor}.Log(ctx, s.log)
+	req := RefundRequest{RefundID: r.ID, OrderID: o.ID, ChargeAttemptID: c.Order.CurrentAttempt, ChargeID: c.ChargeID,
+		Amount: r.Amount, CreatedAt: r.CreatedAt}
+	// As for a charge, the call and the settle outlive the client's context.
+	ctx = context.WithoutCancel(ctx)
+	cctx, cancel := context.WithDeadline(ctx, deadline)
+	start := time.Now()
+	res, gerr := gw.Refund(cctx, req)
+	cancel()
+	GatewayCall{Op: "refund", Gateway: o.Gateway, OrderID: o.ID, AttemptID: r.ID, RequestID: in.RequestID,
+		Outcome: res.Outcome, Latency: time.Since(start), Err: gerr}.Log(ctx, s.log)
+	s.cfg.Failpoint(failpoint.AfterGateway)
+	st := RefundSettlementFor(o.MerchantID, r.ID, res, s.cfg.FirstRecheck)
+	st.Actor = actor
+	if gerr != nil {
+		st.LastError = gerr.Error()
+	}
+	settled, sr, ok, err := s.refunds.SettleRefund(ctx, st)
+	if err != nil {
+		return Order{}, Refund{}, fmt.Errorf("settle refund %s of order %s: %w", r.ID, o.ID, err)
+	}
+	if ok {
+		if st.Event != "" {
+			RefundTransition{OrderID: o.ID, RefundID: r.ID, RequestID: in.RequestID, From: RefundRefunding, To: st.To,
+				Event: st.Event, Actor: actor}.Log(ctx, s.log)
+		}
+		return settled, sr, nil
+	}
+	// The reconciler settled it first; report what won.
+	if sr, err = s.refunds.Refund(ctx, o.MerchantID, r.ID); err != nil {
+		return Order{}, Refund{}, err
+	}
+	settled, err = s.store.Order(ctx, ForMerchant(o.MerchantID), o.ID)
+	return settled, sr, err
+}
+
+// RefundSettlementFor turns a refund call's or lookup's result into the
+// settlement of the refund: succeeded, or failed on a proof that no money
+// went back (declined, not sent); anything else is unknown and checked
+// again after recheck. A lookup's "not found" is for the caller to judge
+// (the reconciler, against its no-show horizon).
+func RefundSettlementFor(merchantID, refundID string, res Result, recheck time.Duration) RefundSettlement {
+	st := RefundSettlement{MerchantID: merchantID, RefundID: refundID, Result: res, RecheckIn: recheck,
+		OrderPartial: EventRefundPartial, OrderFull: EventRefundFull}
+	switch res.Outcome {
+	case OutcomeSucceeded:
+		st.Event = EventSucceed
+	case OutcomeDeclined, OutcomeNotSent:
+		st.Event = EventFail
+		st.Reason = string(res.Outcome)
+		if res.DeclineCode != "" {
+			st.Reason += ": " + res.DeclineCode
+		}
+	default:
+		st.Result.Outcome = OutcomeUnknown
+		return st
+	}
+	st.To = MustNextRefund(RefundRefunding, st.Event)
+	return st
+}
+
+// DueRefund is a REFUNDING refund leased for a reconciler's check, with
+// what its lookup needs.
+type DueRefund struct {
+	Refund Refund
+	// Gateway is the order's gateway; ChargeAttemptID and ChargeID name
+	// the charge being refunded.
+	Gateway         string
+	ChargeAttemptID string
+	ChargeID        string
+	// Age is how long ago the refund was made, in database time.
+	Age time.Duration
+}
+
+// RefundStats summarises all refunds for an operator.
+type RefundStats struct {
+	ByState map[RefundState]int64
+	// OldestRefunding is when the oldest REFUNDING refund was made.
+	OldestRefunding time.Time
+}

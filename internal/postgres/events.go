@@ -1,0 +1,192 @@
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// notificationRow is an event as list_events.sql and lease_deliveries.sql
+// select it: the history row, its order and its attempt.
+type notificationRow struct {
+	Num               int64     `db:"event_num"`
+	Type              string    `db:"type"`
+	MerchantID        string    `db:"merchant_id"`
+	OrderID           string    `db:"order_id"`
+	ToState           string    `db:"to_state"`
+	CreatedAt         time.Time `db:"created_at"`
+	TxID              string    `db:"txid"`
+	AttemptID         string    `db:"attempt_id"`
+	Attempts          int       `db:"delivery_attempts"`
+	Sequence          int64     `db:"sequence"`
+	MerchantReference string    `db:"merchant_reference"`
+	AmountMinor       int64     `db:"amount_minor"`
+	Currency          string    `db:"currency"`
+	Gateway           string    `db:"gateway"`
+	OrderCreatedAt    time.Time `db:"order_created_at"`
+	GatewayChargeID   string    `db:"gateway_charge_id"`
+	DeclineCode       string    `db:"decline_code"`
+}
+
+func (r notificationRow) notification() (order.Notification, error) {
+	tx, err := strconv.ParseUint(r.TxID, 10, 64)
+	if err != nil {
+		return order.Notification{}, fmt.Errorf("event %d: transaction id %q: %w", r.Num, r.TxID, err)
+	}
+	return order.Notification{
+		Num: r.Num, Type: r.Type, MerchantID: r.MerchantID, Sequence: r.Sequence, CreatedAt: r.CreatedAt,
+		Order: order.Order{
+			ID: r.OrderID, MerchantID: r.MerchantID, MerchantReference: r.MerchantReference,
+			Amount: order.Money{Currency: r.Currency, AmountMinor: r.AmountMinor}, Gateway: r.Gateway,
+			State: order.State(r.ToState), CurrentAttempt: r.AttemptID, CreatedAt: r.OrderCreatedAt,
+		},
+		GatewayChargeID: r.GatewayChargeID, DeclineCode: r.DeclineCode,
+		Cursor:   order.EventCursor{TxID: tx, Num: r.Num},
+		Attempts: r.Attempts,
+	}, nil
+}
+
+func notifications(rows []notificationRow) ([]order.Notification, error) {
+	out := make([]order.Notification, len(rows))
+	for i, r := range rows {
+		var err error
+		if out[i], err = r.notification(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+//go:embed sql/list_events.sql
+var listEventsSQL string
+
+// ListEvents returns up to limit of merchant's events after cursor after,
+// oldest first. An event appears once every transaction older than its
+// own has ended, so that a cursor never passes an event still to come.
+func (s *Store) ListEvents(ctx context.Context, merchant string, after order.EventCursor, limit int) ([]order.Notification, error) {
+	var out []order.Notification
+	err := retry(ctx, func() error {
+		rows, err := queryAll[notificationRow](ctx, s.pool, listEventsSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchant, "after_txid": strconv.FormatUint(after.TxID, 10), "after_id": after.Num,
+			"limit": limit,
+		})
+		if err != nil {
+			return err
+		}
+		out, err = notifications(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	return out, nil
+}
+
+//go:embed sql/resend_event.sql
+var resendEventSQL string
+
+// ResendEvent makes merchant's event num due for delivery now, its
+// attempts counted afresh; order.ErrEventNotFound when the merchant has no such
+// event.
+func (s *Store) ResendEvent(ctx context.Context, merchant string, num int64) error {
+	err := retry(ctx, func() error {
+		_, err := queryOne[struct {
+			Num int64 `db:"event_num"`
+		}](ctx, s.pool, resendEventSQL, pgx.StrictNamedArgs{"merchant_id": merchant, "id": num})
+		return err
+	})
+	if errors.Is(err, order.ErrNotFound) {
+		return order.ErrEventNotFound
+	}
+	return err
+}
+
+//go:embed sql/lease_deliveries.sql
+var leaseDeliveriesSQL string
+
+// LeaseDeliveries leases up to perMerchant due events of each merchant for
+// lease; an event not recorded by then is leased again.
+func (s *Store) LeaseDeliveries(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error) {
+	var out []order.Notification
+	err := retry(ctx, func() error {
+		rows, err := queryAll[notificationRow](ctx, s.pool, leaseDeliveriesSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchants, "per_merchant": perMerchant, "lease": lease,
+		})
+		if err != nil {
+			return err
+		}
+		out, err = notifications(rows)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease deliveries: %w", err)
+	}
+	return out, nil
+}
+
+//go:embed sql/record_deliveries.sql
+var recordDeliveriesSQL string
+
+// RecordDeliveries records the results of leased events' deliveries in one
+// statement; an event whose retries run out within giveUp of its
+// transition has failed.
+func (s *Store) RecordDeliveries(ctx context.Context, ds []order.Delivery, giveUp time.Duration) ([]order.DeliveryRecord, error) {
+	n := len(ds)
+	merchants, ids, outcomes := make([]string, n), make([]int64, n), make([]string, n)
+	statuses, backoffs := make([]int32, n), make([]time.Duration, n)
+	for i, d := range ds {
+		merchants[i], ids[i], outcomes[i], statuses[i], backoffs[i] = d.MerchantID, d.Num, string(d.Outcome), int32(d.Status), d.Backoff
+	}
+	var out []order.DeliveryRecord
+	err := retry(ctx, func() error {
+		rows, err := queryAll[struct {
+			Num        int64   `db:"event_num"`
+			MerchantID string  `db:"merchant_id"`
+			Outcome    string  `db:"outcome"`
+			Failed     bool    `db:"failed"`
+			Latency    float64 `db:"latency_seconds"`
+		}](ctx, s.pool, recordDeliveriesSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchants, "id": ids, "outcome": outcomes, "status": statuses, "backoff": backoffs,
+			"give_up": giveUp,
+		})
+		out = make([]order.DeliveryRecord, len(rows))
+		for i, r := range rows {
+			out[i] = order.DeliveryRecord{MerchantID: r.MerchantID, Num: r.Num, Outcome: order.DeliveryOutcome(r.Outcome),
+				Failed: r.Failed, Latency: time.Duration(r.Latency * float64(time.Second))}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("record deliveries: %w", err)
+	}
+	return out, nil
+}
+
+//go:embed sql/delivery_backlog.sql
+var deliveryBacklogSQL string
+
+// DeliveryBacklog returns each merchant's undelivered events.
+func (s *Store) DeliveryBacklog(ctx context.Context, merchants []string) ([]order.DeliveryBacklog, error) {
+	var out []order.DeliveryBacklog
+	err := retry(ctx, func() error {
+		rows, err := queryAll[struct {
+			MerchantID string  `db:"merchant_id"`
+			Pending    int64   `db:"pending"`
+			Oldest     float64 `db:"oldest_seconds"`
+		}](ctx, s.pool, deliveryBacklogSQL, pgx.StrictNamedArgs{"merchant_id": merchants})
+		out = make([]order.DeliveryBacklog, len(rows))
+		for i, r := range rows {
+			out[i] = order.DeliveryBacklog{MerchantID: r.MerchantID, Pending: r.Pending,
+				Oldest: time.Duration(r.Oldest * float64(time.Second))}
+		}
+		return err
+	})
+	return out, err
+}

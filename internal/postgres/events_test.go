@@ -1,0 +1,245 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// TestEventsAreTheHistory: each transition a merchant cares about is an
+// event of the right type, written by the transition's own statement, with
+// the order as it stood and its place in the order's history; creations and
+// claims are not events.
+func TestEventsAreTheHistory(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+
+	paid, paidAtt := chargingOrder(t, s, "ref-paid")
+	failed, failedAtt := chargingOrder(t, s, "ref-failed")
+	review, reviewAtt := chargingOrder(t, s, "ref-review")
+	canceled, err := s.CreateOrder(ctx, newOrder("ref-canceled"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = s.SettleMany(ctx, []order.Settlement{
+		{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventSucceed, To: order.StatePaid,
+			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "test"},
+		{OrderID: failed.ID, AttemptID: failedAtt, Event: order.EventFail, To: order.StatePending,
+			Result: order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "card_declined"}, Actor: "test"},
+		{OrderID: review.ID, AttemptID: reviewAtt, Event: order.EventEscalate, To: order.StateNeedsReview,
+			Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "test"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, order.ForMerchant(order.DefaultMerchant), canceled.ID, func(o order.Order) (order.Move, error) {
+		return order.Move{Event: order.EventCancel, To: order.StateCanceled, Actor: "test"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	evs := listEvents(t, s, order.EventCursor{}, 100, 4)
+	want := map[string]struct {
+		typ string
+		seq int64
+	}{
+		paid.ID: {"order.paid", 3}, failed.ID: {"order.payment_failed", 3},
+		review.ID: {"order.needs_review", 3}, canceled.ID: {"order.canceled", 2},
+	}
+	if len(evs) != len(want) {
+		t.Fatalf("got %d events, want %d: %+v", len(evs), len(want), evs)
+	}
+	for _, e := range evs {
+		w := want[e.Order.ID]
+		if e.Type != w.typ || e.Sequence != w.seq {
+			t.Errorf("order %s: event %s seq %d, want %s seq %d", e.Order.ID, e.Type, e.Sequence, w.typ, w.seq)
+		}
+		var body struct {
+			ID    string `json:"id"`
+			Type  string `json:"type"`
+			Order struct {
+				State           string `json:"state"`
+				GatewayChargeID string `json:"gateway_charge_id"`
+				DeclineCode     string `json:"decline_code"`
+			} `json:"order"`
+		}
+		if err := json.Unmarshal(e.Payload(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.ID != e.ID() || body.Type != e.Type {
+			t.Errorf("payload %s does not name its event %s", e.Payload(), e.ID())
+		}
+		switch e.Order.ID {
+		case paid.ID:
+			if body.Order.State != "PAID" || body.Order.GatewayChargeID != "ch_1" {
+				t.Errorf("paid payload: %s", e.Payload())
+			}
+		case failed.ID:
+			if body.Order.State != "PENDING" || body.Order.DeclineCode != "card_declined" {
+				t.Errorf("failed payload: %s", e.Payload())
+			}
+		}
+	}
+
+	// Paging: a cursor returns what comes after it, and nothing twice.
+	first := listEvents(t, s, order.EventCursor{}, 2, 2)
+	rest := listEvents(t, s, first[1].Cursor, 100, 2)
+	if len(first) != 2 || len(rest) != 2 || rest[0].Num == first[1].Num {
+		t.Fatalf("pages %v then %v", first, rest)
+	}
+	// Another merchant sees none of them.
+	if other, err := s.ListEvents(ctx, "other", order.EventCursor{}, 100); err != nil || len(other) != 0 {
+		t.Fatalf("other merchant: %v %v", other, err)
+	}
+}
+
+// TestListEventsWaitsForOlderTransactions: an event written by a
+// transaction still open, with a smaller id than an event already
+// committed, is not passed by the cursor: the later event is not listed
+// until the older transaction has ended.
+func TestListEventsWaitsForOlderTransactions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	a, err := s.CreateOrder(ctx, newOrder("ref-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := s.CreateOrder(ctx, newOrder("ref-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE orders SET state = 'CANCELED' WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor)
+		VALUES ($1, $2, 'PENDING', 'CANCELED', 'cancel', 'test')`, order.DefaultMerchant, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, order.ForMerchant(order.DefaultMerchant), b.ID, func(o order.Order) (order.Move, error) {
+		return order.Move{Event: order.EventCancel, To: order.StateCanceled, Actor: "test"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	evs, err := s.ListEvents(ctx, order.DefaultMerchant, order.EventCursor{}, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 0 {
+		t.Fatalf("listed %v while an older transaction is open", evs)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Transaction ids are the cluster's: another test's transaction, open
+	// in another database, holds the feed back as well, for a moment.
+	evs = listEvents(t, s, order.EventCursor{}, 100, 2)
+	if len(evs) != 2 || evs[0].Order.ID != a.ID || evs[1].Order.ID != b.ID {
+		t.Fatalf("after the commit: %+v", evs)
+	}
+}
+
+// TestDeliveryLeaseAndRecord: a leased event is not leased again until its
+// lease ends; delivered, it is leased no more; retried, it comes back after
+// its backoff; past its retry window it fails, and a resend brings it back.
+func TestDeliveryLeaseAndRecord(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	o, err := s.CreateOrder(ctx, newOrder("ref-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, order.ForMerchant(order.DefaultMerchant), o.ID, func(o order.Order) (order.Move, error) {
+		return order.Move{Event: order.EventCancel, To: order.StateCanceled, Actor: "test"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	merchants := []string{order.DefaultMerchant, "other"}
+	lease := func() []order.Notification {
+		t.Helper()
+		evs, err := s.LeaseDeliveries(ctx, merchants, 10, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return evs
+	}
+	evs := lease()
+	if len(evs) != 1 || evs[0].Type != "order.canceled" || evs[0].Attempts != 1 {
+		t.Fatalf("leased %+v", evs)
+	}
+	if again := lease(); len(again) != 0 {
+		t.Fatalf("leased twice: %+v", again)
+	}
+	bl, err := s.DeliveryBacklog(ctx, merchants)
+	if err != nil || len(bl) != 2 || bl[0].Pending != 1 || bl[1].Pending != 0 {
+		t.Fatalf("backlog %+v %v", bl, err)
+	}
+	// A retry due at once is leased again.
+	recs, err := s.RecordDeliveries(ctx, []order.Delivery{{MerchantID: order.DefaultMerchant, Num: evs[0].Num,
+		Outcome: order.DeliveryRetry, Status: 500, Backoff: 0}}, time.Hour)
+	if err != nil || len(recs) != 1 || recs[0].Failed {
+		t.Fatalf("record retry: %+v %v", recs, err)
+	}
+	if evs = lease(); len(evs) != 1 || evs[0].Attempts != 2 {
+		t.Fatalf("after retry leased %+v", evs)
+	}
+	// A retry past the window fails the event.
+	recs, err = s.RecordDeliveries(ctx, []order.Delivery{{MerchantID: order.DefaultMerchant, Num: evs[0].Num,
+		Outcome: order.DeliveryRetry, Status: 500, Backoff: 2 * time.Hour}}, time.Hour)
+	if err != nil || len(recs) != 1 || !recs[0].Failed {
+		t.Fatalf("record past the window: %+v %v", recs, err)
+	}
+	if again := lease(); len(again) != 0 {
+		t.Fatalf("a failed event was leased: %+v", again)
+	}
+	if err := s.ResendEvent(ctx, "other", evs[0].Num); !errors.Is(err, order.ErrEventNotFound) {
+		t.Fatalf("resend of another merchant's event: %v", err)
+	}
+	if err := s.ResendEvent(ctx, order.DefaultMerchant, evs[0].Num); err != nil {
+		t.Fatal(err)
+	}
+	if evs = lease(); len(evs) != 1 || evs[0].Attempts != 1 {
+		t.Fatalf("after resend leased %+v", evs)
+	}
+	recs, err = s.RecordDeliveries(ctx, []order.Delivery{{MerchantID: order.DefaultMerchant, Num: evs[0].Num,
+		Outcome: order.DeliveryDelivered, Status: 200}}, time.Hour)
+	if err != nil || len(recs) != 1 || recs[0].Failed || recs[0].Latency <= 0 {
+		t.Fatalf("record delivered: %+v %v", recs, err)
+	}
+	if again := lease(); len(again) != 0 {
+		t.Fatalf("a delivered event was leased: %+v", again)
+	}
+}
+
+// listEvents lists the default merchant's events after cursor until want
+// of them are listed, or 30 s have passed. Transaction ids are the
+// cluster's: a transaction open in another test's database holds the feed
+// back as well, for a moment.
+func listEvents(t *testing.T, s *postgres.Store, after order.EventCursor, limit, want int) []order.Notification {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		evs, err := s.ListEvents(context.Background(), order.DefaultMerchant, after, limit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) >= want || time.Now().After(deadline) {
+			return evs
+		}
+	}
+}

@@ -1,0 +1,289 @@
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// refundedOrderRow is an order with its refund totals, as the statements
+// that show an order to a client or run the refund path select it.
+type refundedOrderRow struct {
+	orderRow
+	RefundedMinor  int64 `db:"refunded_minor"`
+	RefundingMinor int64 `db:"refunding_minor"`
+}
+
+func (r refundedOrderRow) order() order.Order {
+	o := r.orderRow.order()
+	o.Refunded, o.Refunding = r.RefundedMinor, r.RefundingMinor
+	return o
+}
+
+// refundRow is a refund as the statements select it: its columns prefixed
+// refund_, so that a row can hold an order and a refund, with the ids as
+// text and a NULL outcome (first call in flight) as ”.
+type refundRow struct {
+	ID              string     `db:"refund_id"`
+	MerchantID      string     `db:"refund_merchant_id"`
+	OrderID         string     `db:"refund_order_id"`
+	RequestID       string     `db:"refund_request_id"`
+	RequestedMinor  int64      `db:"refund_requested_minor"`
+	AmountMinor     int64      `db:"refund_amount_minor"`
+	Currency        string     `db:"refund_currency"`
+	Reason          string     `db:"refund_reason"`
+	Actor           string     `db:"refund_actor"`
+	State           string     `db:"refund_state"`
+	Outcome         string     `db:"refund_outcome"`
+	DeclineCode     string     `db:"refund_decline_code"`
+	GatewayRefundID string     `db:"refund_gateway_refund_id"`
+	ReconcileAt     *time.Time `db:"refund_reconcile_at"`
+	ReconcileCount  int        `db:"refund_reconcile_count"`
+	LastError       string     `db:"refund_last_error"`
+	CreatedAt       time.Time  `db:"refund_created_at"`
+	UpdatedAt       time.Time  `db:"refund_updated_at"`
+}
+
+func (r refundRow) refund() order.Refund {
+	rf := order.Refund{
+		ID: r.ID, MerchantID: r.MerchantID, OrderID: r.OrderID, RequestID: r.RequestID, Requested: r.RequestedMinor,
+		Amount: order.Money{Currency: r.Currency, AmountMinor: r.AmountMinor}, Reason: r.Reason,
+		Actor: order.Actor(r.Actor), State: order.RefundState(r.State), Outcome: order.Outcome(r.Outcome),
+		DeclineCode: r.DeclineCode, GatewayRefundID: r.GatewayRefundID, ReconcileCount: r.ReconcileCount,
+		LastError: r.LastError, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.ReconcileAt != nil {
+		rf.ReconcileAt = *r.ReconcileAt
+	}
+	return rf
+}
+
+// refundClaimSQL admits a refund in one statement; its comments say how it
+// keeps refunds within what was paid.
+//
+//go:embed sql/refund_claim.sql
+var refundClaimSQL string
+
+// refundClaimRow is what refund_claim.sql returns; a refund ID of ” means
+// no refund.
+type refundClaimRow struct {
+	Claimed  bool   `db:"claimed"`
+	ChargeID string `db:"charge_id"`
+	refundedOrderRow
+	refundRow
+}
+
+// refundableStates are the states the refund claim admits a refund in,
+// from the transition table.
+var refundableStates = func() []string {
+	var out []string
+	for _, s := range order.States {
+		if s.Refundable() {
+			out = append(out, string(s))
+		}
+	}
+	return out
+}()
+
+//go:embed sql/refund_by_request.sql
+var refundByRequestSQL string
+
+// ClaimRefund implements order.RefundStore.
+func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
+	var res order.RefundClaimResult
+	err := retry(ctx, func() error {
+		r, err := queryOne[refundClaimRow](ctx, s.pool, refundClaimSQL, pgx.StrictNamedArgs{
+			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
+			"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
+			"refundable": refundableStates, "from_state": order.RefundPending,
+			"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
+			"create_event": order.EventCreate,
+		})
+		if err != nil {
+			return err
+		}
+		res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
+		if r.ID != "" {
+			rf := r.refund()
+			res.Refund = &rf
+			return nil
+		}
+		// Not claimed and no earlier refund seen: the request id may have
+		// been used by a claim that committed after this statement began.
+		p, err := queryOne[refundRow](ctx, s.pool, refundByRequestSQL,
+			pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
+		switch {
+		case errors.Is(err, order.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		rf := p.refund()
+		res.Refund = &rf
+		return nil
+	})
+	return res, err
+}
+
+//go:embed sql/refund_settle.sql
+var refundSettleSQL string
+
+// refundSettledRow is what refund_settle.sql returns.
+type refundSettledRow struct {
+	refundedOrderRow
+	refundRow
+}
+
+// SettleRefund implements order.RefundStore.
+func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (order.Order, order.Refund, bool, error) {
+	var r refundSettledRow
+	to := st.To
+	if st.Event == "" {
+		to = order.RefundRefunding
+	}
+	var outcome *string
+	if st.Result.Outcome != "" {
+		o := string(st.Result.Outcome)
+		outcome = &o
+	}
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[refundSettledRow](ctx, s.pool, refundSettleSQL, pgx.StrictNamedArgs{
+			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": order.RefundRefunding,
+			"to_state": to, "outcome": outcome, "decline_code": st.Result.DeclineCode,
+			"gateway_refund_id": st.Result.ChargeID, "recheck_in": st.RecheckIn, "checked": st.Checked,
+			"last_error": truncate(st.LastError, 1000), "event": st.Event, "actor": st.Actor,
+			"reason":        truncate(st.Reason, 1000),
+			"partial_event": st.OrderPartial, "partial_to": order.MustNext(order.StatePaid, st.OrderPartial),
+			"full_event": st.OrderFull, "full_to": order.MustNext(order.StatePaid, st.OrderFull),
+		})
+		return err
+	})
+	switch {
+	case errors.Is(err, order.ErrNotFound):
+		return order.Order{}, order.Refund{}, false, nil // the guard did not hold
+	case err != nil:
+		return order.Order{}, order.Refund{}, false, err
+	}
+	return r.order(), r.refund(), true, nil
+}
+
+//go:embed sql/refund_by_id.sql
+var refundByIDSQL string
+
+// Refund implements order.RefundStore.
+func (s *Store) Refund(ctx context.Context, merchantID, id string) (order.Refund, error) {
+	var r refundRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[refundRow](ctx, s.pool, refundByIDSQL, pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id})
+		return err
+	})
+	return r.refund(), err
+}
+
+//go:embed sql/order_refunds.sql
+var orderRefundsSQL string
+
+//go:embed sql/order_refund_events.sql
+var orderRefundEventsSQL string
+
+// refundEventRow is a refund event as order_refund_events.sql selects it.
+type refundEventRow struct {
+	Seq       int64     `db:"seq"`
+	OrderID   string    `db:"order_id"`
+	RefundID  string    `db:"refund_id"`
+	From      string    `db:"from_state"`
+	To        string    `db:"to_state"`
+	Name      string    `db:"event"`
+	Actor     string    `db:"actor"`
+	Reason    string    `db:"reason"`
+	CreatedAt time.Time `db:"created_at"`
+}
+
+// Refunds returns a merchant's order's refunds and their history, oldest
+// first.
+func (s *Store) Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error) {
+	var (
+		refunds []order.Refund
+		events  []order.RefundEvent
+	)
+	err := retry(ctx, func() error {
+		args := pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": orderID}
+		rs, err := queryAll[refundRow](ctx, s.pool, orderRefundsSQL, args)
+		if err != nil {
+			return err
+		}
+		evs, err := queryAll[refundEventRow](ctx, s.pool, orderRefundEventsSQL, args)
+		if err != nil {
+			return err
+		}
+		refunds = make([]order.Refund, len(rs))
+		for i, r := range rs {
+			refunds[i] = r.refund()
+		}
+		events = make([]order.RefundEvent, len(evs))
+		for i, e := range evs {
+			events[i] = order.RefundEvent{Seq: e.Seq, OrderID: e.OrderID, RefundID: e.RefundID,
+				From: order.RefundState(e.From), To: order.RefundState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
+				Reason: e.Reason, CreatedAt: e.CreatedAt}
+		}
+		return nil
+	})
+	return refunds, events, err
+}
+
+//go:embed sql/claim_due_refunds.sql
+var claimDueRefundsSQL string
+
+// dueRefundRow is a leased refund with what its lookup needs.
+type dueRefundRow struct {
+	refundRow
+	Gateway          string  `db:"gateway"`
+	ChargeAttemptID  string  `db:"charge_attempt_id"`
+	ChargeID         string  `db:"charge_id"`
+	RefundAgeSeconds float64 `db:"refund_age_seconds"`
+}
+
+// ClaimDueRefunds leases up to limit REFUNDING refunds whose reconcile_at
+// has come, oldest first, skipping those another reconciler holds.
+func (s *Store) ClaimDueRefunds(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
+	var due []order.DueRefund
+	err := retry(ctx, func() error {
+		rows, err := queryAll[dueRefundRow](ctx, s.pool, claimDueRefundsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
+		due = make([]order.DueRefund, len(rows))
+		for i, r := range rows {
+			due[i] = order.DueRefund{Refund: r.refund(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
+				ChargeID: r.ChargeID, Age: time.Duration(r.RefundAgeSeconds * float64(time.Second))}
+		}
+		return err
+	})
+	return due, err
+}
+
+//go:embed sql/refund_count_by_state.sql
+var refundCountByStateSQL string
+
+// RefundStats counts refunds by state, with when the oldest refund in each
+// state was made.
+func (s *Store) RefundStats(ctx context.Context) (order.RefundStats, error) {
+	st := order.RefundStats{ByState: map[order.RefundState]int64{}}
+	err := retry(ctx, func() error {
+		rows, err := queryAll[struct {
+			State  string    `db:"state"`
+			Count  int64     `db:"count"`
+			Oldest time.Time `db:"oldest"`
+		}](ctx, s.pool, refundCountByStateSQL, nil)
+		for _, r := range rows {
+			st.ByState[order.RefundState(r.State)] = r.Count
+			if r.State == string(order.RefundRefunding) {
+				st.OldestRefunding = r.Oldest
+			}
+		}
+		return err
+	})
+	return st, err
+}

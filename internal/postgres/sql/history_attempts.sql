@@ -1,0 +1,12 @@
+-- One page of an order's attempts, oldest first: up to @limit after the
+-- attempt (@after_created, @after_id) in the order (created_at, id), or from
+-- the first when @after_created is NULL.
+SELECT id::text AS attempt_id, order_id::text AS attempt_order_id, request_id AS attempt_request_id,
+	payment_method AS attempt_payment_method, amount_minor AS attempt_amount_minor, currency AS attempt_currency,
+	coalesce(outcome, '') AS attempt_outcome, decline_code AS attempt_decline_code,
+	gateway_charge_id AS attempt_gateway_charge_id, created_at AS attempt_created_at
+FROM charge_attempts
+WHERE order_id = @order_id
+	AND (@after_created::timestamptz IS NULL OR (created_at, id) > (@after_created, @after_id::uuid))
+ORDER BY created_at, id
+LIMIT @limit;

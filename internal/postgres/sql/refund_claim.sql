@@ -1,0 +1,74 @@
+-- Admit a refund in one statement. The FOR UPDATE in ord waits for any
+-- other claim or settle of the order's refunds and then sees the order's
+-- latest version, so two refund claims of one order are serialized, and
+-- each sees what the other reserved: what is left to refund is read from
+-- that locked row (amount - refunded - refunding), never summed from the
+-- refunds table, whose rows this statement's snapshot may predate. The
+-- unique (merchant_id, request_id) key makes a request id name one refund,
+-- even when two claims with it race.
+--
+-- As in claim.sql, the guard is checked once, in ins, on the row ord holds
+-- locked, and upd computes the order's new reservation from that row too.
+-- The amount guard's line must stay as it is, alone and once in this file:
+-- the chaos harness's test builds a broken Settle by replacing it with true.
+--
+-- @amount_minor 0 asks for what is left. The refund is created PENDING and
+-- moved to REFUNDING in the same commit (two events), with reconcile_at set
+-- as a lease, so that a crash from then on is found by the reconciler.
+--
+-- It returns one row: the order (claimed says whether this statement made
+-- a refund), the gateway id of the charge being refunded, and the refund
+-- that the request id names, if any, every refund column coalesced.
+WITH ord AS (
+	SELECT * FROM orders WHERE id = @order_id AND merchant_id = @merchant_id FOR UPDATE
+), prior AS (
+	SELECT * FROM refunds WHERE merchant_id = @merchant_id AND request_id = @request_id
+), want AS (
+	SELECT id, amount_minor - refunded_minor - refunding_minor AS left_minor,
+		coalesce(nullif(@amount_minor::bigint, 0), amount_minor - refunded_minor - refunding_minor) AS amount
+	FROM ord
+), ins AS (
+	INSERT INTO refunds (merchant_id, id, order_id, request_id, requested_minor, amount_minor, currency, reason,
+		actor, state, reconcile_at)
+	SELECT @merchant_id, @refund_id, ord.id, @request_id, @amount_minor, want.amount, ord.currency, @reason,
+		@actor, @to_state, now() + @lease::interval
+	FROM ord JOIN want ON want.id = ord.id
+	WHERE
+		ord.state = ANY(@refundable::text[])
+		AND want.amount > 0
+		AND want.amount <= want.left_minor
+		AND NOT EXISTS (SELECT 1 FROM prior)
+	ON CONFLICT (merchant_id, request_id) DO NOTHING
+	RETURNING *
+), upd AS (
+	UPDATE orders o SET refunding_minor = ord.refunding_minor + ins.amount_minor
+	FROM ord JOIN ins ON ins.order_id = ord.id
+	WHERE o.id = ord.id
+	RETURNING o.*
+), ev AS (
+	INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor, reason)
+	SELECT merchant_id, order_id, id, NULL, @from_state, @create_event, @actor, reason FROM ins
+	UNION ALL
+	SELECT merchant_id, order_id, id, @from_state, state, @event, @actor, '' FROM ins
+), cur AS (
+	SELECT true AS claimed, * FROM upd
+	UNION ALL
+	SELECT false, * FROM ord WHERE NOT EXISTS (SELECT 1 FROM upd)
+), r AS (
+	SELECT * FROM ins UNION ALL SELECT * FROM prior
+)
+SELECT cur.claimed,
+	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
+	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
+	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
+	coalesce((SELECT gateway_charge_id FROM charge_attempts WHERE id = cur.current_attempt), '') AS charge_id,
+	coalesce(r.id::text, '') AS refund_id, coalesce(r.merchant_id, '') AS refund_merchant_id,
+	coalesce(r.order_id::text, '') AS refund_order_id, coalesce(r.request_id, '') AS refund_request_id,
+	coalesce(r.requested_minor, 0) AS refund_requested_minor, coalesce(r.amount_minor, 0) AS refund_amount_minor,
+	coalesce(r.currency, '') AS refund_currency, coalesce(r.reason, '') AS refund_reason,
+	coalesce(r.actor, '') AS refund_actor, coalesce(r.state, '') AS refund_state,
+	coalesce(r.outcome, '') AS refund_outcome, coalesce(r.decline_code, '') AS refund_decline_code,
+	coalesce(r.gateway_refund_id, '') AS refund_gateway_refund_id, r.reconcile_at AS refund_reconcile_at,
+	coalesce(r.reconcile_count, 0) AS refund_reconcile_count, coalesce(r.last_error, '') AS refund_last_error,
+	coalesce(r.created_at, 'epoch') AS refund_created_at, coalesce(r.updated_at, 'epoch') AS refund_updated_at
+FROM cur LEFT JOIN r ON true;

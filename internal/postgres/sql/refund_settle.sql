@@ -1,0 +1,76 @@
+-- Record a gateway's answer for a refund, guarded by the refund still being
+-- in @from_state (REFUNDING): of a late server response and a reconciler,
+-- exactly one wins and writes its events. A refund that succeeds adds its
+-- amount to the order's refunded total and moves the order with
+-- @partial_event or @full_event (the latter when the total reaches what was
+-- paid); one that fails releases its reservation; one escalated to review
+-- keeps it, since the money may have gone back; a recheck only pushes
+-- reconcile_at.
+--
+-- The order's row is locked before the refund's, the order claims take
+-- their locks in, so that a claim and a settle of one order never deadlock.
+-- As in claim.sql, the guard and the new totals are read from the locked
+-- rows, not from the updates' scans, whose snapshot can predate a change
+-- that the locks waited for.
+WITH lockedo AS MATERIALIZED (
+	SELECT * FROM orders
+	WHERE merchant_id = @merchant_id
+		AND id = (SELECT order_id FROM refunds WHERE merchant_id = @merchant_id AND id = @refund_id)
+	FOR UPDATE
+), lockedr AS MATERIALIZED (
+	SELECT * FROM refunds WHERE merchant_id = @merchant_id AND id = @refund_id FOR UPDATE
+), upr AS (
+	UPDATE refunds r SET
+		state = @to_state,
+		outcome = @outcome, decline_code = @decline_code, gateway_refund_id = @gateway_refund_id,
+		reconcile_at = CASE WHEN @to_state::text = 'REFUNDING' THEN now() + @recheck_in::interval END,
+		reconcile_count = lockedr.reconcile_count + @checked::bool::int,
+		last_error = @last_error,
+		updated_at = CASE WHEN @to_state::text = 'REFUNDING' THEN lockedr.updated_at ELSE now() END,
+		settled_at = CASE WHEN @to_state::text = 'REFUNDING' THEN NULL ELSE now() END
+	FROM lockedr
+	WHERE r.merchant_id = lockedr.merchant_id AND r.id = lockedr.id AND lockedr.state = @from_state
+	RETURNING r.*
+), nxt AS (
+	SELECT lockedo.id,
+		lockedo.refunded_minor + CASE WHEN upr.state = 'SUCCEEDED' THEN upr.amount_minor ELSE 0 END AS refunded,
+		lockedo.refunding_minor
+			- CASE WHEN upr.state IN ('SUCCEEDED', 'FAILED') THEN upr.amount_minor ELSE 0 END AS refunding,
+		CASE
+			WHEN upr.state <> 'SUCCEEDED' THEN ''
+			WHEN lockedo.refunded_minor + upr.amount_minor >= lockedo.amount_minor THEN @full_event
+			ELSE @partial_event
+		END AS event,
+		CASE
+			WHEN upr.state <> 'SUCCEEDED' THEN lockedo.state
+			WHEN lockedo.refunded_minor + upr.amount_minor >= lockedo.amount_minor THEN @full_to
+			ELSE @partial_to
+		END AS to_state,
+		lockedo.state AS from_state, upr.id AS refund_id
+	FROM lockedo JOIN upr ON upr.order_id = lockedo.id
+), upo AS (
+	UPDATE orders o SET refunded_minor = nxt.refunded, refunding_minor = nxt.refunding, state = nxt.to_state,
+		updated_at = CASE WHEN nxt.event = '' THEN o.updated_at ELSE now() END
+	FROM nxt
+	WHERE o.id = nxt.id AND (nxt.refunded, nxt.refunding) IS DISTINCT FROM (o.refunded_minor, o.refunding_minor)
+	RETURNING o.*
+), oev AS (
+	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, refund_id)
+	SELECT id, from_state, to_state, event, @actor, '', refund_id FROM nxt WHERE event <> ''
+), rev AS (
+	INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor, reason)
+	SELECT merchant_id, order_id, id, @from_state, state, @event, @actor, @reason FROM upr WHERE @event <> ''
+), cur AS (
+	SELECT * FROM upo UNION ALL SELECT * FROM lockedo WHERE NOT EXISTS (SELECT 1 FROM upo)
+)
+SELECT cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
+	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
+	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
+	upr.id::text AS refund_id, upr.merchant_id AS refund_merchant_id, upr.order_id::text AS refund_order_id,
+	upr.request_id AS refund_request_id, upr.requested_minor AS refund_requested_minor,
+	upr.amount_minor AS refund_amount_minor, upr.currency AS refund_currency, upr.reason AS refund_reason,
+	upr.actor AS refund_actor, upr.state AS refund_state, coalesce(upr.outcome, '') AS refund_outcome,
+	upr.decline_code AS refund_decline_code, upr.gateway_refund_id AS refund_gateway_refund_id,
+	upr.reconcile_at AS refund_reconcile_at, upr.reconcile_count AS refund_reconcile_count,
+	upr.last_error AS refund_last_error, upr.created_at AS refund_created_at, upr.updated_at AS refund_updated_at
+FROM cur JOIN upr ON upr.order_id = cur.id;

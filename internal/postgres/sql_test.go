@@ -1,0 +1,101 @@
+package postgres_test
+
+import (
+	"context"
+	"maps"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlepay/settle/internal/postgres/internal/onerow"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// TestSQLFiles: every file in sql/ is one statement that PostgreSQL accepts
+// on the migrated schema, and every one is embedded by the package.
+func TestSQLFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	files, err := filepath.Glob("sql/*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no statements in sql/: %v", err)
+	}
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Named arguments become $1, $2, ... as pgx sends them.
+		sql, _, err := pgx.NamedArgs{}.RewriteQuery(ctx, nil, string(src), nil)
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if _, err := pool.Exec(ctx, "PREPARE check_statement AS "+sql); err != nil {
+			if !strings.HasPrefix(strings.TrimSpace(stripComments(sql)), "LISTEN ") { // not preparable
+				t.Errorf("%s: %v", f, err)
+			}
+			continue
+		}
+		if _, err := pool.Exec(ctx, "DEALLOCATE check_statement"); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	embedded := map[string]bool{}
+	gofiles, _ := filepath.Glob("*.go")
+	directive := regexp.MustCompile(`(?m)^//go:embed (sql/\S+\.sql)$`)
+	for _, f := range gofiles {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range directive.FindAllStringSubmatch(string(src), -1) {
+			embedded[m[1]] = true
+		}
+	}
+	for _, f := range files {
+		if !embedded[filepath.ToSlash(f)] {
+			t.Errorf("%s is embedded by no variable", f)
+		}
+	}
+	if len(embedded) != len(files) {
+		t.Errorf("embedded %v, files %v", slices.Sorted(maps.Keys(embedded)), files)
+	}
+}
+
+func stripComments(sql string) string {
+	var out []string
+	for _, line := range strings.Split(sql, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestSettleOneGenerated: sql/settle_one.sql is what go generate derives
+// from sql/settle.sql now.
+func TestSettleOneGenerated(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("sql/settle.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := onerow.File("sql/settle.sql", string(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile("sql/settle_one.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatal("sql/settle_one.sql is out of step with sql/settle.sql: run go generate ./internal/postgres")
+	}
+}
