@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/reconcile"
 	"github.com/settlepay/settle/internal/telemetry"
+	"github.com/settlepay/settle/internal/webhook"
 )
 
 var (
@@ -37,13 +39,15 @@ var (
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
 		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
+	webhookFlags = []string{"webhook-listen", "webhook-tls-cert", "webhook-tls-key", "webhook-max-body",
+		"webhook-max-connections", "webhook-tolerance", "webhook-plaintext", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its
 // own flags (simFlags) and dev binds its own selection.
 var commandOptions = map[string][]string{
 	"migrate":    dbFlags,
-	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags),
+	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags, webhookFlags),
 	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, []string{"failpoints"}),
 	"gatewaysim": nil,
 }
@@ -189,9 +193,43 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	return nil
 }
 
+// serveWebhooks serves the gateways' events on their own listener until
+// ctx ends, when an address is configured; g owns the server's goroutine.
+func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
+	if a.cfg.WebhookListen == "" {
+		return nil
+	}
+	tlsCfg, err := a.cfg.webhookTLS()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.WebhookListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s for webhooks: %w", a.cfg.WebhookListen, err)
+	}
+	h := webhook.New(a.store, webhook.Config{
+		StripeSecrets: a.cfg.StripeWebhookSecrets,
+		RefpspSecrets: a.cfg.RefpspWebhookSecrets,
+		Tolerance:     a.cfg.WebhookTolerance,
+		MaxBody:       int64(a.cfg.WebhookMaxBody),
+		OnEvent:       a.metrics.GatewayEvent,
+	}, a.log)
+	lim := webhook.DefaultLimits
+	lim.MaxConnections = a.cfg.WebhookMaxConns
+	g.Go(func() {
+		if err := webhook.Serve(ctx, lis, h, lim, tlsCfg, a.cfg.ShutdownTimeout); err != nil {
+			a.log.Error("webhook listener stopped", "error", err)
+		}
+	})
+	a.log.Info("serving gateway events", "addr", lis.Addr().String(), "tls", tlsCfg != nil,
+		"stripe", len(a.cfg.StripeWebhookSecrets) > 0, "refpsp", len(a.cfg.RefpspWebhookSecrets) > 0)
+	return nil
+}
+
 func (a *app) reconciler() (*reconcile.Reconciler, error) {
 	cfg := a.cfg.reconcileConfig(a.failpoints.Hit)
 	cfg.OnCheck = a.metrics.ReconcileCheck
+	cfg.OnEventSettled = a.metrics.EventSettled
 	return reconcile.New(a.store, a.gateways, cfg, a.log)
 }
 
@@ -232,6 +270,10 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
 		bg.Go(func() { _ = rec.Run(bgCtx) })
+		bg.Go(func() { a.store.ListenDue(bgCtx, a.log, rec.Wake, func() { rec.Wake("") }) })
+	}
+	if err := a.serveWebhooks(bgCtx, &bg); err != nil {
+		return err
 	}
 
 	// The server runs until ctx ends or it fails; either way the second
@@ -315,6 +357,11 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	log.Info("reconciling", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
+	// Gateways' events wake the reconciler through the database.
+	lctx, stop := context.WithCancel(ctx)
+	listened := make(chan struct{})
+	go func() { a.store.ListenDue(lctx, log, rec.Wake, func() { rec.Wake("") }); close(listened) }()
+	defer func() { stop(); <-listened }()
 	return rec.Run(ctx)
 }
 
@@ -352,6 +399,9 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if opts.Events.URL != "" && len(opts.Events.Secrets) == 0 {
+		return errors.New("configuration: --sim-events-url needs --sim-events-secrets")
+	}
 	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
@@ -381,5 +431,25 @@ func simFlags(fs *flag.FlagSet) *sim.Options {
 	fs.Float64Var(&o.Random.FiveXXNoCharge, "sim-rate-5xx", 0, "simulator: rate of 503s without charging")
 	fs.Float64Var(&o.Random.Slow, "sim-rate-slow", 0, "simulator: rate of slow answers (charge made after the wait)")
 	fs.DurationVar(&o.Random.SlowMax, "sim-slow-max", 2*time.Second, "simulator: longest slow answer")
+	fs.StringVar(&o.Events.URL, "sim-events-url", "", "simulator: URL to push an event to for every charge (Settle's /webhooks/refpsp); empty: none")
+	fs.Func("sim-events-secrets", "simulator: comma-separated secrets that sign the events", func(v string) error {
+		o.Events.Secrets = splitList(v)
+		return nil
+	})
+	fs.DurationVar(&o.Events.Delay, "sim-events-delay", 0, "simulator: wait before an event is sent")
+	fs.DurationVar(&o.Events.Reorder, "sim-events-reorder", 0, "simulator: random extra wait up to this, so events arrive out of order")
+	fs.Float64Var(&o.Events.Duplicate, "sim-events-duplicate", 0, "simulator: rate of events delivered twice")
+	fs.Float64Var(&o.Events.Loss, "sim-events-loss", 0, "simulator: rate of events never delivered")
 	return o
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

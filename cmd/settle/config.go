@@ -68,6 +68,17 @@ type config struct {
 	StripeAPIBase       string
 	StripeMaxRetries    int
 	StripeReplayWindow  time.Duration
+	// The webhook listener for gateways' events: off when WebhookListen is
+	// empty.
+	WebhookListen        string
+	WebhookTLSCert       string
+	WebhookTLSKey        string
+	WebhookMaxBody       int
+	WebhookMaxConns      int
+	WebhookTolerance     time.Duration
+	WebhookPlaintext     bool
+	StripeWebhookSecrets []string
+	RefpspWebhookSecrets []string
 }
 
 // option is one setting: its flag, its environment variable, its default.
@@ -124,6 +135,15 @@ var options = []option{
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
 	{"no-api-keys", "SETTLE_NO_API_KEYS", "false", "serve without API keys, every caller the default merchant with every role: for tests and benchmarks, refused unless listen is a loopback address", setBool(func(c *config) *bool { return &c.NoAPIKeys })},
+	{"webhook-listen", "SETTLE_WEBHOOK_LISTEN", "", "HTTP address for gateways' events: POST /webhooks/stripe and /webhooks/refpsp (empty: none)", setString(func(c *config) *string { return &c.WebhookListen })},
+	{"webhook-tls-cert", "SETTLE_WEBHOOK_TLS_CERT", "", "webhook listener's certificate (PEM): HTTPS", setString(func(c *config) *string { return &c.WebhookTLSCert })},
+	{"webhook-tls-key", "SETTLE_WEBHOOK_TLS_KEY", "", "webhook listener's private key (PEM)", setString(func(c *config) *string { return &c.WebhookTLSKey })},
+	{"webhook-max-body", "SETTLE_WEBHOOK_MAX_BODY", "262144", "largest event body in bytes; larger is 413", setInt(func(c *config) *int { return &c.WebhookMaxBody })},
+	{"webhook-max-connections", "SETTLE_WEBHOOK_MAX_CONNECTIONS", "256", "webhook connections open at once; more wait to be accepted", setInt(func(c *config) *int { return &c.WebhookMaxConns })},
+	{"webhook-tolerance", "SETTLE_WEBHOOK_TOLERANCE", "5m", "oldest (or furthest ahead) signature timestamp accepted: stops replays of old events", setDuration(func(c *config) *time.Duration { return &c.WebhookTolerance })},
+	{"stripe-webhook-secrets", "STRIPE_WEBHOOK_SECRETS", "", "Stripe endpoint signing secrets (whsec_...), comma-separated: two while one is rolled; enables /webhooks/stripe", setList(func(c *config) *[]string { return &c.StripeWebhookSecrets })},
+	{"refpsp-webhook-secrets", "SETTLE_REFPSP_WEBHOOK_SECRETS", "", "refpsp event signing secrets, comma-separated as stripe-webhook-secrets; enables /webhooks/refpsp", setList(func(c *config) *[]string { return &c.RefpspWebhookSecrets })},
+	{"webhook-plaintext", "SETTLE_WEBHOOK_PLAINTEXT", "false", "serve webhooks over plain HTTP on a non-loopback address, behind a proxy that terminates TLS (plain HTTP on loopback needs no flag)", setBool(func(c *config) *bool { return &c.WebhookPlaintext })},
 }
 
 // bindConfig registers the named options on fs. The returned function,
@@ -217,6 +237,16 @@ func (c *config) validate() error {
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
 	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
 	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")
+	if c.WebhookListen != "" {
+		if _, _, err := net.SplitHostPort(c.WebhookListen); err != nil {
+			errs = append(errs, fmt.Errorf("webhook-listen %q is not host:port", c.WebhookListen))
+		}
+		check(len(c.StripeWebhookSecrets)+len(c.RefpspWebhookSecrets) > 0, "webhook-listen needs stripe-webhook-secrets or refpsp-webhook-secrets: an event is accepted only when signed")
+	}
+	check((c.WebhookTLSCert == "") == (c.WebhookTLSKey == ""), "webhook-tls-cert and webhook-tls-key go together")
+	check(c.WebhookMaxBody >= 1024 && c.WebhookMaxBody <= 16<<20, "webhook-max-body must be between 1024 and 16777216")
+	check(c.WebhookMaxConns >= 1, "webhook-max-connections must be at least 1")
+	check(c.WebhookTolerance > 0, "webhook-tolerance must be positive")
 	return errors.Join(errs...)
 }
 
@@ -324,6 +354,10 @@ func setDuration(p func(*config) *time.Duration) func(*config, string) error {
 		*p(c) = d
 		return nil
 	}
+}
+
+func setList(p func(*config) *[]string) func(*config, string) error {
+	return func(c *config, v string) error { *p(c) = splitList(v); return nil }
 }
 
 func setDurations(p func(*config) *[]time.Duration) func(*config, string) error {

@@ -24,7 +24,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
 	// dev makes its own keys, so it has no --no-api-keys.
-	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags), func(n string) bool { return n == "no-api-keys" })
+	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags, webhookFlags), func(n string) bool { return n == "no-api-keys" })
 	load := bindConfig(fs, getenv, devFlags...)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -34,6 +34,18 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("configuration: %w", err)
 	}
 	cfg.LogFormat, cfg.DefaultGateway, cfg.RefpspKey = "text", "sim", "dev"
+	// The simulator pushes its events to Settle's webhook listener, signed
+	// with a secret new each run.
+	if cfg.WebhookListen == "" {
+		cfg.WebhookListen = "127.0.0.1:8090"
+	}
+	if len(cfg.RefpspWebhookSecrets) == 0 {
+		cfg.RefpspWebhookSecrets = []string{newDevKey("whsec_dev_")}
+	}
+	if simOpts.Events.URL == "" {
+		simOpts.Events.URL = "http://" + cfg.WebhookListen + "/webhooks/refpsp"
+	}
+	simOpts.Events.Secrets = cfg.RefpspWebhookSecrets
 	checkoutKey, opsKey := newDevKey("sk_dev_checkout_"), newDevKey("sk_dev_ops_")
 	cfg.APIKeys = fmt.Sprintf("%s %s checkout dev-checkout; %s %s ops dev-ops",
 		grpcapi.HashKey(checkoutKey), order.DefaultMerchant, grpcapi.HashKey(opsKey), order.DefaultMerchant)
@@ -80,7 +92,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey)
+	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey,
+		cfg.WebhookListen, cfg.RefpspWebhookSecrets[0])
 	err = a.serve(ctx, lis, true, opts)
 	if simErr := <-simDone; err == nil {
 		err = simErr
@@ -88,12 +101,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	return err
 }
 
-func printDevHelp(w io.Writer, addr, simURL, dbURL, checkoutKey, opsKey string) {
+func printDevHelp(w io.Writer, addr, simURL, dbURL, checkoutKey, opsKey, webhookAddr, webhookSecret string) {
 	fmt.Fprintf(w, `
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
   gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
   database:  %[3]s
+  webhooks:  http://%[6]s/webhooks/refpsp   (the simulator pushes its events here)
+  export SETTLE_REFPSP_WEBHOOK_SECRET=%[7]s   # signs refpsp events (see README: webhooks)
 
 Development API keys (new each run):
   export SETTLE_KEY=%[4]s      # checkout: OrderService
@@ -108,5 +123,5 @@ Create an order, charge it, look at it:
 Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
 tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422).
 
-`, addr, simURL, dbURL, checkoutKey, opsKey)
+`, addr, simURL, dbURL, checkoutKey, opsKey, webhookAddr, webhookSecret)
 }

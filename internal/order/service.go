@@ -24,8 +24,8 @@ type Store interface {
 	Order(ctx context.Context, scope Scope, id string) (Order, error)
 	// OrderByReference returns a merchant's order by merchant reference.
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
-	// Attempt returns an attempt by id.
-	Attempt(ctx context.Context, id string) (Attempt, error)
+	// Attempt returns a merchant's attempt by id.
+	Attempt(ctx context.Context, merchantID, id string) (Attempt, error)
 	// Claim moves a PENDING order to CHARGING with a new attempt, in one
 	// short transaction; see Claim.
 	Claim(ctx context.Context, c Claim) (ClaimResult, error)
@@ -74,12 +74,15 @@ type ClaimResult struct {
 // order moves to To and the event is recorded; without one it stays
 // CHARGING and is checked again after RecheckIn.
 type Settlement struct {
-	OrderID   string
-	AttemptID string
-	Result    Result
-	Event     EventName
-	To        State
-	RecheckIn time.Duration
+	// MerchantID is the order's merchant: the settle statement names it,
+	// so that on Citus it runs on the merchant's shard.
+	MerchantID string
+	OrderID    string
+	AttemptID  string
+	Result     Result
+	Event      EventName
+	To         State
+	RecheckIn  time.Duration
 	// Checked counts this settlement as one reconciler check.
 	Checked   bool
 	LastError string
@@ -290,7 +293,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	ctx = context.WithoutCancel(ctx)
 	res, gerr := s.call(ctx, o.Gateway, req, deadline, requestID)
 	s.cfg.Failpoint(failpoint.AfterGateway)
-	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
+	st := settlementFor(o.MerchantID, o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = ActorAPI
 	if gerr != nil {
 		st.LastError = gerr.Error()
@@ -315,7 +318,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	if settled, err = s.store.Order(ctx, ForMerchant(merchantID), o.ID); err != nil {
 		return Order{}, nil, err
 	}
-	if a, err = s.store.Attempt(ctx, a.ID); err != nil {
+	if a, err = s.store.Attempt(ctx, merchantID, a.ID); err != nil {
 		return Order{}, nil, err
 	}
 	return settled, &a, nil
@@ -339,8 +342,8 @@ func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, d
 }
 
 // settlementFor turns a charge's result into the settlement of its attempt.
-func settlementFor(orderID, attemptID string, res Result, recheck time.Duration) Settlement {
-	st := Settlement{OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
+func settlementFor(merchantID, orderID, attemptID string, res Result, recheck time.Duration) Settlement {
+	st := Settlement{MerchantID: merchantID, OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
 	switch res.Outcome {
 	case OutcomeSucceeded:
 		st.Event = EventSucceed

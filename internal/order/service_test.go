@@ -92,7 +92,11 @@ func (f *fixture) charge(t *testing.T, orderID, requestID string) (order.Order, 
 // history returns an order's events and attempts.
 func (f *fixture) history(t *testing.T, orderID string) ([]order.Event, []order.Attempt) {
 	t.Helper()
-	events, attempts, err := f.store.History(context.Background(), orderID)
+	o, err := f.store.Order(context.Background(), order.AnyMerchant, orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, attempts, err := f.store.History(context.Background(), o.MerchantID, orderID)
 	if err != nil {
 		t.Fatal(err)
 	}

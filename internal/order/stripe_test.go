@@ -89,7 +89,7 @@ func (f *stripeFixture) load(t *testing.T, id string) (order.Order, order.Attemp
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := f.store.Attempt(ctx, o.CurrentAttempt)
+	a, err := f.store.Attempt(ctx, o.MerchantID, o.CurrentAttempt)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -56,6 +57,9 @@ type Config struct {
 	// OnCheck, when set, is told each check's result: the event it
 	// settled the order with, or "recheck".
 	OnCheck func(result string)
+	// OnEventSettled, when set, is told how long after a gateway's event
+	// made it due (Wake) an order was settled by this reconciler.
+	OnEventSettled func(time.Duration)
 }
 
 // DefaultSchedule checks within seconds, then ever less often, and hands
@@ -73,7 +77,18 @@ type Reconciler struct {
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
+	// wake holds one wake-up for Run: see Wake.
+	wake chan struct{}
+
+	mu sync.Mutex
+	// woken holds when each order was made due by a gateway's event, until
+	// it is settled, for Config.OnEventSettled; guarded by mu.
+	woken map[string]time.Time
 }
+
+// maxWoken bounds Reconciler.woken: past it, the oldest half is forgotten
+// (orders woken but settled by another reconciler).
+const maxWoken = 10000
 
 // New returns a Reconciler.
 func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.Logger) (*Reconciler, error) {
@@ -92,16 +107,54 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	if cfg.OnCheck == nil {
 		cfg.OnCheck = func(string) {}
 	}
+	if cfg.OnEventSettled == nil {
+		cfg.OnEventSettled = func(time.Duration) {}
+	}
 	refunds, _ := store.(RefundStore)
-	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
+	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+		woken: map[string]time.Time{}}, nil
 }
 
 // lease is how far a check pushes reconcile_at: long enough for the lookup
 // and the settle, so that no other reconciler checks the order meanwhile.
 func (r *Reconciler) lease() time.Duration { return 2*r.cfg.LookupTimeout + 5*time.Second }
 
+// Wake makes Run look for due orders now instead of at its next poll: a
+// gateway's event has made order orderID due. Wakes that come while Run is
+// busy collapse into one, so it never blocks.
+func (r *Reconciler) Wake(orderID string) {
+	if orderID != "" {
+		r.mu.Lock()
+		if len(r.woken) >= maxWoken {
+			r.forgetOldestLocked()
+		}
+		if _, ok := r.woken[orderID]; !ok {
+			r.woken[orderID] = time.Now()
+		}
+		r.mu.Unlock()
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reconciler) forgetOldestLocked() {
+	times := make([]time.Time, 0, len(r.woken))
+	for _, t := range r.woken {
+		times = append(times, t)
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	cut := times[len(times)/2]
+	for id, t := range r.woken {
+		if t.Before(cut) {
+			delete(r.woken, id)
+		}
+	}
+}
+
 // Run polls for due orders until ctx ends. A full batch is followed at once
-// by the next; otherwise it waits PollInterval.
+// by the next; otherwise it waits PollInterval, or until Wake.
 func (r *Reconciler) Run(ctx context.Context) error {
 	for {
 		n, err := r.RunOnce(ctx)
@@ -115,6 +168,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(r.cfg.PollInterval):
+		case <-r.wake:
 		}
 	}
 }
@@ -190,6 +244,13 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck(string(st.Event))
+		r.mu.Lock()
+		at, ok := r.woken[st.OrderID]
+		delete(r.woken, st.OrderID)
+		r.mu.Unlock()
+		if ok {
+			r.cfg.OnEventSettled(time.Since(at))
+		}
 		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: order.StateCharging, To: st.To,
 			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)
 	}
@@ -224,7 +285,7 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 
 // decide turns what the gateway said into a settlement.
 func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
+	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
 	// The settle writes the attempt's gateway id: keep the one recorded
 	// unless this check learned it. The next check reads the attempt by it.
 	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)

@@ -113,7 +113,7 @@ func (f *fixture) order(t *testing.T, id string) order.Order {
 
 func (f *fixture) attempt(t *testing.T, id string) order.Attempt {
 	t.Helper()
-	a, err := f.store.Attempt(context.Background(), id)
+	a, err := f.store.Attempt(context.Background(), order.DefaultMerchant, id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,9 @@ type Metrics struct {
 	reconcileChecks *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
+	gatewayEvents   *prometheus.CounterVec
+	reviewItems     *prometheus.CounterVec
+	eventToSettled  prometheus.Histogram
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -55,14 +58,38 @@ func NewMetrics() *Metrics {
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
+		gatewayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_gateway_events_total", Help: "Gateway events received, by gateway, type and result (woken, review, ignored, unknown_object, duplicate, bad_signature, malformed, too_large, ignored_type, error).",
+		}, []string{"gateway", "type", "result"}),
+		reviewItems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_review_items_raised_total", Help: "Review items raised for a person, by kind (possible_double_charge: a success reported for an attempt its order does not hold).",
+		}, []string{"kind"}),
+		eventToSettled: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "settle_event_to_settled_seconds", Help: "Time from a gateway event making an order due to the reconciler settling it.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
+		m.gatewayEvents, m.reviewItems, m.eventToSettled,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // ReconcileCheck counts one reconciler check by its result.
 func (m *Metrics) ReconcileCheck(result string) { m.reconcileChecks.WithLabelValues(result).Inc() }
+
+// GatewayEvent counts one gateway event by gateway, type and result; a
+// review result also counts a possible double charge.
+func (m *Metrics) GatewayEvent(gateway, eventType, result string) {
+	m.gatewayEvents.WithLabelValues(gateway, eventType, result).Inc()
+	if result == string(order.EventReview) {
+		m.reviewItems.WithLabelValues("possible_double_charge").Inc()
+	}
+}
+
+// EventSettled observes how long after a gateway event made it due an
+// order was settled.
+func (m *Metrics) EventSettled(d time.Duration) { m.eventToSettled.Observe(d.Seconds()) }
 
 // AuthFailure counts one call refused for its API key: result is
 // "rejected" or "limited".

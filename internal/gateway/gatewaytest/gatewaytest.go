@@ -66,6 +66,14 @@ type Harness struct {
 	// Unreachable, when set, is the same adapter configured with an address
 	// where nothing listens.
 	Unreachable order.Gateway
+	// RefundTimeout and RefundFailLater name payment methods whose charges
+	// succeed, and whose refunds then succeed with the answer held past
+	// CallTimeout, or are answered pending and fail soon after. With
+	// RefundLedger (the fake's refunds under a refund's reference or
+	// idempotency key), they are required of a Gateway that is an
+	// order.Refunder; refunds.go lists what the suite checks.
+	RefundTimeout, RefundFailLater string
+	RefundLedger                   func(refundID string) []Entry
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.
@@ -92,6 +100,20 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"lookup of an attempt never sent", testLookupNeverSent},
 		{"repeated charge of one attempt", testRepeatedCharge},
 		{"unreachable gateway", testUnreachable},
+	}
+	for _, tt := range refundTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			r, ok := h.Gateway.(order.Refunder)
+			if !ok {
+				t.Skip("the gateway does not refund")
+			}
+			if h.RefundTimeout == "" || h.RefundFailLater == "" || h.RefundLedger == nil {
+				t.Fatal("gatewaytest: a harness of a gateway that refunds must set RefundTimeout, RefundFailLater and RefundLedger")
+			}
+			tt.run(t, h, r)
+		})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

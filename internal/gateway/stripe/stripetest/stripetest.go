@@ -35,6 +35,8 @@
 //	pm_card_settle_500                       succeeded, then 500 api_error (saved, as Stripe saves it)
 //	pm_card_settle_429                       429 rate_limit, nothing done
 //	pm_card_settle_processing                200, status processing, until Succeed or Fail settles it
+//	pm_card_settle_refund_timeout            succeeded (its refunds' answers are held: refunds.go)
+//	pm_card_refundFail                       succeeded (its refunds fail later: refunds.go)
 //	anything else                            400 resource_missing at the create, nothing created
 //
 // and one token acts at the create:
@@ -128,6 +130,10 @@ type Server struct {
 	keys     map[string]*keyState
 	requests []Request
 	charges  int
+	// refunds and refundKeys are the refunds' ledger and idempotency
+	// keys (refunds.go).
+	refunds    []Refund
+	refundKeys map[string]*keyState
 }
 
 // keyState is what the fake remembers of an idempotency key.
@@ -143,11 +149,14 @@ func New(opts Options) *Server {
 	if opts.Hold <= 0 {
 		opts.Hold = defaultHold
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), byID: map[string]*PaymentIntent{}, keys: map[string]*keyState{}}
+	s := &Server{opts: opts, mux: http.NewServeMux(), byID: map[string]*PaymentIntent{}, keys: map[string]*keyState{},
+		refundKeys: map[string]*keyState{}}
 	s.mux.HandleFunc("POST /v1/payment_intents", s.post(s.create))
 	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.retrieve)
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", s.post(s.confirm))
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.post(s.cancel))
+	s.mux.HandleFunc("POST /v1/refunds", s.createRefund)
+	s.mux.HandleFunc("GET /v1/refunds", s.listRefunds)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
 			Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
@@ -356,7 +365,7 @@ var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 var knownMethods = map[string]bool{
 	TokenVisa: true, TokenDeclined: true, TokenInsufficientFunds: true, TokenRequiresAction: true,
 	TokenTimeout: true, TokenDropAfterCreate: true, TokenServerErrorAfterCreate: true, TokenRateLimited: true,
-	TokenProcessing: true, TokenCreateDropped: true,
+	TokenProcessing: true, TokenCreateDropped: true, TokenRefundTimeout: true, TokenRefundFail: true,
 }
 
 // create validates a create request and creates an unconfirmed intent.
