@@ -98,6 +98,8 @@ var fanOut = map[string]string{
 	"claim_due_refunds.sql":     "the reconciler's lease over every merchant's due refunds",
 	"sweep_watchers.sql":        "expired watchers of every merchant, at a listener's start",
 	"listen.sql":                "not a query",
+	"listen_due.sql":            "not a query",
+	"gateway_event_attempt.sql": "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 }
 
 // TestStatementsNameTheMerchant: every statement outside fanOut takes the

@@ -204,7 +204,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			// A settle that fails leaves the order leased: it is checked
 			// again when the lease expires, which is safe, because a check
 			// settles only the attempt it looked up, under the guard.
-			if _, err := r.settle(ctx, r.decide(d, res, lookupErr)); err != nil {
+			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, true)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -225,7 +225,7 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 		return order.Order{}, false, err
 	}
 	res, err := r.lookup(ctx, due)
-	o, err := r.settle(ctx, r.decide(due, res, err))
+	o, err := r.settle(ctx, r.decide(due, res, err, false))
 	return o, true, err
 }
 
@@ -279,10 +279,14 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 	return res, err
 }
 
-// decide turns what the gateway said into a settlement.
-func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
-	checks := d.Order.ReconcileCount + 1
+// decide turns what the gateway said into a settlement. Only a scheduled
+// check that could not learn the outcome uses up the schedule: an
+// operator's ReconcileOrder (scheduled false) and a "not found" while the
+// request may still arrive are not failed checks, and never send an order
+// to NEEDS_REVIEW, however many of them come (13 operator checks within a
+// second used to exhaust the schedule of a charge still in flight).
+func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled bool) order.Settlement {
+	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: scheduled, Result: res}
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
@@ -295,12 +299,17 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Sett
 	case res.Outcome == order.OutcomeNotFound && d.AttemptAge > r.cfg.NoShowHorizon:
 		return move(st, order.EventFail, "gateway has no charge and the request can no longer arrive")
 	case res.Outcome == order.OutcomeNotFound:
+		st.Checked = false
 		st.LastError = "gateway has no charge yet; the request may still arrive"
 	default:
 		st.LastError = fmt.Sprintf("gateway lookup answered %q", res.Outcome)
 	}
 	// Still unknown: check again later, or hand it to a person.
 	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	checks := d.Order.ReconcileCount
+	if st.Checked {
+		checks++
+	}
 	if checks >= len(r.cfg.Schedule) {
 		return escalate(st, fmt.Sprintf("outcome still unknown after %d checks: %s", checks, st.LastError))
 	}
