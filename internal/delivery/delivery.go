@@ -53,7 +53,7 @@ type Config struct {
 	PollInterval time.Duration
 	// Lease is how long a lane holds its events before another worker
 	// may deliver them again; zero is long enough for every POST of a
-	// full lane to time out, and 30 s more.
+	// full lane to time out, and one timeout and 5 s more to record them.
 	Lease time.Duration
 	// RetryFor is how long after its transition an event is retried
 	// before it fails.
@@ -92,7 +92,7 @@ func New(store Store, cfg Config, log *slog.Logger) (*Deliverer, error) {
 		cfg.PollInterval = DefaultPoll
 	}
 	if cfg.Lease <= 0 {
-		cfg.Lease = time.Duration(cfg.PerMerchant)*cfg.Timeout + 30*time.Second
+		cfg.Lease = time.Duration(cfg.PerMerchant+1)*cfg.Timeout + 5*time.Second
 	}
 	if cfg.RetryFor <= 0 {
 		cfg.RetryFor = DefaultRetryFor

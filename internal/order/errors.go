@@ -73,3 +73,9 @@ func (e *GatewayUnsureError) Error() string {
 }
 
 func (e *GatewayUnsureError) Unwrap() error { return e.Err }
+
+// ErrGatewayRefused means the gateway refused Settle's credentials or
+// request: a configuration error at Settle, not a decline of the card.
+// Nothing was charged, and the order is back in PENDING; the charge will
+// be refused again until an operator fixes the configuration.
+var ErrGatewayRefused = errors.New("the gateway refused Settle's credentials or request")
