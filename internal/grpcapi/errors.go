@@ -40,6 +40,11 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.FailedPrecondition, limErr.Error())
 	case errors.Is(err, order.ErrRefundsUnsupported):
 		return status.Error(codes.FailedPrecondition, "the order's gateway does not support refunds")
+	case errors.Is(err, order.ErrGatewayRefused):
+		// Not a decline, and not the client's fault: Settle's own
+		// configuration is wrong. The gateway call's line is logged at ERROR.
+		return status.Error(codes.Internal, "the gateway refused Settle's credentials or request: a configuration error at Settle, "+
+			"not a card decline; nothing was charged and the order is PENDING")
 	case errors.Is(err, order.ErrUnavailable):
 		log.WarnContext(ctx, "storage unavailable", "error", err)
 		return status.Error(codes.Unavailable, "storage is unavailable; retry with the same request_id")

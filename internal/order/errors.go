@@ -46,3 +46,9 @@ func (e *StateError) Error() string {
 // ErrUnavailable means the database could not be reached or gave up; the
 // call may be retried with the same keys.
 var ErrUnavailable = errors.New("storage unavailable")
+
+// ErrGatewayRefused means the gateway refused Settle's credentials or
+// request: a configuration error at Settle, not a decline of the card.
+// Nothing was charged, and the order is back in PENDING; the charge will
+// be refused again until an operator fixes the configuration.
+var ErrGatewayRefused = errors.New("the gateway refused Settle's credentials or request")

@@ -138,3 +138,34 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// TestDecideKeepsTheGatewayID: the settle of a check writes the attempt's
+// gateway id, so a check that cannot settle keeps the id recorded, or
+// records the one its lookup learned; a later check reads the attempt by it.
+func TestDecideKeepsTheGatewayID(t *testing.T) {
+	t.Parallel()
+	r, err := New(nil, nil, Config{Schedule: []time.Duration{time.Second, time.Second}, BatchSize: 1, Concurrency: 1,
+		PollInterval: time.Second, LookupTimeout: time.Second, NoShowHorizon: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := errors.New("lookup timed out")
+	tests := []struct {
+		name     string
+		recorded string
+		res      order.Result
+		checked  int
+		want     string
+	}{
+		{"recorded, the lookup failed", "pi_1", order.Result{Outcome: order.OutcomeUnknown}, 0, "pi_1"},
+		{"recorded, escalated", "pi_1", order.Result{Outcome: order.OutcomeUnknown}, 1, "pi_1"},
+		{"learned by the lookup", "", order.Result{Outcome: order.OutcomeUnknown, ChargeID: "pi_2"}, 0, "pi_2"},
+	}
+	for _, tt := range tests {
+		d := order.Due{Order: order.Order{ID: "ord_1", State: order.StateCharging, ReconcileCount: tt.checked},
+			Attempt: order.Attempt{ID: "att_1", GatewayChargeID: tt.recorded}}
+		if st := r.decide(d, tt.res, timeout, true); st.Result.ChargeID != tt.want {
+			t.Errorf("%s: settlement's charge id %q, want %q", tt.name, st.Result.ChargeID, tt.want)
+		}
+	}
+}

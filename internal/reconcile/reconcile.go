@@ -6,6 +6,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -273,6 +274,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// From the attempt's age in database time, so that no two clocks
 		// are compared.
 		CreatedAt: time.Now().Add(-d.AttemptAge),
+		// What the charge path (or an earlier check) learned of the
+		// gateway's own id: Stripe reads the PaymentIntent by it.
+		GatewayChargeID: d.Attempt.GatewayChargeID,
 	})
 	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
@@ -287,6 +291,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 // second used to exhaust the schedule of a charge still in flight).
 func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled bool) order.Settlement {
 	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: scheduled, Result: res}
+	// The settle writes the attempt's gateway id: keep the one recorded
+	// unless this check learned it. The next check reads the attempt by it.
+	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
@@ -305,7 +312,7 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 		st.LastError = fmt.Sprintf("gateway lookup answered %q", res.Outcome)
 	}
 	// Still unknown: check again later, or hand it to a person.
-	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
 	checks := d.Order.ReconcileCount
 	if st.Checked {
 		checks++
@@ -327,7 +334,7 @@ func move(st order.Settlement, ev order.EventName, reason string) order.Settleme
 }
 
 func escalate(st order.Settlement, why string) order.Settlement {
-	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
 	st.LastError = why
 	return move(st, order.EventEscalate, why)
 }
