@@ -98,6 +98,10 @@ var fanOut = map[string]string{
 	"claim_due_refunds.sql":     "the reconciler's lease over every merchant's due refunds",
 	"sweep_watchers.sql":        "expired watchers of every merchant, at a listener's start",
 	"listen.sql":                "not a query",
+	"listen_due.sql":            "not a query",
+	"due_orders.sql":            "the reconciler's lease on Citus: a read of every shard's due orders",
+	"is_citus.sql":              "asks the engine, not a table",
+	"record_gateway_event.sql":  "a gateway's webhook names an attempt or charge, not a merchant",
 }
 
 // TestStatementsNameTheMerchant: every statement outside fanOut takes the
