@@ -88,6 +88,8 @@ func TestCheck(t *testing.T) {
 				dbEvent{id: 8, order: "o3", from: "PENDING", to: "CANCELED", event: "cancel", typ: "order.canceled", delivered: true})
 			s.received = append(s.received, receiver.Delivery{EventID: "evt_8", Type: "order.canceled", OrderID: "o3", State: "CANCELED", Verified: true})
 		}, InvEvents},
+		{"claim announced", func(s *snapshot, _ *history) { s.events[1].typ = "order.payment_failed" }, InvEvents},
+		{"paid announced as something else", func(s *snapshot, _ *history) { s.events[4].typ = "order.canceled" }, InvEvents},
 		{"paid answer not kept", func(_ *snapshot, h *history) { h.paid["o2"] = true }, InvAnswers},
 		{"order lost", func(_ *snapshot, h *history) { h.orders["o3"] = "ref-3" }, InvAnswers},
 		{"request named two attempts", func(_ *snapshot, h *history) { h.requests["r1"].attempts["a0"] = 1 }, InvRequestID},
