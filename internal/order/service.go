@@ -43,6 +43,9 @@ type Store interface {
 	// state it is in, and makes it with its event, in one transaction. An
 	// order outside scope is ErrNotFound.
 	Transition(ctx context.Context, scope Scope, id string, decide func(Order) (Move, error)) (Order, error)
+	// History returns a merchant's order's events and attempts, oldest
+	// first.
+	History(ctx context.Context, merchantID, id string) ([]Event, []Attempt, error)
 }
 
 // Claim asks the store to start an attempt. When the order is in From and
@@ -160,8 +163,14 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if n.Gateway == "" {
 		n.Gateway = s.cfg.DefaultGateway
 	}
-	if _, ok := s.gateways[n.Gateway]; !ok {
+	gw, ok := s.gateways[n.Gateway]
+	if !ok {
 		return Order{}, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
+	}
+	if c, ok := gw.(AmountChecker); ok {
+		if err := c.CheckAmount(n.Amount); err != nil {
+			return Order{}, err
+		}
 	}
 	return Order{
 		ID:                NewID(),
@@ -227,6 +236,11 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 			if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
 				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
 			}
+		}
+		if a := c.Attempt; a != nil && a.Outcome == OutcomeRefused {
+			// A retry of a charge the gateway refused gets the same answer,
+			// not an order that looks as if nothing had happened.
+			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", in.OrderID, a.ID, ErrGatewayRefused)
 		}
 		// Otherwise the order is CHARGING, PAID, CANCELED or in review:
 		// nothing to do but say how it stands.
@@ -296,6 +310,11 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 			Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StateCharging, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
 		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
+		if a.Outcome == OutcomeRefused {
+			// The order is PENDING again and nothing was charged, but the
+			// checkout must not read this as the customer's card failing.
+			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", o.ID, a.ID, ErrGatewayRefused)
+		}
 		return settled, &a, nil
 	}
 	// The reconciler (or a person) settled it first; report what won.
@@ -331,7 +350,7 @@ func settlementFor(merchantID, orderID, attemptID string, res Result, recheck ti
 	switch res.Outcome {
 	case OutcomeSucceeded:
 		st.Event = EventSucceed
-	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound:
+	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound, OutcomeRefused:
 		st.Event = EventFail
 		st.Reason = string(res.Outcome)
 		if res.DeclineCode != "" {

@@ -101,7 +101,7 @@ var fanOut = map[string]string{
 	"listen_due.sql":            "not a query",
 	"due_orders.sql":            "the reconciler's lease on Citus: a read of every shard's due orders",
 	"is_citus.sql":              "asks the engine, not a table",
-	"record_gateway_event.sql":  "a gateway's webhook names an attempt or charge, not a merchant",
+	"gateway_event_attempt.sql": "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 }
 
 // TestStatementsNameTheMerchant: every statement outside fanOut takes the

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -37,11 +38,15 @@ const (
 	// InvRequestID: every request_id names one attempt, and all its answers
 	// named that attempt.
 	InvRequestID = 7
+	// InvEvents: every PAID order has exactly one order.paid event; every
+	// event was delivered at least once, signed; no event, in the database
+	// or received, is for a transition that did not happen.
+	InvEvents = 8
 )
 
 var invariantNames = map[int]string{
 	InvOneCharge: "one-charge", InvChargeSettled: "charge-settled", InvSums: "sums", InvNoCharging: "no-charging",
-	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id",
+	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id", InvEvents: "events",
 }
 
 // Violation is one broken invariant.
@@ -73,6 +78,10 @@ type dbAttempt struct {
 type dbEvent struct {
 	order, from, to, event, actor, reason, attempt string
 	id                                             int64
+	// typ is the event's type for merchants ("" for none); delivered
+	// says the worker recorded it delivered.
+	typ       string
+	delivered bool
 }
 
 // snapshot is the end state of a run: the database and the gateway's ledger.
@@ -81,6 +90,8 @@ type snapshot struct {
 	attempts []dbAttempt
 	events   []dbEvent // by order, then id
 	ledger   []sim.Charge
+	// received is what the merchant's endpoint received.
+	received []receiver.Delivery
 }
 
 func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge) (snapshot, error) {
@@ -102,9 +113,9 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge) 
 		return s, err
 	}
 	s.events, err = queryAll(ctx, pool, `SELECT order_id::text, coalesce(from_state, ''), to_state, event, actor, reason,
-		coalesce(attempt_id::text, ''), id FROM order_events ORDER BY order_id, id`,
+		coalesce(attempt_id::text, ''), id, coalesce(type, ''), delivered_at IS NOT NULL FROM order_events ORDER BY order_id, id`,
 		func(r pgx.CollectableRow) (e dbEvent, err error) {
-			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id)
+			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id, &e.typ, &e.delivered)
 		})
 	return s, err
 }
@@ -234,6 +245,12 @@ func check(s snapshot, hist *history) []Violation {
 		}
 	}
 
+	// 8. Events: one order.paid per PAID order, each event delivered, and
+	// nothing announced that did not happen.
+	for _, msg := range checkEvents(s, orders) {
+		report(InvEvents, msg.order, "%s", msg.msg)
+	}
+
 	// 7. One attempt per request_id, and every answer named it.
 	for _, rid := range slices.Sorted(maps.Keys(byRequest)) {
 		if as := byRequest[rid]; len(as) > 1 {
@@ -356,4 +373,77 @@ func describe(o dbOrder, evs []dbEvent, attempts []dbAttempt, cs []sim.Charge) s
 		fmt.Fprintf(&b, "  gateway: %s %s reference %s %d %s at %s\n", c.ID, c.Status, c.Reference, c.Amount, c.Currency, c.Created.Format("15:04:05.000"))
 	}
 	return b.String()
+}
+
+type orderMsg struct{ order, msg string }
+
+// checkEvents checks the events against the orders and what the merchant's
+// endpoint received.
+func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
+	var out []orderMsg
+	byID := map[string]dbEvent{}
+	paidEvents := map[string]int{}
+	received := map[string]int{}
+	for _, d := range s.received {
+		received[d.EventID]++
+	}
+	for _, e := range s.events {
+		if e.typ == "" {
+			if want := announcement(e); want != "" {
+				out = append(out, orderMsg{e.order, fmt.Sprintf("the move %s→%s (%s) is announced by no event, want %s", e.from, e.to, e.event, want)})
+			}
+			continue
+		}
+		id := order.EventID(e.id)
+		byID[id] = e
+		if e.typ == "order.paid" {
+			paidEvents[e.order]++
+		}
+		if want := announcement(e); e.typ != want {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s is %s for the move %s→%s (%s), which announces %q",
+				id, e.typ, e.from, e.to, e.event, want)})
+		}
+		// The order's history is checked as a path of the table (5); an
+		// announced state must be where the order is, or has been since.
+		if o, ok := orders[e.order]; ok && order.State(e.to).Terminal() && o.state != e.to {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) announces %s, the order is %s", id, e.typ, e.to, o.state)})
+		}
+		if !e.delivered {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) was never recorded delivered", id, e.typ)})
+		}
+		if received[id] == 0 {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) never reached the merchant's endpoint", id, e.typ)})
+		}
+	}
+	for _, o := range s.orders {
+		if o.state == string(order.StatePaid) && paidEvents[o.id] != 1 {
+			out = append(out, orderMsg{o.id, fmt.Sprintf("PAID with %d order.paid events, want 1", paidEvents[o.id])})
+		}
+	}
+	for _, d := range s.received {
+		e, ok := byID[d.EventID]
+		switch {
+		case !d.Verified:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("delivery of %s did not verify with the merchant's secret", d.EventID)})
+		case !ok:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s (%s), which is no event in the database", d.EventID, d.Type)})
+		case e.typ != d.Type || e.order != d.OrderID || e.to != d.State:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s as %s of order %s in %s; the database has %s of order %s in %s",
+				d.EventID, d.Type, d.OrderID, d.State, e.typ, e.order, e.to)})
+		}
+	}
+	return out
+}
+
+// announcement is the event type that the README promises for a move of
+// the history, worked out here apart from the database's mapping: "" for
+// the creation and the claims.
+func announcement(e dbEvent) string {
+	switch {
+	case e.to == string(order.StatePending) && e.from != "":
+		return "order.payment_failed"
+	case e.to == string(order.StatePending), e.to == string(order.StateCharging):
+		return ""
+	}
+	return "order." + strings.ToLower(e.to)
 }
