@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
@@ -35,6 +36,7 @@ var (
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
+	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
@@ -47,8 +49,9 @@ var (
 // own flags (simFlags) and dev binds its own selection.
 var commandOptions = map[string][]string{
 	"migrate":    dbFlags,
-	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags, webhookFlags),
-	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, []string{"failpoints"}),
+	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags, webhookFlags, deliveryFlags),
+	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, deliveryFlags, []string{"failpoints"}),
+	"deliver":    concat(dbFlags, deliveryFlags, []string{"failpoints"}),
 	"gatewaysim": nil,
 }
 
@@ -233,6 +236,37 @@ func (a *app) reconciler() (*reconcile.Reconciler, error) {
 	return reconcile.New(a.store, a.gateways, cfg, a.log)
 }
 
+// deliverer returns the webhook delivery worker for the configured
+// endpoints, and exports their backlog as metrics.
+func (a *app) deliverer() (*delivery.Deliverer, error) {
+	eps, err := a.cfg.eventEndpoints()
+	if err != nil {
+		return nil, err
+	}
+	d, err := delivery.New(a.store, delivery.Config{
+		Endpoints:    eps,
+		Timeout:      a.cfg.DeliveryTimeout,
+		PerMerchant:  a.cfg.DeliveryBatch,
+		PollInterval: a.cfg.DeliveryPoll,
+		RetryFor:     a.cfg.DeliveryRetryFor,
+		OnRecord:     a.metrics.EventDelivery,
+		Failpoint:    a.failpoints.Hit,
+	}, a.log)
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) > 0 {
+		merchants := make([]string, len(eps))
+		for i, e := range eps {
+			merchants[i] = e.MerchantID
+		}
+		a.metrics.WatchDeliveries(func(ctx context.Context) ([]order.DeliveryBacklog, error) {
+			return a.store.DeliveryBacklog(ctx, merchants)
+		})
+	}
+	return d, nil
+}
+
 // serve runs the gRPC API (and a reconciler, when asked) until ctx ends,
 // then lets in-flight calls finish within the shutdown timeout.
 func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, opts grpcapi.Options) error {
@@ -254,6 +288,12 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if a.tracing.Exporting() {
 		opts.Tracing = a.tracing
 	}
+	var del *delivery.Deliverer
+	if withReconciler {
+		if del, err = a.deliverer(); err != nil {
+			return fmt.Errorf("configuration: %w", err)
+		}
+	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 
 	// The background loops run on their own context, which ends only once
@@ -270,6 +310,7 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
 		bg.Go(func() { _ = rec.Run(bgCtx) })
+		bg.Go(func() { _ = del.Run(bgCtx) })
 		bg.Go(func() { a.store.ListenDue(bgCtx, a.log, rec.Wake, func() { rec.Wake("") }) })
 	}
 	if err := a.serveWebhooks(bgCtx, &bg); err != nil {
@@ -353,16 +394,66 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	del, err := a.deliverer()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	if err := a.serveMetrics(ctx); err != nil {
 		return err
 	}
-	log.Info("reconciling", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
+	log.Info("reconciling and delivering events", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
 	// Gateways' events wake the reconciler through the database.
 	lctx, stop := context.WithCancel(ctx)
 	listened := make(chan struct{})
 	go func() { a.store.ListenDue(lctx, log, rec.Wake, func() { rec.Wake("") }); close(listened) }()
 	defer func() { stop(); <-listened }()
-	return rec.Run(ctx)
+	var g errgroup.Group
+	g.Go(func() error { return rec.Run(ctx) })
+	g.Go(func() error { return del.Run(ctx) })
+	return g.Wait()
+}
+
+// runDeliver runs the webhook delivery worker alone: it needs the
+// database and the endpoints, not the gateways.
+func runDeliver(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, _, err := parse("deliver", args, getenv, stderr, commandOptions["deliver"]...)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("configuration: DATABASE_URL (or --database-url) is required")
+	}
+	log := cfg.logger(stderr)
+	fps, err := failpoint.Parse(cfg.Failpoints)
+	if err != nil {
+		return fmt.Errorf("configuration: SETTLE_FAILPOINTS: %w", err)
+	}
+	tracing, err := telemetry.NewTracing(ctx, getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: tracing: %w", err)
+	}
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), failpoints: fps,
+		metrics: telemetry.NewMetrics(), tracing: tracing}
+	defer a.close()
+	if err := pool.Ping(ctx); err != nil {
+		return fmt.Errorf("connect to the database: %w", err)
+	}
+	if err := postgres.CheckMigrated(ctx, pool); err != nil {
+		return err
+	}
+	del, err := a.deliverer()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if err := a.serveMetrics(ctx); err != nil {
+		return err
+	}
+	log.Info("delivering events", "poll", cfg.DeliveryPoll)
+	return del.Run(ctx)
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {

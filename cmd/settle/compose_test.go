@@ -408,7 +408,8 @@ func TestComposeAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate", "SettlePossibleDoubleCharge"} {
+	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate", "SettlePossibleDoubleCharge",
+		"SettleGatewayRefusedCredentials"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

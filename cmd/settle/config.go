@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/reconcile"
 )
@@ -21,47 +22,53 @@ import (
 // config is every setting of every command, filled from flags, then from
 // the environment, then from defaults.
 type config struct {
-	DatabaseURL     string
-	DBMaxConns      int
-	Listen          string
-	ShutdownTimeout time.Duration
-	LogFormat       string
-	LogLevel        slog.Level
-	DefaultGateway  string
-	RefpspURL       string
-	RefpspKey       string
-	GatewayTimeout  time.Duration
-	ClaimGrace      time.Duration
-	Schedule        []time.Duration
-	BatchSize       int
-	Concurrency     int
-	PollInterval    time.Duration
-	NoShowHorizon   time.Duration
-	WithReconciler  bool
-	Failpoints      string
-	APIKeys         string
-	APIKeysFile     string
-	RateLimit       float64
-	RateBurst       int
-	MaxInFlight     int
-	MaxWatches      int
-	WatchLifetime   time.Duration
-	AuthFailRate    float64
-	AuthFailBurst   int
-	MaxConns        int
-	MaxStreams      int
-	MaxKeyless      int
-	ConnIdle        time.Duration
-	ConnAge         time.Duration
-	ConnAgeGrace    time.Duration
-	Reflection      bool
-	TLSCert         string
-	TLSKey          string
-	TLSClientCA     string
-	Plaintext       bool
-	NoAPIKeys       bool
-	MetricsListen   string
-	Pprof           bool
+	DatabaseURL       string
+	DBMaxConns        int
+	Listen            string
+	ShutdownTimeout   time.Duration
+	LogFormat         string
+	LogLevel          slog.Level
+	DefaultGateway    string
+	RefpspURL         string
+	RefpspKey         string
+	GatewayTimeout    time.Duration
+	ClaimGrace        time.Duration
+	Schedule          []time.Duration
+	BatchSize         int
+	Concurrency       int
+	PollInterval      time.Duration
+	NoShowHorizon     time.Duration
+	WithReconciler    bool
+	Failpoints        string
+	APIKeys           string
+	APIKeysFile       string
+	RateLimit         float64
+	RateBurst         int
+	MaxInFlight       int
+	MaxWatches        int
+	WatchLifetime     time.Duration
+	AuthFailRate      float64
+	AuthFailBurst     int
+	MaxConns          int
+	MaxStreams        int
+	MaxKeyless        int
+	ConnIdle          time.Duration
+	ConnAge           time.Duration
+	ConnAgeGrace      time.Duration
+	Reflection        bool
+	TLSCert           string
+	TLSKey            string
+	TLSClientCA       string
+	Plaintext         bool
+	NoAPIKeys         bool
+	MetricsListen     string
+	Pprof             bool
+	EventWebhooks     string
+	EventWebhooksFile string
+	DeliveryTimeout   time.Duration
+	DeliveryRetryFor  time.Duration
+	DeliveryPoll      time.Duration
+	DeliveryBatch     int
 	// Stripe: the gateway named "stripe" is configured when a key is set.
 	StripeSecretKey     string
 	StripeSecretKeyFile string
@@ -126,11 +133,17 @@ var options = []option{
 	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
 	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
 	{"tls-client-ca", "SETTLE_TLS_CLIENT_CA", "", "CA (PEM) that client certificates must chain to: mutual TLS", setString(func(c *config) *string { return &c.TLSClientCA })},
+	{"event-webhooks", "SETTLE_EVENT_WEBHOOKS", "", "merchants' endpoints for events out (order.paid, …) as `<merchant> <https URL> <secret>[,<secret>…]`, separated by ; (several secrets while rotating; prefer the environment or the file)", setString(func(c *config) *string { return &c.EventWebhooks })},
+	{"event-webhooks-file", "SETTLE_EVENT_WEBHOOKS_FILE", "", "file of merchants' event endpoints, one per line, as in --event-webhooks", setString(func(c *config) *string { return &c.EventWebhooksFile })},
+	{"event-delivery-timeout", "SETTLE_EVENT_DELIVERY_TIMEOUT", "10s", "deadline of one event POST to a merchant, answer included", setDuration(func(c *config) *time.Duration { return &c.DeliveryTimeout })},
+	{"event-retry-for", "SETTLE_EVENT_RETRY_FOR", "72h", "how long after its transition an event is retried before it is marked failed", setDuration(func(c *config) *time.Duration { return &c.DeliveryRetryFor })},
+	{"event-delivery-poll", "SETTLE_EVENT_DELIVERY_POLL", "1s", "wait between looks for events to deliver", setDuration(func(c *config) *time.Duration { return &c.DeliveryPoll })},
+	{"event-delivery-batch", "SETTLE_EVENT_DELIVERY_BATCH", "32", "events of one merchant leased at once, POSTed one after another", setInt(func(c *config) *int { return &c.DeliveryBatch })},
 	{"stripe-secret-key", "STRIPE_SECRET_KEY", "", "Stripe secret key (sk_...); configures the gateway \"stripe\" (prefer the environment or the file)", setString(func(c *config) *string { return &c.StripeSecretKey })},
 	{"stripe-secret-key-file", "STRIPE_SECRET_KEY_FILE", "", "file holding the Stripe secret key, instead of stripe-secret-key", setString(func(c *config) *string { return &c.StripeSecretKeyFile })},
 	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
-	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age of an attempt after which the reconciler no longer replays it at Stripe (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
+	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age past which the reconciler no longer replays the unconfirmed create of an attempt whose PaymentIntent id was never recorded (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
@@ -237,6 +250,10 @@ func (c *config) validate() error {
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
 	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
 	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")
+	check(c.DeliveryTimeout > 0, "event-delivery-timeout must be positive")
+	check(c.DeliveryRetryFor > 0, "event-retry-for must be positive")
+	check(c.DeliveryPoll > 0, "event-delivery-poll must be positive")
+	check(c.DeliveryBatch >= 1 && c.DeliveryBatch <= 1000, "event-delivery-batch must be between 1 and 1000")
 	if c.WebhookListen != "" {
 		if _, _, err := net.SplitHostPort(c.WebhookListen); err != nil {
 			errs = append(errs, fmt.Errorf("webhook-listen %q is not host:port", c.WebhookListen))
@@ -248,6 +265,20 @@ func (c *config) validate() error {
 	check(c.WebhookMaxConns >= 1, "webhook-max-connections must be at least 1")
 	check(c.WebhookTolerance > 0, "webhook-tolerance must be positive")
 	return errors.Join(errs...)
+}
+
+// webhookEndpoints returns the merchants' webhook endpoints, from webhooks
+// and the file webhooks-file names.
+func (c *config) eventEndpoints() ([]delivery.Endpoint, error) {
+	text := c.EventWebhooks
+	if c.EventWebhooksFile != "" {
+		b, err := os.ReadFile(c.EventWebhooksFile)
+		if err != nil {
+			return nil, fmt.Errorf("read event webhooks file: %w", err)
+		}
+		text += "\n" + string(b)
+	}
+	return delivery.ParseEndpoints(text)
 }
 
 // stripeSecretKey returns the Stripe secret key, from stripe-secret-key or

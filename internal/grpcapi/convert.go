@@ -34,6 +34,7 @@ var outcomeToProto = map[order.Outcome]settlev1.AttemptOutcome{
 	order.OutcomeNotSent:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_SENT,
 	order.OutcomeUnknown:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN,
 	order.OutcomeNotFound:  settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND,
+	order.OutcomeRefused:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REFUSED,
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {

@@ -18,7 +18,7 @@ import (
 // OpsStore is what operators read beyond the order service.
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
-	HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
+	HistoryPage(ctx context.Context, merchantID, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
 	Stats(ctx context.Context) (order.Stats, error)
 	// Refunds returns an order's refunds and their history.
 	Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error)
@@ -134,7 +134,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	// One more than a page of each says whether there is a next page.
 	want := p.Limit
 	p.Limit++
-	events, attempts, err := s.store.HistoryPage(ctx, o.ID, p)
+	events, attempts, err := s.store.HistoryPage(ctx, o.MerchantID, o.ID, p)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

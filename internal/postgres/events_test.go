@@ -30,11 +30,11 @@ func TestEventsAreTheHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = s.SettleMany(ctx, []order.Settlement{
-		{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventSucceed, To: order.StatePaid,
+		{MerchantID: order.DefaultMerchant, OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventSucceed, To: order.StatePaid,
 			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "test"},
-		{OrderID: failed.ID, AttemptID: failedAtt, Event: order.EventFail, To: order.StatePending,
+		{MerchantID: order.DefaultMerchant, OrderID: failed.ID, AttemptID: failedAtt, Event: order.EventFail, To: order.StatePending,
 			Result: order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "card_declined"}, Actor: "test"},
-		{OrderID: review.ID, AttemptID: reviewAtt, Event: order.EventEscalate, To: order.StateNeedsReview,
+		{MerchantID: order.DefaultMerchant, OrderID: review.ID, AttemptID: reviewAtt, Event: order.EventEscalate, To: order.StateNeedsReview,
 			Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "test"},
 	})
 	if err != nil {

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -31,10 +32,24 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 		attemptID = &ev.AttemptID
 	}
 	var r recordedRow
-	err := retry(ctx, func() (err error) {
+	err := retry(ctx, func() error {
+		// The merchant first, then everything on its shard. An event
+		// about no attempt of ours is recorded under merchant "".
+		a, err := queryOne[eventAttemptRow](ctx, s.pool, gatewayEventAttemptSQL,
+			pgx.StrictNamedArgs{"attempt_id": attemptID, "charge_id": ev.ChargeID})
+		switch {
+		case errors.Is(err, order.ErrNotFound):
+			a = eventAttemptRow{}
+		case err != nil:
+			return err
+		}
+		var found *string
+		if a.AttemptID != "" {
+			found = &a.AttemptID
+		}
 		r, err = queryOne[recordedRow](ctx, s.pool, recordGatewayEventSQL, pgx.StrictNamedArgs{
-			"gateway": ev.Gateway, "event_id": ev.ID, "event_type": ev.Type, "object_id": ev.ObjectID,
-			"attempt_id": attemptID, "charge_id": ev.ChargeID, "succeeded": ev.Succeeded,
+			"merchant_id": a.MerchantID, "attempt_id": found, "gateway": ev.Gateway, "event_id": ev.ID,
+			"event_type": ev.Type, "object_id": ev.ObjectID, "succeeded": ev.Succeeded,
 		})
 		return err
 	})
@@ -42,6 +57,18 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 		return order.RecordedEvent{}, err
 	}
 	return order.RecordedEvent{Result: order.GatewayEventResult(r.Result), OrderID: r.OrderID, AttemptID: r.AttemptID}, nil
+}
+
+// gatewayEventAttemptSQL finds the attempt an event is about, and its
+// merchant.
+//
+//go:embed sql/gateway_event_attempt.sql
+var gatewayEventAttemptSQL string
+
+// eventAttemptRow is what gateway_event_attempt.sql returns.
+type eventAttemptRow struct {
+	MerchantID string `db:"merchant_id"`
+	AttemptID  string `db:"attempt_id"`
 }
 
 // recordedRow is what record_gateway_event.sql returns.

@@ -37,10 +37,14 @@ func (s *Store) ClaimDue(ctx context.Context, limit int, lease time.Duration) ([
 // order.
 func (s *Store) ClaimOrder(ctx context.Context, id string, lease time.Duration) (order.Due, bool, error) {
 	var r leaseRow
-	err := retry(ctx, func() (err error) {
-		r, err = queryOne[leaseRow](ctx, s.pool, leaseOrderSQL, pgx.StrictNamedArgs{"id": id, "lease": lease})
-		return err
-	})
+	merchantID, err := s.merchantOf(ctx, order.AnyMerchant, id)
+	if err == nil {
+		err = retry(ctx, func() (err error) {
+			r, err = queryOne[leaseRow](ctx, s.pool, leaseOrderSQL,
+				pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id, "lease": lease})
+			return err
+		})
+	}
 	switch {
 	case errors.Is(err, order.ErrNotFound):
 		return order.Due{}, false, nil

@@ -41,6 +41,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 	var (
 		n        = len(sts)
 		seen     = make(map[string]bool, n)
+		merchant = make([]string, n)
 		orderIDs = make([]string, n)
 		attIDs   = make([]string, n)
 		to       = make([]string, n)
@@ -63,13 +64,13 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		if st.Event == "" {
 			to[i] = string(order.StateCharging)
 		}
-		orderIDs[i], attIDs[i], recheck[i], checked[i] = st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
+		merchant[i], orderIDs[i], attIDs[i], recheck[i], checked[i] = st.MerchantID, st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
 		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
 		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
 	}
 	args := pgx.StrictNamedArgs{
-		"order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
+		"merchant_id": merchant, "order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
 		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
 		"event": event, "actor": actor, "reason": reason,
 	}

@@ -107,10 +107,11 @@ func (s *Store) OrderByReference(ctx context.Context, merchantID, ref string) (o
 var attemptByIDSQL string
 
 // Attempt implements order.Store.
-func (s *Store) Attempt(ctx context.Context, id string) (order.Attempt, error) {
+func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attempt, error) {
 	var r attemptRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[attemptRow](ctx, s.pool, attemptByIDSQL, pgx.StrictNamedArgs{"id": id})
+		r, err = queryOne[attemptRow](ctx, s.pool, attemptByIDSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id})
 		return err
 	})
 	return r.attempt(), err
@@ -215,11 +216,14 @@ var transitionSQL string
 
 // Transition implements order.Store.
 func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error) {
+	merchantID, err := s.merchantOf(ctx, scope, id)
+	if err != nil {
+		return order.Order{}, err
+	}
 	var o order.Order
-	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := queryOne[orderRow](ctx, tx, lockOrderSQL, pgx.StrictNamedArgs{
-			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
-		})
+	err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := queryOne[orderRow](ctx, tx, lockOrderSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id})
 		if err != nil {
 			return err
 		}
@@ -232,7 +236,7 @@ func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, de
 			res = *m.Attempt
 		}
 		r, err := queryOne[orderRow](ctx, tx, transitionSQL, pgx.StrictNamedArgs{
-			"id": cur.ID, "from_state": cur.State, "to_state": m.To, "outcome": res.Outcome,
+			"merchant_id": cur.MerchantID, "id": cur.ID, "from_state": cur.State, "to_state": m.To, "outcome": res.Outcome,
 			"decline_code": res.DeclineCode, "charge_id": res.ChargeID, "event": m.Event, "actor": m.Actor,
 			"reason": truncate(m.Reason, 1000),
 		})
@@ -240,6 +244,29 @@ func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, de
 		return err
 	})
 	return o, err
+}
+
+//go:embed sql/order_merchant.sql
+var orderMerchantSQL string
+
+// merchantOf returns the merchant that scope names, or for AnyMerchant
+// (operators' calls) the merchant of order id, so that the statements that
+// lock and change the order name their merchant: on Citus that makes them
+// single-shard, where a lock taken on every shard could not be. Only the
+// lookup itself reads every shard.
+func (s *Store) merchantOf(ctx context.Context, scope order.Scope, id string) (string, error) {
+	if !scope.IsAnyMerchant() {
+		return scope.MerchantID(), nil
+	}
+	var m string
+	err := retry(ctx, func() error {
+		r, err := queryOne[struct {
+			MerchantID string `db:"merchant_id"`
+		}](ctx, s.pool, orderMerchantSQL, pgx.StrictNamedArgs{"id": id})
+		m = r.MerchantID
+		return err
+	})
+	return m, err
 }
 
 func truncate(s string, n int) string {

@@ -6,6 +6,7 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -204,7 +205,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			// A settle that fails leaves the order leased: it is checked
 			// again when the lease expires, which is safe, because a check
 			// settles only the attempt it looked up, under the guard.
-			if _, err := r.settle(ctx, r.decide(d, res, lookupErr)); err != nil {
+			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, true)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -225,7 +226,7 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 		return order.Order{}, false, err
 	}
 	res, err := r.lookup(ctx, due)
-	o, err := r.settle(ctx, r.decide(due, res, err))
+	o, err := r.settle(ctx, r.decide(due, res, err, false))
 	return o, true, err
 }
 
@@ -273,16 +274,26 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// From the attempt's age in database time, so that no two clocks
 		// are compared.
 		CreatedAt: time.Now().Add(-d.AttemptAge),
+		// What the charge path (or an earlier check) learned of the
+		// gateway's own id: Stripe reads the PaymentIntent by it.
+		GatewayChargeID: d.Attempt.GatewayChargeID,
 	})
 	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
 	return res, err
 }
 
-// decide turns what the gateway said into a settlement.
-func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
-	checks := d.Order.ReconcileCount + 1
+// decide turns what the gateway said into a settlement. Only a scheduled
+// check that could not learn the outcome uses up the schedule: an
+// operator's ReconcileOrder (scheduled false) and a "not found" while the
+// request may still arrive are not failed checks, and never send an order
+// to NEEDS_REVIEW, however many of them come (13 operator checks within a
+// second used to exhaust the schedule of a charge still in flight).
+func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled bool) order.Settlement {
+	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: scheduled, Result: res}
+	// The settle writes the attempt's gateway id: keep the one recorded
+	// unless this check learned it. The next check reads the attempt by it.
+	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
@@ -295,12 +306,17 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Sett
 	case res.Outcome == order.OutcomeNotFound && d.AttemptAge > r.cfg.NoShowHorizon:
 		return move(st, order.EventFail, "gateway has no charge and the request can no longer arrive")
 	case res.Outcome == order.OutcomeNotFound:
+		st.Checked = false
 		st.LastError = "gateway has no charge yet; the request may still arrive"
 	default:
 		st.LastError = fmt.Sprintf("gateway lookup answered %q", res.Outcome)
 	}
 	// Still unknown: check again later, or hand it to a person.
-	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
+	checks := d.Order.ReconcileCount
+	if st.Checked {
+		checks++
+	}
 	if checks >= len(r.cfg.Schedule) {
 		return escalate(st, fmt.Sprintf("outcome still unknown after %d checks: %s", checks, st.LastError))
 	}
@@ -318,7 +334,7 @@ func move(st order.Settlement, ev order.EventName, reason string) order.Settleme
 }
 
 func escalate(st order.Settlement, why string) order.Settlement {
-	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
 	st.LastError = why
 	return move(st, order.EventEscalate, why)
 }

@@ -30,6 +30,8 @@ type Metrics struct {
 	reconcileChecks *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
+	deliveries      *prometheus.CounterVec
+	deliveryLatency prometheus.Histogram
 	gatewayEvents   *prometheus.CounterVec
 	reviewItems     *prometheus.CounterVec
 	eventToSettled  prometheus.Histogram
@@ -58,6 +60,13 @@ func NewMetrics() *Metrics {
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_event_deliveries_total", Help: "Deliveries of events to merchants by result: delivered, retry (to be tried again), untried (put back after another event's failure) or failed (retries exhausted).",
+		}, []string{"result"}),
+		deliveryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "settle_event_delivery_latency_seconds", Help: "Time from an event's commit to its delivery (database time).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 72 * 3600},
+		}),
 		gatewayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_gateway_events_total", Help: "Gateway events received, by gateway, type and result (woken, review, ignored, unknown_object, duplicate, bad_signature, malformed, too_large, ignored_type, error).",
 		}, []string{"gateway", "type", "result"}),
@@ -71,6 +80,7 @@ func NewMetrics() *Metrics {
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
 		m.gatewayEvents, m.reviewItems, m.eventToSettled,
+		m.deliveries, m.deliveryLatency,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -98,6 +108,58 @@ func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(re
 // MalformedRequest counts one request to method (a full method name) that
 // was not a valid protobuf message.
 func (m *Metrics) MalformedRequest(method string) { m.malformed.WithLabelValues(method).Inc() }
+
+// EventDelivery counts one recorded delivery of an event to a merchant and, when delivered,
+// observes its latency from commit.
+func (m *Metrics) EventDelivery(r order.DeliveryRecord) {
+	switch {
+	case r.Failed:
+		m.deliveries.WithLabelValues("failed").Inc()
+	default:
+		m.deliveries.WithLabelValues(string(r.Outcome)).Inc()
+	}
+	if r.Outcome == order.DeliveryDelivered {
+		m.deliveryLatency.Observe(r.Latency.Seconds())
+	}
+}
+
+// BacklogFunc reads each merchant's undelivered events.
+type BacklogFunc func(context.Context) ([]order.DeliveryBacklog, error)
+
+// WatchDeliveries exports each merchant's undelivered events and the age of
+// the oldest, read when scraped.
+func (m *Metrics) WatchDeliveries(backlog BacklogFunc) {
+	m.Registry.MustRegister(&deliveryCollector{backlog: backlog})
+}
+
+var (
+	pendingDesc       = prometheus.NewDesc("settle_events_pending", "Undelivered events by merchant.", []string{"merchant"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("settle_events_oldest_pending_seconds", "Age of the oldest undelivered event by merchant (0 when none).", []string{"merchant"}, nil)
+	backlogUpDesc     = prometheus.NewDesc("settle_event_backlog_up", "1 when the event delivery backlog could be read at this scrape.", nil, nil)
+)
+
+type deliveryCollector struct{ backlog BacklogFunc }
+
+func (c *deliveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- oldestPendingDesc
+	ch <- backlogUpDesc
+}
+
+func (c *deliveryCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeBudget)
+	defer cancel()
+	bl, err := c.backlog(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(backlogUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(backlogUpDesc, prometheus.GaugeValue, 1)
+	for _, b := range bl {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(b.Pending), b.MerchantID)
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, b.Oldest.Seconds(), b.MerchantID)
+	}
+}
 
 // StatsFunc reads the order statistics.
 type StatsFunc func(context.Context) (order.Stats, error)

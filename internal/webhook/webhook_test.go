@@ -443,7 +443,7 @@ func TestEventBeforeChargeReturns(t *testing.T) {
 	if got := <-returned; got.State != order.StatePaid {
 		t.Fatalf("the charge call returned %s, want the order as it stands: PAID", got.State)
 	}
-	_, attempts, _ := f.store.History(ctx, o.ID)
+	_, attempts, _ := f.store.History(ctx, merchant, o.ID)
 	if len(attempts) != 1 || f.sim.Succeeded(attempts[0].ID) != 1 {
 		t.Fatalf("%d attempts, %d charges; want one of each", len(attempts), f.sim.Succeeded(attempts[0].ID))
 	}

@@ -109,6 +109,10 @@ const (
 	// The gateway has no charge with this reference and the request can no
 	// longer arrive.
 	AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND AttemptOutcome = 5
+	// The gateway refused Settle's credentials or request before charging
+	// anything: a configuration error at Settle, not a decline of the card.
+	// ChargeOrder answers it with INTERNAL; the order is back in PENDING.
+	AttemptOutcome_ATTEMPT_OUTCOME_REFUSED AttemptOutcome = 6
 )
 
 // Enum value maps for AttemptOutcome.
@@ -120,6 +124,7 @@ var (
 		3: "ATTEMPT_OUTCOME_NOT_SENT",
 		4: "ATTEMPT_OUTCOME_UNKNOWN",
 		5: "ATTEMPT_OUTCOME_NOT_FOUND",
+		6: "ATTEMPT_OUTCOME_REFUSED",
 	}
 	AttemptOutcome_value = map[string]int32{
 		"ATTEMPT_OUTCOME_UNSPECIFIED": 0,
@@ -128,6 +133,7 @@ var (
 		"ATTEMPT_OUTCOME_NOT_SENT":    3,
 		"ATTEMPT_OUTCOME_UNKNOWN":     4,
 		"ATTEMPT_OUTCOME_NOT_FOUND":   5,
+		"ATTEMPT_OUTCOME_REFUSED":     6,
 	}
 )
 
@@ -1797,14 +1803,15 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x14ORDER_STATE_CANCELED\x10\x04\x12\x1c\n" +
 	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05\x12\"\n" +
 	"\x1eORDER_STATE_PARTIALLY_REFUNDED\x10\a\x12\x18\n" +
-	"\x14ORDER_STATE_REFUNDED\x10\b*\xc8\x01\n" +
+	"\x14ORDER_STATE_REFUNDED\x10\b*\xe5\x01\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_DECLINED\x10\x02\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_NOT_SENT\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x05*\xb5\x01\n" +
+	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x05\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_REFUSED\x10\x06*\xb5\x01\n" +
 	"\vRefundState\x12\x1c\n" +
 	"\x18REFUND_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REFUND_STATE_PENDING\x10\x01\x12\x1a\n" +

@@ -40,7 +40,7 @@ func TestConformance(t *testing.T) {
 						return out
 					},
 					DedupesCharges:  dedupe,
-					LookupReplays:   false,
+					LookupCancels:   false,
 					Unreachable:     newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
 					RefundTimeout:   "tok_refund_timeout",
 					RefundFailLater: "tok_refund_fail_later",

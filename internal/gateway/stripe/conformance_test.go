@@ -32,7 +32,7 @@ func TestConformance(t *testing.T) {
 				return out
 			},
 			DedupesCharges:  true,
-			LookupReplays:   true,
+			LookupCancels:   true,
 			Unreachable:     newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
 			RefundTimeout:   stripetest.TokenRefundTimeout,
 			RefundFailLater: stripetest.TokenRefundFail,

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -37,23 +38,27 @@ const (
 	// InvRequestID: every request_id names one attempt, and all its answers
 	// named that attempt.
 	InvRequestID = 7
+	// InvEvents: every PAID order has exactly one order.paid event; every
+	// event was delivered at least once, signed; no event, in the database
+	// or received, is for a transition that did not happen.
+	InvEvents = 8
 	// InvRefunds: per order, the gateway's succeeded refunds are Settle's
 	// SUCCEEDED refunds (and refunds in review), their sum is the order's
 	// refunded amount, never more than its charge, and its state says so
 	// (PAID, PARTIALLY_REFUNDED, REFUNDED); nothing is left REFUNDING; every
 	// refund answered SUCCEEDED is, and every refund request_id names one
 	// refund.
-	InvRefunds = 8
+	InvRefunds = 9
 	// InvRefundOnce: no refund reference reaches the gateway twice (the
 	// simulator does not deduplicate), and every refund at the gateway is
 	// one of Settle's, for its order's charge.
-	InvRefundOnce = 9
+	InvRefundOnce = 10
 )
 
 var invariantNames = map[int]string{
 	InvOneCharge: "one-charge", InvChargeSettled: "charge-settled", InvSums: "sums", InvNoCharging: "no-charging",
-	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id", InvRefunds: "refunds",
-	InvRefundOnce: "refund-once",
+	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id", InvEvents: "events",
+	InvRefunds: "refunds", InvRefundOnce: "refund-once",
 }
 
 // Violation is one broken invariant.
@@ -91,6 +96,10 @@ type dbAttempt struct {
 type dbEvent struct {
 	order, from, to, event, actor, reason, attempt string
 	id                                             int64
+	// typ is the event's type for merchants ("" for none); delivered
+	// says the worker recorded it delivered.
+	typ       string
+	delivered bool
 }
 
 // snapshot is the end state of a run: the database and the gateway's ledger.
@@ -102,6 +111,8 @@ type snapshot struct {
 	refunds  []dbRefund
 	// refundLedger is the gateway's refunds.
 	refundLedger []sim.Refund
+	// received is what the merchant's endpoint received.
+	received []receiver.Delivery
 }
 
 func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund) (snapshot, error) {
@@ -131,9 +142,9 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 		return s, err
 	}
 	s.events, err = queryAll(ctx, pool, `SELECT order_id::text, coalesce(from_state, ''), to_state, event, actor, reason,
-		coalesce(attempt_id::text, ''), id FROM order_events ORDER BY order_id, id`,
+		coalesce(attempt_id::text, ''), id, coalesce(type, ''), delivered_at IS NOT NULL FROM order_events ORDER BY order_id, id`,
 		func(r pgx.CollectableRow) (e dbEvent, err error) {
-			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id)
+			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id, &e.typ, &e.delivered)
 		})
 	return s, err
 }
@@ -262,6 +273,12 @@ func check(s snapshot, hist *history) []Violation {
 		if o, ok := orders[id]; ok && o.state != string(order.StateCanceled) {
 			report(InvAnswers, id, "CancelOrder answered CANCELED, the order is %s", o.state)
 		}
+	}
+
+	// 8. Events: one order.paid per PAID order, each event delivered, and
+	// nothing announced that did not happen.
+	for _, msg := range checkEvents(s, orders) {
+		report(InvEvents, msg.order, "%s", msg.msg)
 	}
 
 	// 7. One attempt per request_id, and every answer named it.
@@ -494,4 +511,58 @@ func describe(o dbOrder, evs []dbEvent, attempts []dbAttempt, cs []sim.Charge) s
 		fmt.Fprintf(&b, "  gateway: %s %s reference %s %d %s at %s\n", c.ID, c.Status, c.Reference, c.Amount, c.Currency, c.Created.Format("15:04:05.000"))
 	}
 	return b.String()
+}
+
+type orderMsg struct{ order, msg string }
+
+// checkEvents checks the events against the orders and what the merchant's
+// endpoint received.
+func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
+	var out []orderMsg
+	byID := map[string]dbEvent{}
+	paidEvents := map[string]int{}
+	received := map[string]int{}
+	for _, d := range s.received {
+		received[d.EventID]++
+	}
+	for _, e := range s.events {
+		if e.typ == "" {
+			continue
+		}
+		id := order.EventID(e.id)
+		byID[id] = e
+		if e.typ == "order.paid" {
+			paidEvents[e.order]++
+		}
+		// The order's history is checked as a path of the table (5); an
+		// announced state must be where the order is, or has been since.
+		if o, ok := orders[e.order]; ok && order.State(e.to).Terminal() && o.state != e.to {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) announces %s, the order is %s", id, e.typ, e.to, o.state)})
+		}
+		if !e.delivered {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) was never recorded delivered", id, e.typ)})
+		}
+		if received[id] == 0 {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) never reached the merchant's endpoint", id, e.typ)})
+		}
+	}
+	for _, o := range s.orders {
+		if st := order.State(o.state); (st.Refundable() || st == order.StateRefunded) && paidEvents[o.id] != 1 {
+			// Paid, and perhaps refunded since.
+			out = append(out, orderMsg{o.id, fmt.Sprintf("%s with %d order.paid events, want 1", o.state, paidEvents[o.id])})
+		}
+	}
+	for _, d := range s.received {
+		e, ok := byID[d.EventID]
+		switch {
+		case !d.Verified:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("delivery of %s did not verify with the merchant's secret", d.EventID)})
+		case !ok:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s (%s), which is no event in the database", d.EventID, d.Type)})
+		case e.typ != d.Type || e.order != d.OrderID || e.to != d.State:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s as %s of order %s in %s; the database has %s of order %s in %s",
+				d.EventID, d.Type, d.OrderID, d.State, e.typ, e.order, e.to)})
+		}
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/receiver"
 )
 
 // A small world: order o1 paid by attempt a1 (request r1) after a decline
@@ -22,16 +23,22 @@ func cleanWorld() (snapshot, *history) {
 			{id: "a3", order: "o3", request: "r3", outcome: "succeeded", chargeID: "ch_3", currency: "GBP", amount: 1000},
 		},
 		events: []dbEvent{
-			{order: "o1", to: "PENDING", event: "create"},
-			{order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a0"},
-			{order: "o1", from: "CHARGING", to: "PENDING", event: "fail", attempt: "a0"},
-			{order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a1"},
-			{order: "o1", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a1"},
-			{order: "o2", to: "PENDING", event: "create"},
-			{order: "o3", to: "PENDING", event: "create"},
-			{order: "o3", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a3"},
-			{order: "o3", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a3"},
-			{order: "o3", from: "PAID", to: "PARTIALLY_REFUNDED", event: "refund_partial"},
+			{id: 1, order: "o1", to: "PENDING", event: "create"},
+			{id: 2, order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a0"},
+			{id: 3, order: "o1", from: "CHARGING", to: "PENDING", event: "fail", attempt: "a0", typ: "order.payment_failed", delivered: true},
+			{id: 4, order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a1"},
+			{id: 5, order: "o1", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a1", typ: "order.paid", delivered: true},
+			{id: 6, order: "o2", to: "PENDING", event: "create"},
+			{id: 7, order: "o3", to: "PENDING", event: "create"},
+			{id: 8, order: "o3", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a3"},
+			{id: 9, order: "o3", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a3", typ: "order.paid", delivered: true},
+			{id: 10, order: "o3", from: "PAID", to: "PARTIALLY_REFUNDED", event: "refund_partial"},
+		},
+		received: []receiver.Delivery{
+			{EventID: "evt_3", Type: "order.payment_failed", OrderID: "o1", State: "PENDING", Verified: true},
+			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true},
+			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true}, // at least once
+			{EventID: "evt_9", Type: "order.paid", OrderID: "o3", State: "PAID", Verified: true},
 		},
 		ledger: []sim.Charge{
 			{ID: "ch_1", Reference: "a0", Amount: 500, Currency: "GBP", Status: "declined"},
@@ -82,6 +89,20 @@ func TestCheck(t *testing.T) {
 			s.attempts = append(s.attempts, dbAttempt{id: "a2", order: "o2", request: "r2", currency: "EUR", amount: 700})
 		}, InvHistory},
 		{"history ends elsewhere", func(s *snapshot, _ *history) { s.orders[1].state = "CANCELED" }, InvHistory},
+		{"paid without its event", func(s *snapshot, _ *history) { s.events[4].typ = "" }, InvEvents},
+		{"event never delivered", func(s *snapshot, _ *history) { s.events[2].delivered = false }, InvEvents},
+		{"event never received", func(s *snapshot, _ *history) { s.received = s.received[1:] }, InvEvents},
+		{"received an event that is not", func(s *snapshot, _ *history) {
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_9", Type: "order.paid", OrderID: "o2", State: "PAID", Verified: true})
+		}, InvEvents},
+		{"received another event", func(s *snapshot, _ *history) { s.received[0].State = "PAID" }, InvEvents},
+		{"unsigned delivery", func(s *snapshot, _ *history) { s.received[1].Verified = false }, InvEvents},
+		{"announced a state not kept", func(s *snapshot, _ *history) {
+			s.orders = append(s.orders, dbOrder{id: "o3", state: "PENDING", currency: "GBP"})
+			s.events = append(s.events, dbEvent{id: 7, order: "o3", to: "PENDING", event: "create"},
+				dbEvent{id: 8, order: "o3", from: "PENDING", to: "CANCELED", event: "cancel", typ: "order.canceled", delivered: true})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_8", Type: "order.canceled", OrderID: "o3", State: "CANCELED", Verified: true})
+		}, InvEvents},
 		{"paid answer not kept", func(_ *snapshot, h *history) { h.paid["o2"] = true }, InvAnswers},
 		{"order lost", func(_ *snapshot, h *history) { h.orders["o9"] = "ref-9" }, InvAnswers},
 		{"request named two attempts", func(_ *snapshot, h *history) { h.requests["r1"].attempts["a0"] = 1 }, InvRequestID},

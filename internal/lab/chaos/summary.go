@@ -35,6 +35,9 @@ type Summary struct {
 	States map[string]int
 	// Charged counts the gateway's successful charges.
 	Charged int
+	// Events counts the events for the merchant (order.paid, …), and
+	// Deliveries the POSTs of them its endpoint accepted.
+	Events, Deliveries int
 	// Violations are the broken invariants: the run failed.
 	Violations []Violation
 	// Problems are what else went wrong: a failpoint that never fired, a
@@ -50,8 +53,8 @@ func (s Summary) OK() bool { return len(s.Violations) == 0 && len(s.Problems) ==
 
 // String is the run's one summary line.
 func (s Summary) String() string {
-	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d violations=%d",
-		s.Seed, s.Orders, s.Charges, s.Refunds, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, len(s.Violations))
+	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d events=%d deliveries=%d violations=%d",
+		s.Seed, s.Orders, s.Charges, s.Refunds, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, s.Events, s.Deliveries, len(s.Violations))
 	if len(s.Violations) > 0 {
 		n := map[int]int{}
 		for _, v := range s.Violations {
@@ -92,6 +95,12 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 	for _, r := range snap.refundLedger {
 		refunded[r.Status]++
 	}
+	for _, e := range snap.events {
+		if e.typ != "" {
+			s.Events++
+		}
+	}
+	s.Deliveries = len(snap.received)
 	h.mu.Unlock()
 
 	h.logf("clients: %s", hist.stats())

@@ -1,6 +1,7 @@
 -- Record a gateway's event once and do what it triggers, in one statement
--- and one commit: find the attempt it is about (by our attempt id, or by
--- the gateway's id of the charge), lock its order, and judge it:
+-- and one commit: take the attempt it is about (gateway_event_attempt.sql
+-- found it and its merchant; with no attempt, @merchant_id is '' and
+-- @attempt_id NULL), lock its order, and judge it:
 --
 --   woken           the order is CHARGING (or NEEDS_REVIEW) for this very
 --                   attempt: it becomes due now, and the reconcilers are
@@ -17,11 +18,8 @@
 -- its commit is durable (see migration 00003), which events that change
 -- nothing need not pay.
 WITH att AS (
-	(SELECT a.id, a.order_id, a.merchant_id FROM charge_attempts a WHERE a.id = @attempt_id::uuid
-	UNION ALL
 	SELECT a.id, a.order_id, a.merchant_id FROM charge_attempts a
-	WHERE @charge_id::text <> '' AND a.gateway_charge_id = @charge_id::text)
-	LIMIT 1
+	WHERE a.merchant_id = @merchant_id AND a.id = @attempt_id::uuid
 ), ord AS (
 	SELECT o.id, o.merchant_id, o.state, o.current_attempt, att.id AS attempt_id
 	FROM att JOIN orders o ON o.id = att.order_id AND o.merchant_id = att.merchant_id
@@ -30,12 +28,13 @@ WITH att AS (
 	SELECT ord.id, ord.merchant_id, ord.attempt_id, CASE
 		WHEN ord.id IS NULL THEN 'unknown_object'
 		WHEN ord.state IN ('CHARGING', 'NEEDS_REVIEW') AND ord.current_attempt = ord.attempt_id THEN 'woken'
-		WHEN @succeeded::bool AND NOT (ord.state = 'PAID' AND ord.current_attempt = ord.attempt_id) THEN 'review'
+		WHEN @succeeded::bool AND NOT (ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')
+			AND ord.current_attempt = ord.attempt_id) THEN 'review'
 		ELSE 'ignored' END AS result
 	FROM (SELECT 1) one LEFT JOIN ord ON true
 ), ins AS (
 	INSERT INTO gateway_events (merchant_id, gateway, event_id, event_type, object_id, attempt_id, order_id, result)
-	SELECT coalesce(v.merchant_id, ''), @gateway, @event_id, @event_type, @object_id, v.attempt_id, v.id, v.result
+	SELECT @merchant_id, @gateway, @event_id, @event_type, @object_id, v.attempt_id, v.id, v.result
 	FROM verdict v
 	ON CONFLICT (merchant_id, gateway, event_id) DO NOTHING
 	RETURNING merchant_id, order_id, attempt_id, result

@@ -58,11 +58,11 @@ WITH lockedo AS MATERIALIZED (
 	UPDATE orders o SET refunded_minor = nxt.refunded, refunding_minor = nxt.refunding, state = nxt.to_state,
 		updated_at = CASE WHEN nxt.event = '' THEN nxt.updated_at ELSE now() END
 	FROM nxt
-	WHERE o.id = nxt.id AND nxt.changed
+	WHERE o.merchant_id = @merchant_id AND o.id = nxt.id AND nxt.changed
 	RETURNING o.*
 ), oev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, refund_id)
-	SELECT id, from_state, to_state, event, @actor, '', refund_id FROM nxt WHERE event <> ''
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, refund_id)
+	SELECT @merchant_id, id, from_state, to_state, event, @actor, '', refund_id FROM nxt WHERE event <> ''
 ), rev AS (
 	INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor, reason)
 	SELECT merchant_id, order_id, id, @from_state, state, @event, @actor, @reason FROM upr WHERE @event <> ''

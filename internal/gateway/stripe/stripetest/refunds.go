@@ -75,7 +75,7 @@ func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
 				Message: "There is currently another in-progress request using this idempotency key."})
 			return
 		}
-		if k.params != params {
+		if k.request != params {
 			writeError(w, http.StatusBadRequest, apiError{Type: "idempotency_error",
 				Message: "Keys for idempotent requests can only be used with the same parameters they were first used with."})
 			return
@@ -84,7 +84,7 @@ func (s *Server) createRefund(w http.ResponseWriter, r *http.Request) {
 		writeBody(w, k.status, k.body)
 		return
 	}
-	k := &keyState{params: params, done: make(chan struct{})}
+	k := &keyState{request: params, done: make(chan struct{})}
 	if key != "" {
 		s.refundKeys[key] = k
 	}
@@ -114,9 +114,9 @@ func (s *Server) executeRefund(form map[string][]string, key string) (answer, bo
 		return ""
 	}
 	var pi *PaymentIntent
-	for i := range s.ledger {
-		if s.ledger[i].ID == get("payment_intent") {
-			pi = &s.ledger[i]
+	for _, p := range s.ledger {
+		if p.ID == get("payment_intent") {
+			pi = p
 		}
 	}
 	if pi == nil {
