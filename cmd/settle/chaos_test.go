@@ -110,6 +110,32 @@ func TestChaosCatchesBrokenBuild(t *testing.T) {
 	}
 }
 
+// TestChaosCatchesUndeliveredEvents runs a short chaos run against a build
+// that records a delivery the endpoint refused as delivered
+// (deliveredBeforeAccepted): the harness's endpoint refuses some, and the
+// events invariant must see them never arrive.
+func TestChaosCatchesUndeliveredEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos runs for a minute; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "settle-mutant")
+	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, deliveredBeforeAccepted); err != nil {
+		t.Fatalf("build the mutant: %v", err)
+	}
+	sum := runChaosTest(t, chaos.Config{
+		Binary:   bin,
+		Seed:     chaosSeed,
+		Duration: 20 * time.Second,
+		Clients:  8,
+		Orders:   200,
+		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
+		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
+	})
+	if !hasInvariant(sum, chaos.InvEvents) {
+		t.Fatalf("the harness did not see refused deliveries recorded as delivered: %s", sum)
+	}
+}
+
 // brokenRefundGuard makes refund claims ignore what is left to refund: two
 // refunds that do not both fit are both sent, and the customer gets back
 // more than was paid.

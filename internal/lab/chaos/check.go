@@ -527,12 +527,19 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 	}
 	for _, e := range s.events {
 		if e.typ == "" {
+			if want := announcement(e); want != "" {
+				out = append(out, orderMsg{e.order, fmt.Sprintf("the move %s→%s (%s) is announced by no event, want %s", e.from, e.to, e.event, want)})
+			}
 			continue
 		}
 		id := order.EventID(e.id)
 		byID[id] = e
 		if e.typ == "order.paid" {
 			paidEvents[e.order]++
+		}
+		if want := announcement(e); e.typ != want {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s is %s for the move %s→%s (%s), which announces %q",
+				id, e.typ, e.from, e.to, e.event, want)})
 		}
 		// The order's history is checked as a path of the table (5); an
 		// announced state must be where the order is, or has been since.
@@ -565,4 +572,17 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 		}
 	}
 	return out
+}
+
+// announcement is the event type that the README promises for a move of
+// the history, worked out here apart from the database's mapping: "" for
+// the creation and the claims.
+func announcement(e dbEvent) string {
+	switch {
+	case e.to == string(order.StatePending) && e.from != "":
+		return "order.payment_failed"
+	case e.to == string(order.StatePending), e.to == string(order.StateCharging):
+		return ""
+	}
+	return "order." + strings.ToLower(e.to)
 }

@@ -32,13 +32,14 @@ func cleanWorld() (snapshot, *history) {
 			{id: 7, order: "o3", to: "PENDING", event: "create"},
 			{id: 8, order: "o3", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a3"},
 			{id: 9, order: "o3", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a3", typ: "order.paid", delivered: true},
-			{id: 10, order: "o3", from: "PAID", to: "PARTIALLY_REFUNDED", event: "refund_partial"},
+			{id: 10, order: "o3", from: "PAID", to: "PARTIALLY_REFUNDED", event: "refund_partial", typ: "order.partially_refunded", delivered: true},
 		},
 		received: []receiver.Delivery{
 			{EventID: "evt_3", Type: "order.payment_failed", OrderID: "o1", State: "PENDING", Verified: true},
 			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true},
 			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true}, // at least once
 			{EventID: "evt_9", Type: "order.paid", OrderID: "o3", State: "PAID", Verified: true},
+			{EventID: "evt_10", Type: "order.partially_refunded", OrderID: "o3", State: "PARTIALLY_REFUNDED", Verified: true},
 		},
 		ledger: []sim.Charge{
 			{ID: "ch_1", Reference: "a0", Amount: 500, Currency: "GBP", Status: "declined"},
@@ -103,6 +104,8 @@ func TestCheck(t *testing.T) {
 				dbEvent{id: 8, order: "o3", from: "PENDING", to: "CANCELED", event: "cancel", typ: "order.canceled", delivered: true})
 			s.received = append(s.received, receiver.Delivery{EventID: "evt_8", Type: "order.canceled", OrderID: "o3", State: "CANCELED", Verified: true})
 		}, InvEvents},
+		{"claim announced", func(s *snapshot, _ *history) { s.events[1].typ = "order.payment_failed" }, InvEvents},
+		{"paid announced as something else", func(s *snapshot, _ *history) { s.events[4].typ = "order.canceled" }, InvEvents},
 		{"paid answer not kept", func(_ *snapshot, h *history) { h.paid["o2"] = true }, InvAnswers},
 		{"order lost", func(_ *snapshot, h *history) { h.orders["o9"] = "ref-9" }, InvAnswers},
 		{"request named two attempts", func(_ *snapshot, h *history) { h.requests["r1"].attempts["a0"] = 1 }, InvRequestID},
