@@ -106,7 +106,8 @@ type Config struct {
 // lookups while the charge is "landing".
 func DefaultGateway() sim.RandomFaults {
 	return sim.RandomFaults{Decline: 0.05, Timeout: 0.03, FiveXXAfterCharge: 0.03, DropAfterCharge: 0.03,
-		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5}
+		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5,
+		RefundFailLater: 0.05}
 }
 
 // Plan returns the fault schedule a run with cfg would follow.

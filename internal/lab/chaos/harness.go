@@ -227,7 +227,7 @@ func (h *harness) run(ctx context.Context) error {
 	// ledger is final.
 	stopGateway()
 
-	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger())
+	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger(), gw.Refunds())
 	if err != nil {
 		return fmt.Errorf("read the end state: %w", err)
 	}
@@ -330,17 +330,20 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 	return nil
 }
 
-// quiesce waits, within quiesceTimeout, until no order is CHARGING.
+// quiesce waits, within quiesceTimeout, until no order is CHARGING and no
+// refund REFUNDING.
 func (h *harness) quiesce(ctx context.Context) error {
 	deadline := time.Now().Add(quiesceTimeout)
 	last := int64(-1)
 	for {
-		var n int64
-		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE state = 'CHARGING'`).Scan(&n)
-		if err == nil && n != last {
-			h.logf("%d orders CHARGING", n)
-			last = n
+		var n, refunding int64
+		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state = 'CHARGING'),
+			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')`).Scan(&n, &refunding)
+		if err == nil && n+refunding != last {
+			h.logf("%d orders CHARGING, %d refunds REFUNDING", n, refunding)
+			last = n + refunding
 		}
+		n += refunding
 		if err == nil && n == 0 {
 			return nil
 		}
@@ -348,7 +351,7 @@ func (h *harness) quiesce(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			h.logf("orders still CHARGING after %s", quiesceTimeout)
+			h.logf("orders still CHARGING or refunds REFUNDING after %s", quiesceTimeout)
 			return nil // the check reports them
 		}
 		time.Sleep(200 * time.Millisecond)
