@@ -15,6 +15,7 @@ func TestTransitionTable(t *testing.T) {
 		{StateCharging, EventFail}:                   StatePending,
 		{StateCharging, EventEscalate}:               StateNeedsReview,
 		{StateNeedsReview, EventResolvePaid}:         StatePaid,
+		{StateNeedsReview, EventSucceed}:             StatePaid,
 		{StateNeedsReview, EventResolvePending}:      StatePending,
 		{StateNeedsReview, EventResolveCanceled}:     StateCanceled,
 		{StatePaid, EventRefundPartial}:              StatePartiallyRefunded,
