@@ -36,6 +36,13 @@ type Config struct {
 	Runs int
 	// DrainOrders is how many due orders the reconciler drains (0: skip).
 	DrainOrders int
+	// DeliverEvents is how many events the delivery worker delivers
+	// against its floor (0: skip).
+	DeliverEvents int
+	// Deliver makes the server deliver its events (order.paid, …) to a
+	// local endpoint during the Settle runs, for a comparison with
+	// delivery off.
+	Deliver bool
 	// Server runs `settle bench-server`.
 	Server Server
 	// ClientProcs is GOMAXPROCS of this process while its load client
@@ -124,6 +131,17 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ServerEnv:         cfg.Server.Env,
 		LoadAverageStart:  loadAverage(),
 	}
+	if cfg.Deliver {
+		sink, err := StartSink(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer sink.Close()
+		cfg.Server.Env = append(slices.Clone(cfg.Server.Env), "SETTLE_EVENT_WEBHOOKS="+sink.Endpoint())
+		b.cfg = cfg
+		rep.DeliveryOn = true
+		defer func() { rep.Delivered = sink.Delivered() }()
+	}
 	fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
 	db, err := startDB(ctx, cfg.StatementCounts)
 	if err != nil {
@@ -142,6 +160,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("concurrency %d: %w", c, err)
 		}
 		rep.Points = append(rep.Points, p)
+	}
+	if cfg.DeliverEvents > 0 {
+		d, err := b.deliveryDrain(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("delivery drain: %w", err)
+		}
+		rep.Delivery = d
 	}
 	if cfg.DrainOrders > 0 {
 		d, err := b.drain(ctx)

@@ -108,7 +108,8 @@ func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
 const historyOrders = 50_000
 
 // seedSQL makes historyOrders PAID orders, each with its attempt and its
-// three events, as the charge path leaves them.
+// three events, as the charge path leaves them, their order.paid events
+// long delivered (deliver_at NULL).
 var seedSQL = []string{
 	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
 	 SELECT gen_random_uuid(), 'default', 'history-' || i, 100 + i, 'GBP', 'tok_ok', 'instant', 'PAID'
@@ -117,8 +118,9 @@ var seedSQL = []string{
 	 SELECT gen_random_uuid(), id, merchant_id, 'req-' || merchant_reference, payment_method, amount_minor, currency, 'succeeded', 'ch_history', now()
 	 FROM orders`,
 	`UPDATE orders SET current_attempt = a.id FROM charge_attempts a WHERE a.order_id = orders.id`,
-	`INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-	 SELECT o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END
+	`INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id, deliver_at)
+	 SELECT o.merchant_id, o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END,
+	   NULL
 	 FROM orders o, (VALUES (1, NULL, 'PENDING', 'create'), (2, 'PENDING', 'CHARGING', 'charge'), (3, 'CHARGING', 'PAID', 'succeed'))
 	   AS e(n, from_state, to_state, event)
 	 ORDER BY o.id, e.n`,
