@@ -100,6 +100,7 @@ var fanOut = map[string]string{
 	"listen.sql":                "not a query",
 	"listen_due.sql":            "not a query",
 	"due_orders.sql":            "the reconciler's lease on Citus: a read of every shard's due orders",
+	"due_refunds.sql":           "the reconciler's refund lease on Citus: a read of every shard's due refunds",
 	"is_citus.sql":              "asks the engine, not a table",
 	"gateway_event_attempt.sql": "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 }
