@@ -99,3 +99,21 @@ func (s *Store) claimDueEach(ctx context.Context, limit int, lease time.Duration
 	}
 	return due, nil
 }
+
+//go:embed sql/claim_review_due.sql
+var claimReviewDueSQL string
+
+// ClaimReviewDue leases up to limit NEEDS_REVIEW orders whose slow recheck
+// has come, every cadence, skipping those another reconciler holds.
+func (s *Store) ClaimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error) {
+	var due []order.Due
+	err := retry(ctx, func() error {
+		rows, err := queryAll[leaseRow](ctx, s.pool, claimReviewDueSQL, pgx.StrictNamedArgs{"limit": limit, "cadence": cadence})
+		due = make([]order.Due, len(rows))
+		for i, r := range rows {
+			due[i] = r.due()
+		}
+		return err
+	})
+	return due, err
+}

@@ -151,9 +151,13 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 		o := string(st.Result.Outcome)
 		outcome = &o
 	}
+	from := st.From
+	if from == "" {
+		from = order.RefundRefunding
+	}
 	err := retry(ctx, func() (err error) {
 		r, err = queryOne[refundSettledRow](ctx, s.pool, refundSettleSQL, pgx.StrictNamedArgs{
-			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": order.RefundRefunding,
+			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": from,
 			"to_state": to, "outcome": outcome, "decline_code": st.Result.DeclineCode,
 			"gateway_refund_id": st.Result.ChargeID, "recheck_in": st.RecheckIn, "checked": st.Checked,
 			"last_error": truncate(st.LastError, 1000), "event": st.Event, "actor": st.Actor,
@@ -319,23 +323,20 @@ func (s *Store) claimDueRefundsEach(ctx context.Context, limit int, lease time.D
 //go:embed sql/refund_count_by_state.sql
 var refundCountByStateSQL string
 
-// RefundStats counts refunds by state, with when the oldest refund in each
-// state was made.
-func (s *Store) RefundStats(ctx context.Context) (order.RefundStats, error) {
+// refundStats counts refunds by state, with when the oldest REFUNDING
+// refund was made.
+func (s *Store) refundStats(ctx context.Context) (order.RefundStats, error) {
 	st := order.RefundStats{ByState: map[order.RefundState]int64{}}
-	err := retry(ctx, func() error {
-		rows, err := queryAll[struct {
-			State  string    `db:"state"`
-			Count  int64     `db:"count"`
-			Oldest time.Time `db:"oldest"`
-		}](ctx, s.pool, refundCountByStateSQL, nil)
-		for _, r := range rows {
-			st.ByState[order.RefundState(r.State)] = r.Count
-			if r.State == string(order.RefundRefunding) {
-				st.OldestRefunding = r.Oldest
-			}
+	rows, err := queryAll[struct {
+		State  string    `db:"state"`
+		Count  int64     `db:"count"`
+		Oldest time.Time `db:"oldest"`
+	}](ctx, s.pool, refundCountByStateSQL, nil)
+	for _, r := range rows {
+		st.ByState[order.RefundState(r.State)] = r.Count
+		if r.State == string(order.RefundRefunding) {
+			st.OldestRefunding = r.Oldest
 		}
-		return err
-	})
+	}
 	return st, err
 }
