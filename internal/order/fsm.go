@@ -15,7 +15,8 @@ type EventName string
 const (
 	// EventCharge claims a PENDING order for an attempt.
 	EventCharge EventName = "charge"
-	// EventSucceed: the gateway charged the customer.
+	// EventSucceed: the gateway charged the customer (found by the charge
+	// path, or by the reconciler, also for an order in review).
 	EventSucceed EventName = "succeed"
 	// EventFail: the gateway proved no charge happened (declined, not sent,
 	// rejected, or not found past the no-show horizon).
@@ -42,7 +43,9 @@ var Events = []EventName{EventCharge, EventSucceed, EventFail, EventCancel, Even
 // transitions is the only place that says which move is allowed.
 var transitions = fsm.Events{
 	{Name: string(EventCharge), Src: []string{string(StatePending)}, Dst: string(StateCharging)},
-	{Name: string(EventSucceed), Src: []string{string(StateCharging)}, Dst: string(StatePaid)},
+	// From NEEDS_REVIEW too: the reconciler keeps looking up an order in
+	// review, and a charge the gateway shows late is the truth.
+	{Name: string(EventSucceed), Src: []string{string(StateCharging), string(StateNeedsReview)}, Dst: string(StatePaid)},
 	{Name: string(EventFail), Src: []string{string(StateCharging)}, Dst: string(StatePending)},
 	{Name: string(EventCancel), Src: []string{string(StatePending)}, Dst: string(StateCanceled)},
 	{Name: string(EventEscalate), Src: []string{string(StateCharging)}, Dst: string(StateNeedsReview)},
@@ -68,10 +71,15 @@ func (s State) Refundable() bool {
 const (
 	// EventRefund claims a PENDING refund for its gateway call.
 	EventRefund EventName = "refund"
+	// EventResolveSucceeded and EventResolveFailed are an operator's
+	// decisions for a refund in NEEDS_REVIEW.
+	EventResolveSucceeded EventName = "resolve_succeeded"
+	EventResolveFailed    EventName = "resolve_failed"
 )
 
 // RefundEvents lists every event of the refunds' transition table.
-var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate}
+var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate, EventResolveSucceeded,
+	EventResolveFailed}
 
 // refundTransitions says which move a refund may make.
 var refundTransitions = fsm.Events{
@@ -79,6 +87,8 @@ var refundTransitions = fsm.Events{
 	{Name: string(EventSucceed), Src: []string{string(RefundRefunding)}, Dst: string(RefundSucceeded)},
 	{Name: string(EventFail), Src: []string{string(RefundRefunding)}, Dst: string(RefundFailed)},
 	{Name: string(EventEscalate), Src: []string{string(RefundRefunding)}, Dst: string(RefundNeedsReview)},
+	{Name: string(EventResolveSucceeded), Src: []string{string(RefundNeedsReview)}, Dst: string(RefundSucceeded)},
+	{Name: string(EventResolveFailed), Src: []string{string(RefundNeedsReview)}, Dst: string(RefundFailed)},
 }
 
 type refundEdge struct {

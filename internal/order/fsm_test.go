@@ -15,6 +15,7 @@ func TestTransitionTable(t *testing.T) {
 		{StateCharging, EventFail}:                   StatePending,
 		{StateCharging, EventEscalate}:               StateNeedsReview,
 		{StateNeedsReview, EventResolvePaid}:         StatePaid,
+		{StateNeedsReview, EventSucceed}:             StatePaid,
 		{StateNeedsReview, EventResolvePending}:      StatePending,
 		{StateNeedsReview, EventResolveCanceled}:     StateCanceled,
 		{StatePaid, EventRefundPartial}:              StatePartiallyRefunded,
@@ -50,10 +51,12 @@ func TestTransitionTable(t *testing.T) {
 // TestRefundTransitionTable checks every (state, event) pair of a refund.
 func TestRefundTransitionTable(t *testing.T) {
 	allowed := map[refundEdge]RefundState{
-		{RefundPending, EventRefund}:     RefundRefunding,
-		{RefundRefunding, EventSucceed}:  RefundSucceeded,
-		{RefundRefunding, EventFail}:     RefundFailed,
-		{RefundRefunding, EventEscalate}: RefundNeedsReview,
+		{RefundPending, EventRefund}:               RefundRefunding,
+		{RefundRefunding, EventSucceed}:            RefundSucceeded,
+		{RefundRefunding, EventFail}:               RefundFailed,
+		{RefundRefunding, EventEscalate}:           RefundNeedsReview,
+		{RefundNeedsReview, EventResolveSucceeded}: RefundSucceeded,
+		{RefundNeedsReview, EventResolveFailed}:    RefundFailed,
 	}
 	for _, from := range RefundStates {
 		for _, ev := range RefundEvents {

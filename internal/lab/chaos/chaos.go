@@ -68,7 +68,22 @@ const (
 	// refuses (503), and eventSecret its signing secret.
 	eventRefusalRate = 0.05
 	eventSecret      = "evsec_chaos_0123456789abcdef"
+	// gatewayEvents is how the simulator pushes its events to the
+	// replicas' webhook listeners: some delayed, duplicated, out of order,
+	// some lost (and more lost to replicas killed while they arrive);
+	// gatewayEventSecret signs them.
+	gatewayEventSecret = "whsec_chaos_0123456789abcdef"
 )
+
+// gatewayEvents sets how the simulator's events misbehave.
+var gatewayEvents = sim.Events{
+	Secrets:   []string{gatewayEventSecret},
+	Delay:     50 * time.Millisecond,
+	Reorder:   time.Second,
+	Duplicate: 0.2,
+	Loss:      0.1,
+	Attempts:  3,
+}
 
 // Config configures a run. Zero fields take the defaults noted.
 type Config struct {
@@ -106,7 +121,8 @@ type Config struct {
 // lookups while the charge is "landing".
 func DefaultGateway() sim.RandomFaults {
 	return sim.RandomFaults{Decline: 0.05, Timeout: 0.03, FiveXXAfterCharge: 0.03, DropAfterCharge: 0.03,
-		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5}
+		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5,
+		RefundFailLater: 0.05}
 }
 
 // Plan returns the fault schedule a run with cfg would follow.
