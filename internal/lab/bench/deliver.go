@@ -105,8 +105,12 @@ func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
 		if err != nil {
 			return nil, err
 		}
-		if left, err := b.undelivered(ctx); err != nil || left != 0 {
-			return nil, fmt.Errorf("delivery floor left %d events undelivered (%v)", left, err)
+		left, err := b.undelivered(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if left != 0 {
+			return nil, fmt.Errorf("delivery floor left %d events undelivered", left)
 		}
 		worker, floor = append(worker, wr), append(floor, fr)
 		fmt.Fprintf(b.cfg.Log, "bench: delivery run %d/%d: worker %.0f events/s, its SQL floor %.0f events/s\n",
