@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("settle dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
+	citus := fs.Bool("citus", false, "run on a throwaway Citus cluster (a coordinator and two workers, tables distributed by merchant) instead; needs scripts/citus-install")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
@@ -91,13 +92,29 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	log := cfg.logger(stderr)
 
-	fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: *dataDir})
-	if err != nil {
-		return err
+	if *citus {
+		if *dataDir != "" {
+			return errors.New("--data-dir and --citus: the Citus cluster is always throwaway")
+		}
+		fmt.Fprintln(stdout, "starting a throwaway Citus cluster (a coordinator and two workers)...")
+		cc, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{})
+		if err != nil {
+			return err
+		}
+		defer cc.Stop()
+		if err := cc.CreateDatabase(ctx, "settle", ""); err != nil {
+			return err
+		}
+		cfg.DatabaseURL = cc.URL("settle")
+	} else {
+		fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: *dataDir})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		cfg.DatabaseURL = cluster.URL("postgres")
 	}
-	defer cluster.Stop()
-	cfg.DatabaseURL = cluster.URL("postgres")
 	migratePool, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		return err
