@@ -1,9 +1,9 @@
--- Lease one CHARGING order now, due or not (an operator asked), waiting for
+-- Lease one CHARGING or REQUIRES_ACTION order now, due or not (an operator asked), waiting for
 -- any other holder of its row: push its reconcile_at forward by the lease
 -- and return it with its current attempt and the attempt's age in database
--- time, as claim_due.sql does. No row when the order is not CHARGING.
+-- time, as claim_due.sql does. No row when the order is in neither state.
 WITH due AS (
-	SELECT merchant_id, id FROM orders WHERE merchant_id = @merchant_id AND id = @id AND state = 'CHARGING' FOR UPDATE
+	SELECT merchant_id, id FROM orders WHERE merchant_id = @merchant_id AND id = @id AND state IN ('CHARGING', 'REQUIRES_ACTION') FOR UPDATE
 ), upd AS (
 	UPDATE orders o SET reconcile_at = now() + @lease::interval FROM due WHERE o.merchant_id = due.merchant_id AND o.id = due.id RETURNING o.*
 )
