@@ -4,7 +4,7 @@
 -- the merchant is the first column of every primary key, unique constraint
 -- and foreign key. On plain PostgreSQL this changes nothing a statement
 -- sees (an id is still unique: it is a random UUID); on Citus, where the
--- tables are distributed by merchant_id (migration 00010), it is what a
+-- tables are distributed by merchant_id (migration 00011), it is what a
 -- distributed table requires of its keys, and what lets a statement that
 -- names its merchant run on one shard. TestKeysNameTheMerchant holds every
 -- table, including later ones, to it.

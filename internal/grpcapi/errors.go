@@ -20,6 +20,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		confErr *order.ConflictError
 		stErr   *order.StateError
 		limErr  *order.RefundLimitError
+		chErr   *order.ChargeFoundError
+		unsErr  *order.GatewayUnsureError
 	)
 	switch {
 	case err == nil:
@@ -38,6 +40,11 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.FailedPrecondition, stErr.Error())
 	case errors.As(err, &limErr):
 		return status.Error(codes.FailedPrecondition, limErr.Error())
+	case errors.As(err, &chErr):
+		return status.Error(codes.FailedPrecondition, chErr.Error())
+	case errors.As(err, &unsErr):
+		log.WarnContext(ctx, "gateway could not say whether an attempt charged", "attempt_id", unsErr.AttemptID, "error", unsErr.Err)
+		return status.Error(codes.Unavailable, unsErr.Error())
 	case errors.Is(err, order.ErrRefundsUnsupported):
 		return status.Error(codes.FailedPrecondition, "the order's gateway does not support refunds")
 	case errors.Is(err, order.ErrGatewayRefused):

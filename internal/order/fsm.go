@@ -15,7 +15,8 @@ type EventName string
 const (
 	// EventCharge claims a PENDING order for an attempt.
 	EventCharge EventName = "charge"
-	// EventSucceed: the gateway charged the customer.
+	// EventSucceed: the gateway charged the customer (found by the charge
+	// path, or by the reconciler, also for an order in review).
 	EventSucceed EventName = "succeed"
 	// EventFail: the gateway proved no charge happened (declined, not sent,
 	// rejected, or not found past the no-show horizon).
@@ -46,7 +47,10 @@ var Events = []EventName{EventCharge, EventSucceed, EventFail, EventCancel, Even
 // transitions is the only place that says which move is allowed.
 var transitions = fsm.Events{
 	{Name: string(EventCharge), Src: []string{string(StatePending)}, Dst: string(StateCharging)},
-	{Name: string(EventSucceed), Src: []string{string(StateCharging), string(StateRequiresAction)}, Dst: string(StatePaid)},
+	// From NEEDS_REVIEW too: the reconciler keeps looking up an order in
+	// review, and a charge the gateway shows late is the truth. From
+	// REQUIRES_ACTION: the customer completed the gateway's challenge.
+	{Name: string(EventSucceed), Src: []string{string(StateCharging), string(StateNeedsReview), string(StateRequiresAction)}, Dst: string(StatePaid)},
 	{Name: string(EventFail), Src: []string{string(StateCharging), string(StateRequiresAction)}, Dst: string(StatePending)},
 	{Name: string(EventRequireAction), Src: []string{string(StateCharging)}, Dst: string(StateRequiresAction)},
 	{Name: string(EventCancel), Src: []string{string(StatePending)}, Dst: string(StateCanceled)},

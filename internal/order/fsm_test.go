@@ -19,6 +19,7 @@ func TestTransitionTable(t *testing.T) {
 		{StateRequiresAction, EventFail}:             StatePending,
 		{StateRequiresAction, EventEscalate}:         StateNeedsReview,
 		{StateNeedsReview, EventResolvePaid}:         StatePaid,
+		{StateNeedsReview, EventSucceed}:             StatePaid,
 		{StateNeedsReview, EventResolvePending}:      StatePending,
 		{StateNeedsReview, EventResolveCanceled}:     StateCanceled,
 		{StatePaid, EventRefundPartial}:              StatePartiallyRefunded,

@@ -44,6 +44,9 @@ type Store interface {
 	// state it is in, and makes it with its event, in one transaction. An
 	// order outside scope is ErrNotFound.
 	Transition(ctx context.Context, scope Scope, id string, decide func(Order) (Move, error)) (Order, error)
+	// History returns a merchant's order's events and attempts, oldest
+	// first.
+	History(ctx context.Context, merchantID, id string) ([]Event, []Attempt, error)
 }
 
 // Claim asks the store to start an attempt. When the order is in From and

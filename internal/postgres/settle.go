@@ -57,11 +57,22 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		actor    = make([]string, n)
 		reason   = make([]string, n)
 	)
-	for i, st := range sts {
+	for _, st := range sts {
 		if seen[st.OrderID] {
 			return nil, nil, fmt.Errorf("settle: order %s appears twice", st.OrderID)
 		}
 		seen[st.OrderID] = true
+	}
+	if n > 1 {
+		citus, err := s.onCitus(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if citus {
+			return s.settleEach(ctx, sts)
+		}
+	}
+	for i, st := range sts {
 		from[i] = string(cmp.Or(st.From, order.StateCharging))
 		to[i] = string(st.To)
 		if st.Event == "" {
@@ -141,6 +152,34 @@ func newSettles(s *Store) *batch.Batcher[string, order.Settlement, settled] {
 // Settle implements order.Store: the settlement shares a statement with
 // whatever other settlements are waiting (see package batch).
 func (s *Store) Settle(ctx context.Context, st order.Settlement) (order.Order, bool, error) {
+	if citus, err := s.onCitus(ctx); err != nil {
+		return order.Order{}, false, err
+	} else if citus {
+		// On Citus a settle runs alone on its merchant's shard, not in a
+		// group: a statement that locks rows on several shards is refused,
+		// and one over several merchants would be a two-phase commit.
+		orders, applied, err := s.SettleMany(ctx, []order.Settlement{st})
+		if err != nil {
+			return order.Order{}, false, err
+		}
+		return orders[0], applied[0], nil
+	}
 	r, err := s.settles.Do(ctx, st)
 	return r.order, r.applied, err
+}
+
+// settleEach is SettleMany on Citus: each settlement alone, a single-shard
+// statement on its merchant's shard. Citus prunes no shards for
+// merchant_id = ANY(array), so settle.sql would be a multi-shard statement,
+// which may not lock rows; each settlement is guarded alone anyway.
+func (s *Store) settleEach(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
+	orders, applied := make([]order.Order, len(sts)), make([]bool, len(sts))
+	for i := range sts {
+		o, ok, err := s.SettleMany(ctx, sts[i:i+1])
+		if err != nil {
+			return nil, nil, err
+		}
+		orders[i], applied[i] = o[0], ok[0]
+	}
+	return orders, applied, nil
 }

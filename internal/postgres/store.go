@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,41 @@ import (
 type Store struct {
 	pool    *pgxpool.Pool
 	settles *batch.Batcher[string, order.Settlement, settled]
+	engine  engine
+}
+
+// engine remembers whether the database is Citus, asked once.
+type engine struct {
+	mu    sync.Mutex
+	known bool
+	citus bool
+}
+
+//go:embed sql/is_citus.sql
+var isCitusSQL string
+
+// onCitus reports whether the database is Citus (the citus extension is
+// installed). A few operations that Citus runs on one shard only (a lease
+// over every merchant, a settle of several merchants' orders) take another
+// path there; docs/operations.md ("Settle on Citus") says which.
+func (s *Store) onCitus(ctx context.Context) (bool, error) {
+	s.engine.mu.Lock()
+	defer s.engine.mu.Unlock()
+	if s.engine.known {
+		return s.engine.citus, nil
+	}
+	err := retry(ctx, func() error {
+		r, err := queryOne[struct {
+			Citus bool `db:"citus"`
+		}](ctx, s.pool, isCitusSQL, nil)
+		s.engine.citus = r.Citus
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	s.engine.known = true
+	return s.engine.citus, nil
 }
 
 // NewStore returns a Store on pool.
@@ -197,7 +233,7 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 	switch {
 	case errors.Is(err, order.ErrNotFound):
 		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "charge_attempts_request_key":
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && isRequestKey(pgErr):
 		// The reference was free (its insert went through), so the request
 		// id names an attempt of another order. The statement failed as a
 		// whole: nothing was created.
@@ -281,4 +317,13 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// isRequestKey reports whether a unique violation of create_claimed.sql
+// is charge_attempts_request_key's. Citus relays a worker's error without
+// the constraint's name; there the statement's other keys cannot be the
+// one violated (the order's reference is ON CONFLICT DO NOTHING, the ids
+// are new random UUIDs), so a nameless violation is the request key's.
+func isRequestKey(err *pgconn.PgError) bool {
+	return err.ConstraintName == "charge_attempts_request_key" || err.ConstraintName == ""
 }

@@ -49,7 +49,7 @@ func TestCreateOrderIdempotent(t *testing.T) {
 		t.Fatalf("other amount, same reference: got %v, want ConflictError", err)
 	}
 	var n, events int
-	if err := pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM order_events)`).Scan(&n, &events); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 || events != 1 {

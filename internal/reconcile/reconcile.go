@@ -33,6 +33,19 @@ type Store interface {
 	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
 }
 
+// ReviewStore is what the slow recheck of orders in NEEDS_REVIEW needs;
+// postgres.Store implements it. A store without it has no slow recheck.
+type ReviewStore interface {
+	// ClaimReviewDue leases up to limit NEEDS_REVIEW orders whose recheck
+	// has come, pushing it cadence forward.
+	ClaimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error)
+	// Transition is order.Store's locked, guarded transition.
+	Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error)
+}
+
+// DefaultReviewCadence is Config.ReviewCadence when it is zero.
+const DefaultReviewCadence = time.Hour
+
 // Config is the reconciler's schedule.
 type Config struct {
 	// Schedule is the wait before each check of an unknown outcome: the
@@ -62,6 +75,10 @@ type Config struct {
 	// OnCheck, when set, is told each check's result: the event it
 	// settled the order with, or "recheck".
 	OnCheck func(result string)
+	// ReviewCadence is how often an order in NEEDS_REVIEW is looked up
+	// again, so that a charge the gateway shows late moves it to PAID.
+	// Zero is DefaultReviewCadence.
+	ReviewCadence time.Duration
 	// OnEventSettled, when set, is told how long after a gateway's event
 	// made it due (Wake) an order was settled by this reconciler.
 	OnEventSettled func(time.Duration)
@@ -82,7 +99,9 @@ const DefaultActionExpiry = time.Hour
 type Reconciler struct {
 	store Store
 	// refunds is store, when it keeps refunds too.
-	refunds  RefundStore
+	refunds RefundStore
+	// reviews is store, when it can recheck orders in review.
+	reviews  ReviewStore
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -125,8 +144,12 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	if cfg.OnEventSettled == nil {
 		cfg.OnEventSettled = func(time.Duration) {}
 	}
+	if cfg.ReviewCadence <= 0 {
+		cfg.ReviewCadence = DefaultReviewCadence
+	}
 	refunds, _ := store.(RefundStore)
-	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+	reviews, _ := store.(ReviewStore)
+	return &Reconciler{store: store, refunds: refunds, reviews: reviews, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
 		woken: map[string]time.Time{}}, nil
 }
 
@@ -229,7 +252,55 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	n, err := r.runRefunds(ctx)
+	if rerr := r.runReviews(ctx); rerr != nil {
+		errs = append(errs, rerr)
+	}
 	return max(len(due), n), errors.Join(append(errs, err)...)
+}
+
+// errNotInReview aborts a review's transition whose order has moved on.
+var errNotInReview = errors.New("order no longer in review for this attempt")
+
+// runReviews looks up, once every ReviewCadence, the current attempt of
+// each order in NEEDS_REVIEW: a charge the gateway shows moves the order to
+// PAID (event succeed, by the reconciler, which the operator sees in its
+// history); anything else leaves it to a person until the next look.
+func (r *Reconciler) runReviews(ctx context.Context) error {
+	if r.reviews == nil {
+		return nil
+	}
+	due, err := r.reviews.ClaimReviewDue(ctx, r.cfg.BatchSize, r.cfg.ReviewCadence)
+	if err != nil {
+		return fmt.Errorf("claim orders in review: %w", err)
+	}
+	var errs []error
+	for _, d := range due {
+		res, err := r.lookup(ctx, d)
+		if err != nil || res.Outcome != order.OutcomeSucceeded {
+			r.cfg.OnCheck("review_recheck")
+			continue
+		}
+		reason := "gateway has the charge (found while the order was in review)"
+		_, err = r.reviews.Transition(ctx, order.ForMerchant(d.Order.MerchantID), d.Order.ID, func(o order.Order) (order.Move, error) {
+			if o.State != order.StateNeedsReview || o.CurrentAttempt != d.Attempt.ID {
+				return order.Move{}, errNotInReview
+			}
+			to, err := order.Next(o.State, order.EventSucceed)
+			return order.Move{Event: order.EventSucceed, To: to, Actor: order.ActorReconciler, Reason: reason,
+				Attempt: &order.Result{Outcome: order.OutcomeSucceeded, ChargeID: res.ChargeID}}, err
+		})
+		switch {
+		case errors.Is(err, errNotInReview):
+			r.cfg.OnCheck("lost_race")
+		case err != nil:
+			errs = append(errs, fmt.Errorf("settle order %s in review: %w", d.Order.ID, err))
+		default:
+			r.cfg.OnCheck(string(order.EventSucceed))
+			order.Transition{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, From: order.StateNeedsReview, To: order.StatePaid,
+				Event: order.EventSucceed, Actor: order.ActorReconciler}.Log(ctx, r.log)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as

@@ -59,9 +59,12 @@ type fixtureOptions struct {
 	// the simulator holds a tok_timeout answer.
 	gatewayTimeout, simHold time.Duration
 	schedule                []time.Duration
+	// poll is the reconciler's poll interval; zero is an hour, so that
+	// only an event wakes it.
+	poll time.Duration
 }
 
-func newFixture(t *testing.T, fo fixtureOptions) *fixture {
+func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 	t.Helper()
 	if fo.gatewayTimeout == 0 {
 		fo.gatewayTimeout = 300 * time.Millisecond
@@ -71,6 +74,9 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	}
 	if fo.schedule == nil {
 		fo.schedule = []time.Duration{time.Hour, time.Hour}
+	}
+	if fo.poll == 0 {
+		fo.poll = time.Hour
 	}
 	f := &fixture{pool: postgrestest.Pool(t), timeout: fo.gatewayTimeout}
 	f.store = postgres.NewStore(f.pool)
@@ -99,7 +105,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	}
 	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
 		Schedule: fo.schedule, BatchSize: 10, Concurrency: 2,
-		PollInterval: time.Hour, LookupTimeout: fo.gatewayTimeout, NoShowHorizon: time.Hour,
+		PollInterval: fo.poll, LookupTimeout: fo.gatewayTimeout, NoShowHorizon: time.Hour,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +115,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 
 // runReconciler runs the reconciler woken by the database's notifications,
 // as `settle reconcile` does, until the test ends.
-func (f *fixture) runReconciler(t *testing.T) {
+func (f *fixture) runReconciler(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	listening := make(chan struct{})
@@ -144,7 +150,7 @@ func (f *fixture) charging(t *testing.T, ref, token string) (order.Order, order.
 	return o, *a
 }
 
-func (f *fixture) order(t *testing.T, id string) order.Order {
+func (f *fixture) order(t testing.TB, id string) order.Order {
 	t.Helper()
 	o, err := f.store.Order(context.Background(), order.AnyMerchant, id)
 	if err != nil {
