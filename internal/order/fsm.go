@@ -77,10 +77,15 @@ func (s State) Refundable() bool {
 const (
 	// EventRefund claims a PENDING refund for its gateway call.
 	EventRefund EventName = "refund"
+	// EventResolveSucceeded and EventResolveFailed are an operator's
+	// decisions for a refund in NEEDS_REVIEW.
+	EventResolveSucceeded EventName = "resolve_succeeded"
+	EventResolveFailed    EventName = "resolve_failed"
 )
 
 // RefundEvents lists every event of the refunds' transition table.
-var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate}
+var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate, EventResolveSucceeded,
+	EventResolveFailed}
 
 // refundTransitions says which move a refund may make.
 var refundTransitions = fsm.Events{
@@ -88,6 +93,8 @@ var refundTransitions = fsm.Events{
 	{Name: string(EventSucceed), Src: []string{string(RefundRefunding)}, Dst: string(RefundSucceeded)},
 	{Name: string(EventFail), Src: []string{string(RefundRefunding)}, Dst: string(RefundFailed)},
 	{Name: string(EventEscalate), Src: []string{string(RefundRefunding)}, Dst: string(RefundNeedsReview)},
+	{Name: string(EventResolveSucceeded), Src: []string{string(RefundNeedsReview)}, Dst: string(RefundSucceeded)},
+	{Name: string(EventResolveFailed), Src: []string{string(RefundNeedsReview)}, Dst: string(RefundFailed)},
 }
 
 type refundEdge struct {

@@ -55,10 +55,12 @@ func TestTransitionTable(t *testing.T) {
 // TestRefundTransitionTable checks every (state, event) pair of a refund.
 func TestRefundTransitionTable(t *testing.T) {
 	allowed := map[refundEdge]RefundState{
-		{RefundPending, EventRefund}:     RefundRefunding,
-		{RefundRefunding, EventSucceed}:  RefundSucceeded,
-		{RefundRefunding, EventFail}:     RefundFailed,
-		{RefundRefunding, EventEscalate}: RefundNeedsReview,
+		{RefundPending, EventRefund}:               RefundRefunding,
+		{RefundRefunding, EventSucceed}:            RefundSucceeded,
+		{RefundRefunding, EventFail}:               RefundFailed,
+		{RefundRefunding, EventEscalate}:           RefundNeedsReview,
+		{RefundNeedsReview, EventResolveSucceeded}: RefundSucceeded,
+		{RefundNeedsReview, EventResolveFailed}:    RefundFailed,
 	}
 	for _, from := range RefundStates {
 		for _, ev := range RefundEvents {

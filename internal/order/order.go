@@ -169,4 +169,6 @@ type Stats struct {
 	OldestCharging time.Time
 	// Backlog counts CHARGING orders whose check is due.
 	Backlog int64
+	// Refunds summarises the refunds.
+	Refunds RefundStats
 }

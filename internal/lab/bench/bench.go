@@ -36,6 +36,13 @@ type Config struct {
 	Runs int
 	// DrainOrders is how many due orders the reconciler drains (0: skip).
 	DrainOrders int
+	// DeliverEvents is how many events the delivery worker delivers
+	// against its floor (0: skip).
+	DeliverEvents int
+	// Deliver makes the server deliver its events (order.paid, …) to a
+	// local endpoint during the Settle runs, for a comparison with
+	// delivery off.
+	Deliver bool
 	// Server runs `settle bench-server`.
 	Server Server
 	// ClientProcs is GOMAXPROCS of this process while its load client
@@ -53,6 +60,10 @@ type Config struct {
 	Profile bool
 	// Log receives progress lines; nil means none.
 	Log io.Writer
+	// Citus runs Settle alone (no SQL floors, no transport series, no
+	// drain) against a throwaway Citus cluster, a coordinator and two
+	// workers, and logs each node's CPU per order.
+	Citus bool
 }
 
 func (c *Config) validate() error {
@@ -124,8 +135,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ServerEnv:         cfg.Server.Env,
 		LoadAverageStart:  loadAverage(),
 	}
-	fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
-	db, err := startDB(ctx, cfg.StatementCounts)
+	if cfg.Deliver {
+		sink, err := StartSink(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer sink.Close()
+		cfg.Server.Env = append(slices.Clone(cfg.Server.Env), "SETTLE_EVENT_WEBHOOKS="+sink.Endpoint())
+		b.cfg = cfg
+		rep.DeliveryOn = true
+		defer func() { rep.Delivered = sink.Delivered() }()
+	}
+	var db *benchDB
+	var err error
+	if cfg.Citus {
+		fmt.Fprintf(cfg.Log, "bench: starting a throwaway Citus cluster, a coordinator and two workers (fsync and synchronous_commit on)...\n")
+		db, err = startCitusDB(ctx)
+		cfg.DrainOrders, cfg.OneCallConcurrency = 0, nil
+		b.cfg = cfg
+	} else {
+		fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
+		db, err = startDB(ctx, cfg.StatementCounts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +173,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("concurrency %d: %w", c, err)
 		}
 		rep.Points = append(rep.Points, p)
+	}
+	if cfg.DeliverEvents > 0 {
+		d, err := b.deliveryDrain(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("delivery drain: %w", err)
+		}
+		rep.Delivery = d
 	}
 	if cfg.DrainOrders > 0 {
 		d, err := b.drain(ctx)
@@ -184,6 +222,14 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	var floor, naive, transport, settle, oneFloor, oneSettle []Measurement
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
 	for r := range b.cfg.Runs {
+		if b.cfg.Citus {
+			sr, err := b.citusRun(ctx, srv, c)
+			if err != nil {
+				return p, err
+			}
+			settle = append(settle, sr)
+			continue
+		}
 		fr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor.sql", c) })
 		if err != nil {
 			return p, fmt.Errorf("floor: %w", err)
@@ -388,3 +434,33 @@ func percentileMs(lat []time.Duration, p float64) float64 {
 }
 
 func mb(bytes int64) float64 { return round(float64(bytes)/(1<<20), 1) }
+
+// citusRun is one Settle run on Citus, with the CPU per order of each node.
+func (b *benchmark) citusRun(ctx context.Context, srv *serverProc, c int) (Measurement, error) {
+	b.seq++
+	prefix := fmt.Sprintf("bench%d", b.seq)
+	before, err := b.db.nodeCPU()
+	if err != nil {
+		return Measurement{}, err
+	}
+	sr, err := b.measure(ctx, srv, true, func() (work, error) {
+		return loadWork(b.load(ctx, c, b.cfg.Duration, orderOp(srv.conn, prefix)))
+	})
+	if err != nil {
+		return sr, fmt.Errorf("settle: %w\nserver log: %s", err, srv.logTail())
+	}
+	after, err := b.db.nodeCPU()
+	if err != nil {
+		return sr, err
+	}
+	line := fmt.Sprintf("bench: c=%d citus: settle %.0f/s (p50 %.2fms), CPU per order:", c, sr.PerSecond, sr.P50Ms)
+	for i := range after {
+		name := fmt.Sprintf("worker %d", i)
+		if i == 0 {
+			name = "coordinator"
+		}
+		line += fmt.Sprintf(" %s %.0fus", name, float64((after[i]-before[i]).Microseconds())/float64(max(sr.Ops, 1)))
+	}
+	fmt.Fprintln(b.cfg.Log, line+fmt.Sprintf(", server %.0fus", sr.ServerCPUPerOpUs))
+	return sr, nil
+}

@@ -33,7 +33,12 @@ type Report struct {
 	LoadAverageEnd    float64  `json:"load_average_end"`
 	Points            []Point  `json:"points"`
 	Drain             *Drain   `json:"reconciler_drain,omitempty"`
-	Targets           []Target `json:"targets"`
+	// DeliveryOn says the server delivered its events to a local endpoint
+	// during the Settle runs; Delivered counts them.
+	DeliveryOn bool           `json:"delivery_on"`
+	Delivered  int64          `json:"events_delivered,omitempty"`
+	Delivery   *DeliveryDrain `json:"delivery_drain,omitempty"`
+	Targets    []Target       `json:"targets"`
 }
 
 // Point is one concurrency: each series is the median of its runs.
@@ -109,6 +114,20 @@ type Drain struct {
 	Floor      Series  `json:"floor"`
 	Clients    int     `json:"floor_clients"`
 	Ratio      float64 `json:"ratio"`
+}
+
+// DeliveryDrain is one delivery worker POSTing one merchant's events
+// against its SQL floor.
+type DeliveryDrain struct {
+	Events int `json:"events"`
+	// Worker is an in-process delivery worker with the defaults POSTing
+	// to a local endpoint that verifies each signature; Floor is pgbench
+	// running bench/deliver_floor.sql (its lease and record statements,
+	// no POST) with one client, Batch events per transaction.
+	Worker Series  `json:"worker"`
+	Floor  Series  `json:"floor"`
+	Batch  int     `json:"batch"`
+	Ratio  float64 `json:"ratio"`
 }
 
 // Target is one of the issue's targets and where Settle stands.
@@ -343,6 +362,14 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if d := rep.Drain; d != nil {
 		fmt.Fprintf(&b, "\nreconciler: drained %d due orders at %.0f orders/s; its settle floor (pgbench, %d clients) %.0f orders/s: %.2f×\n",
 			d.Orders, d.Reconciler.Median.PerSecond, d.Clients, d.Floor.Median.PerSecond, d.Ratio)
+	}
+
+	if d := rep.Delivery; d != nil {
+		fmt.Fprintf(&b, "delivery: one worker delivered %d events at %.0f events/s; its SQL floor (pgbench, 1 client, %d a batch) %.0f events/s: %.2f×\n",
+			d.Events, d.Worker.Median.PerSecond, d.Batch, d.Floor.Median.PerSecond, d.Ratio)
+	}
+	if rep.DeliveryOn {
+		fmt.Fprintf(&b, "delivery was on during the Settle runs: %d events delivered to a local endpoint\n", rep.Delivered)
 	}
 
 	b.WriteString("\ntargets:\n")
