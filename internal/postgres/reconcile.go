@@ -69,15 +69,13 @@ var dueOrdersSQL string
 // skips it if another reconciler leased it meanwhile. It costs a statement
 // per order where claim_due.sql costs one for all.
 func (s *Store) claimDueEach(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
-	var cands []struct {
+	type candidate struct {
 		MerchantID string `db:"merchant_id"`
 		ID         string `db:"id"`
 	}
+	var cands []candidate
 	err := retry(ctx, func() (err error) {
-		cands, err = queryAll[struct {
-			MerchantID string `db:"merchant_id"`
-			ID         string `db:"id"`
-		}](ctx, s.pool, dueOrdersSQL, pgx.StrictNamedArgs{"limit": limit})
+		cands, err = queryAll[candidate](ctx, s.pool, dueOrdersSQL, pgx.StrictNamedArgs{"limit": limit})
 		return err
 	})
 	if err != nil {
