@@ -176,7 +176,8 @@ Create an order, charge it, look at it:
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" %[1]s settle.v1.OpsService/Stats
 
 Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
-tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422).
+tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422). Charged with tok_refund_timeout,
+tok_refund_5xx, tok_refund_drop, tok_refund_decline or tok_refund_fail_later, an order's refunds meet that fault.
 
 Events out (order.paid, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
   curl %[8]s

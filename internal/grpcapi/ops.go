@@ -219,7 +219,7 @@ func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileO
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
-	if o.State == order.StateCharging {
+	if o.State.AwaitsGateway() {
 		checked, ok, err := s.checker.CheckNow(ctx, o.ID)
 		if err != nil {
 			return nil, toStatus(ctx, s.log, err)

@@ -34,21 +34,27 @@ const (
 	// succeeded: some of what was paid has gone back, or all of it.
 	EventRefundPartial EventName = "refund_partial"
 	EventRefundFull    EventName = "refund_full"
+	// EventRequireAction records that the gateway asks the customer to act
+	// (3-D Secure) before it charges.
+	EventRequireAction EventName = "require_action"
 )
 
 // Events lists every event of the transition table.
 var Events = []EventName{EventCharge, EventSucceed, EventFail, EventCancel, EventEscalate,
-	EventResolvePaid, EventResolvePending, EventResolveCanceled, EventRefundPartial, EventRefundFull}
+	EventResolvePaid, EventResolvePending, EventResolveCanceled, EventRefundPartial, EventRefundFull,
+	EventRequireAction}
 
 // transitions is the only place that says which move is allowed.
 var transitions = fsm.Events{
 	{Name: string(EventCharge), Src: []string{string(StatePending)}, Dst: string(StateCharging)},
 	// From NEEDS_REVIEW too: the reconciler keeps looking up an order in
-	// review, and a charge the gateway shows late is the truth.
-	{Name: string(EventSucceed), Src: []string{string(StateCharging), string(StateNeedsReview)}, Dst: string(StatePaid)},
-	{Name: string(EventFail), Src: []string{string(StateCharging)}, Dst: string(StatePending)},
+	// review, and a charge the gateway shows late is the truth. From
+	// REQUIRES_ACTION: the customer completed the gateway's challenge.
+	{Name: string(EventSucceed), Src: []string{string(StateCharging), string(StateNeedsReview), string(StateRequiresAction)}, Dst: string(StatePaid)},
+	{Name: string(EventFail), Src: []string{string(StateCharging), string(StateRequiresAction)}, Dst: string(StatePending)},
+	{Name: string(EventRequireAction), Src: []string{string(StateCharging)}, Dst: string(StateRequiresAction)},
 	{Name: string(EventCancel), Src: []string{string(StatePending)}, Dst: string(StateCanceled)},
-	{Name: string(EventEscalate), Src: []string{string(StateCharging)}, Dst: string(StateNeedsReview)},
+	{Name: string(EventEscalate), Src: []string{string(StateCharging), string(StateRequiresAction)}, Dst: string(StateNeedsReview)},
 	{Name: string(EventResolvePaid), Src: []string{string(StateNeedsReview)}, Dst: string(StatePaid)},
 	{Name: string(EventResolvePending), Src: []string{string(StateNeedsReview)}, Dst: string(StatePending)},
 	{Name: string(EventResolveCanceled), Src: []string{string(StateNeedsReview)}, Dst: string(StateCanceled)},

@@ -65,6 +65,11 @@ type Config struct {
 	// charge request could still reach the gateway (gateway timeout plus a
 	// safety margin). "Not found" means "not charged" only after it.
 	NoShowHorizon time.Duration
+	// ActionExpiry is how long an attempt may wait for the customer to act
+	// (REQUIRES_ACTION, 3-D Secure) before the reconciler cancels it at the
+	// gateway and returns the order to PENDING. Zero means
+	// DefaultActionExpiry.
+	ActionExpiry time.Duration
 	// Failpoint, when set, is called mid-batch ("reconcile-mid-batch").
 	Failpoint func(name string)
 	// OnCheck, when set, is told each check's result: the event it
@@ -85,6 +90,10 @@ var DefaultSchedule = []time.Duration{
 	5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute,
 	10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 6 * time.Hour, 8 * time.Hour,
 }
+
+// DefaultActionExpiry is how long a customer has to complete the gateway's
+// challenge when Config.ActionExpiry is zero.
+const DefaultActionExpiry = time.Hour
 
 // Reconciler settles unknown outcomes.
 type Reconciler struct {
@@ -119,6 +128,12 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 		if d <= 0 {
 			return nil, errors.New("reconcile: every step of the schedule must be positive")
 		}
+	}
+	if cfg.ActionExpiry == 0 {
+		cfg.ActionExpiry = DefaultActionExpiry
+	}
+	if cfg.ActionExpiry < 0 {
+		return nil, errors.New("reconcile: the action expiry must not be negative")
 	}
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
@@ -322,7 +337,7 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		if ok {
 			r.cfg.OnEventSettled(time.Since(at))
 		}
-		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: order.StateCharging, To: st.To,
+		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: cmp.Or(st.From, order.StateCharging), To: st.To,
 			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)
 	}
 	return o, nil
@@ -348,6 +363,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// What the charge path (or an earlier check) learned of the
 		// gateway's own id: Stripe reads the PaymentIntent by it.
 		GatewayChargeID: d.Attempt.GatewayChargeID,
+		// Past the expiry, an attempt still waiting for the customer is
+		// canceled, which proves it uncharged; before it, it is only read.
+		CancelAwaitingAction: r.expired(d),
 	})
 	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
@@ -365,6 +383,7 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 	// The settle writes the attempt's gateway id: keep the one recorded
 	// unless this check learned it. The next check reads the attempt by it.
 	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)
+	st.From = d.Order.State
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
@@ -372,8 +391,24 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 		st.LastError = err.Error()
 	case res.Outcome == order.OutcomeSucceeded:
 		return move(st, order.EventSucceed, "gateway has the charge")
+	case res.Outcome == order.OutcomeDeclined && st.From == order.StateRequiresAction && r.expired(d):
+		// A fail, so that the merchant hears that the payment did not go
+		// through (order.payment_failed), with the reason in the history.
+		return move(st, order.EventFail, "expired: the customer did not act in time; the gateway canceled the attempt: "+res.DeclineCode)
 	case res.Outcome == order.OutcomeDeclined:
 		return move(st, order.EventFail, "gateway declined: "+res.DeclineCode)
+	case res.Outcome == order.OutcomeRequiresAction:
+		// Waiting for the customer is not a failed check. Look again
+		// on the schedule, and no later than the expiry.
+		st.Checked = false
+		st.Result.NextAction = order.NextAction{}
+		st.RecheckIn = min(jitter(r.cfg.Schedule[min(d.Order.ReconcileCount, len(r.cfg.Schedule)-1)]),
+			max(r.cfg.ActionExpiry-d.AttemptAge, 0)+time.Second)
+		if st.From == order.StateCharging {
+			return move(st, order.EventRequireAction, "the gateway asks the customer to act")
+		}
+		st.LastError = "waiting for the customer to act"
+		return st
 	case res.Outcome == order.OutcomeNotFound && d.AttemptAge > r.cfg.NoShowHorizon:
 		return move(st, order.EventFail, "gateway has no charge and the request can no longer arrive")
 	case res.Outcome == order.OutcomeNotFound:
@@ -400,9 +435,13 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 }
 
 func move(st order.Settlement, ev order.EventName, reason string) order.Settlement {
-	st.Event, st.To, st.Reason = ev, order.MustNext(order.StateCharging, ev), reason
+	st.Event, st.To, st.Reason = ev, order.MustNext(cmp.Or(st.From, order.StateCharging), ev), reason
 	return st
 }
+
+// expired reports whether the attempt of d has waited longer than a
+// customer is given to act.
+func (r *Reconciler) expired(d order.Due) bool { return d.AttemptAge > r.cfg.ActionExpiry }
 
 func escalate(st order.Settlement, why string) order.Settlement {
 	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}

@@ -454,3 +454,26 @@ func TestEventBeforeChargeReturns(t *testing.T) {
 		t.Fatalf("%d attempts, %d charges; want one of each", len(attempts), f.sim.Succeeded(attempts[0].ID))
 	}
 }
+
+// TestStripeEventMatchedByPaymentIntent: a Stripe event whose
+// PaymentIntent carries no attempt id in its metadata is matched by the
+// PaymentIntent's id, which the attempt records as its gateway charge id.
+func TestStripeEventMatchedByPaymentIntent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	o, a := f.charging(t, "stripe-pi-1", "tok_slow_60000")
+	if _, err := f.pool.Exec(context.Background(), "UPDATE charge_attempts SET gateway_charge_id = 'pi_known' WHERE id = $1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	body := stripeEvent("evt_pi1", "payment_intent.succeeded", "pi_known", "")
+	if code, res := f.post(t, "/webhooks/stripe", "Stripe-Signature", stripeSig(body, time.Now(), stripeSecret), body); code != 200 || res != string(order.EventWoken) {
+		t.Fatalf("event for the attempt's PaymentIntent: %d %q, want 200 woken", code, res)
+	}
+	if got := f.order(t, o.ID); got.ReconcileAt.After(time.Now()) {
+		t.Fatalf("order due at %v, want now", got.ReconcileAt)
+	}
+	body = stripeEvent("evt_pi2", "charge.refunded", "pi_known", "")
+	if code, res := f.post(t, "/webhooks/stripe", "Stripe-Signature", stripeSig(body, time.Now(), stripeSecret), body); code != 200 || res != "ignored_type" {
+		t.Fatalf("an event of another type: %d %q, want 200 ignored_type", code, res)
+	}
+}

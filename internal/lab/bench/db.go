@@ -147,7 +147,8 @@ func setupDB(ctx context.Context, cluster *pgcluster.Cluster, cc *pgcluster.Citu
 const historyOrders = 50_000
 
 // seedSQL makes historyOrders PAID orders, each with its attempt and its
-// three events, as the charge path leaves them.
+// three events, as the charge path leaves them, their order.paid events
+// long delivered (deliver_at NULL).
 var seedSQL = []string{
 	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
 	 SELECT gen_random_uuid(), 'default', 'history-' || i, 100 + i, 'GBP', 'tok_ok', 'instant', 'PAID'
@@ -157,8 +158,9 @@ var seedSQL = []string{
 	 FROM orders`,
 	`UPDATE orders SET current_attempt = a.id FROM charge_attempts a
 	 WHERE a.merchant_id = orders.merchant_id AND a.order_id = orders.id`,
-	`INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
-	 SELECT o.merchant_id, o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END
+	`INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id, deliver_at)
+	 SELECT o.merchant_id, o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END,
+	   NULL
 	 FROM orders o, (VALUES (1, NULL, 'PENDING', 'create'), (2, 'PENDING', 'CHARGING', 'charge'), (3, 'CHARGING', 'PAID', 'succeed'))
 	   AS e(n, from_state, to_state, event)
 	 ORDER BY o.id, e.n`,
@@ -182,6 +184,21 @@ func (db *benchDB) seed(ctx context.Context) error {
 	}
 	if _, err := db.pool.Exec(ctx, `VACUUM ANALYZE orders, charge_attempts, order_events`); err != nil {
 		return fmt.Errorf("seed the database's history: %w", err)
+	}
+	return nil
+}
+
+// refundFloorOrders makes the PAID orders of the refund floor, one per
+// pgbench client (merchant reference refund-floor-<client_id>), with an
+// amount no run refunds in full.
+func (db *benchDB) refundFloorOrders(ctx context.Context, clients int) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency,
+		payment_method, gateway, state)
+	SELECT gen_random_uuid(), 'default', 'refund-floor-' || n, 1000000000000, 'GBP', 'tok_ok', 'instant', 'PAID'
+	FROM generate_series(0, $1 - 1) AS n
+	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING`, clients)
+	if err != nil {
+		return fmt.Errorf("make the refund floor's orders: %w", err)
 	}
 	return nil
 }
