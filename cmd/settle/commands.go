@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,7 +30,7 @@ import (
 )
 
 var (
-	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof"}
+	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
@@ -77,10 +78,15 @@ type app struct {
 	failpoints failpoint.Set
 	metrics    *telemetry.Metrics
 	tracing    *telemetry.Tracing
+	// dbReady is set once waitForDatabase has reached the database.
+	dbReady atomic.Bool
+	// durability is the last reading, to log the status line on change.
+	durabilityMu sync.Mutex
+	durability   postgres.Durability
 }
 
-// newApp connects to the database, refusing one that is behind, and sets up
-// the gateways: the refpsp adapter is registered as refpspName, and lab
+// newApp opens the database pool (without connecting: waitForDatabase
+// does) and sets up the gateways: the refpsp adapter is registered as refpspName, and lab
 // adds gateways only the lab runs (the benchmark's instant gateway); it is
 // nil for the product's commands.
 func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, lab map[string]order.Gateway, getenv func(string) string) (*app, error) {
@@ -133,14 +139,6 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if err != nil {
 		return nil, err
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to the database: %w", err)
-	}
-	if err := postgres.CheckMigrated(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
 	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, failpoints: fps,
 		metrics: metrics, tracing: tracing}
 	metrics.WatchStore(a.store.Stats, pool)
@@ -167,7 +165,7 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
 	}
-	h := a.metrics.Handler(a.pool.Ping)
+	h := a.metrics.Handler(a.ready)
 	if a.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
@@ -195,9 +193,12 @@ func (a *app) reconciler() (*reconcile.Reconciler, error) {
 	return reconcile.New(a.store, a.gateways, cfg, a.log)
 }
 
-// serve runs the gRPC API (and a reconciler, when asked) until ctx ends,
-// then lets in-flight calls finish within the shutdown timeout.
-func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, opts grpcapi.Options) error {
+// serve waits for the database, then runs the gRPC API (and a reconciler,
+// when asked) on the listener that listen opens, until ctx ends; then it
+// lets in-flight calls finish within the shutdown timeout. The metrics
+// listener answers from the start, /readyz saying not ready until the
+// database is reached; the gRPC port opens only then.
+func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), withReconciler bool, opts grpcapi.Options) error {
 	svc, err := order.NewService(a.store, a.gateways, order.Config{
 		DefaultGateway: a.cfg.DefaultGateway,
 		GatewayTimeout: a.cfg.GatewayTimeout,
@@ -227,7 +228,15 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if err := a.serveMetrics(bgCtx); err != nil {
 		return err
 	}
-	bg.Go(func() { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second) })
+	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	lis, err := listen()
+	if err != nil {
+		return err
+	}
+	bg.Go(func() { a.watchDurability(bgCtx) })
+	bg.Go(func() { srv.WatchHealth(bgCtx, a.ready, 2*time.Second) })
 	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
@@ -289,11 +298,13 @@ func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, g
 		return err
 	}
 	defer a.close()
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	return a.serve(ctx, lis, cfg.WithReconciler, opts)
+	return a.serve(ctx, func() (net.Listener, error) {
+		lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		return lis, nil
+	}, cfg.WithReconciler, opts)
 }
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -314,6 +325,10 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err := a.serveMetrics(ctx); err != nil {
 		return err
 	}
+	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	go a.watchDurability(ctx)
 	log.Info("reconciling", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
 	return rec.Run(ctx)
 }

@@ -30,6 +30,9 @@ type Metrics struct {
 	reconcileChecks *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
+	dbFsync         prometheus.Gauge
+	dbSyncCommit    *prometheus.GaugeVec
+	dbStandbys      *prometheus.GaugeVec
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -55,8 +58,18 @@ func NewMetrics() *Metrics {
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
+		dbFsync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "settle_db_fsync", Help: "1 when the database forces its writes to disk (fsync on), as last read.",
+		}),
+		dbSyncCommit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "settle_db_synchronous_commit", Help: "1 for the database's synchronous_commit setting, as last read.",
+		}, []string{"setting"}),
+		dbStandbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "settle_db_standbys", Help: "Standbys streaming from the database, by sync_state: sync (a commit waits for them), async, or unknown (the role lacks pg_monitor).",
+		}, []string{"sync_state"}),
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
+		m.dbFsync, m.dbSyncCommit, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -71,6 +84,22 @@ func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(re
 // MalformedRequest counts one request to method (a full method name) that
 // was not a valid protobuf message.
 func (m *Metrics) MalformedRequest(method string) { m.malformed.WithLabelValues(method).Inc() }
+
+// Durability records what the database promises about a commit, as last
+// read: fsync, synchronous_commit, and the standbys streaming from it
+// (synchronous, asynchronous, and of unknown state).
+func (m *Metrics) Durability(fsync bool, synchronousCommit string, sync, async, unknown int) {
+	v := 0.0
+	if fsync {
+		v = 1
+	}
+	m.dbFsync.Set(v)
+	m.dbSyncCommit.Reset()
+	m.dbSyncCommit.WithLabelValues(synchronousCommit).Set(1)
+	m.dbStandbys.WithLabelValues("sync").Set(float64(sync))
+	m.dbStandbys.WithLabelValues("async").Set(float64(async))
+	m.dbStandbys.WithLabelValues("unknown").Set(float64(unknown))
+}
 
 // StatsFunc reads the order statistics.
 type StatsFunc func(context.Context) (order.Stats, error)
