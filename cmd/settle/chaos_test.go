@@ -110,6 +110,65 @@ func TestChaosCatchesBrokenBuild(t *testing.T) {
 	}
 }
 
+// TestChaosCatchesUndeliveredEvents runs a short chaos run against a build
+// that records a delivery the endpoint refused as delivered
+// (deliveredBeforeAccepted): the harness's endpoint refuses some, and the
+// events invariant must see them never arrive.
+func TestChaosCatchesUndeliveredEvents(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos runs for a minute; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "settle-mutant")
+	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, deliveredBeforeAccepted); err != nil {
+		t.Fatalf("build the mutant: %v", err)
+	}
+	sum := runChaosTest(t, chaos.Config{
+		Binary:   bin,
+		Seed:     chaosSeed,
+		Duration: 20 * time.Second,
+		Clients:  8,
+		Orders:   200,
+		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
+		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
+	})
+	if !hasInvariant(sum, chaos.InvEvents) {
+		t.Fatalf("the harness did not see refused deliveries recorded as delivered: %s", sum)
+	}
+}
+
+// brokenRefundGuard makes refund claims ignore what is left to refund: two
+// refunds that do not both fit are both sent, and the customer gets back
+// more than was paid.
+var brokenRefundGuard = mutant.Mutation{
+	File: "internal/postgres/sql/refund_claim.sql",
+	Old:  "AND want.amount <= want.left_minor",
+	New:  "AND true",
+}
+
+// TestChaosCatchesBrokenRefundGuard is TestChaosCatchesBrokenBuild for the
+// refund claim's amount guard: the refund invariants must catch it.
+func TestChaosCatchesBrokenRefundGuard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos runs for a minute; skipped with -short")
+	}
+	bin := filepath.Join(t.TempDir(), "settle-mutant")
+	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, brokenRefundGuard); err != nil {
+		t.Fatalf("build the mutant: %v", err)
+	}
+	sum := runChaosTest(t, chaos.Config{
+		Binary:   bin,
+		Seed:     chaosSeed,
+		Duration: 20 * time.Second,
+		Clients:  8,
+		Orders:   200,
+		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
+		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
+	})
+	if !hasInvariant(sum, chaos.InvRefunds) {
+		t.Fatalf("the harness did not see refunds beyond the charge in a build that admits them: %s", sum)
+	}
+}
+
 func hasInvariant(s chaos.Summary, inv int) bool {
 	for _, v := range s.Violations {
 		if v.Invariant == inv {

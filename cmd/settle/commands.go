@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
@@ -27,6 +29,7 @@ import (
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/reconcile"
 	"github.com/settlepay/settle/internal/telemetry"
+	"github.com/settlepay/settle/internal/webhook"
 )
 
 var (
@@ -34,18 +37,22 @@ var (
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
+	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
 		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
+	webhookFlags = []string{"webhook-listen", "webhook-tls-cert", "webhook-tls-key", "webhook-max-body",
+		"webhook-max-connections", "webhook-tolerance", "webhook-plaintext", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its
 // own flags (simFlags) and dev binds its own selection.
 var commandOptions = map[string][]string{
 	"migrate":    dbFlags,
-	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags),
-	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, []string{"failpoints"}),
+	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags, webhookFlags, deliveryFlags),
+	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, deliveryFlags, []string{"failpoints"}),
+	"deliver":    concat(dbFlags, deliveryFlags, []string{"failpoints"}),
 	"gatewaysim": nil,
 }
 
@@ -187,10 +194,75 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	return nil
 }
 
+// serveWebhooks serves the gateways' events on their own listener until
+// ctx ends, when an address is configured; g owns the server's goroutine.
+func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
+	if a.cfg.WebhookListen == "" {
+		return nil
+	}
+	tlsCfg, err := a.cfg.webhookTLS()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.WebhookListen)
+	if err != nil {
+		return fmt.Errorf("listen on %s for webhooks: %w", a.cfg.WebhookListen, err)
+	}
+	h := webhook.New(a.store, webhook.Config{
+		StripeSecrets: a.cfg.StripeWebhookSecrets,
+		RefpspSecrets: a.cfg.RefpspWebhookSecrets,
+		Tolerance:     a.cfg.WebhookTolerance,
+		MaxBody:       int64(a.cfg.WebhookMaxBody),
+		OnEvent:       a.metrics.GatewayEvent,
+	}, a.log)
+	lim := webhook.DefaultLimits
+	lim.MaxConnections = a.cfg.WebhookMaxConns
+	g.Go(func() {
+		if err := webhook.Serve(ctx, lis, h, lim, tlsCfg, a.cfg.ShutdownTimeout); err != nil {
+			a.log.Error("webhook listener stopped", "error", err)
+		}
+	})
+	a.log.Info("serving gateway events", "addr", lis.Addr().String(), "tls", tlsCfg != nil,
+		"stripe", len(a.cfg.StripeWebhookSecrets) > 0, "refpsp", len(a.cfg.RefpspWebhookSecrets) > 0)
+	return nil
+}
+
 func (a *app) reconciler() (*reconcile.Reconciler, error) {
 	cfg := a.cfg.reconcileConfig(a.failpoints.Hit)
 	cfg.OnCheck = a.metrics.ReconcileCheck
+	cfg.OnEventSettled = a.metrics.EventSettled
 	return reconcile.New(a.store, a.gateways, cfg, a.log)
+}
+
+// deliverer returns the webhook delivery worker for the configured
+// endpoints, and exports their backlog as metrics.
+func (a *app) deliverer() (*delivery.Deliverer, error) {
+	eps, err := a.cfg.eventEndpoints()
+	if err != nil {
+		return nil, err
+	}
+	d, err := delivery.New(a.store, delivery.Config{
+		Endpoints:    eps,
+		Timeout:      a.cfg.DeliveryTimeout,
+		PerMerchant:  a.cfg.DeliveryBatch,
+		PollInterval: a.cfg.DeliveryPoll,
+		RetryFor:     a.cfg.DeliveryRetryFor,
+		OnRecord:     a.metrics.EventDelivery,
+		Failpoint:    a.failpoints.Hit,
+	}, a.log)
+	if err != nil {
+		return nil, err
+	}
+	if len(eps) > 0 {
+		merchants := make([]string, len(eps))
+		for i, e := range eps {
+			merchants[i] = e.MerchantID
+		}
+		a.metrics.WatchDeliveries(func(ctx context.Context) ([]order.DeliveryBacklog, error) {
+			return a.store.DeliveryBacklog(ctx, merchants)
+		})
+	}
+	return d, nil
 }
 
 // serve waits for the database, then runs the gRPC API (and a reconciler,
@@ -217,6 +289,12 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 	if a.tracing.Exporting() {
 		opts.Tracing = a.tracing
 	}
+	var del *delivery.Deliverer
+	if withReconciler {
+		if del, err = a.deliverer(); err != nil {
+			return fmt.Errorf("configuration: %w", err)
+		}
+	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 
 	// The background loops run on their own context, which ends only once
@@ -241,6 +319,11 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
 		bg.Go(func() { _ = rec.Run(bgCtx) })
+		bg.Go(func() { _ = del.Run(bgCtx) })
+		bg.Go(func() { a.store.ListenDue(bgCtx, a.log, rec.Wake, func() { rec.Wake("") }) })
+	}
+	if err := a.serveWebhooks(bgCtx, &bg); err != nil {
+		return err
 	}
 
 	// The server runs until ctx ends or it fails; either way the second
@@ -322,6 +405,10 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	del, err := a.deliverer()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	if err := a.serveMetrics(ctx); err != nil {
 		return err
 	}
@@ -329,8 +416,57 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 		return err
 	}
 	go a.watchDurability(ctx)
-	log.Info("reconciling", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
-	return rec.Run(ctx)
+	log.Info("reconciling and delivering events", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
+	// Gateways' events wake the reconciler through the database.
+	lctx, stop := context.WithCancel(ctx)
+	listened := make(chan struct{})
+	go func() { a.store.ListenDue(lctx, log, rec.Wake, func() { rec.Wake("") }); close(listened) }()
+	defer func() { stop(); <-listened }()
+	var g errgroup.Group
+	g.Go(func() error { return rec.Run(ctx) })
+	g.Go(func() error { return del.Run(ctx) })
+	return g.Wait()
+}
+
+// runDeliver runs the webhook delivery worker alone: it needs the
+// database and the endpoints, not the gateways.
+func runDeliver(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	cfg, _, err := parse("deliver", args, getenv, stderr, commandOptions["deliver"]...)
+	if err != nil {
+		return err
+	}
+	if cfg.DatabaseURL == "" {
+		return errors.New("configuration: DATABASE_URL (or --database-url) is required")
+	}
+	log := cfg.logger(stderr)
+	fps, err := failpoint.Parse(cfg.Failpoints)
+	if err != nil {
+		return fmt.Errorf("configuration: SETTLE_FAILPOINTS: %w", err)
+	}
+	tracing, err := telemetry.NewTracing(ctx, getenv)
+	if err != nil {
+		return fmt.Errorf("configuration: tracing: %w", err)
+	}
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return err
+	}
+	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), failpoints: fps,
+		metrics: telemetry.NewMetrics(), tracing: tracing}
+	defer a.close()
+	del, err := a.deliverer()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if err := a.serveMetrics(ctx); err != nil {
+		return err
+	}
+	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	go a.watchDurability(ctx)
+	log.Info("delivering events", "poll", cfg.DeliveryPoll)
+	return del.Run(ctx)
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -367,6 +503,9 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if opts.Events.URL != "" && len(opts.Events.Secrets) == 0 {
+		return errors.New("configuration: --sim-events-url needs --sim-events-secrets")
+	}
 	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", *addr, err)
@@ -396,5 +535,25 @@ func simFlags(fs *flag.FlagSet) *sim.Options {
 	fs.Float64Var(&o.Random.FiveXXNoCharge, "sim-rate-5xx", 0, "simulator: rate of 503s without charging")
 	fs.Float64Var(&o.Random.Slow, "sim-rate-slow", 0, "simulator: rate of slow answers (charge made after the wait)")
 	fs.DurationVar(&o.Random.SlowMax, "sim-slow-max", 2*time.Second, "simulator: longest slow answer")
+	fs.StringVar(&o.Events.URL, "sim-events-url", "", "simulator: URL to push an event to for every charge (Settle's /webhooks/refpsp); empty: none")
+	fs.Func("sim-events-secrets", "simulator: comma-separated secrets that sign the events", func(v string) error {
+		o.Events.Secrets = splitList(v)
+		return nil
+	})
+	fs.DurationVar(&o.Events.Delay, "sim-events-delay", 0, "simulator: wait before an event is sent")
+	fs.DurationVar(&o.Events.Reorder, "sim-events-reorder", 0, "simulator: random extra wait up to this, so events arrive out of order")
+	fs.Float64Var(&o.Events.Duplicate, "sim-events-duplicate", 0, "simulator: rate of events delivered twice")
+	fs.Float64Var(&o.Events.Loss, "sim-events-loss", 0, "simulator: rate of events never delivered")
 	return o
+}
+
+// splitList splits a comma-separated list, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
 }

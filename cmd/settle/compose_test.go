@@ -252,6 +252,14 @@ func TestComposeSettleServices(t *testing.T) {
 				if len(opts.Keys) == 0 {
 					t.Error("serve has no API keys: anyone on the network could call it")
 				}
+				if cfg.WebhookListen == "" {
+					t.Error("serve has no webhook listener: gateways' events would not reach it")
+				} else {
+					checkReachable(t, "--webhook-listen", cfg.WebhookListen)
+					if _, err := cfg.webhookTLS(); err != nil {
+						t.Errorf("configuration: %v", err)
+					}
+				}
 			}
 		})
 	}
@@ -400,7 +408,8 @@ func TestComposeAlertRules(t *testing.T) {
 			}
 		}
 	}
-	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate"} {
+	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate", "SettlePossibleDoubleCharge",
+		"SettleGatewayRefusedCredentials"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

@@ -14,6 +14,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/reconcile"
 )
@@ -21,47 +22,53 @@ import (
 // config is every setting of every command, filled from flags, then from
 // the environment, then from defaults.
 type config struct {
-	DatabaseURL     string
-	DBMaxConns      int
-	Listen          string
-	ShutdownTimeout time.Duration
-	LogFormat       string
-	LogLevel        slog.Level
-	DefaultGateway  string
-	RefpspURL       string
-	RefpspKey       string
-	GatewayTimeout  time.Duration
-	ClaimGrace      time.Duration
-	Schedule        []time.Duration
-	BatchSize       int
-	Concurrency     int
-	PollInterval    time.Duration
-	NoShowHorizon   time.Duration
-	WithReconciler  bool
-	Failpoints      string
-	APIKeys         string
-	APIKeysFile     string
-	RateLimit       float64
-	RateBurst       int
-	MaxInFlight     int
-	MaxWatches      int
-	WatchLifetime   time.Duration
-	AuthFailRate    float64
-	AuthFailBurst   int
-	MaxConns        int
-	MaxStreams      int
-	MaxKeyless      int
-	ConnIdle        time.Duration
-	ConnAge         time.Duration
-	ConnAgeGrace    time.Duration
-	Reflection      bool
-	TLSCert         string
-	TLSKey          string
-	TLSClientCA     string
-	Plaintext       bool
-	NoAPIKeys       bool
-	MetricsListen   string
-	Pprof           bool
+	DatabaseURL       string
+	DBMaxConns        int
+	Listen            string
+	ShutdownTimeout   time.Duration
+	LogFormat         string
+	LogLevel          slog.Level
+	DefaultGateway    string
+	RefpspURL         string
+	RefpspKey         string
+	GatewayTimeout    time.Duration
+	ClaimGrace        time.Duration
+	Schedule          []time.Duration
+	BatchSize         int
+	Concurrency       int
+	PollInterval      time.Duration
+	NoShowHorizon     time.Duration
+	WithReconciler    bool
+	Failpoints        string
+	APIKeys           string
+	APIKeysFile       string
+	RateLimit         float64
+	RateBurst         int
+	MaxInFlight       int
+	MaxWatches        int
+	WatchLifetime     time.Duration
+	AuthFailRate      float64
+	AuthFailBurst     int
+	MaxConns          int
+	MaxStreams        int
+	MaxKeyless        int
+	ConnIdle          time.Duration
+	ConnAge           time.Duration
+	ConnAgeGrace      time.Duration
+	Reflection        bool
+	TLSCert           string
+	TLSKey            string
+	TLSClientCA       string
+	Plaintext         bool
+	NoAPIKeys         bool
+	MetricsListen     string
+	Pprof             bool
+	EventWebhooks     string
+	EventWebhooksFile string
+	DeliveryTimeout   time.Duration
+	DeliveryRetryFor  time.Duration
+	DeliveryPoll      time.Duration
+	DeliveryBatch     int
 	// AllowUnsafeDatabase lets a test start on a database with fsync or
 	// synchronous_commit off.
 	AllowUnsafeDatabase bool
@@ -71,6 +78,17 @@ type config struct {
 	StripeAPIBase       string
 	StripeMaxRetries    int
 	StripeReplayWindow  time.Duration
+	// The webhook listener for gateways' events: off when WebhookListen is
+	// empty.
+	WebhookListen        string
+	WebhookTLSCert       string
+	WebhookTLSKey        string
+	WebhookMaxBody       int
+	WebhookMaxConns      int
+	WebhookTolerance     time.Duration
+	WebhookPlaintext     bool
+	StripeWebhookSecrets []string
+	RefpspWebhookSecrets []string
 }
 
 // option is one setting: its flag, its environment variable, its default.
@@ -118,16 +136,31 @@ var options = []option{
 	{"tls-cert", "SETTLE_TLS_CERT", "", "server certificate (PEM)", setString(func(c *config) *string { return &c.TLSCert })},
 	{"tls-key", "SETTLE_TLS_KEY", "", "server private key (PEM)", setString(func(c *config) *string { return &c.TLSKey })},
 	{"tls-client-ca", "SETTLE_TLS_CLIENT_CA", "", "CA (PEM) that client certificates must chain to: mutual TLS", setString(func(c *config) *string { return &c.TLSClientCA })},
+	{"event-webhooks", "SETTLE_EVENT_WEBHOOKS", "", "merchants' endpoints for events out (order.paid, …) as `<merchant> <https URL> <secret>[,<secret>…]`, separated by ; (several secrets while rotating; prefer the environment or the file)", setString(func(c *config) *string { return &c.EventWebhooks })},
+	{"event-webhooks-file", "SETTLE_EVENT_WEBHOOKS_FILE", "", "file of merchants' event endpoints, one per line, as in --event-webhooks", setString(func(c *config) *string { return &c.EventWebhooksFile })},
+	{"event-delivery-timeout", "SETTLE_EVENT_DELIVERY_TIMEOUT", "10s", "deadline of one event POST to a merchant, answer included", setDuration(func(c *config) *time.Duration { return &c.DeliveryTimeout })},
+	{"event-retry-for", "SETTLE_EVENT_RETRY_FOR", "72h", "how long after its transition an event is retried before it is marked failed", setDuration(func(c *config) *time.Duration { return &c.DeliveryRetryFor })},
+	{"event-delivery-poll", "SETTLE_EVENT_DELIVERY_POLL", "1s", "wait between looks for events to deliver", setDuration(func(c *config) *time.Duration { return &c.DeliveryPoll })},
+	{"event-delivery-batch", "SETTLE_EVENT_DELIVERY_BATCH", "32", "events of one merchant leased at once, POSTed one after another", setInt(func(c *config) *int { return &c.DeliveryBatch })},
 	{"stripe-secret-key", "STRIPE_SECRET_KEY", "", "Stripe secret key (sk_...); configures the gateway \"stripe\" (prefer the environment or the file)", setString(func(c *config) *string { return &c.StripeSecretKey })},
 	{"stripe-secret-key-file", "STRIPE_SECRET_KEY_FILE", "", "file holding the Stripe secret key, instead of stripe-secret-key", setString(func(c *config) *string { return &c.StripeSecretKeyFile })},
 	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
-	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age of an attempt after which the reconciler no longer replays it at Stripe (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
+	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age past which the reconciler no longer replays the unconfirmed create of an attempt whose PaymentIntent id was never recorded (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
 	{"allow-unsafe-database", "SETTLE_ALLOW_UNSAFE_DATABASE", "false", "tests only: start on a database with fsync or synchronous_commit off, which can lose acknowledged commits (refused otherwise)", setBool(func(c *config) *bool { return &c.AllowUnsafeDatabase })},
 	{"no-api-keys", "SETTLE_NO_API_KEYS", "false", "serve without API keys, every caller the default merchant with every role: for tests and benchmarks, refused unless listen is a loopback address", setBool(func(c *config) *bool { return &c.NoAPIKeys })},
+	{"webhook-listen", "SETTLE_WEBHOOK_LISTEN", "", "HTTP address for gateways' events: POST /webhooks/stripe and /webhooks/refpsp (empty: none)", setString(func(c *config) *string { return &c.WebhookListen })},
+	{"webhook-tls-cert", "SETTLE_WEBHOOK_TLS_CERT", "", "webhook listener's certificate (PEM): HTTPS", setString(func(c *config) *string { return &c.WebhookTLSCert })},
+	{"webhook-tls-key", "SETTLE_WEBHOOK_TLS_KEY", "", "webhook listener's private key (PEM)", setString(func(c *config) *string { return &c.WebhookTLSKey })},
+	{"webhook-max-body", "SETTLE_WEBHOOK_MAX_BODY", "262144", "largest event body in bytes; larger is 413", setInt(func(c *config) *int { return &c.WebhookMaxBody })},
+	{"webhook-max-connections", "SETTLE_WEBHOOK_MAX_CONNECTIONS", "256", "webhook connections open at once; more wait to be accepted", setInt(func(c *config) *int { return &c.WebhookMaxConns })},
+	{"webhook-tolerance", "SETTLE_WEBHOOK_TOLERANCE", "5m", "oldest (or furthest ahead) signature timestamp accepted: stops replays of old events", setDuration(func(c *config) *time.Duration { return &c.WebhookTolerance })},
+	{"stripe-webhook-secrets", "STRIPE_WEBHOOK_SECRETS", "", "Stripe endpoint signing secrets (whsec_...), comma-separated: two while one is rolled; enables /webhooks/stripe", setList(func(c *config) *[]string { return &c.StripeWebhookSecrets })},
+	{"refpsp-webhook-secrets", "SETTLE_REFPSP_WEBHOOK_SECRETS", "", "refpsp event signing secrets, comma-separated as stripe-webhook-secrets; enables /webhooks/refpsp", setList(func(c *config) *[]string { return &c.RefpspWebhookSecrets })},
+	{"webhook-plaintext", "SETTLE_WEBHOOK_PLAINTEXT", "false", "serve webhooks over plain HTTP on a non-loopback address, behind a proxy that terminates TLS (plain HTTP on loopback needs no flag)", setBool(func(c *config) *bool { return &c.WebhookPlaintext })},
 }
 
 // bindConfig registers the named options on fs. The returned function,
@@ -221,7 +254,35 @@ func (c *config) validate() error {
 	check(c.StripeSecretKey == "" || c.StripeSecretKeyFile == "", "set stripe-secret-key or stripe-secret-key-file, not both")
 	check(c.StripeMaxRetries >= 0 && c.StripeMaxRetries <= 10, "stripe-max-retries must be between 0 and 10")
 	check(c.StripeReplayWindow > 0 && c.StripeReplayWindow <= stripe.MaxReplayWindow, "stripe-replay-window must be positive and at most 23h: Stripe keeps idempotency keys for 24h")
+	check(c.DeliveryTimeout > 0, "event-delivery-timeout must be positive")
+	check(c.DeliveryRetryFor > 0, "event-retry-for must be positive")
+	check(c.DeliveryPoll > 0, "event-delivery-poll must be positive")
+	check(c.DeliveryBatch >= 1 && c.DeliveryBatch <= 1000, "event-delivery-batch must be between 1 and 1000")
+	if c.WebhookListen != "" {
+		if _, _, err := net.SplitHostPort(c.WebhookListen); err != nil {
+			errs = append(errs, fmt.Errorf("webhook-listen %q is not host:port", c.WebhookListen))
+		}
+		check(len(c.StripeWebhookSecrets)+len(c.RefpspWebhookSecrets) > 0, "webhook-listen needs stripe-webhook-secrets or refpsp-webhook-secrets: an event is accepted only when signed")
+	}
+	check((c.WebhookTLSCert == "") == (c.WebhookTLSKey == ""), "webhook-tls-cert and webhook-tls-key go together")
+	check(c.WebhookMaxBody >= 1024 && c.WebhookMaxBody <= 16<<20, "webhook-max-body must be between 1024 and 16777216")
+	check(c.WebhookMaxConns >= 1, "webhook-max-connections must be at least 1")
+	check(c.WebhookTolerance > 0, "webhook-tolerance must be positive")
 	return errors.Join(errs...)
+}
+
+// webhookEndpoints returns the merchants' webhook endpoints, from webhooks
+// and the file webhooks-file names.
+func (c *config) eventEndpoints() ([]delivery.Endpoint, error) {
+	text := c.EventWebhooks
+	if c.EventWebhooksFile != "" {
+		b, err := os.ReadFile(c.EventWebhooksFile)
+		if err != nil {
+			return nil, fmt.Errorf("read event webhooks file: %w", err)
+		}
+		text += "\n" + string(b)
+	}
+	return delivery.ParseEndpoints(text)
 }
 
 // stripeSecretKey returns the Stripe secret key, from stripe-secret-key or
@@ -328,6 +389,10 @@ func setDuration(p func(*config) *time.Duration) func(*config, string) error {
 		*p(c) = d
 		return nil
 	}
+}
+
+func setList(p func(*config) *[]string) func(*config, string) error {
+	return func(c *config, v string) error { *p(c) = splitList(v); return nil }
 }
 
 func setDurations(p func(*config) *[]time.Duration) func(*config, string) error {

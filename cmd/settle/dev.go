@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"slices"
+	"sync"
+	"time"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
 	"github.com/settlepay/settle/internal/lab/pgcluster"
+	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 )
@@ -23,8 +28,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
+	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
 	// dev makes its own keys, so it has no --no-api-keys.
-	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags), func(n string) bool { return n == "no-api-keys" })
+	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags, webhookFlags, deliveryFlags), func(n string) bool { return n == "no-api-keys" })
 	load := bindConfig(fs, getenv, devFlags...)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -34,9 +40,51 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return fmt.Errorf("configuration: %w", err)
 	}
 	cfg.LogFormat, cfg.DefaultGateway, cfg.RefpspKey = "text", "sim", "dev"
+	// The simulator pushes its events to Settle's webhook listener, signed
+	// with a secret new each run.
+	if cfg.WebhookListen == "" {
+		cfg.WebhookListen = "127.0.0.1:8090"
+	}
+	if len(cfg.RefpspWebhookSecrets) == 0 {
+		cfg.RefpspWebhookSecrets = []string{newDevKey("whsec_dev_")}
+	}
+	if simOpts.Events.URL == "" {
+		simOpts.Events.URL = "http://" + cfg.WebhookListen + "/webhooks/refpsp"
+	}
+	simOpts.Events.Secrets = cfg.RefpspWebhookSecrets
 	checkoutKey, opsKey := newDevKey("sk_dev_checkout_"), newDevKey("sk_dev_ops_")
 	cfg.APIKeys = fmt.Sprintf("%s %s checkout dev-checkout; %s %s ops dev-ops",
 		grpcapi.HashKey(checkoutKey), order.DefaultMerchant, grpcapi.HashKey(opsKey), order.DefaultMerchant)
+
+	// The default merchant's webhook endpoint: a receiver in this process
+	// that verifies each delivery and prints a line for it.
+	hookSecret := newDevKey("evsec_dev_")
+	hookLis, err := new(net.ListenConfig).Listen(ctx, "tcp", *hookAddr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", *hookAddr, err)
+	}
+	var printMu sync.Mutex
+	hooks := receiver.New([]string{hookSecret}, func(d receiver.Delivery) {
+		sig := "signature ok"
+		if !d.Verified {
+			sig = "SIGNATURE INVALID"
+		}
+		printMu.Lock()
+		defer printMu.Unlock()
+		fmt.Fprintf(stdout, "webhook  %s  %-22s order %s  %s  (%s)\n", d.EventID, d.Type, d.OrderID, d.State, sig)
+	})
+	hookSrv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := hookSrv.Serve(hookLis); !errors.Is(err, http.ErrServerClosed) {
+			fmt.Fprintln(stderr, "webhook receiver stopped:", err)
+		}
+	}()
+	defer hookSrv.Close()
+	hookURL := "http://" + hookLis.Addr().String() + "/events"
+	if cfg.EventWebhooks == "" && cfg.EventWebhooksFile == "" {
+		cfg.EventWebhooks = fmt.Sprintf("%s %s %s", order.DefaultMerchant, hookURL, hookSecret)
+		cfg.DeliveryPoll = 200 * time.Millisecond
+	}
 	opts, err := cfg.serverOptions()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -81,7 +129,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil {
 			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 		}
-		printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey)
+		printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey,
+			cfg.WebhookListen, cfg.RefpspWebhookSecrets[0], hookURL)
 		return lis, nil
 	}, true, opts)
 	if simErr := <-simDone; err == nil {
@@ -90,12 +139,16 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	return err
 }
 
-func printDevHelp(w io.Writer, addr, simURL, dbURL, checkoutKey, opsKey string) {
+func printDevHelp(w io.Writer, addr, simURL, dbURL, checkoutKey, opsKey, webhookAddr, webhookSecret, hookURL string) {
 	fmt.Fprintf(w, `
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
   gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
   database:  %[3]s
+  webhooks:  http://%[6]s/webhooks/refpsp   (the simulator pushes its events here)
+  export SETTLE_REFPSP_WEBHOOK_SECRET=%[7]s   # signs refpsp events (see README: webhooks)
+  events:    %[8]s   (the default merchant's endpoint for events out;
+             each delivery prints a line below; list them: curl %[8]s)
 
 Development API keys (new each run):
   export SETTLE_KEY=%[4]s      # checkout: OrderService
@@ -110,5 +163,10 @@ Create an order, charge it, look at it:
 Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
 tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422).
 
-`, addr, simURL, dbURL, checkoutKey, opsKey)
+Events out (order.paid, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
+  curl %[8]s
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"page_size":10}' %[1]s settle.v1.OrderService/ListEvents
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" -d '{"merchant_id":"default","event_id":"<evt_ id>"}' %[1]s settle.v1.OpsService/ResendEvent
+
+`, addr, simURL, dbURL, checkoutKey, opsKey, webhookAddr, webhookSecret, hookURL)
 }

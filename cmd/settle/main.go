@@ -26,7 +26,8 @@ const usage = `usage: settle <command> [flags]
 
 commands:
   serve       serve the gRPC API
-  reconcile   run the reconciler sidecar
+  reconcile   run the reconciler sidecar (and the webhook delivery worker)
+  deliver     run the webhook delivery worker alone
   migrate     migrate up | migrate status
   dev         everything in one process on a throwaway PostgreSQL
   gatewaysim  run the gateway simulator
@@ -49,6 +50,8 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		return runServe(ctx, args, getenv, stderr)
 	case "reconcile":
 		return runReconcile(ctx, args, getenv, stderr)
+	case "deliver":
+		return runDeliver(ctx, args, getenv, stderr)
 	case "migrate":
 		return runMigrate(ctx, args, getenv, stdout, stderr)
 	case "dev":

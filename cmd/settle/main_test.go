@@ -339,7 +339,12 @@ func waitSettled(t *testing.T, pool *pgxpool.Pool, id string, d time.Duration) o
 // order if it was charged, none otherwise.
 func checkCharges(t *testing.T, pool *pgxpool.Pool, gw *sim.Sim, id string, charged bool) {
 	t.Helper()
-	_, attempts, err := postgres.NewStore(pool).History(context.Background(), id)
+	store := postgres.NewStore(pool)
+	o, err := store.Order(context.Background(), order.AnyMerchant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, attempts, err := store.History(context.Background(), o.MerchantID, id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -361,7 +366,12 @@ func checkCharges(t *testing.T, pool *pgxpool.Pool, gw *sim.Sim, id string, char
 // transition table, starting with its creation.
 func checkPath(t *testing.T, pool *pgxpool.Pool, id string) {
 	t.Helper()
-	events, _, err := postgres.NewStore(pool).History(context.Background(), id)
+	store := postgres.NewStore(pool)
+	o, err := store.Order(context.Background(), order.AnyMerchant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _, err := store.History(context.Background(), o.MerchantID, id)
 	if err != nil {
 		t.Fatal(err)
 	}

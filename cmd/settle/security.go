@@ -84,6 +84,24 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 	return opts, nil
 }
 
+// webhookTLS returns the webhook listener's TLS settings, nil for plain
+// HTTP, which only a loopback address or --webhook-plaintext (behind a proxy that
+// terminates TLS) may have: an event's signature protects it from
+// forgery, not from being read.
+func (c *config) webhookTLS() (*tls.Config, error) {
+	if c.WebhookTLSCert == "" {
+		if !c.WebhookPlaintext && !isLoopback(c.WebhookListen) {
+			return nil, fmt.Errorf("refusing to serve webhooks over plain HTTP on %s, which is not a loopback address: set --webhook-tls-cert and --webhook-tls-key, or --webhook-plaintext behind a proxy that terminates TLS", c.WebhookListen)
+		}
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.WebhookTLSCert, c.WebhookTLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load webhook TLS certificate and key: %w", err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
+}
+
 func isLoopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {

@@ -20,9 +20,12 @@ const (
 	// MidBatch: a reconciler has claimed a batch and started the lookups of
 	// half of it; some of those may be settled, some queued to be.
 	MidBatch = "reconcile-mid-batch"
+	// AfterWebhookPost: a delivery lane's POSTs have been answered; their
+	// results are not recorded.
+	AfterWebhookPost = "after-webhook-post"
 )
 
-var known = map[string]bool{AfterClaim: true, AfterGateway: true, MidBatch: true}
+var known = map[string]bool{AfterClaim: true, AfterGateway: true, MidBatch: true, AfterWebhookPost: true}
 
 // Set is the armed failpoints.
 type Set map[string]bool

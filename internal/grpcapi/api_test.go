@@ -140,7 +140,12 @@ func (s *stack) charge(t *testing.T, orderID, requestID string) *settlev1.Charge
 // charges counts the simulator's successful charges for an order's attempts.
 func (s *stack) charges(t *testing.T, orderID string) int {
 	t.Helper()
-	_, attempts, err := postgres.NewStore(s.pool).History(context.Background(), orderID)
+	store := postgres.NewStore(s.pool)
+	o, err := store.Order(context.Background(), order.AnyMerchant, orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, attempts, err := store.History(context.Background(), o.MerchantID, orderID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
@@ -206,7 +207,12 @@ func TestHistoryPages(t *testing.T) {
 	for i := range declines {
 		s.charge(t, o.GetId(), fmt.Sprintf("checkout-pages-%d", i))
 	}
-	full, fullAttempts, err := postgres.NewStore(s.pool).History(ctx, o.GetId())
+	store := postgres.NewStore(s.pool)
+	stored, err := store.Order(ctx, order.AnyMerchant, o.GetId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, fullAttempts, err := store.History(ctx, stored.MerchantID, o.GetId())
 	if err != nil || len(full) != 1+2*declines || len(fullAttempts) != declines {
 		t.Fatalf("the stored history: %d events, %d attempts, %v", len(full), len(fullAttempts), err)
 	}

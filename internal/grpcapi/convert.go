@@ -11,11 +11,21 @@ import (
 )
 
 var stateToProto = map[order.State]settlev1.OrderState{
-	order.StatePending:     settlev1.OrderState_ORDER_STATE_PENDING,
-	order.StateCharging:    settlev1.OrderState_ORDER_STATE_CHARGING,
-	order.StatePaid:        settlev1.OrderState_ORDER_STATE_PAID,
-	order.StateCanceled:    settlev1.OrderState_ORDER_STATE_CANCELED,
-	order.StateNeedsReview: settlev1.OrderState_ORDER_STATE_NEEDS_REVIEW,
+	order.StatePending:           settlev1.OrderState_ORDER_STATE_PENDING,
+	order.StateCharging:          settlev1.OrderState_ORDER_STATE_CHARGING,
+	order.StatePaid:              settlev1.OrderState_ORDER_STATE_PAID,
+	order.StateCanceled:          settlev1.OrderState_ORDER_STATE_CANCELED,
+	order.StateNeedsReview:       settlev1.OrderState_ORDER_STATE_NEEDS_REVIEW,
+	order.StatePartiallyRefunded: settlev1.OrderState_ORDER_STATE_PARTIALLY_REFUNDED,
+	order.StateRefunded:          settlev1.OrderState_ORDER_STATE_REFUNDED,
+}
+
+var refundStateToProto = map[order.RefundState]settlev1.RefundState{
+	order.RefundPending:     settlev1.RefundState_REFUND_STATE_PENDING,
+	order.RefundRefunding:   settlev1.RefundState_REFUND_STATE_REFUNDING,
+	order.RefundSucceeded:   settlev1.RefundState_REFUND_STATE_SUCCEEDED,
+	order.RefundFailed:      settlev1.RefundState_REFUND_STATE_FAILED,
+	order.RefundNeedsReview: settlev1.RefundState_REFUND_STATE_NEEDS_REVIEW,
 }
 
 var outcomeToProto = map[order.Outcome]settlev1.AttemptOutcome{
@@ -24,6 +34,7 @@ var outcomeToProto = map[order.Outcome]settlev1.AttemptOutcome{
 	order.OutcomeNotSent:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_SENT,
 	order.OutcomeUnknown:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN,
 	order.OutcomeNotFound:  settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND,
+	order.OutcomeRefused:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REFUSED,
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {
@@ -47,6 +58,26 @@ func orderToProto(o order.Order) *settlev1.Order {
 	}
 	if o.State == order.StateCharging {
 		p.NextCheckTime = timestamp(o.ReconcileAt)
+	}
+	if o.Refunded > 0 {
+		p.Refunded = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.Refunded}
+	}
+	if o.Refunding > 0 {
+		p.Refunding = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.Refunding}
+	}
+	return p
+}
+
+func refundToProto(r order.Refund) *settlev1.Refund {
+	p := &settlev1.Refund{
+		Id: r.ID, OrderId: r.OrderID, RequestId: r.RequestID,
+		Amount: &settlev1.Money{Currency: r.Amount.Currency, AmountMinor: r.Amount.AmountMinor},
+		Reason: r.Reason, State: refundStateToProto[r.State], Outcome: outcomeToProto[r.Outcome],
+		FailureCode: r.DeclineCode, GatewayRefundId: r.GatewayRefundID, Actor: string(r.Actor),
+		CreateTime: timestamp(r.CreatedAt), UpdateTime: timestamp(r.UpdatedAt),
+	}
+	if r.State == order.RefundRefunding {
+		p.NextCheckTime = timestamp(r.ReconcileAt)
 	}
 	return p
 }

@@ -19,6 +19,9 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		valErr  *order.ValidationError
 		confErr *order.ConflictError
 		stErr   *order.StateError
+		limErr  *order.RefundLimitError
+		chErr   *order.ChargeFoundError
+		unsErr  *order.GatewayUnsureError
 	)
 	switch {
 	case err == nil:
@@ -35,6 +38,20 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.AlreadyExists, confErr.Error())
 	case errors.As(err, &stErr):
 		return status.Error(codes.FailedPrecondition, stErr.Error())
+	case errors.As(err, &limErr):
+		return status.Error(codes.FailedPrecondition, limErr.Error())
+	case errors.As(err, &chErr):
+		return status.Error(codes.FailedPrecondition, chErr.Error())
+	case errors.As(err, &unsErr):
+		log.WarnContext(ctx, "gateway could not say whether an attempt charged", "attempt_id", unsErr.AttemptID, "error", unsErr.Err)
+		return status.Error(codes.Unavailable, unsErr.Error())
+	case errors.Is(err, order.ErrRefundsUnsupported):
+		return status.Error(codes.FailedPrecondition, "the order's gateway does not support refunds")
+	case errors.Is(err, order.ErrGatewayRefused):
+		// Not a decline, and not the client's fault: Settle's own
+		// configuration is wrong. The gateway call's line is logged at ERROR.
+		return status.Error(codes.Internal, "the gateway refused Settle's credentials or request: a configuration error at Settle, "+
+			"not a card decline; nothing was charged and the order is PENDING")
 	case errors.Is(err, order.ErrUnavailable):
 		log.WarnContext(ctx, "storage unavailable", "error", err)
 		return status.Error(codes.Unavailable, "storage is unavailable; retry with the same request_id")

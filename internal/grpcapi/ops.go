@@ -18,8 +18,12 @@ import (
 // OpsStore is what operators read beyond the order service.
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
-	HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
+	HistoryPage(ctx context.Context, merchantID, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
 	Stats(ctx context.Context) (order.Stats, error)
+	// Refunds returns an order's refunds and their history.
+	Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error)
+	// RefundStats counts refunds by state.
+	RefundStats(ctx context.Context) (order.RefundStats, error)
 }
 
 // Checker checks a CHARGING order with its gateway now.
@@ -130,7 +134,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	// One more than a page of each says whether there is a next page.
 	want := p.Limit
 	p.Limit++
-	events, attempts, err := s.store.HistoryPage(ctx, o.ID, p)
+	events, attempts, err := s.store.HistoryPage(ctx, o.MerchantID, o.ID, p)
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -140,11 +144,27 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
 			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: e.Name, Actor: string(e.Actor),
-			Reason: e.Reason, AttemptId: e.AttemptID, CreateTime: timestamp(e.CreatedAt),
+			Reason: e.Reason, AttemptId: e.AttemptID, RefundId: e.RefundID, CreateTime: timestamp(e.CreatedAt),
 		})
 	}
 	for _, a := range attempts {
 		resp.Attempts = append(resp.Attempts, attemptToProto(&a))
+	}
+	if req.GetPageToken() == "" {
+		// An order has few refunds: they come whole, on the first page.
+		refunds, revents, err := s.store.Refunds(ctx, o.MerchantID, o.ID)
+		if err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+		for _, r := range refunds {
+			resp.Refunds = append(resp.Refunds, refundToProto(r))
+		}
+		for _, e := range revents {
+			resp.RefundEvents = append(resp.RefundEvents, &settlev1.RefundEvent{
+				RefundId: e.RefundID, FromState: refundStateToProto[e.From], ToState: refundStateToProto[e.To],
+				Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
+			})
+		}
 	}
 	if more {
 		// The cursor of a list that is complete stays where it was.
@@ -242,7 +262,34 @@ func (s *opsServer) Stats(ctx context.Context, _ *settlev1.StatsRequest) (*settl
 	if !st.OldestCharging.IsZero() {
 		resp.OldestChargingTime = timestamppb.New(st.OldestCharging)
 	}
+	rs, err := s.store.RefundStats(ctx)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	for _, state := range order.RefundStates {
+		resp.RefundStates = append(resp.RefundStates,
+			&settlev1.RefundStateCount{State: refundStateToProto[state], Count: rs.ByState[state]})
+	}
+	if !rs.OldestRefunding.IsZero() {
+		resp.OldestRefundingTime = timestamppb.New(rs.OldestRefunding)
+	}
 	return resp, nil
+}
+
+// RefundOrder refunds any merchant's order for an operator, who is the
+// refund's actor; the reason is required.
+func (s *opsServer) RefundOrder(ctx context.Context, req *settlev1.OpsServiceRefundOrderRequest) (*settlev1.OpsServiceRefundOrderResponse, error) {
+	if err := order.CheckReason("reason", req.GetReason(), true); err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	o, r, err := s.svc.Refund(ctx, order.AnyMerchant, operator(ctx), order.RefundInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
+		Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.OpsServiceRefundOrderResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
 }
 
 // fieldName renames the field of a validation error to the request's.

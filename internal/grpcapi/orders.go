@@ -76,6 +76,17 @@ func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.Cr
 	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
 }
 
+func (s *orderServer) RefundOrder(ctx context.Context, req *settlev1.RefundOrderRequest) (*settlev1.RefundOrderResponse, error) {
+	o, r, err := s.svc.Refund(ctx, order.ForMerchant(merchant(ctx)), order.ActorAPI, order.RefundInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
+		Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.RefundOrderResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
+}
+
 func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {
 	o, err := s.svc.Cancel(ctx, merchant(ctx), canonicalID(req.GetOrderId()), req.GetReason())
 	if err != nil {

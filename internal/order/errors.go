@@ -46,3 +46,36 @@ func (e *StateError) Error() string {
 // ErrUnavailable means the database could not be reached or gave up; the
 // call may be retried with the same keys.
 var ErrUnavailable = errors.New("storage unavailable")
+
+// ChargeFoundError refuses an operator's resolution of an order as unpaid
+// (PENDING or CANCELED): the gateway reports that one of its attempts
+// charged the customer.
+type ChargeFoundError struct {
+	AttemptID string
+	// ChargeID is the gateway's id of the charge, when it told us.
+	ChargeID string
+}
+
+func (e *ChargeFoundError) Error() string {
+	return fmt.Sprintf("the gateway reports a charge for attempt %s (gateway charge id %q): the customer was charged; resolve the order PAID with that charge", e.AttemptID, e.ChargeID)
+}
+
+// GatewayUnsureError refuses an operator's resolution of an order as
+// unpaid when the gateway could not say whether an attempt charged.
+type GatewayUnsureError struct {
+	AttemptID string
+	// Err is the gateway's failure, for logs only.
+	Err error
+}
+
+func (e *GatewayUnsureError) Error() string {
+	return fmt.Sprintf("the gateway could not say whether attempt %s charged the customer; try again later", e.AttemptID)
+}
+
+func (e *GatewayUnsureError) Unwrap() error { return e.Err }
+
+// ErrGatewayRefused means the gateway refused Settle's credentials or
+// request: a configuration error at Settle, not a decline of the card.
+// Nothing was charged, and the order is back in PENDING; the charge will
+// be refused again until an operator fixes the configuration.
+var ErrGatewayRefused = errors.New("the gateway refused Settle's credentials or request")

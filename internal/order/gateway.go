@@ -20,6 +20,12 @@ const (
 	// OutcomeNotSent: provably never reached the gateway (refused before a
 	// byte was written, or the gateway promised it charged nothing).
 	OutcomeNotSent Outcome = "not_sent"
+	// OutcomeRefused: the gateway refused Settle itself (a bad, revoked or
+	// restricted API key, or a request it cannot accept) before charging
+	// anything. It settles like a decline, but it is a configuration
+	// error at Settle, not the card's: the checkout is told so, and the
+	// operators are alerted.
+	OutcomeRefused Outcome = "refused"
 	// OutcomeUnknown: anything else. The charge may or may not have happened.
 	OutcomeUnknown Outcome = "unknown"
 	// OutcomeNotFound: a lookup found no charge with the reference.
@@ -28,7 +34,7 @@ const (
 
 // ChargeRequest is what a gateway needs to charge, and to look up, one
 // attempt. Lookups get the same request so that a gateway with idempotency
-// keys can replay the original call with the same parameters.
+// keys can replay a step of the original call with the same parameters.
 type ChargeRequest struct {
 	// AttemptID is the gateway reference and idempotency key.
 	AttemptID         string
@@ -41,6 +47,11 @@ type ChargeRequest struct {
 	// idempotency key needs it to stay inside the key's retention window;
 	// Lookup callers must set it, Charge callers may leave it zero.
 	CreatedAt time.Time
+	// GatewayChargeID is the gateway's own id for the attempt when Settle
+	// has recorded one (a Result's ChargeID, kept even when the outcome
+	// was unknown). Lookup callers set it, so that a gateway can read the
+	// attempt by its id; Charge callers leave it empty.
+	GatewayChargeID string
 }
 
 // Result is a gateway's answer about one attempt.
@@ -53,13 +64,25 @@ type Result struct {
 }
 
 // Gateway charges payment methods. Charge reports an outcome for every call;
-// its error, when not nil, explains an OutcomeUnknown or OutcomeNotSent and
-// is for logs only. Lookup asks about an earlier attempt by its reference;
-// it returns OutcomeSucceeded, OutcomeDeclined or OutcomeNotFound, or an
-// error when the gateway cannot say.
+// its error, when not nil, explains an OutcomeUnknown, OutcomeNotSent or
+// OutcomeRefused and is for logs only. Lookup asks about an earlier attempt
+// by its reference; it returns OutcomeSucceeded, OutcomeDeclined or
+// OutcomeNotFound, or an error when the gateway cannot say. A Lookup never
+// moves money: it reads, and at most cancels what was never confirmed.
+// With OutcomeUnknown, either call may still report the ChargeID it
+// learned, so that it is recorded for the next Lookup.
 type Gateway interface {
 	Charge(ctx context.Context, req ChargeRequest) (Result, error)
 	Lookup(ctx context.Context, req ChargeRequest) (Result, error)
+}
+
+// AmountChecker is implemented by a gateway that cannot carry every amount
+// the currency table allows (Stripe wants three-decimal amounts in
+// multiples of ten). The Service asks it when an order is created, so that
+// such an order is refused at once instead of at its first charge.
+type AmountChecker interface {
+	// CheckAmount returns a *ValidationError naming what is wrong with m.
+	CheckAmount(m Money) error
 }
 
 // ErrLookupExpired is returned by Lookup when the gateway can no longer be

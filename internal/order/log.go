@@ -82,7 +82,13 @@ func (c GatewayCall) Log(ctx context.Context, log *slog.Logger) {
 	if c.Err != nil {
 		attrs = append(attrs, slog.String("error", c.Err.Error()))
 	}
-	log.LogAttrs(ctx, slog.LevelInfo, "gateway "+c.Op, attrs...)
+	level := slog.LevelInfo
+	if c.Outcome == OutcomeRefused {
+		// Every charge through this gateway will be refused until an
+		// operator fixes Settle's credentials or configuration.
+		level = slog.LevelError
+	}
+	log.LogAttrs(ctx, level, "gateway "+c.Op, attrs...)
 }
 
 // KeyHash names a client's key (a request id, a merchant reference) in logs

@@ -3,6 +3,7 @@ package order
 import (
 	"context"
 	"errors"
+	"fmt"
 )
 
 // Resolve records an operator's decision for an order in NEEDS_REVIEW:
@@ -30,6 +31,11 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 	if actor == "" {
 		return Order{}, errors.New("resolve: no operator identity")
 	}
+	if ev != EventResolvePaid {
+		if err := s.checkNoCharge(ctx, id); err != nil {
+			return Order{}, err
+		}
+	}
 	o, err := s.store.Transition(ctx, AnyMerchant, id, func(o Order) (Move, error) {
 		to, err := Next(o.State, ev)
 		m := Move{Event: ev, To: to, Actor: actor, Reason: reason}
@@ -42,4 +48,43 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 		Transition{OrderID: o.ID, AttemptID: o.CurrentAttempt, From: StateNeedsReview, To: o.State, Event: ev, Actor: actor}.Log(ctx, s.log)
 	}
 	return o, err
+}
+
+// checkNoCharge asks the gateway about every attempt of order id that might
+// have charged the customer (every one it has not declined, and that was
+// not provably never sent) before an operator may resolve the order as
+// unpaid: an operator's word alone must not forget a charge. It returns a
+// *ChargeFoundError naming the charge when the gateway reports one, and a
+// *GatewayUnsureError when the gateway cannot say. Only an order in
+// NEEDS_REVIEW is asked about; the transition refuses the others.
+func (s *Service) checkNoCharge(ctx context.Context, id string) error {
+	o, err := s.store.Order(ctx, AnyMerchant, id)
+	if err != nil || o.State != StateNeedsReview {
+		return err
+	}
+	_, attempts, err := s.store.History(ctx, o.MerchantID, id)
+	if err != nil {
+		return err
+	}
+	gw, ok := s.gateways[o.Gateway]
+	if !ok {
+		return fmt.Errorf("resolve: gateway %q is not configured here", o.Gateway)
+	}
+	for _, a := range attempts {
+		if a.Outcome == OutcomeDeclined || a.Outcome == OutcomeNotSent {
+			continue
+		}
+		lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
+		res, err := gw.Lookup(lctx, ChargeRequest{AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference,
+			Amount: a.Amount, PaymentMethod: a.PaymentMethod, CreatedAt: a.CreatedAt})
+		cancel()
+		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
+		switch {
+		case err != nil:
+			return &GatewayUnsureError{AttemptID: a.ID, Err: err}
+		case res.Outcome == OutcomeSucceeded:
+			return &ChargeFoundError{AttemptID: a.ID, ChargeID: res.ChargeID}
+		}
+	}
+	return nil
 }

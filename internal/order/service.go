@@ -24,8 +24,8 @@ type Store interface {
 	Order(ctx context.Context, scope Scope, id string) (Order, error)
 	// OrderByReference returns a merchant's order by merchant reference.
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
-	// Attempt returns an attempt by id.
-	Attempt(ctx context.Context, id string) (Attempt, error)
+	// Attempt returns a merchant's attempt by id.
+	Attempt(ctx context.Context, merchantID, id string) (Attempt, error)
 	// Claim moves a PENDING order to CHARGING with a new attempt, in one
 	// short transaction; see Claim.
 	Claim(ctx context.Context, c Claim) (ClaimResult, error)
@@ -43,6 +43,9 @@ type Store interface {
 	// state it is in, and makes it with its event, in one transaction. An
 	// order outside scope is ErrNotFound.
 	Transition(ctx context.Context, scope Scope, id string, decide func(Order) (Move, error)) (Order, error)
+	// History returns a merchant's order's events and attempts, oldest
+	// first.
+	History(ctx context.Context, merchantID, id string) ([]Event, []Attempt, error)
 }
 
 // Claim asks the store to start an attempt. When the order is in From and
@@ -74,12 +77,15 @@ type ClaimResult struct {
 // order moves to To and the event is recorded; without one it stays
 // CHARGING and is checked again after RecheckIn.
 type Settlement struct {
-	OrderID   string
-	AttemptID string
-	Result    Result
-	Event     EventName
-	To        State
-	RecheckIn time.Duration
+	// MerchantID is the order's merchant: the settle statement names it,
+	// so that on Citus it runs on the merchant's shard.
+	MerchantID string
+	OrderID    string
+	AttemptID  string
+	Result     Result
+	Event      EventName
+	To         State
+	RecheckIn  time.Duration
 	// Checked counts this settlement as one reconciler check.
 	Checked   bool
 	LastError string
@@ -157,8 +163,14 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if n.Gateway == "" {
 		n.Gateway = s.cfg.DefaultGateway
 	}
-	if _, ok := s.gateways[n.Gateway]; !ok {
+	gw, ok := s.gateways[n.Gateway]
+	if !ok {
 		return Order{}, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
+	}
+	if c, ok := gw.(AmountChecker); ok {
+		if err := c.CheckAmount(n.Amount); err != nil {
+			return Order{}, err
+		}
 	}
 	return Order{
 		ID:                NewID(),
@@ -225,6 +237,11 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
 			}
 		}
+		if a := c.Attempt; a != nil && a.Outcome == OutcomeRefused {
+			// A retry of a charge the gateway refused gets the same answer,
+			// not an order that looks as if nothing had happened.
+			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", in.OrderID, a.ID, ErrGatewayRefused)
+		}
 		// Otherwise the order is CHARGING, PAID, CANCELED or in review:
 		// nothing to do but say how it stands.
 		return c.Order, c.Attempt, nil
@@ -279,7 +296,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 	ctx = context.WithoutCancel(ctx)
 	res, gerr := s.call(ctx, o.Gateway, req, deadline, requestID)
 	s.cfg.Failpoint(failpoint.AfterGateway)
-	st := settlementFor(o.ID, a.ID, res, s.cfg.FirstRecheck)
+	st := settlementFor(o.MerchantID, o.ID, a.ID, res, s.cfg.FirstRecheck)
 	st.Actor = ActorAPI
 	if gerr != nil {
 		st.LastError = gerr.Error()
@@ -293,13 +310,18 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 			Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StateCharging, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
 		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
+		if a.Outcome == OutcomeRefused {
+			// The order is PENDING again and nothing was charged, but the
+			// checkout must not read this as the customer's card failing.
+			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", o.ID, a.ID, ErrGatewayRefused)
+		}
 		return settled, &a, nil
 	}
 	// The reconciler (or a person) settled it first; report what won.
 	if settled, err = s.store.Order(ctx, ForMerchant(merchantID), o.ID); err != nil {
 		return Order{}, nil, err
 	}
-	if a, err = s.store.Attempt(ctx, a.ID); err != nil {
+	if a, err = s.store.Attempt(ctx, merchantID, a.ID); err != nil {
 		return Order{}, nil, err
 	}
 	return settled, &a, nil
@@ -323,12 +345,12 @@ func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, d
 }
 
 // settlementFor turns a charge's result into the settlement of its attempt.
-func settlementFor(orderID, attemptID string, res Result, recheck time.Duration) Settlement {
-	st := Settlement{OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
+func settlementFor(merchantID, orderID, attemptID string, res Result, recheck time.Duration) Settlement {
+	st := Settlement{MerchantID: merchantID, OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
 	switch res.Outcome {
 	case OutcomeSucceeded:
 		st.Event = EventSucceed
-	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound:
+	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound, OutcomeRefused:
 		st.Event = EventFail
 		st.Reason = string(res.Outcome)
 		if res.DeclineCode != "" {

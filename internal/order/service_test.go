@@ -92,7 +92,11 @@ func (f *fixture) charge(t *testing.T, orderID, requestID string) (order.Order, 
 // history returns an order's events and attempts.
 func (f *fixture) history(t *testing.T, orderID string) ([]order.Event, []order.Attempt) {
 	t.Helper()
-	events, attempts, err := f.store.History(context.Background(), orderID)
+	o, err := f.store.Order(context.Background(), order.AnyMerchant, orderID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, attempts, err := f.store.History(context.Background(), o.MerchantID, orderID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,8 +516,13 @@ func TestHistoryNamesEachActor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The schedule's own checks (an operator's CheckNow uses none of it),
+	// each made due at once.
 	for range 2 {
-		if _, _, err := rec.CheckNow(ctx, o.ID); err != nil {
+		if _, err := f.pool.Exec(ctx, "UPDATE orders SET reconcile_at = now() WHERE id = $1", o.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := rec.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -529,5 +538,44 @@ func TestHistoryNamesEachActor(t *testing.T) {
 	want := "[create by api charge by api escalate by reconciler resolve_paid by ops:a-ops]"
 	if fmt.Sprint(path) != want {
 		t.Fatalf("history %v, want %s", path, want)
+	}
+}
+
+// TestResolveUnpaidAsksTheGateway: an operator's resolution of an order in
+// NEEDS_REVIEW as unpaid (PENDING or CANCELED) first asks the gateway about
+// every attempt that might have charged, and is refused, naming the
+// charge, when one did; PAID is still accepted. An order whose gateway has
+// no charge is resolved as asked.
+func TestResolveUnpaidAsksTheGateway(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	review := func(ref, token string) order.Order {
+		o := f.create(t, ref, token)
+		f.charge(t, o.ID, ref+"-request-1") // unknown: CHARGING
+		// As the reconciler leaves an order whose schedule ran out.
+		if _, err := f.pool.Exec(ctx, "UPDATE orders SET state = 'NEEDS_REVIEW', reconcile_at = NULL WHERE id = $1", o.ID); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	charged := review("order-review-charged", "tok_timeout")
+	for _, ev := range []order.EventName{order.EventResolvePending, order.EventResolveCanceled} {
+		_, err := f.svc.Resolve(ctx, charged.ID, ev, "", "customer says no charge", order.Operator("a-ops"))
+		var found *order.ChargeFoundError
+		if !errors.As(err, &found) || found.ChargeID == "" {
+			t.Fatalf("%s of a charged order: %v, want a ChargeFoundError naming the charge", ev, err)
+		}
+		if got, _ := f.store.Order(ctx, order.AnyMerchant, charged.ID); got.State != order.StateNeedsReview {
+			t.Fatalf("refused %s moved the order to %s", ev, got.State)
+		}
+	}
+	if o, err := f.svc.Resolve(ctx, charged.ID, order.EventResolvePaid, "ch_sim_000001", "found it", order.Operator("a-ops")); err != nil || o.State != order.StatePaid {
+		t.Fatalf("resolve PAID: %v %v", o.State, err)
+	}
+
+	unseen := review("order-review-unseen", "tok_slow_60000") // the gateway shows no charge
+	if o, err := f.svc.Resolve(ctx, unseen.ID, order.EventResolveCanceled, "", "no charge at the gateway", order.Operator("a-ops")); err != nil || o.State != order.StateCanceled {
+		t.Fatalf("resolve CANCELED with no charge at the gateway: %v %v", o.State, err)
 	}
 }

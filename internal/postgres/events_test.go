@@ -30,11 +30,11 @@ func TestEventsAreTheHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = s.SettleMany(ctx, []order.Settlement{
-		{OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventSucceed, To: order.StatePaid,
+		{MerchantID: order.DefaultMerchant, OrderID: paid.ID, AttemptID: paidAtt, Event: order.EventSucceed, To: order.StatePaid,
 			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "test"},
-		{OrderID: failed.ID, AttemptID: failedAtt, Event: order.EventFail, To: order.StatePending,
+		{MerchantID: order.DefaultMerchant, OrderID: failed.ID, AttemptID: failedAtt, Event: order.EventFail, To: order.StatePending,
 			Result: order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "card_declined"}, Actor: "test"},
-		{OrderID: review.ID, AttemptID: reviewAtt, Event: order.EventEscalate, To: order.StateNeedsReview,
+		{MerchantID: order.DefaultMerchant, OrderID: review.ID, AttemptID: reviewAtt, Event: order.EventEscalate, To: order.StateNeedsReview,
 			Result: order.Result{Outcome: order.OutcomeUnknown}, Actor: "test"},
 	})
 	if err != nil {
@@ -107,6 +107,9 @@ func TestEventsAreTheHistory(t *testing.T) {
 // until the older transaction has ended.
 func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 	t.Parallel()
+	if postgrestest.Citus() {
+		t.Skip("on Citus the events feed is not yet distributed: its cursor compares transaction ids of different nodes (see docs/operations.md, Settle on Citus)")
+	}
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
 	s := postgres.NewStore(pool)
@@ -158,6 +161,9 @@ func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 // its backoff; past its retry window it fails, and a resend brings it back.
 func TestDeliveryLeaseAndRecord(t *testing.T) {
 	t.Parallel()
+	if postgrestest.Citus() {
+		t.Skip("on Citus the delivery lease is not yet distributed: it locks rows of several merchants in one statement (see docs/operations.md, Settle on Citus)")
+	}
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
 	s := postgres.NewStore(pool)

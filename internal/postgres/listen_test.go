@@ -58,6 +58,9 @@ func TestWatchOnlyOwnOrders(t *testing.T) {
 // deleted when a server's listener connects.
 func TestWatchersOfDeadServersExpire(t *testing.T) {
 	t.Parallel()
+	if postgrestest.Citus() {
+		t.Skip("on Citus there are no notifications: the trigger would fire on a worker; WatchOrder rechecks instead")
+	}
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
 	s := postgres.NewStore(pool)

@@ -41,18 +41,18 @@ var orderEventsSQL string
 var orderAttemptsSQL string
 
 // History returns an order's events and attempts, oldest first.
-func (s *Store) History(ctx context.Context, id string) ([]order.Event, []order.Attempt, error) {
+func (s *Store) History(ctx context.Context, merchantID, id string) ([]order.Event, []order.Attempt, error) {
 	var (
 		events   []order.Event
 		attempts []order.Attempt
 	)
 	err := retry(ctx, func() error {
 		events, attempts = nil, nil
-		evs, err := queryAll[eventRow](ctx, s.pool, orderEventsSQL, pgx.StrictNamedArgs{"order_id": id})
+		evs, err := queryAll[eventRow](ctx, s.pool, orderEventsSQL, pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": id})
 		if err != nil {
 			return err
 		}
-		ats, err := queryAll[attemptRow](ctx, s.pool, orderAttemptsSQL, pgx.StrictNamedArgs{"order_id": id})
+		ats, err := queryAll[attemptRow](ctx, s.pool, orderAttemptsSQL, pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": id})
 		if err != nil {
 			return err
 		}
@@ -77,7 +77,7 @@ var historyAttemptsSQL string
 
 // HistoryPage returns one page of an order's events and attempts, oldest
 // first; see order.HistoryPage.
-func (s *Store) HistoryPage(ctx context.Context, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error) {
+func (s *Store) HistoryPage(ctx context.Context, merchantID, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error) {
 	var (
 		events   []order.Event
 		attempts []order.Attempt
@@ -88,12 +88,12 @@ func (s *Store) HistoryPage(ctx context.Context, id string, p order.HistoryPage)
 	}
 	err := retry(ctx, func() error {
 		evs, err := queryAll[eventRow](ctx, s.pool, historyEventsSQL,
-			pgx.StrictNamedArgs{"order_id": id, "after_seq": p.AfterSeq, "limit": p.Limit})
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": id, "after_seq": p.AfterSeq, "limit": p.Limit})
 		if err != nil {
 			return err
 		}
 		ats, err := queryAll[attemptRow](ctx, s.pool, historyAttemptsSQL, pgx.StrictNamedArgs{
-			"order_id": id, "after_created": after, "after_id": nullUUID(p.AfterAttemptID), "limit": p.Limit,
+			"merchant_id": merchantID, "order_id": id, "after_created": after, "after_id": nullUUID(p.AfterAttemptID), "limit": p.Limit,
 		})
 		if err != nil {
 			return err

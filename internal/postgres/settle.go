@@ -41,6 +41,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 	var (
 		n        = len(sts)
 		seen     = make(map[string]bool, n)
+		merchant = make([]string, n)
 		orderIDs = make([]string, n)
 		attIDs   = make([]string, n)
 		to       = make([]string, n)
@@ -54,22 +55,33 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		actor    = make([]string, n)
 		reason   = make([]string, n)
 	)
-	for i, st := range sts {
+	for _, st := range sts {
 		if seen[st.OrderID] {
 			return nil, nil, fmt.Errorf("settle: order %s appears twice", st.OrderID)
 		}
 		seen[st.OrderID] = true
+	}
+	if n > 1 {
+		citus, err := s.onCitus(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if citus {
+			return s.settleEach(ctx, sts)
+		}
+	}
+	for i, st := range sts {
 		to[i] = string(st.To)
 		if st.Event == "" {
 			to[i] = string(order.StateCharging)
 		}
-		orderIDs[i], attIDs[i], recheck[i], checked[i] = st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
+		merchant[i], orderIDs[i], attIDs[i], recheck[i], checked[i] = st.MerchantID, st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
 		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
 		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
 	}
 	args := pgx.StrictNamedArgs{
-		"order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
+		"merchant_id": merchant, "order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
 		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
 		"event": event, "actor": actor, "reason": reason,
 	}
@@ -137,6 +149,34 @@ func newSettles(s *Store) *batch.Batcher[string, order.Settlement, settled] {
 // Settle implements order.Store: the settlement shares a statement with
 // whatever other settlements are waiting (see package batch).
 func (s *Store) Settle(ctx context.Context, st order.Settlement) (order.Order, bool, error) {
+	if citus, err := s.onCitus(ctx); err != nil {
+		return order.Order{}, false, err
+	} else if citus {
+		// On Citus a settle runs alone on its merchant's shard, not in a
+		// group: a statement that locks rows on several shards is refused,
+		// and one over several merchants would be a two-phase commit.
+		orders, applied, err := s.SettleMany(ctx, []order.Settlement{st})
+		if err != nil {
+			return order.Order{}, false, err
+		}
+		return orders[0], applied[0], nil
+	}
 	r, err := s.settles.Do(ctx, st)
 	return r.order, r.applied, err
+}
+
+// settleEach is SettleMany on Citus: each settlement alone, a single-shard
+// statement on its merchant's shard. Citus prunes no shards for
+// merchant_id = ANY(array), so settle.sql would be a multi-shard statement,
+// which may not lock rows; each settlement is guarded alone anyway.
+func (s *Store) settleEach(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
+	orders, applied := make([]order.Order, len(sts)), make([]bool, len(sts))
+	for i := range sts {
+		o, ok, err := s.SettleMany(ctx, sts[i:i+1])
+		if err != nil {
+			return nil, nil, err
+		}
+		orders[i], applied[i] = o[0], ok[0]
+	}
+	return orders, applied, nil
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -23,6 +24,41 @@ import (
 type Store struct {
 	pool    *pgxpool.Pool
 	settles *batch.Batcher[string, order.Settlement, settled]
+	engine  engine
+}
+
+// engine remembers whether the database is Citus, asked once.
+type engine struct {
+	mu    sync.Mutex
+	known bool
+	citus bool
+}
+
+//go:embed sql/is_citus.sql
+var isCitusSQL string
+
+// onCitus reports whether the database is Citus (the citus extension is
+// installed). A few operations that Citus runs on one shard only (a lease
+// over every merchant, a settle of several merchants' orders) take another
+// path there; docs/operations.md ("Settle on Citus") says which.
+func (s *Store) onCitus(ctx context.Context) (bool, error) {
+	s.engine.mu.Lock()
+	defer s.engine.mu.Unlock()
+	if s.engine.known {
+		return s.engine.citus, nil
+	}
+	err := retry(ctx, func() error {
+		r, err := queryOne[struct {
+			Citus bool `db:"citus"`
+		}](ctx, s.pool, isCitusSQL, nil)
+		s.engine.citus = r.Citus
+		return err
+	})
+	if err != nil {
+		return false, err
+	}
+	s.engine.known = true
+	return s.engine.citus, nil
 }
 
 // NewStore returns a Store on pool.
@@ -107,10 +143,11 @@ func (s *Store) OrderByReference(ctx context.Context, merchantID, ref string) (o
 var attemptByIDSQL string
 
 // Attempt implements order.Store.
-func (s *Store) Attempt(ctx context.Context, id string) (order.Attempt, error) {
+func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attempt, error) {
 	var r attemptRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[attemptRow](ctx, s.pool, attemptByIDSQL, pgx.StrictNamedArgs{"id": id})
+		r, err = queryOne[attemptRow](ctx, s.pool, attemptByIDSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id})
 		return err
 	})
 	return r.attempt(), err
@@ -196,7 +233,7 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 	switch {
 	case errors.Is(err, order.ErrNotFound):
 		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "charge_attempts_request_key":
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && isRequestKey(pgErr):
 		// The reference was free (its insert went through), so the request
 		// id names an attempt of another order. The statement failed as a
 		// whole: nothing was created.
@@ -215,11 +252,14 @@ var transitionSQL string
 
 // Transition implements order.Store.
 func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error) {
+	merchantID, err := s.merchantOf(ctx, scope, id)
+	if err != nil {
+		return order.Order{}, err
+	}
 	var o order.Order
-	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
-		cur, err := queryOne[orderRow](ctx, tx, lockOrderSQL, pgx.StrictNamedArgs{
-			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
-		})
+	err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
+		cur, err := queryOne[orderRow](ctx, tx, lockOrderSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id})
 		if err != nil {
 			return err
 		}
@@ -232,7 +272,7 @@ func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, de
 			res = *m.Attempt
 		}
 		r, err := queryOne[orderRow](ctx, tx, transitionSQL, pgx.StrictNamedArgs{
-			"id": cur.ID, "from_state": cur.State, "to_state": m.To, "outcome": res.Outcome,
+			"merchant_id": cur.MerchantID, "id": cur.ID, "from_state": cur.State, "to_state": m.To, "outcome": res.Outcome,
 			"decline_code": res.DeclineCode, "charge_id": res.ChargeID, "event": m.Event, "actor": m.Actor,
 			"reason": truncate(m.Reason, 1000),
 		})
@@ -240,6 +280,29 @@ func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, de
 		return err
 	})
 	return o, err
+}
+
+//go:embed sql/order_merchant.sql
+var orderMerchantSQL string
+
+// merchantOf returns the merchant that scope names, or for AnyMerchant
+// (operators' calls) the merchant of order id, so that the statements that
+// lock and change the order name their merchant: on Citus that makes them
+// single-shard, where a lock taken on every shard could not be. Only the
+// lookup itself reads every shard.
+func (s *Store) merchantOf(ctx context.Context, scope order.Scope, id string) (string, error) {
+	if !scope.IsAnyMerchant() {
+		return scope.MerchantID(), nil
+	}
+	var m string
+	err := retry(ctx, func() error {
+		r, err := queryOne[struct {
+			MerchantID string `db:"merchant_id"`
+		}](ctx, s.pool, orderMerchantSQL, pgx.StrictNamedArgs{"id": id})
+		m = r.MerchantID
+		return err
+	})
+	return m, err
 }
 
 func truncate(s string, n int) string {
@@ -254,4 +317,13 @@ func truncate(s string, n int) string {
 		n--
 	}
 	return s[:n]
+}
+
+// isRequestKey reports whether a unique violation of create_claimed.sql
+// is charge_attempts_request_key's. Citus relays a worker's error without
+// the constraint's name; there the statement's other keys cannot be the
+// one violated (the order's reference is ON CONFLICT DO NOTHING, the ids
+// are new random UUIDs), so a nameless violation is the request key's.
+func isRequestKey(err *pgconn.PgError) bool {
+	return err.ConstraintName == "charge_attempts_request_key" || err.ConstraintName == ""
 }

@@ -49,7 +49,7 @@ func TestCreateOrderIdempotent(t *testing.T) {
 		t.Fatalf("other amount, same reference: got %v, want ConflictError", err)
 	}
 	var n, events int
-	if err := pool.QueryRow(ctx, `SELECT count(*), (SELECT count(*) FROM order_events) FROM orders`).Scan(&n, &events); err != nil {
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM order_events)`).Scan(&n, &events); err != nil {
 		t.Fatal(err)
 	}
 	if n != 1 || events != 1 {
@@ -130,7 +130,7 @@ func TestSettleGuard(t *testing.T) {
 	if c.Order.ReconcileAt.IsZero() {
 		t.Fatal("claimed order has no reconcile_at")
 	}
-	st := order.Settlement{OrderID: o.ID, AttemptID: c.Attempt.ID, Event: order.EventSucceed, To: order.StatePaid,
+	st := order.Settlement{MerchantID: order.DefaultMerchant, OrderID: o.ID, AttemptID: c.Attempt.ID, Event: order.EventSucceed, To: order.StatePaid,
 		Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "test"}
 	got, ok, err := s.Settle(ctx, st)
 	if err != nil || !ok || got.State != order.StatePaid {
@@ -139,7 +139,7 @@ func TestSettleGuard(t *testing.T) {
 	if _, ok, err := s.Settle(ctx, st); err != nil || ok {
 		t.Fatalf("second settle: ok=%v err=%v, want guard to refuse", ok, err)
 	}
-	a, err := s.Attempt(ctx, c.Attempt.ID)
+	a, err := s.Attempt(ctx, order.DefaultMerchant, c.Attempt.ID)
 	if err != nil || a.Outcome != order.OutcomeSucceeded || a.GatewayChargeID != "ch_1" {
 		t.Fatalf("attempt = %+v, %v", a, err)
 	}

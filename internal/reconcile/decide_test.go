@@ -38,15 +38,20 @@ func TestDecide(t *testing.T) {
 		name string
 		// checked is how many checks came before this one.
 		checked int
-		age     time.Duration
-		res     order.Result
-		err     error
+		// operator marks a check an operator asked for (ReconcileOrder),
+		// not one of the schedule's.
+		operator bool
+		age      time.Duration
+		res      order.Result
+		err      error
 
 		wantEvent   order.EventName // "" for a recheck
 		wantOutcome order.Outcome
 		wantReason  string // a part of the reason
 		wantLastErr string // a part of LastError
 		wantRecheck [2]time.Duration
+		// wantUncounted: the check does not use up the schedule.
+		wantUncounted bool
 	}{
 		{name: "found succeeded", age: time.Minute, res: succeeded,
 			wantEvent: order.EventSucceed, wantOutcome: order.OutcomeSucceeded, wantReason: "gateway has the charge"},
@@ -57,13 +62,24 @@ func TestDecide(t *testing.T) {
 		{name: "not found past the horizon", age: horizon + time.Second, res: notFound,
 			wantEvent: order.EventFail, wantOutcome: order.OutcomeNotFound, wantReason: "can no longer arrive"},
 		{name: "not found within the horizon", age: 10 * time.Minute, res: notFound,
-			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive",
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantUncounted: true,
 			// Not before the horizon has passed: no sooner check could settle it.
 			wantRecheck: [2]time.Duration{horizon - 10*time.Minute + time.Second, horizon - 10*time.Minute + time.Second}},
 		{name: "not found within the horizon, horizon nearly past", age: horizon - time.Second, res: notFound,
-			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantRecheck: jittered(schedule[1])},
-		{name: "not found within the horizon, schedule exhausted", checked: 2, age: 10 * time.Minute, res: notFound,
-			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "after 3 checks", wantLastErr: "may still arrive"},
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantRecheck: jittered(schedule[0]), wantUncounted: true},
+		// A "not found" while the request may still arrive is no failed
+		// check: it never exhausts the schedule.
+		{name: "not found within the horizon, one check left", checked: 2, age: 10 * time.Minute, res: notFound,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantUncounted: true,
+			wantRecheck: [2]time.Duration{horizon - 10*time.Minute + time.Second, horizon - 10*time.Minute + time.Second}},
+		// An operator's check learns what it can but uses up nothing.
+		{name: "operator check, lookup error, one check left", checked: 2, operator: true, res: unknown, err: timeout,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[2]), wantUncounted: true},
+		{name: "operator check, not found within the horizon, one check left", checked: 2, operator: true, age: time.Minute, res: notFound,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantUncounted: true,
+			wantRecheck: [2]time.Duration{horizon - time.Minute + time.Second, horizon - time.Minute + time.Second}},
+		{name: "operator check, found succeeded", checked: 2, operator: true, age: time.Minute, res: succeeded,
+			wantEvent: order.EventSucceed, wantOutcome: order.OutcomeSucceeded, wantReason: "gateway has the charge", wantUncounted: true},
 		{name: "lookup error, schedule left", res: unknown, err: timeout,
 			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[1])},
 		{name: "lookup error, one check left", checked: 1, res: unknown, err: timeout,
@@ -87,9 +103,12 @@ func TestDecide(t *testing.T) {
 				Attempt:    order.Attempt{ID: "att_1"},
 				AttemptAge: tt.age,
 			}
-			st := r.decide(d, tt.res, tt.err)
-			if st.OrderID != "ord_1" || st.AttemptID != "att_1" || st.Actor != order.ActorReconciler || !st.Checked {
-				t.Errorf("settlement %+v does not name the order, the attempt, the reconciler, and a check", st)
+			st := r.decide(d, tt.res, tt.err, !tt.operator)
+			if st.OrderID != "ord_1" || st.AttemptID != "att_1" || st.Actor != order.ActorReconciler {
+				t.Errorf("settlement %+v does not name the order, the attempt and the reconciler", st)
+			}
+			if st.Checked == tt.wantUncounted {
+				t.Errorf("counted as a check of the schedule: %v, want %v", st.Checked, !tt.wantUncounted)
 			}
 			if st.Event != tt.wantEvent {
 				t.Fatalf("event %q, want %q", st.Event, tt.wantEvent)
@@ -117,5 +136,36 @@ func TestDecide(t *testing.T) {
 				t.Errorf("recheck in %s, want %s to %s", st.RecheckIn, tt.wantRecheck[0], tt.wantRecheck[1])
 			}
 		})
+	}
+}
+
+// TestDecideKeepsTheGatewayID: the settle of a check writes the attempt's
+// gateway id, so a check that cannot settle keeps the id recorded, or
+// records the one its lookup learned; a later check reads the attempt by it.
+func TestDecideKeepsTheGatewayID(t *testing.T) {
+	t.Parallel()
+	r, err := New(nil, nil, Config{Schedule: []time.Duration{time.Second, time.Second}, BatchSize: 1, Concurrency: 1,
+		PollInterval: time.Second, LookupTimeout: time.Second, NoShowHorizon: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := errors.New("lookup timed out")
+	tests := []struct {
+		name     string
+		recorded string
+		res      order.Result
+		checked  int
+		want     string
+	}{
+		{"recorded, the lookup failed", "pi_1", order.Result{Outcome: order.OutcomeUnknown}, 0, "pi_1"},
+		{"recorded, escalated", "pi_1", order.Result{Outcome: order.OutcomeUnknown}, 1, "pi_1"},
+		{"learned by the lookup", "", order.Result{Outcome: order.OutcomeUnknown, ChargeID: "pi_2"}, 0, "pi_2"},
+	}
+	for _, tt := range tests {
+		d := order.Due{Order: order.Order{ID: "ord_1", State: order.StateCharging, ReconcileCount: tt.checked},
+			Attempt: order.Attempt{ID: "att_1", GatewayChargeID: tt.recorded}}
+		if st := r.decide(d, tt.res, timeout, true); st.Result.ChargeID != tt.want {
+			t.Errorf("%s: settlement's charge id %q, want %q", tt.name, st.Result.ChargeID, tt.want)
+		}
 	}
 }

@@ -6,11 +6,13 @@
 package reconcile
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -55,6 +57,9 @@ type Config struct {
 	// OnCheck, when set, is told each check's result: the event it
 	// settled the order with, or "recheck".
 	OnCheck func(result string)
+	// OnEventSettled, when set, is told how long after a gateway's event
+	// made it due (Wake) an order was settled by this reconciler.
+	OnEventSettled func(time.Duration)
 }
 
 // DefaultSchedule checks within seconds, then ever less often, and hands
@@ -72,7 +77,18 @@ type Reconciler struct {
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
+	// wake holds one wake-up for Run: see Wake.
+	wake chan struct{}
+
+	mu sync.Mutex
+	// woken holds when each order was made due by a gateway's event, until
+	// it is settled, for Config.OnEventSettled; guarded by mu.
+	woken map[string]time.Time
 }
+
+// maxWoken bounds Reconciler.woken: past it, the oldest half is forgotten
+// (orders woken but settled by another reconciler).
+const maxWoken = 10000
 
 // New returns a Reconciler.
 func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.Logger) (*Reconciler, error) {
@@ -91,16 +107,54 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	if cfg.OnCheck == nil {
 		cfg.OnCheck = func(string) {}
 	}
+	if cfg.OnEventSettled == nil {
+		cfg.OnEventSettled = func(time.Duration) {}
+	}
 	refunds, _ := store.(RefundStore)
-	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
+	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+		woken: map[string]time.Time{}}, nil
 }
 
 // lease is how far a check pushes reconcile_at: long enough for the lookup
 // and the settle, so that no other reconciler checks the order meanwhile.
 func (r *Reconciler) lease() time.Duration { return 2*r.cfg.LookupTimeout + 5*time.Second }
 
+// Wake makes Run look for due orders now instead of at its next poll: a
+// gateway's event has made order orderID due. Wakes that come while Run is
+// busy collapse into one, so it never blocks.
+func (r *Reconciler) Wake(orderID string) {
+	if orderID != "" {
+		r.mu.Lock()
+		if len(r.woken) >= maxWoken {
+			r.forgetOldestLocked()
+		}
+		if _, ok := r.woken[orderID]; !ok {
+			r.woken[orderID] = time.Now()
+		}
+		r.mu.Unlock()
+	}
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Reconciler) forgetOldestLocked() {
+	times := make([]time.Time, 0, len(r.woken))
+	for _, t := range r.woken {
+		times = append(times, t)
+	}
+	slices.SortFunc(times, time.Time.Compare)
+	cut := times[len(times)/2]
+	for id, t := range r.woken {
+		if t.Before(cut) {
+			delete(r.woken, id)
+		}
+	}
+}
+
 // Run polls for due orders until ctx ends. A full batch is followed at once
-// by the next; otherwise it waits PollInterval.
+// by the next; otherwise it waits PollInterval, or until Wake.
 func (r *Reconciler) Run(ctx context.Context) error {
 	for {
 		n, err := r.RunOnce(ctx)
@@ -114,6 +168,7 @@ func (r *Reconciler) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-time.After(r.cfg.PollInterval):
+		case <-r.wake:
 		}
 	}
 }
@@ -150,7 +205,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 			// A settle that fails leaves the order leased: it is checked
 			// again when the lease expires, which is safe, because a check
 			// settles only the attempt it looked up, under the guard.
-			if _, err := r.settle(ctx, r.decide(d, res, lookupErr)); err != nil {
+			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, true)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -171,7 +226,7 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 		return order.Order{}, false, err
 	}
 	res, err := r.lookup(ctx, due)
-	o, err := r.settle(ctx, r.decide(due, res, err))
+	o, err := r.settle(ctx, r.decide(due, res, err, false))
 	return o, true, err
 }
 
@@ -189,6 +244,13 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck(string(st.Event))
+		r.mu.Lock()
+		at, ok := r.woken[st.OrderID]
+		delete(r.woken, st.OrderID)
+		r.mu.Unlock()
+		if ok {
+			r.cfg.OnEventSettled(time.Since(at))
+		}
 		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: order.StateCharging, To: st.To,
 			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)
 	}
@@ -212,16 +274,26 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// From the attempt's age in database time, so that no two clocks
 		// are compared.
 		CreatedAt: time.Now().Add(-d.AttemptAge),
+		// What the charge path (or an earlier check) learned of the
+		// gateway's own id: Stripe reads the PaymentIntent by it.
+		GatewayChargeID: d.Attempt.GatewayChargeID,
 	})
 	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
 	return res, err
 }
 
-// decide turns what the gateway said into a settlement.
-func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Settlement {
-	st := order.Settlement{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: true, Result: res}
-	checks := d.Order.ReconcileCount + 1
+// decide turns what the gateway said into a settlement. Only a scheduled
+// check that could not learn the outcome uses up the schedule: an
+// operator's ReconcileOrder (scheduled false) and a "not found" while the
+// request may still arrive are not failed checks, and never send an order
+// to NEEDS_REVIEW, however many of them come (13 operator checks within a
+// second used to exhaust the schedule of a charge still in flight).
+func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled bool) order.Settlement {
+	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: scheduled, Result: res}
+	// The settle writes the attempt's gateway id: keep the one recorded
+	// unless this check learned it. The next check reads the attempt by it.
+	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
@@ -234,12 +306,17 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error) order.Sett
 	case res.Outcome == order.OutcomeNotFound && d.AttemptAge > r.cfg.NoShowHorizon:
 		return move(st, order.EventFail, "gateway has no charge and the request can no longer arrive")
 	case res.Outcome == order.OutcomeNotFound:
+		st.Checked = false
 		st.LastError = "gateway has no charge yet; the request may still arrive"
 	default:
 		st.LastError = fmt.Sprintf("gateway lookup answered %q", res.Outcome)
 	}
 	// Still unknown: check again later, or hand it to a person.
-	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
+	checks := d.Order.ReconcileCount
+	if st.Checked {
+		checks++
+	}
 	if checks >= len(r.cfg.Schedule) {
 		return escalate(st, fmt.Sprintf("outcome still unknown after %d checks: %s", checks, st.LastError))
 	}
@@ -257,7 +334,7 @@ func move(st order.Settlement, ev order.EventName, reason string) order.Settleme
 }
 
 func escalate(st order.Settlement, why string) order.Settlement {
-	st.Result = order.Result{Outcome: order.OutcomeUnknown}
+	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
 	st.LastError = why
 	return move(st, order.EventEscalate, why)
 }

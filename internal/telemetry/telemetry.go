@@ -33,6 +33,11 @@ type Metrics struct {
 	dbFsync         prometheus.Gauge
 	dbSyncCommit    *prometheus.GaugeVec
 	dbStandbys      *prometheus.GaugeVec
+	deliveries      *prometheus.CounterVec
+	deliveryLatency prometheus.Histogram
+	gatewayEvents   *prometheus.CounterVec
+	reviewItems     *prometheus.CounterVec
+	eventToSettled  prometheus.Histogram
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -67,15 +72,46 @@ func NewMetrics() *Metrics {
 		dbStandbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "settle_db_standbys", Help: "Standbys streaming from the database, by sync_state: sync (a commit waits for them), async, or unknown (the role lacks pg_monitor).",
 		}, []string{"sync_state"}),
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_event_deliveries_total", Help: "Deliveries of events to merchants by result: delivered, retry (to be tried again), untried (put back after another event's failure) or failed (retries exhausted).",
+		}, []string{"result"}),
+		deliveryLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "settle_event_delivery_latency_seconds", Help: "Time from an event's commit to its delivery (database time).",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 72 * 3600},
+		}),
+		gatewayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_gateway_events_total", Help: "Gateway events received, by gateway, type and result (woken, review, ignored, unknown_object, duplicate, bad_signature, malformed, too_large, ignored_type, error).",
+		}, []string{"gateway", "type", "result"}),
+		reviewItems: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_review_items_raised_total", Help: "Review items raised for a person, by kind (possible_double_charge: a success reported for an attempt its order does not hold).",
+		}, []string{"kind"}),
+		eventToSettled: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "settle_event_to_settled_seconds", Help: "Time from a gateway event making an order due to the reconciler settling it.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}),
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
-		m.dbFsync, m.dbSyncCommit, m.dbStandbys,
+		m.gatewayEvents, m.reviewItems, m.eventToSettled,
+		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
 
 // ReconcileCheck counts one reconciler check by its result.
 func (m *Metrics) ReconcileCheck(result string) { m.reconcileChecks.WithLabelValues(result).Inc() }
+
+// GatewayEvent counts one gateway event by gateway, type and result; a
+// review result also counts a possible double charge.
+func (m *Metrics) GatewayEvent(gateway, eventType, result string) {
+	m.gatewayEvents.WithLabelValues(gateway, eventType, result).Inc()
+	if result == string(order.EventReview) {
+		m.reviewItems.WithLabelValues("possible_double_charge").Inc()
+	}
+}
+
+// EventSettled observes how long after a gateway event made it due an
+// order was settled.
+func (m *Metrics) EventSettled(d time.Duration) { m.eventToSettled.Observe(d.Seconds()) }
 
 // AuthFailure counts one call refused for its API key: result is
 // "rejected" or "limited".
@@ -99,6 +135,58 @@ func (m *Metrics) Durability(fsync bool, synchronousCommit string, sync, async, 
 	m.dbStandbys.WithLabelValues("sync").Set(float64(sync))
 	m.dbStandbys.WithLabelValues("async").Set(float64(async))
 	m.dbStandbys.WithLabelValues("unknown").Set(float64(unknown))
+}
+
+// EventDelivery counts one recorded delivery of an event to a merchant and, when delivered,
+// observes its latency from commit.
+func (m *Metrics) EventDelivery(r order.DeliveryRecord) {
+	switch {
+	case r.Failed:
+		m.deliveries.WithLabelValues("failed").Inc()
+	default:
+		m.deliveries.WithLabelValues(string(r.Outcome)).Inc()
+	}
+	if r.Outcome == order.DeliveryDelivered {
+		m.deliveryLatency.Observe(r.Latency.Seconds())
+	}
+}
+
+// BacklogFunc reads each merchant's undelivered events.
+type BacklogFunc func(context.Context) ([]order.DeliveryBacklog, error)
+
+// WatchDeliveries exports each merchant's undelivered events and the age of
+// the oldest, read when scraped.
+func (m *Metrics) WatchDeliveries(backlog BacklogFunc) {
+	m.Registry.MustRegister(&deliveryCollector{backlog: backlog})
+}
+
+var (
+	pendingDesc       = prometheus.NewDesc("settle_events_pending", "Undelivered events by merchant.", []string{"merchant"}, nil)
+	oldestPendingDesc = prometheus.NewDesc("settle_events_oldest_pending_seconds", "Age of the oldest undelivered event by merchant (0 when none).", []string{"merchant"}, nil)
+	backlogUpDesc     = prometheus.NewDesc("settle_event_backlog_up", "1 when the event delivery backlog could be read at this scrape.", nil, nil)
+)
+
+type deliveryCollector struct{ backlog BacklogFunc }
+
+func (c *deliveryCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- pendingDesc
+	ch <- oldestPendingDesc
+	ch <- backlogUpDesc
+}
+
+func (c *deliveryCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeBudget)
+	defer cancel()
+	bl, err := c.backlog(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(backlogUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(backlogUpDesc, prometheus.GaugeValue, 1)
+	for _, b := range bl {
+		ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(b.Pending), b.MerchantID)
+		ch <- prometheus.MustNewConstMetric(oldestPendingDesc, prometheus.GaugeValue, b.Oldest.Seconds(), b.MerchantID)
+	}
 }
 
 // StatsFunc reads the order statistics.

@@ -271,14 +271,16 @@ func (x *GetOrderHistoryRequest) GetPageToken() string {
 
 // OrderEvent is one transition of an order.
 type OrderEvent struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromState     OrderState             `protobuf:"varint,1,opt,name=from_state,json=fromState,proto3,enum=settle.v1.OrderState" json:"from_state,omitempty"`
-	ToState       OrderState             `protobuf:"varint,2,opt,name=to_state,json=toState,proto3,enum=settle.v1.OrderState" json:"to_state,omitempty"`
-	Event         string                 `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
-	Actor         string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	AttemptId     string                 `protobuf:"bytes,6,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	FromState  OrderState             `protobuf:"varint,1,opt,name=from_state,json=fromState,proto3,enum=settle.v1.OrderState" json:"from_state,omitempty"`
+	ToState    OrderState             `protobuf:"varint,2,opt,name=to_state,json=toState,proto3,enum=settle.v1.OrderState" json:"to_state,omitempty"`
+	Event      string                 `protobuf:"bytes,3,opt,name=event,proto3" json:"event,omitempty"`
+	Actor      string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason     string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	AttemptId  string                 `protobuf:"bytes,6,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The refund that made the move, for a refund's move.
+	RefundId      string `protobuf:"bytes,8,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -362,6 +364,13 @@ func (x *OrderEvent) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *OrderEvent) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
 // GetOrderHistoryResponse is an order with one page of its history. Every
 // page carries the order as it stands.
 type GetOrderHistoryResponse struct {
@@ -377,6 +386,10 @@ type GetOrderHistoryResponse struct {
 	LastError string `protobuf:"bytes,5,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
 	// Empty when both events and attempts are complete.
 	NextPageToken string `protobuf:"bytes,6,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// The order's refunds, oldest first; on the first page only.
+	Refunds []*Refund `protobuf:"bytes,7,rep,name=refunds,proto3" json:"refunds,omitempty"`
+	// The refunds' transitions, oldest first; on the first page only.
+	RefundEvents  []*RefundEvent `protobuf:"bytes,8,rep,name=refund_events,json=refundEvents,proto3" json:"refund_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -453,6 +466,113 @@ func (x *GetOrderHistoryResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *GetOrderHistoryResponse) GetRefunds() []*Refund {
+	if x != nil {
+		return x.Refunds
+	}
+	return nil
+}
+
+func (x *GetOrderHistoryResponse) GetRefundEvents() []*RefundEvent {
+	if x != nil {
+		return x.RefundEvents
+	}
+	return nil
+}
+
+// RefundEvent is one transition of a refund.
+type RefundEvent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RefundId      string                 `protobuf:"bytes,1,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	FromState     RefundState            `protobuf:"varint,2,opt,name=from_state,json=fromState,proto3,enum=settle.v1.RefundState" json:"from_state,omitempty"`
+	ToState       RefundState            `protobuf:"varint,3,opt,name=to_state,json=toState,proto3,enum=settle.v1.RefundState" json:"to_state,omitempty"`
+	Event         string                 `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
+	Actor         string                 `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefundEvent) Reset() {
+	*x = RefundEvent{}
+	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefundEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefundEvent) ProtoMessage() {}
+
+func (x *RefundEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefundEvent.ProtoReflect.Descriptor instead.
+func (*RefundEvent) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RefundEvent) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
+func (x *RefundEvent) GetFromState() RefundState {
+	if x != nil {
+		return x.FromState
+	}
+	return RefundState_REFUND_STATE_UNSPECIFIED
+}
+
+func (x *RefundEvent) GetToState() RefundState {
+	if x != nil {
+		return x.ToState
+	}
+	return RefundState_REFUND_STATE_UNSPECIFIED
+}
+
+func (x *RefundEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *RefundEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *RefundEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *RefundEvent) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // ReconcileOrderRequest names an order to check now.
 type ReconcileOrderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -463,7 +583,7 @@ type ReconcileOrderRequest struct {
 
 func (x *ReconcileOrderRequest) Reset() {
 	*x = ReconcileOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	mi := &file_settle_v1_ops_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +595,7 @@ func (x *ReconcileOrderRequest) String() string {
 func (*ReconcileOrderRequest) ProtoMessage() {}
 
 func (x *ReconcileOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	mi := &file_settle_v1_ops_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +608,7 @@ func (x *ReconcileOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileOrderRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ReconcileOrderRequest) GetOrderId() string {
@@ -508,7 +628,7 @@ type ReconcileOrderResponse struct {
 
 func (x *ReconcileOrderResponse) Reset() {
 	*x = ReconcileOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	mi := &file_settle_v1_ops_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -520,7 +640,7 @@ func (x *ReconcileOrderResponse) String() string {
 func (*ReconcileOrderResponse) ProtoMessage() {}
 
 func (x *ReconcileOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	mi := &file_settle_v1_ops_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -533,7 +653,7 @@ func (x *ReconcileOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileOrderResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{6}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ReconcileOrderResponse) GetOrder() *Order {
@@ -558,7 +678,7 @@ type ResolveOrderRequest struct {
 
 func (x *ResolveOrderRequest) Reset() {
 	*x = ResolveOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[7]
+	mi := &file_settle_v1_ops_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +690,7 @@ func (x *ResolveOrderRequest) String() string {
 func (*ResolveOrderRequest) ProtoMessage() {}
 
 func (x *ResolveOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[7]
+	mi := &file_settle_v1_ops_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +703,7 @@ func (x *ResolveOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResolveOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{7}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ResolveOrderRequest) GetOrderId() string {
@@ -624,7 +744,7 @@ type ResolveOrderResponse struct {
 
 func (x *ResolveOrderResponse) Reset() {
 	*x = ResolveOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[8]
+	mi := &file_settle_v1_ops_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -636,7 +756,7 @@ func (x *ResolveOrderResponse) String() string {
 func (*ResolveOrderResponse) ProtoMessage() {}
 
 func (x *ResolveOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[8]
+	mi := &file_settle_v1_ops_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -649,7 +769,7 @@ func (x *ResolveOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResolveOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{8}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ResolveOrderResponse) GetOrder() *Order {
@@ -668,7 +788,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[9]
+	mi := &file_settle_v1_ops_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +800,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[9]
+	mi := &file_settle_v1_ops_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +813,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{10}
 }
 
 // StateCount is how many orders are in a state.
@@ -707,7 +827,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_settle_v1_ops_proto_msgTypes[10]
+	mi := &file_settle_v1_ops_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -719,7 +839,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[10]
+	mi := &file_settle_v1_ops_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -732,7 +852,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StateCount) GetState() OrderState {
@@ -758,13 +878,17 @@ type StatsResponse struct {
 	// CHARGING orders whose next check is due now.
 	ReconcileBacklog int64 `protobuf:"varint,3,opt,name=reconcile_backlog,json=reconcileBacklog,proto3" json:"reconcile_backlog,omitempty"`
 	NeedsReview      int64 `protobuf:"varint,4,opt,name=needs_review,json=needsReview,proto3" json:"needs_review,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Refunds by state.
+	RefundStates []*RefundStateCount `protobuf:"bytes,5,rep,name=refund_states,json=refundStates,proto3" json:"refund_states,omitempty"`
+	// Creation time of the oldest REFUNDING refund, if any.
+	OldestRefundingTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=oldest_refunding_time,json=oldestRefundingTime,proto3" json:"oldest_refunding_time,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[11]
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +900,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[11]
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +913,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatsResponse) GetStates() []*StateCount {
@@ -820,6 +944,198 @@ func (x *StatsResponse) GetNeedsReview() int64 {
 	return 0
 }
 
+func (x *StatsResponse) GetRefundStates() []*RefundStateCount {
+	if x != nil {
+		return x.RefundStates
+	}
+	return nil
+}
+
+func (x *StatsResponse) GetOldestRefundingTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OldestRefundingTime
+	}
+	return nil
+}
+
+// RefundStateCount is how many refunds are in a state.
+type RefundStateCount struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	State         RefundState            `protobuf:"varint,1,opt,name=state,proto3,enum=settle.v1.RefundState" json:"state,omitempty"`
+	Count         int64                  `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefundStateCount) Reset() {
+	*x = RefundStateCount{}
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefundStateCount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefundStateCount) ProtoMessage() {}
+
+func (x *RefundStateCount) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefundStateCount.ProtoReflect.Descriptor instead.
+func (*RefundStateCount) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RefundStateCount) GetState() RefundState {
+	if x != nil {
+		return x.State
+	}
+	return RefundState_REFUND_STATE_UNSPECIFIED
+}
+
+func (x *RefundStateCount) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// OpsServiceRefundOrderRequest is an operator's refund.
+type OpsServiceRefundOrderRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// As in RefundOrderRequest.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// 0 (or unset) refunds what is left.
+	AmountMinor int64 `protobuf:"varint,3,opt,name=amount_minor,json=amountMinor,proto3" json:"amount_minor,omitempty"`
+	// Why; required, recorded in the refund's history.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpsServiceRefundOrderRequest) Reset() {
+	*x = OpsServiceRefundOrderRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpsServiceRefundOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpsServiceRefundOrderRequest) ProtoMessage() {}
+
+func (x *OpsServiceRefundOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpsServiceRefundOrderRequest.ProtoReflect.Descriptor instead.
+func (*OpsServiceRefundOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *OpsServiceRefundOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *OpsServiceRefundOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *OpsServiceRefundOrderRequest) GetAmountMinor() int64 {
+	if x != nil {
+		return x.AmountMinor
+	}
+	return 0
+}
+
+func (x *OpsServiceRefundOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// OpsServiceRefundOrderResponse is the order after the call and the refund.
+type OpsServiceRefundOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Refund        *Refund                `protobuf:"bytes,2,opt,name=refund,proto3" json:"refund,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpsServiceRefundOrderResponse) Reset() {
+	*x = OpsServiceRefundOrderResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpsServiceRefundOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpsServiceRefundOrderResponse) ProtoMessage() {}
+
+func (x *OpsServiceRefundOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpsServiceRefundOrderResponse.ProtoReflect.Descriptor instead.
+func (*OpsServiceRefundOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *OpsServiceRefundOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *OpsServiceRefundOrderResponse) GetRefund() *Refund {
+	if x != nil {
+		return x.Refund
+	}
+	return nil
+}
+
 // ResendEventRequest names an event of a merchant.
 type ResendEventRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -832,7 +1148,7 @@ type ResendEventRequest struct {
 
 func (x *ResendEventRequest) Reset() {
 	*x = ResendEventRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	mi := &file_settle_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +1160,7 @@ func (x *ResendEventRequest) String() string {
 func (*ResendEventRequest) ProtoMessage() {}
 
 func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	mi := &file_settle_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +1173,7 @@ func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendEventRequest.ProtoReflect.Descriptor instead.
 func (*ResendEventRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ResendEventRequest) GetMerchantId() string {
@@ -883,7 +1199,7 @@ type ResendEventResponse struct {
 
 func (x *ResendEventResponse) Reset() {
 	*x = ResendEventResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	mi := &file_settle_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1211,7 @@ func (x *ResendEventResponse) String() string {
 func (*ResendEventResponse) ProtoMessage() {}
 
 func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	mi := &file_settle_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1224,7 @@ func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendEventResponse.ProtoReflect.Descriptor instead.
 func (*ResendEventResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
@@ -929,7 +1245,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\x94\x02\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb1\x02\n" +
 	"\n" +
 	"OrderEvent\x124\n" +
 	"\n" +
@@ -941,7 +1257,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"attempt_id\x18\x06 \x01(\tR\tattemptId\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x90\x02\n" +
+	"createTime\x12\x1b\n" +
+	"\trefund_id\x18\b \x01(\tR\brefundId\"\xfa\x02\n" +
 	"\x17GetOrderHistoryResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12-\n" +
 	"\x06events\x18\x02 \x03(\v2\x15.settle.v1.OrderEventR\x06events\x12.\n" +
@@ -949,7 +1266,19 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0freconcile_count\x18\x04 \x01(\x05R\x0ereconcileCount\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x12&\n" +
-	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\"2\n" +
+	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\x12+\n" +
+	"\arefunds\x18\a \x03(\v2\x11.settle.v1.RefundR\arefunds\x12;\n" +
+	"\rrefund_events\x18\b \x03(\v2\x16.settle.v1.RefundEventR\frefundEvents\"\x95\x02\n" +
+	"\vRefundEvent\x12\x1b\n" +
+	"\trefund_id\x18\x01 \x01(\tR\brefundId\x125\n" +
+	"\n" +
+	"from_state\x18\x02 \x01(\x0e2\x16.settle.v1.RefundStateR\tfromState\x121\n" +
+	"\bto_state\x18\x03 \x01(\x0e2\x16.settle.v1.RefundStateR\atoState\x12\x14\n" +
+	"\x05event\x18\x04 \x01(\tR\x05event\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"2\n" +
 	"\x15ReconcileOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\"@\n" +
 	"\x16ReconcileOrderResponse\x12&\n" +
@@ -967,12 +1296,26 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"StateCount\x12+\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x15.settle.v1.OrderStateR\x05state\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x03R\x05count\"\xdc\x01\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\xee\x02\n" +
 	"\rStatsResponse\x12-\n" +
 	"\x06states\x18\x01 \x03(\v2\x15.settle.v1.StateCountR\x06states\x12L\n" +
 	"\x14oldest_charging_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x12oldestChargingTime\x12+\n" +
 	"\x11reconcile_backlog\x18\x03 \x01(\x03R\x10reconcileBacklog\x12!\n" +
-	"\fneeds_review\x18\x04 \x01(\x03R\vneedsReview\"P\n" +
+	"\fneeds_review\x18\x04 \x01(\x03R\vneedsReview\x12@\n" +
+	"\rrefund_states\x18\x05 \x03(\v2\x1b.settle.v1.RefundStateCountR\frefundStates\x12N\n" +
+	"\x15oldest_refunding_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x13oldestRefundingTime\"V\n" +
+	"\x10RefundStateCount\x12,\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x16.settle.v1.RefundStateR\x05state\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\x03R\x05count\"\x93\x01\n" +
+	"\x1cOpsServiceRefundOrderRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12!\n" +
+	"\famount_minor\x18\x03 \x01(\x03R\vamountMinor\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"r\n" +
+	"\x1dOpsServiceRefundOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12)\n" +
+	"\x06refund\x18\x02 \x01(\v2\x11.settle.v1.RefundR\x06refund\"P\n" +
 	"\x12ResendEventRequest\x12\x1f\n" +
 	"\vmerchant_id\x18\x01 \x01(\tR\n" +
 	"merchantId\x12\x19\n" +
@@ -983,7 +1326,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fRESOLUTION_PAID\x10\x01\x12\x16\n" +
 	"\x12RESOLUTION_PENDING\x10\x02\x12\x17\n" +
-	"\x13RESOLUTION_CANCELED\x10\x032\xe3\x03\n" +
+	"\x13RESOLUTION_CANCELED\x10\x032\xc5\x04\n" +
 	"\n" +
 	"OpsService\x12I\n" +
 	"\n" +
@@ -991,7 +1334,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0fGetOrderHistory\x12!.settle.v1.GetOrderHistoryRequest\x1a\".settle.v1.GetOrderHistoryResponse\x12U\n" +
 	"\x0eReconcileOrder\x12 .settle.v1.ReconcileOrderRequest\x1a!.settle.v1.ReconcileOrderResponse\x12O\n" +
 	"\fResolveOrder\x12\x1e.settle.v1.ResolveOrderRequest\x1a\x1f.settle.v1.ResolveOrderResponse\x12:\n" +
-	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\x12L\n" +
+	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\x12`\n" +
+	"\vRefundOrder\x12'.settle.v1.OpsServiceRefundOrderRequest\x1a(.settle.v1.OpsServiceRefundOrderResponse\x12L\n" +
 	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
@@ -1007,60 +1351,78 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_settle_v1_ops_proto_goTypes = []any{
-	(Resolution)(0),                 // 0: settle.v1.Resolution
-	(*ListOrdersRequest)(nil),       // 1: settle.v1.ListOrdersRequest
-	(*ListOrdersResponse)(nil),      // 2: settle.v1.ListOrdersResponse
-	(*GetOrderHistoryRequest)(nil),  // 3: settle.v1.GetOrderHistoryRequest
-	(*OrderEvent)(nil),              // 4: settle.v1.OrderEvent
-	(*GetOrderHistoryResponse)(nil), // 5: settle.v1.GetOrderHistoryResponse
-	(*ReconcileOrderRequest)(nil),   // 6: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),  // 7: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),     // 8: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),    // 9: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),            // 10: settle.v1.StatsRequest
-	(*StateCount)(nil),              // 11: settle.v1.StateCount
-	(*StatsResponse)(nil),           // 12: settle.v1.StatsResponse
-	(*ResendEventRequest)(nil),      // 13: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),     // 14: settle.v1.ResendEventResponse
-	(OrderState)(0),                 // 15: settle.v1.OrderState
-	(*Order)(nil),                   // 16: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),   // 17: google.protobuf.Timestamp
-	(*Attempt)(nil),                 // 18: settle.v1.Attempt
+	(Resolution)(0),                       // 0: settle.v1.Resolution
+	(*ListOrdersRequest)(nil),             // 1: settle.v1.ListOrdersRequest
+	(*ListOrdersResponse)(nil),            // 2: settle.v1.ListOrdersResponse
+	(*GetOrderHistoryRequest)(nil),        // 3: settle.v1.GetOrderHistoryRequest
+	(*OrderEvent)(nil),                    // 4: settle.v1.OrderEvent
+	(*GetOrderHistoryResponse)(nil),       // 5: settle.v1.GetOrderHistoryResponse
+	(*RefundEvent)(nil),                   // 6: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),         // 7: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),        // 8: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),           // 9: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),          // 10: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                  // 11: settle.v1.StatsRequest
+	(*StateCount)(nil),                    // 12: settle.v1.StateCount
+	(*StatsResponse)(nil),                 // 13: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),              // 14: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),  // 15: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil), // 16: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),            // 17: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),           // 18: settle.v1.ResendEventResponse
+	(OrderState)(0),                       // 19: settle.v1.OrderState
+	(*Order)(nil),                         // 20: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),         // 21: google.protobuf.Timestamp
+	(*Attempt)(nil),                       // 22: settle.v1.Attempt
+	(*Refund)(nil),                        // 23: settle.v1.Refund
+	(RefundState)(0),                      // 24: settle.v1.RefundState
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	15, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	16, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	15, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	15, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	17, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	16, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	19, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	20, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	19, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	19, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	21, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	20, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	4,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	18, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	16, // 8: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
-	0,  // 9: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	16, // 10: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	15, // 11: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	11, // 12: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	17, // 13: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	1,  // 14: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	3,  // 15: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	6,  // 16: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	8,  // 17: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	10, // 18: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	13, // 19: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	2,  // 20: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	5,  // 21: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	7,  // 22: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	9,  // 23: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	12, // 24: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	14, // 25: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	22, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	23, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	6,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	24, // 10: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	24, // 11: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	21, // 12: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	20, // 13: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	0,  // 14: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
+	20, // 15: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	19, // 16: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	12, // 17: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	21, // 18: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	14, // 19: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	21, // 20: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	24, // 21: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	20, // 22: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	23, // 23: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	1,  // 24: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	3,  // 25: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	7,  // 26: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	9,  // 27: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	11, // 28: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	15, // 29: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	17, // 30: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	2,  // 31: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	5,  // 32: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	8,  // 33: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	10, // 34: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	13, // 35: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	16, // 36: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	18, // 37: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31, // [31:38] is the sub-list for method output_type
+	24, // [24:31] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -1075,7 +1437,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

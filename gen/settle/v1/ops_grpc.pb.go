@@ -24,6 +24,7 @@ const (
 	OpsService_ReconcileOrder_FullMethodName  = "/settle.v1.OpsService/ReconcileOrder"
 	OpsService_ResolveOrder_FullMethodName    = "/settle.v1.OpsService/ResolveOrder"
 	OpsService_Stats_FullMethodName           = "/settle.v1.OpsService/Stats"
+	OpsService_RefundOrder_FullMethodName     = "/settle.v1.OpsService/RefundOrder"
 	OpsService_ResendEvent_FullMethodName     = "/settle.v1.OpsService/ResendEvent"
 )
 
@@ -46,6 +47,9 @@ type OpsServiceClient interface {
 	ResolveOrder(ctx context.Context, in *ResolveOrderRequest, opts ...grpc.CallOption) (*ResolveOrderResponse, error)
 	// Stats summarises the orders by state and the reconcile backlog.
 	Stats(ctx context.Context, in *StatsRequest, opts ...grpc.CallOption) (*StatsResponse, error)
+	// RefundOrder refunds any merchant's order as OrderService.RefundOrder
+	// does, with the operator recorded as the refund's actor.
+	RefundOrder(ctx context.Context, in *OpsServiceRefundOrderRequest, opts ...grpc.CallOption) (*OpsServiceRefundOrderResponse, error)
 	// ResendEvent delivers an event to its merchant's webhook again: one that
 	// failed after its retries, or any other. Its retries start afresh.
 	ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error)
@@ -109,6 +113,16 @@ func (c *opsServiceClient) Stats(ctx context.Context, in *StatsRequest, opts ...
 	return out, nil
 }
 
+func (c *opsServiceClient) RefundOrder(ctx context.Context, in *OpsServiceRefundOrderRequest, opts ...grpc.CallOption) (*OpsServiceRefundOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpsServiceRefundOrderResponse)
+	err := c.cc.Invoke(ctx, OpsService_RefundOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *opsServiceClient) ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResendEventResponse)
@@ -138,6 +152,9 @@ type OpsServiceServer interface {
 	ResolveOrder(context.Context, *ResolveOrderRequest) (*ResolveOrderResponse, error)
 	// Stats summarises the orders by state and the reconcile backlog.
 	Stats(context.Context, *StatsRequest) (*StatsResponse, error)
+	// RefundOrder refunds any merchant's order as OrderService.RefundOrder
+	// does, with the operator recorded as the refund's actor.
+	RefundOrder(context.Context, *OpsServiceRefundOrderRequest) (*OpsServiceRefundOrderResponse, error)
 	// ResendEvent delivers an event to its merchant's webhook again: one that
 	// failed after its retries, or any other. Its retries start afresh.
 	ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error)
@@ -165,6 +182,9 @@ func (UnimplementedOpsServiceServer) ResolveOrder(context.Context, *ResolveOrder
 }
 func (UnimplementedOpsServiceServer) Stats(context.Context, *StatsRequest) (*StatsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Stats not implemented")
+}
+func (UnimplementedOpsServiceServer) RefundOrder(context.Context, *OpsServiceRefundOrderRequest) (*OpsServiceRefundOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefundOrder not implemented")
 }
 func (UnimplementedOpsServiceServer) ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResendEvent not implemented")
@@ -280,6 +300,24 @@ func _OpsService_Stats_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_RefundOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpsServiceRefundOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).RefundOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_RefundOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).RefundOrder(ctx, req.(*OpsServiceRefundOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpsService_ResendEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResendEventRequest)
 	if err := dec(in); err != nil {
@@ -324,6 +362,10 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Stats",
 			Handler:    _OpsService_Stats_Handler,
+		},
+		{
+			MethodName: "RefundOrder",
+			Handler:    _OpsService_RefundOrder_Handler,
 		},
 		{
 			MethodName: "ResendEvent",

@@ -31,12 +31,16 @@ const (
 	OrderState_ORDER_STATE_PENDING OrderState = 1
 	// A charge attempt is in flight or its outcome is not yet known.
 	OrderState_ORDER_STATE_CHARGING OrderState = 2
-	// The customer has been charged. Terminal.
+	// The customer has been charged. Only refunds move it from here.
 	OrderState_ORDER_STATE_PAID OrderState = 3
 	// Canceled before any charge. Terminal.
 	OrderState_ORDER_STATE_CANCELED OrderState = 4
 	// Reconciliation could not establish the outcome; a person decides.
 	OrderState_ORDER_STATE_NEEDS_REVIEW OrderState = 5
+	// Paid, and some of it refunded (refunded in Order).
+	OrderState_ORDER_STATE_PARTIALLY_REFUNDED OrderState = 7
+	// Paid, and all of it refunded. Terminal.
+	OrderState_ORDER_STATE_REFUNDED OrderState = 8
 )
 
 // Enum value maps for OrderState.
@@ -48,14 +52,18 @@ var (
 		3: "ORDER_STATE_PAID",
 		4: "ORDER_STATE_CANCELED",
 		5: "ORDER_STATE_NEEDS_REVIEW",
+		7: "ORDER_STATE_PARTIALLY_REFUNDED",
+		8: "ORDER_STATE_REFUNDED",
 	}
 	OrderState_value = map[string]int32{
-		"ORDER_STATE_UNSPECIFIED":  0,
-		"ORDER_STATE_PENDING":      1,
-		"ORDER_STATE_CHARGING":     2,
-		"ORDER_STATE_PAID":         3,
-		"ORDER_STATE_CANCELED":     4,
-		"ORDER_STATE_NEEDS_REVIEW": 5,
+		"ORDER_STATE_UNSPECIFIED":        0,
+		"ORDER_STATE_PENDING":            1,
+		"ORDER_STATE_CHARGING":           2,
+		"ORDER_STATE_PAID":               3,
+		"ORDER_STATE_CANCELED":           4,
+		"ORDER_STATE_NEEDS_REVIEW":       5,
+		"ORDER_STATE_PARTIALLY_REFUNDED": 7,
+		"ORDER_STATE_REFUNDED":           8,
 	}
 )
 
@@ -101,6 +109,10 @@ const (
 	// The gateway has no charge with this reference and the request can no
 	// longer arrive.
 	AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND AttemptOutcome = 5
+	// The gateway refused Settle's credentials or request before charging
+	// anything: a configuration error at Settle, not a decline of the card.
+	// ChargeOrder answers it with INTERNAL; the order is back in PENDING.
+	AttemptOutcome_ATTEMPT_OUTCOME_REFUSED AttemptOutcome = 6
 )
 
 // Enum value maps for AttemptOutcome.
@@ -112,6 +124,7 @@ var (
 		3: "ATTEMPT_OUTCOME_NOT_SENT",
 		4: "ATTEMPT_OUTCOME_UNKNOWN",
 		5: "ATTEMPT_OUTCOME_NOT_FOUND",
+		6: "ATTEMPT_OUTCOME_REFUSED",
 	}
 	AttemptOutcome_value = map[string]int32{
 		"ATTEMPT_OUTCOME_UNSPECIFIED": 0,
@@ -120,6 +133,7 @@ var (
 		"ATTEMPT_OUTCOME_NOT_SENT":    3,
 		"ATTEMPT_OUTCOME_UNKNOWN":     4,
 		"ATTEMPT_OUTCOME_NOT_FOUND":   5,
+		"ATTEMPT_OUTCOME_REFUSED":     6,
 	}
 )
 
@@ -148,6 +162,70 @@ func (x AttemptOutcome) Number() protoreflect.EnumNumber {
 // Deprecated: Use AttemptOutcome.Descriptor instead.
 func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_settle_v1_order_proto_rawDescGZIP(), []int{1}
+}
+
+// RefundState is where a refund stands.
+type RefundState int32
+
+const (
+	RefundState_REFUND_STATE_UNSPECIFIED RefundState = 0
+	// Created; its gateway call has not begun.
+	RefundState_REFUND_STATE_PENDING RefundState = 1
+	// The gateway call is in flight or its outcome is not yet known.
+	RefundState_REFUND_STATE_REFUNDING RefundState = 2
+	// The money went back to the customer. Terminal.
+	RefundState_REFUND_STATE_SUCCEEDED RefundState = 3
+	// No money went back. Terminal.
+	RefundState_REFUND_STATE_FAILED RefundState = 4
+	// Reconciliation could not establish the outcome; a person decides.
+	RefundState_REFUND_STATE_NEEDS_REVIEW RefundState = 5
+)
+
+// Enum value maps for RefundState.
+var (
+	RefundState_name = map[int32]string{
+		0: "REFUND_STATE_UNSPECIFIED",
+		1: "REFUND_STATE_PENDING",
+		2: "REFUND_STATE_REFUNDING",
+		3: "REFUND_STATE_SUCCEEDED",
+		4: "REFUND_STATE_FAILED",
+		5: "REFUND_STATE_NEEDS_REVIEW",
+	}
+	RefundState_value = map[string]int32{
+		"REFUND_STATE_UNSPECIFIED":  0,
+		"REFUND_STATE_PENDING":      1,
+		"REFUND_STATE_REFUNDING":    2,
+		"REFUND_STATE_SUCCEEDED":    3,
+		"REFUND_STATE_FAILED":       4,
+		"REFUND_STATE_NEEDS_REVIEW": 5,
+	}
+)
+
+func (x RefundState) Enum() *RefundState {
+	p := new(RefundState)
+	*p = x
+	return p
+}
+
+func (x RefundState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RefundState) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_order_proto_enumTypes[2].Descriptor()
+}
+
+func (RefundState) Type() protoreflect.EnumType {
+	return &file_settle_v1_order_proto_enumTypes[2]
+}
+
+func (x RefundState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RefundState.Descriptor instead.
+func (RefundState) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{2}
 }
 
 // Money is an amount in the currency's minor units (pence, cents).
@@ -224,6 +302,11 @@ type Order struct {
 	NextCheckTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_check_time,json=nextCheckTime,proto3" json:"next_check_time,omitempty"`
 	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// The sum of the order's refunds that succeeded.
+	Refunded *Money `protobuf:"bytes,11,opt,name=refunded,proto3" json:"refunded,omitempty"`
+	// The sum of the order's refunds in flight or in review: the money may
+	// have gone back, so it cannot be refunded again until they fail.
+	Refunding     *Money `protobuf:"bytes,12,opt,name=refunding,proto3" json:"refunding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -324,6 +407,20 @@ func (x *Order) GetCreateTime() *timestamppb.Timestamp {
 func (x *Order) GetUpdateTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *Order) GetRefunded() *Money {
+	if x != nil {
+		return x.Refunded
+	}
+	return nil
+}
+
+func (x *Order) GetRefunding() *Money {
+	if x != nil {
+		return x.Refunding
 	}
 	return nil
 }
@@ -917,6 +1014,280 @@ func (x *CreateAndChargeOrderResponse) GetAttempt() *Attempt {
 	return nil
 }
 
+// Refund is money going back for a paid order. Its id is the gateway
+// reference and idempotency key.
+type Refund struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OrderId   string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Amount    *Money                 `protobuf:"bytes,4,opt,name=amount,proto3" json:"amount,omitempty"`
+	Reason    string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	State     RefundState            `protobuf:"varint,6,opt,name=state,proto3,enum=settle.v1.RefundState" json:"state,omitempty"`
+	// What the last gateway call or lookup came to.
+	Outcome AttemptOutcome `protobuf:"varint,7,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	// Why the gateway refused the refund, when it did.
+	FailureCode     string `protobuf:"bytes,8,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	GatewayRefundId string `protobuf:"bytes,9,opt,name=gateway_refund_id,json=gatewayRefundId,proto3" json:"gateway_refund_id,omitempty"`
+	// Who asked: "api" (the checkout) or "ops:<key name>" (an operator).
+	Actor string `protobuf:"bytes,10,opt,name=actor,proto3" json:"actor,omitempty"`
+	// While REFUNDING: when the reconciler will next ask the gateway.
+	NextCheckTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=next_check_time,json=nextCheckTime,proto3" json:"next_check_time,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Refund) Reset() {
+	*x = Refund{}
+	mi := &file_settle_v1_order_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Refund) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Refund) ProtoMessage() {}
+
+func (x *Refund) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Refund.ProtoReflect.Descriptor instead.
+func (*Refund) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Refund) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Refund) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Refund) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Refund) GetAmount() *Money {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *Refund) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Refund) GetState() RefundState {
+	if x != nil {
+		return x.State
+	}
+	return RefundState_REFUND_STATE_UNSPECIFIED
+}
+
+func (x *Refund) GetOutcome() AttemptOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED
+}
+
+func (x *Refund) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *Refund) GetGatewayRefundId() string {
+	if x != nil {
+		return x.GatewayRefundId
+	}
+	return ""
+}
+
+func (x *Refund) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Refund) GetNextCheckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextCheckTime
+	}
+	return nil
+}
+
+func (x *Refund) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Refund) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// RefundOrderRequest asks for some or all of an order's payment back.
+type RefundOrderRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The client's key for this refund, 8 to 255 printable characters. The
+	// same request_id again returns the same refund.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// In the order's currency's minor units; 0 (or unset) refunds what is
+	// left.
+	AmountMinor int64 `protobuf:"varint,3,opt,name=amount_minor,json=amountMinor,proto3" json:"amount_minor,omitempty"`
+	// Optional; recorded in the refund's history.
+	Reason        string `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefundOrderRequest) Reset() {
+	*x = RefundOrderRequest{}
+	mi := &file_settle_v1_order_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefundOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefundOrderRequest) ProtoMessage() {}
+
+func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefundOrderRequest.ProtoReflect.Descriptor instead.
+func (*RefundOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RefundOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *RefundOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RefundOrderRequest) GetAmountMinor() int64 {
+	if x != nil {
+		return x.AmountMinor
+	}
+	return 0
+}
+
+func (x *RefundOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// RefundOrderResponse is the order after the call and the refund that
+// request_id names.
+type RefundOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Refund        *Refund                `protobuf:"bytes,2,opt,name=refund,proto3" json:"refund,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RefundOrderResponse) Reset() {
+	*x = RefundOrderResponse{}
+	mi := &file_settle_v1_order_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RefundOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RefundOrderResponse) ProtoMessage() {}
+
+func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RefundOrderResponse.ProtoReflect.Descriptor instead.
+func (*RefundOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *RefundOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *RefundOrderResponse) GetRefund() *Refund {
+	if x != nil {
+		return x.Refund
+	}
+	return nil
+}
+
 // CancelOrderRequest cancels a PENDING order.
 type CancelOrderRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -928,7 +1299,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +1311,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +1324,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -980,7 +1351,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1363,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1376,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1025,7 +1396,7 @@ type WatchOrderRequest struct {
 
 func (x *WatchOrderRequest) Reset() {
 	*x = WatchOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1408,7 @@ func (x *WatchOrderRequest) String() string {
 func (*WatchOrderRequest) ProtoMessage() {}
 
 func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1421,7 @@ func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderRequest.ProtoReflect.Descriptor instead.
 func (*WatchOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchOrderRequest) GetOrderId() string {
@@ -1070,7 +1441,7 @@ type WatchOrderResponse struct {
 
 func (x *WatchOrderResponse) Reset() {
 	*x = WatchOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1082,7 +1453,7 @@ func (x *WatchOrderResponse) String() string {
 func (*WatchOrderResponse) ProtoMessage() {}
 
 func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1095,7 +1466,7 @@ func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderResponse.ProtoReflect.Descriptor instead.
 func (*WatchOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchOrderResponse) GetOrder() *Order {
@@ -1118,7 +1489,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1130,7 +1501,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1143,7 +1514,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListEventsRequest) GetAfterCursor() string {
@@ -1182,7 +1553,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1565,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1578,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Event) GetId() string {
@@ -1265,7 +1636,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1648,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1661,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -1314,7 +1685,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
 	"\x05Money\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
-	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xca\x03\n" +
+	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xa8\x04\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x12merchant_reference\x18\x02 \x01(\tR\x11merchantReference\x12(\n" +
@@ -1328,7 +1699,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"updateTime\"\x94\x02\n" +
+	"updateTime\x12,\n" +
+	"\brefunded\x18\v \x01(\v2\x10.settle.v1.MoneyR\brefunded\x12.\n" +
+	"\trefunding\x18\f \x01(\v2\x10.settle.v1.MoneyR\trefunding\"\x94\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -1369,7 +1742,34 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\"t\n" +
 	"\x1cCreateAndChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
-	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\"G\n" +
+	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\"\x9a\x04\n" +
+	"\x06Refund\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12(\n" +
+	"\x06amount\x18\x04 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12,\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x16.settle.v1.RefundStateR\x05state\x123\n" +
+	"\aoutcome\x18\a \x01(\x0e2\x19.settle.v1.AttemptOutcomeR\aoutcome\x12!\n" +
+	"\ffailure_code\x18\b \x01(\tR\vfailureCode\x12*\n" +
+	"\x11gateway_refund_id\x18\t \x01(\tR\x0fgatewayRefundId\x12\x14\n" +
+	"\x05actor\x18\n" +
+	" \x01(\tR\x05actor\x12B\n" +
+	"\x0fnext_check_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\rnextCheckTime\x12;\n" +
+	"\vcreate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\x89\x01\n" +
+	"\x12RefundOrderRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12!\n" +
+	"\famount_minor\x18\x03 \x01(\x03R\vamountMinor\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"h\n" +
+	"\x13RefundOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12)\n" +
+	"\x06refund\x18\x02 \x01(\v2\x11.settle.v1.RefundR\x06refund\"G\n" +
 	"\x12CancelOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"=\n" +
@@ -1393,7 +1793,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12ListEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.settle.v1.EventR\x06events\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor*\xaa\x01\n" +
+	"nextCursor*\xe8\x01\n" +
 	"\n" +
 	"OrderState\x12\x1b\n" +
 	"\x17ORDER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1401,20 +1801,31 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x14ORDER_STATE_CHARGING\x10\x02\x12\x14\n" +
 	"\x10ORDER_STATE_PAID\x10\x03\x12\x18\n" +
 	"\x14ORDER_STATE_CANCELED\x10\x04\x12\x1c\n" +
-	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05*\xc8\x01\n" +
+	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05\x12\"\n" +
+	"\x1eORDER_STATE_PARTIALLY_REFUNDED\x10\a\x12\x18\n" +
+	"\x14ORDER_STATE_REFUNDED\x10\b*\xe5\x01\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_DECLINED\x10\x02\x12\x1c\n" +
 	"\x18ATTEMPT_OUTCOME_NOT_SENT\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
-	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x052\xbe\x04\n" +
+	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x05\x12\x1b\n" +
+	"\x17ATTEMPT_OUTCOME_REFUSED\x10\x06*\xb5\x01\n" +
+	"\vRefundState\x12\x1c\n" +
+	"\x18REFUND_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14REFUND_STATE_PENDING\x10\x01\x12\x1a\n" +
+	"\x16REFUND_STATE_REFUNDING\x10\x02\x12\x1a\n" +
+	"\x16REFUND_STATE_SUCCEEDED\x10\x03\x12\x17\n" +
+	"\x13REFUND_STATE_FAILED\x10\x04\x12\x1d\n" +
+	"\x19REFUND_STATE_NEEDS_REVIEW\x10\x052\x8c\x05\n" +
 	"\fOrderService\x12L\n" +
 	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\x12C\n" +
 	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\x12L\n" +
 	"\vChargeOrder\x12\x1d.settle.v1.ChargeOrderRequest\x1a\x1e.settle.v1.ChargeOrderResponse\x12g\n" +
 	"\x14CreateAndChargeOrder\x12&.settle.v1.CreateAndChargeOrderRequest\x1a'.settle.v1.CreateAndChargeOrderResponse\x12L\n" +
-	"\vCancelOrder\x12\x1d.settle.v1.CancelOrderRequest\x1a\x1e.settle.v1.CancelOrderResponse\x12K\n" +
+	"\vCancelOrder\x12\x1d.settle.v1.CancelOrderRequest\x1a\x1e.settle.v1.CancelOrderResponse\x12L\n" +
+	"\vRefundOrder\x12\x1d.settle.v1.RefundOrderRequest\x1a\x1e.settle.v1.RefundOrderResponse\x12K\n" +
 	"\n" +
 	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01\x12I\n" +
 	"\n" +
@@ -1432,70 +1843,86 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 	return file_settle_v1_order_proto_rawDescData
 }
 
-var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_settle_v1_order_proto_goTypes = []any{
 	(OrderState)(0),                      // 0: settle.v1.OrderState
 	(AttemptOutcome)(0),                  // 1: settle.v1.AttemptOutcome
-	(*Money)(nil),                        // 2: settle.v1.Money
-	(*Order)(nil),                        // 3: settle.v1.Order
-	(*Attempt)(nil),                      // 4: settle.v1.Attempt
-	(*CreateOrderRequest)(nil),           // 5: settle.v1.CreateOrderRequest
-	(*CreateOrderResponse)(nil),          // 6: settle.v1.CreateOrderResponse
-	(*GetOrderRequest)(nil),              // 7: settle.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),             // 8: settle.v1.GetOrderResponse
-	(*ChargeOrderRequest)(nil),           // 9: settle.v1.ChargeOrderRequest
-	(*ChargeOrderResponse)(nil),          // 10: settle.v1.ChargeOrderResponse
-	(*CreateAndChargeOrderRequest)(nil),  // 11: settle.v1.CreateAndChargeOrderRequest
-	(*CreateAndChargeOrderResponse)(nil), // 12: settle.v1.CreateAndChargeOrderResponse
-	(*CancelOrderRequest)(nil),           // 13: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),          // 14: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),            // 15: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),           // 16: settle.v1.WatchOrderResponse
-	(*ListEventsRequest)(nil),            // 17: settle.v1.ListEventsRequest
-	(*Event)(nil),                        // 18: settle.v1.Event
-	(*ListEventsResponse)(nil),           // 19: settle.v1.ListEventsResponse
-	(*timestamppb.Timestamp)(nil),        // 20: google.protobuf.Timestamp
+	(RefundState)(0),                     // 2: settle.v1.RefundState
+	(*Money)(nil),                        // 3: settle.v1.Money
+	(*Order)(nil),                        // 4: settle.v1.Order
+	(*Attempt)(nil),                      // 5: settle.v1.Attempt
+	(*CreateOrderRequest)(nil),           // 6: settle.v1.CreateOrderRequest
+	(*CreateOrderResponse)(nil),          // 7: settle.v1.CreateOrderResponse
+	(*GetOrderRequest)(nil),              // 8: settle.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),             // 9: settle.v1.GetOrderResponse
+	(*ChargeOrderRequest)(nil),           // 10: settle.v1.ChargeOrderRequest
+	(*ChargeOrderResponse)(nil),          // 11: settle.v1.ChargeOrderResponse
+	(*CreateAndChargeOrderRequest)(nil),  // 12: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 13: settle.v1.CreateAndChargeOrderResponse
+	(*Refund)(nil),                       // 14: settle.v1.Refund
+	(*RefundOrderRequest)(nil),           // 15: settle.v1.RefundOrderRequest
+	(*RefundOrderResponse)(nil),          // 16: settle.v1.RefundOrderResponse
+	(*CancelOrderRequest)(nil),           // 17: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 18: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 19: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 20: settle.v1.WatchOrderResponse
+	(*ListEventsRequest)(nil),            // 21: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 22: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 23: settle.v1.ListEventsResponse
+	(*timestamppb.Timestamp)(nil),        // 24: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
-	2,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
+	3,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	0,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	20, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	20, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	20, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 5: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	20, // 6: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
-	2,  // 7: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
-	3,  // 8: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	3,  // 9: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	3,  // 10: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 11: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	2,  // 12: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	3,  // 13: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 14: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	3,  // 15: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	3,  // 16: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	20, // 17: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	18, // 18: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	5,  // 19: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	7,  // 20: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	9,  // 21: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	11, // 22: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	13, // 23: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	15, // 24: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	17, // 25: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	6,  // 26: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	8,  // 27: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	10, // 28: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	12, // 29: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	14, // 30: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	16, // 31: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	19, // 32: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	26, // [26:33] is the sub-list for method output_type
-	19, // [19:26] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	24, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	24, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	24, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	3,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
+	3,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
+	1,  // 7: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
+	24, // 8: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 9: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
+	4,  // 10: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	4,  // 11: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	4,  // 12: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 13: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	3,  // 14: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	4,  // 15: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 16: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	3,  // 17: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	2,  // 18: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	1,  // 19: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	24, // 20: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	24, // 21: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	24, // 22: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 23: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	14, // 24: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	4,  // 25: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	4,  // 26: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	24, // 27: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	22, // 28: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	6,  // 29: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	8,  // 30: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	10, // 31: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	12, // 32: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	17, // 33: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	15, // 34: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	19, // 35: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	21, // 36: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	7,  // 37: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	9,  // 38: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	11, // 39: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	13, // 40: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	18, // 41: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	16, // 42: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	20, // 43: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	23, // 44: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	37, // [37:45] is the sub-list for method output_type
+	29, // [29:37] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -1512,8 +1939,8 @@ func file_settle_v1_order_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   18,
+			NumEnums:      3,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -24,6 +24,7 @@ const (
 	OrderService_ChargeOrder_FullMethodName          = "/settle.v1.OrderService/ChargeOrder"
 	OrderService_CreateAndChargeOrder_FullMethodName = "/settle.v1.OrderService/CreateAndChargeOrder"
 	OrderService_CancelOrder_FullMethodName          = "/settle.v1.OrderService/CancelOrder"
+	OrderService_RefundOrder_FullMethodName          = "/settle.v1.OrderService/RefundOrder"
 	OrderService_WatchOrder_FullMethodName           = "/settle.v1.OrderService/WatchOrder"
 	OrderService_ListEvents_FullMethodName           = "/settle.v1.OrderService/ListEvents"
 )
@@ -51,8 +52,17 @@ type OrderServiceClient interface {
 	CreateAndChargeOrder(ctx context.Context, in *CreateAndChargeOrderRequest, opts ...grpc.CallOption) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(ctx context.Context, in *CancelOrderRequest, opts ...grpc.CallOption) (*CancelOrderResponse, error)
+	// RefundOrder gives back some or all of what a PAID (or PARTIALLY_REFUNDED)
+	// order was charged: at most once per request_id, and never more than
+	// was paid less the refunds that succeeded or are in flight
+	// (FAILED_PRECONDITION says what is left). The same request_id again
+	// returns the same refund; with other parameters it is ALREADY_EXISTS. An
+	// unknown gateway outcome is not an error: the refund is returned
+	// REFUNDING, and the reconciler settles it.
+	RefundOrder(ctx context.Context, in *RefundOrderRequest, opts ...grpc.CallOption) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// terminal state (PAID or CANCELED) or the client leaves. The server also
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
+	// client leaves. The server also
 	// ends the stream, with status OK, after its watch lifetime (10 minutes
 	// unless configured): a client whose last message was not terminal
 	// watches again.
@@ -122,6 +132,16 @@ func (c *orderServiceClient) CancelOrder(ctx context.Context, in *CancelOrderReq
 	return out, nil
 }
 
+func (c *orderServiceClient) RefundOrder(ctx context.Context, in *RefundOrderRequest, opts ...grpc.CallOption) (*RefundOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RefundOrderResponse)
+	err := c.cc.Invoke(ctx, OrderService_RefundOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *orderServiceClient) WatchOrder(ctx context.Context, in *WatchOrderRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOrderResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &OrderService_ServiceDesc.Streams[0], OrderService_WatchOrder_FullMethodName, cOpts...)
@@ -174,8 +194,17 @@ type OrderServiceServer interface {
 	CreateAndChargeOrder(context.Context, *CreateAndChargeOrderRequest) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error)
+	// RefundOrder gives back some or all of what a PAID (or PARTIALLY_REFUNDED)
+	// order was charged: at most once per request_id, and never more than
+	// was paid less the refunds that succeeded or are in flight
+	// (FAILED_PRECONDITION says what is left). The same request_id again
+	// returns the same refund; with other parameters it is ALREADY_EXISTS. An
+	// unknown gateway outcome is not an error: the refund is returned
+	// REFUNDING, and the reconciler settles it.
+	RefundOrder(context.Context, *RefundOrderRequest) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// terminal state (PAID or CANCELED) or the client leaves. The server also
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
+	// client leaves. The server also
 	// ends the stream, with status OK, after its watch lifetime (10 minutes
 	// unless configured): a client whose last message was not terminal
 	// watches again.
@@ -209,6 +238,9 @@ func (UnimplementedOrderServiceServer) CreateAndChargeOrder(context.Context, *Cr
 }
 func (UnimplementedOrderServiceServer) CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelOrder not implemented")
+}
+func (UnimplementedOrderServiceServer) RefundOrder(context.Context, *RefundOrderRequest) (*RefundOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RefundOrder not implemented")
 }
 func (UnimplementedOrderServiceServer) WatchOrder(*WatchOrderRequest, grpc.ServerStreamingServer[WatchOrderResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchOrder not implemented")
@@ -327,6 +359,24 @@ func _OrderService_CancelOrder_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrderService_RefundOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RefundOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).RefundOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_RefundOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).RefundOrder(ctx, req.(*RefundOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OrderService_WatchOrder_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(WatchOrderRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -382,6 +432,10 @@ var OrderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "CancelOrder",
 			Handler:    _OrderService_CancelOrder_Handler,
+		},
+		{
+			MethodName: "RefundOrder",
+			Handler:    _OrderService_RefundOrder_Handler,
 		},
 		{
 			MethodName: "ListEvents",

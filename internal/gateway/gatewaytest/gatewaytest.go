@@ -22,10 +22,12 @@
 //   - Lookup after an unknown outcome eventually finds the one charge;
 //   - an attempt is charged at most once, whatever is called how often.
 //
-// Two capabilities differ between gateways and are declared in the Harness:
-// whether a repeated Charge of one attempt is deduplicated by the gateway,
-// and whether Lookup replays the charge (gateways with idempotency keys,
-// such as Stripe) or reads it by reference (refpsp).
+// A Lookup never moves money. Two capabilities differ between gateways and
+// are declared in the Harness: whether a repeated Charge of one attempt is
+// deduplicated by the gateway, and how Lookup proves that an attempt the
+// gateway never charged will not be charged: by canceling it (Stripe), or
+// by reporting it not found, which the reconciler trusts only past the
+// no-show horizon (refpsp).
 package gatewaytest
 
 import (
@@ -56,14 +58,22 @@ type Harness struct {
 	// DedupesCharges says that the gateway charges an attempt once however
 	// often Charge is called with it.
 	DedupesCharges bool
-	// LookupReplays says that Lookup replays the charge under the attempt's
-	// idempotency key rather than reading it by reference: Lookup of an
-	// attempt the gateway never saw charges it (once) instead of reporting
-	// not found.
-	LookupReplays bool
+	// LookupCancels says that Lookup proves an attempt uncharged by
+	// canceling it at the gateway: Lookup of an attempt the gateway never
+	// charged reports it declined (never not found), and no later Charge of
+	// the attempt can charge it.
+	LookupCancels bool
 	// Unreachable, when set, is the same adapter configured with an address
 	// where nothing listens.
 	Unreachable order.Gateway
+	// RefundTimeout and RefundFailLater name payment methods whose charges
+	// succeed, and whose refunds then succeed with the answer held past
+	// CallTimeout, or are answered pending and fail soon after. With
+	// RefundLedger (the fake's refunds under a refund's reference or
+	// idempotency key), they are required of a Gateway that is an
+	// order.Refunder; refunds.go lists what the suite checks.
+	RefundTimeout, RefundFailLater string
+	RefundLedger                   func(refundID string) []Entry
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.
@@ -90,6 +100,20 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"lookup of an attempt never sent", testLookupNeverSent},
 		{"repeated charge of one attempt", testRepeatedCharge},
 		{"unreachable gateway", testUnreachable},
+	}
+	for _, tt := range refundTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			r, ok := h.Gateway.(order.Refunder)
+			if !ok {
+				t.Skip("the gateway does not refund")
+			}
+			if h.RefundTimeout == "" || h.RefundFailLater == "" || h.RefundLedger == nil {
+				t.Fatal("gatewaytest: a harness of a gateway that refunds must set RefundTimeout, RefundFailLater and RefundLedger")
+			}
+			tt.run(t, h, r)
+		})
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -176,9 +200,13 @@ func testLookupDeclined(t *testing.T, h Harness) {
 // one charge that was made.
 func testLookupAfterTimeout(t *testing.T, h Harness) {
 	req := request(h.Timeout)
-	if res, err := charge(t, h, req); res.Outcome != order.OutcomeUnknown {
+	res, err := charge(t, h, req)
+	if res.Outcome != order.OutcomeUnknown {
 		t.Fatalf("Charge = %+v, %v; want unknown", res, err)
 	}
+	// As the reconciler does: the charge's settle recorded the gateway's
+	// id for the attempt, if the gateway told it one.
+	req.GatewayChargeID = res.ChargeID
 	deadline := time.Now().Add(h.CallTimeout + 15*time.Second)
 	for {
 		res, err := lookup(t, h, req)
@@ -199,7 +227,7 @@ func testLookupAfterTimeout(t *testing.T, h Harness) {
 func testLookupNeverSent(t *testing.T, h Harness) {
 	req := request(h.OK)
 	res, err := lookup(t, h, req)
-	if !h.LookupReplays {
+	if !h.LookupCancels {
 		if err != nil || res.Outcome != order.OutcomeNotFound {
 			t.Fatalf("Lookup = %+v, %v; want not found", res, err)
 		}
@@ -208,18 +236,19 @@ func testLookupNeverSent(t *testing.T, h Harness) {
 		}
 		return
 	}
-	// Asking is replaying: the attempt is charged now, and only now.
-	if err != nil || res.Outcome != order.OutcomeSucceeded || res.ChargeID == "" {
-		t.Fatalf("Lookup = %+v, %v; want succeeded (the replay charges)", res, err)
+	// Asking proves it: the attempt is canceled, and stays uncharged.
+	if err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode == "" {
+		t.Fatalf("Lookup = %+v, %v; want declined (canceled, never charged)", res, err)
 	}
 	again, err := lookup(t, h, req)
-	if err != nil || again != res {
-		t.Fatalf("second Lookup = %+v, %v; want %+v again", again, err, res)
+	if err != nil || again.Outcome != order.OutcomeDeclined {
+		t.Fatalf("second Lookup = %+v, %v; want declined again", again, err)
 	}
-	if res, err := charge(t, h, req); err != nil || res != again {
-		t.Fatalf("Charge after Lookup = %+v, %v; want %+v", res, err, again)
+	// A charge request of the attempt that arrives late cannot charge it.
+	if res, err := charge(t, h, req); res.Outcome == order.OutcomeSucceeded {
+		t.Fatalf("Charge after Lookup = %+v, %v; want no charge", res, err)
 	}
-	checkLedger(t, h, req, Entry{ChargeID: res.ChargeID, Succeeded: true})
+	checkNothingCharged(t, h, req)
 }
 
 func testRepeatedCharge(t *testing.T, h Harness) {

@@ -21,7 +21,7 @@ func TestConformance(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness {
-				s := sim.New(sim.Options{Dedupe: dedupe, ClientTimeout: 10 * time.Second})
+				s := sim.New(sim.Options{Dedupe: dedupe, ClientTimeout: 10 * time.Second, RefundSettleDelay: time.Second})
 				srv := httptest.NewServer(s)
 				t.Cleanup(srv.Close)
 				return gatewaytest.Harness{
@@ -39,9 +39,20 @@ func TestConformance(t *testing.T) {
 						}
 						return out
 					},
-					DedupesCharges: dedupe,
-					LookupReplays:  false,
-					Unreachable:    newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
+					DedupesCharges:  dedupe,
+					LookupCancels:   false,
+					Unreachable:     newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
+					RefundTimeout:   "tok_refund_timeout",
+					RefundFailLater: "tok_refund_fail_later",
+					RefundLedger: func(refundID string) []gatewaytest.Entry {
+						var out []gatewaytest.Entry
+						for _, r := range s.Refunds() {
+							if r.Reference == refundID {
+								out = append(out, gatewaytest.Entry{ChargeID: r.ID, Succeeded: r.Status == "succeeded"})
+							}
+						}
+						return out
+					},
 				}
 			})
 		})

@@ -108,6 +108,8 @@ type Options struct {
 	Seed uint64
 	// Random sets the rates of random faults.
 	Random RandomFaults
+	// Events, when its URL is set, pushes an event for every charge.
+	Events Events
 	// RefundSettleDelay is how long a refund that fails later stays
 	// pending. Zero means DefaultRefundSettleDelay.
 	RefundSettleDelay time.Duration
@@ -171,10 +173,18 @@ type Sim struct {
 	opts Options
 	mux  *http.ServeMux
 
-	mu      sync.Mutex
-	rng     *rand.Rand     // draws random faults; guarded by mu
-	records []record       // the ledger, oldest first; guarded by mu
-	refunds []refundRecord // the refund ledger, oldest first; guarded by mu
+	mu       sync.Mutex
+	rng      *rand.Rand     // draws random faults; guarded by mu
+	records  []record       // the ledger, oldest first; guarded by mu
+	refunds  []refundRecord // the refund ledger, oldest first; guarded by mu
+	eventSeq int            // numbers the events; guarded by mu
+
+	// Event deliveries run until the simulator stops (Close, or the end
+	// of Serve), which waits for them.
+	client   *http.Client
+	senders  sync.WaitGroup
+	stopping chan struct{}
+	stopOnce sync.Once
 }
 
 // New returns a simulator configured by opts.
@@ -191,7 +201,9 @@ func New(opts Options) *Sim {
 	s := &Sim{
 		opts: opts,
 		// The stream constant is arbitrary; only Seed varies the sequence.
-		rng: rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
+		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
+		client:   &http.Client{Timeout: 10 * time.Second},
+		stopping: make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
@@ -233,6 +245,14 @@ func (s *Sim) Succeeded(references ...string) int {
 	return n
 }
 
+// Close stops the deliveries of events and waits for those in progress.
+// Serve calls it when it ends; a Sim served by other means (httptest)
+// should be closed by its owner.
+func (s *Sim) Close() {
+	s.stopOnce.Do(func() { close(s.stopping) })
+	s.senders.Wait()
+}
+
 // ListenAndServe serves the simulator on the TCP address addr until ctx
 // ends, then shuts down.
 func (s *Sim) ListenAndServe(ctx context.Context, addr string) error {
@@ -264,6 +284,7 @@ func (s *Sim) Serve(ctx context.Context, ln net.Listener) error {
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	err := srv.Shutdown(shutdownCtx)
+	s.Close()
 	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
 		err = serveErr // once Shutdown has begun, Serve returns ErrServerClosed
 	}
@@ -404,6 +425,10 @@ func (s *Sim) accept(in refpsp.ChargeBody) plan {
 	}
 	s.records = append(s.records, rec)
 	p.charge = rec.Charge
+	for _, d := range s.eventsLocked(rec.Charge, rec.visibleAt) {
+		s.senders.Add(1)
+		go s.deliver(d)
+	}
 	return p
 }
 

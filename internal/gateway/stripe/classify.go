@@ -16,82 +16,138 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// classify turns what a create call came to into an outcome. Every rule of
-// the package documentation's table lives here; replay says whether the call
-// was a Lookup. The error explains every outcome but a success or a decline
-// (a rejection is explained too), and quotes Stripe only through describe.
-func (g *Gateway) classify(ctx context.Context, req order.ChargeRequest, ex exchange, replay bool) (order.Result, error) {
-	if ex.err == nil {
-		return fromIntent(req, ex.pi)
-	}
-
+// classify turns an error answer to one of Charge's steps (step is "create"
+// or "confirm") into an outcome. Every rule of the package documentation's
+// table of Charge's outcomes lives here or in confirmedOutcome. The error
+// explains every outcome but a success or a decline (a rejection is
+// explained too), and quotes Stripe only through describe.
+func (g *Gateway) classify(ctx context.Context, req order.ChargeRequest, amount int64, ex exchange, step string) (order.Result, error) {
 	var se *stripego.Error
 	if !errors.As(ex.err, &se) {
 		// No answer from Stripe, or one that could not be decoded.
-		if !replay && !ex.connected && gateway.IsDialError(ex.err) {
-			return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("not sent: %w", ex.err)
+		if !ex.connected && gateway.IsDialError(ex.err) {
+			return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("%s not sent: %w", step, ex.err)
 		}
-		var uerr *url.Error
-		if errors.As(ex.err, &uerr) {
-			return unknown(fmt.Errorf("no answer from Stripe: %w", uerr))
-		}
-		// stripe-go quotes up to 500 bytes of an undecodable body, which
-		// can hold a client secret; say no more than that it happened.
-		return unknown(errors.New("the answer from Stripe could not be decoded"))
+		return unknown(fmt.Errorf("%s: %w", step, noAnswer(ex.err)))
 	}
 
-	status := se.HTTPStatusCode
+	status, first := se.HTTPStatusCode, ex.sent <= 1
 	switch {
 	case se.Type == stripego.ErrorTypeIdempotency:
 		// The same key with other parameters: Settle built two different
-		// requests for one attempt. That is a bug, and the first request's
-		// fate stays unknown until someone looks.
+		// requests for one step of an attempt. That is a bug, and the
+		// first request's fate stays unknown until someone looks.
 		g.log.LogAttrs(ctx, slog.LevelError, "stripe idempotency_error: one attempt was sent with two sets of parameters (a bug); its outcome is unknown",
-			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID),
-			slog.Bool("lookup", replay), slog.String("request_id", se.RequestID),
-			slog.String("stripe_message", g.redact(se.Msg)))
-		return unknown(errors.New(g.describe(se)))
+			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", step),
+			slog.String("request_id", se.RequestID), slog.String("stripe_message", g.redact(se.Msg)))
+		return unknown(fmt.Errorf("%s: %s", step, g.describe(se)))
 	case status == http.StatusConflict || se.Code == stripego.ErrorCodeIdempotencyKeyInUse:
 		// An earlier request with this key is still being processed.
-		return unknown(fmt.Errorf("%s; an earlier request with this key is in flight", g.describe(se)))
+		return unknown(fmt.Errorf("%s: %s; an earlier request with this key is in flight", step, g.describe(se)))
 	case se.Type == stripego.ErrorTypeCard:
-		res := order.Result{Outcome: order.OutcomeDeclined, DeclineCode: declineCode(se, "card_declined")}
-		if se.PaymentIntent != nil {
-			res.ChargeID = se.PaymentIntent.ID
+		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: declineCode(se, "card_declined")}, nil
+	case !first || status >= 500:
+		// After a retry, an earlier try may have executed, and a refusal of
+		// a later one proves nothing; a 5xx is saved with the key.
+		return unknown(fmt.Errorf("%s: %s", step, g.describe(se)))
+	case status == http.StatusTooManyRequests:
+		// Stripe refused the only request sent before executing it, and
+		// saved nothing with its key.
+		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("%s not executed: %s", step, g.describe(se))
+	case se.Code == stripego.ErrorCodePaymentIntentUnexpectedState && se.PaymentIntent != nil:
+		// The PaymentIntent was not in a state to confirm: say what it is.
+		if err := belongs(req, amount, se.PaymentIntent); err != nil {
+			return unknown(err)
 		}
-		return res, nil
-	case status == http.StatusTooManyRequests || status >= 500:
-		return unknown(errors.New(g.describe(se)))
-	case status >= 400 && status < 500 && !replay && ex.sent <= 1:
-		// Stripe refused the only request sent with this key before it
-		// executed: nothing was charged. After a retry, an earlier try may
-		// have executed, and a rejection of a later one proves nothing.
+		return confirmedOutcome(se.PaymentIntent)
+	case refusesSettle(se):
+		g.log.LogAttrs(ctx, slog.LevelError, "stripe refused Settle's API key or request: a configuration error, not a decline; nothing was charged",
+			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", step),
+			slog.Int("status", status), slog.String("request_id", se.RequestID))
+		return order.Result{Outcome: order.OutcomeRefused}, fmt.Errorf("%s refused, nothing was charged: %s", step, g.describe(se))
+	case status >= 400 && status < 500:
+		// Stripe refused the only request sent before it executed, for
+		// something about the order (its payment method, its amount):
+		// nothing was charged.
 		code := string(se.Code)
 		if code == "" {
 			code = strconv.Itoa(status)
 		}
 		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "rejected_" + code},
-			fmt.Errorf("%s; nothing was charged", g.describe(se))
+			fmt.Errorf("%s rejected, nothing was charged: %s", step, g.describe(se))
 	default:
-		return unknown(errors.New(g.describe(se)))
+		return unknown(fmt.Errorf("%s: %s", step, g.describe(se)))
 	}
 }
 
-// fromIntent reads the outcome off the PaymentIntent Stripe answered with.
-func fromIntent(req order.ChargeRequest, pi *stripego.PaymentIntent) (order.Result, error) {
-	if pi == nil || pi.ID == "" {
-		return unknown(errors.New("the answer from Stripe holds no PaymentIntent"))
+// refusesSettle reports a refusal that is Settle's fault, not the order's:
+// its key is wrong or lacks a permission (401, 403), its base URL is wrong
+// (404 for an endpoint), or it sent a parameter Stripe does not accept.
+func refusesSettle(se *stripego.Error) bool {
+	switch se.HTTPStatusCode {
+	case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return true
+	case http.StatusBadRequest:
+		code := string(se.Code)
+		return se.Type == stripego.ErrorTypeInvalidRequest && (code == "" || strings.HasPrefix(code, "parameter_") || code == "parameters_exclusive")
 	}
-	// An answer about another payment is not an answer about this attempt.
-	// (stripe-mock does not echo metadata, so a missing attempt_id is let by.)
-	if pi.Amount != req.Amount.AmountMinor || !strings.EqualFold(string(pi.Currency), req.Amount.Currency) {
-		return unknown(fmt.Errorf("PaymentIntent %s is for %d %s, not %d %s",
-			clip(pi.ID), pi.Amount, clip(string(pi.Currency)), req.Amount.AmountMinor, req.Amount.Currency))
+	return false
+}
+
+// lookupError turns an error answer to one of Lookup's requests into an
+// unknown outcome: whatever it says, Lookup cannot tell what the attempt
+// came to. A refusal of Settle's key is logged at ERROR: until it is
+// fixed, no lookup can settle anything.
+func (g *Gateway) lookupError(ctx context.Context, req order.ChargeRequest, err error, what string) (order.Result, error) {
+	var se *stripego.Error
+	if !errors.As(err, &se) {
+		return unknown(fmt.Errorf("%s: %w", what, noAnswer(err)))
+	}
+	if se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden {
+		g.log.LogAttrs(ctx, slog.LevelError, "stripe refused Settle's API key: lookups cannot settle anything until it is fixed",
+			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", what),
+			slog.Int("status", se.HTTPStatusCode), slog.String("request_id", se.RequestID))
+	}
+	if se.Type == stripego.ErrorTypeIdempotency {
+		g.log.LogAttrs(ctx, slog.LevelError, "stripe idempotency_error: a replay was built with other parameters than the attempt's create (a bug)",
+			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", what),
+			slog.String("request_id", se.RequestID), slog.String("stripe_message", g.redact(se.Msg)))
+	}
+	return unknown(fmt.Errorf("%s: %s", what, g.describe(se)))
+}
+
+// noAnswer describes an error that holds no answer from Stripe.
+func noAnswer(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		return fmt.Errorf("no answer from Stripe: %w", uerr)
+	}
+	// stripe-go quotes up to 500 bytes of an undecodable body, which can
+	// hold a client secret; say no more than that it happened.
+	return errors.New("the answer from Stripe could not be decoded")
+}
+
+// belongs checks that pi is the attempt's PaymentIntent: an answer about
+// another payment is not an answer about this attempt. (stripe-mock does
+// not echo metadata, so a missing attempt_id is let by.)
+func belongs(req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) error {
+	if pi == nil || pi.ID == "" {
+		return errors.New("the answer from Stripe holds no PaymentIntent")
+	}
+	if pi.Amount != amount || !strings.EqualFold(string(pi.Currency), req.Amount.Currency) {
+		return fmt.Errorf("PaymentIntent %s is for %d %s, not %d %s",
+			clip(pi.ID), pi.Amount, clip(string(pi.Currency)), amount, req.Amount.Currency)
 	}
 	if a, ok := pi.Metadata["attempt_id"]; ok && a != req.AttemptID {
-		return unknown(fmt.Errorf("PaymentIntent %s belongs to attempt %q", clip(pi.ID), clip(a)))
+		return fmt.Errorf("PaymentIntent %s belongs to attempt %q", clip(pi.ID), clip(a))
 	}
-	res := order.Result{Outcome: order.OutcomeDeclined, ChargeID: pi.ID}
+	return nil
+}
+
+// confirmedOutcome reads the outcome off the PaymentIntent a confirm
+// answered with.
+func confirmedOutcome(pi *stripego.PaymentIntent) (order.Result, error) {
+	res := order.Result{Outcome: order.OutcomeDeclined}
 	switch pi.Status {
 	case stripego.PaymentIntentStatusSucceeded:
 		res.Outcome = order.OutcomeSucceeded
@@ -107,7 +163,7 @@ func fromIntent(req order.ChargeRequest, pi *stripego.PaymentIntent) (order.Resu
 		res.DeclineCode = "canceled"
 	default:
 		// processing, requires_capture, requires_confirmation: money may
-		// yet move, and a replay will keep saying the same.
+		// yet move. The reconciler reads it again later.
 		return unknown(fmt.Errorf("PaymentIntent %s is %q", clip(pi.ID), clip(string(pi.Status))))
 	}
 	return res, nil

@@ -31,9 +31,20 @@ func TestConformance(t *testing.T) {
 				}
 				return out
 			},
-			DedupesCharges: true,
-			LookupReplays:  true,
-			Unreachable:    newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
+			DedupesCharges:  true,
+			LookupCancels:   true,
+			Unreachable:     newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
+			RefundTimeout:   stripetest.TokenRefundTimeout,
+			RefundFailLater: stripetest.TokenRefundFail,
+			RefundLedger: func(refundID string) []gatewaytest.Entry {
+				var out []gatewaytest.Entry
+				for _, r := range fake.Refunds() {
+					if r.IdempotencyKey == refundID {
+						out = append(out, gatewaytest.Entry{ChargeID: r.ID, Succeeded: r.Status == "succeeded"})
+					}
+				}
+				return out
+			},
 		}
 	})
 }

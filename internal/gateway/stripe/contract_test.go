@@ -2,13 +2,20 @@ package stripe_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"go/build"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -29,9 +36,11 @@ const stripeMockVersion = "v0.203.0"
 
 // TestContract checks against stripe-mock, which validates requests against
 // Stripe's OpenAPI schema and answers with schema fixtures, that Stripe
-// accepts the requests Settle sends and that its answers decode. stripe-mock
-// is stateless: this is about the wire format only; behaviour is tested
-// against the stateful fake (package stripetest).
+// accepts every request Settle sends (create, confirm, retrieve, cancel)
+// and that its answers decode. stripe-mock is stateless: this is about the
+// wire format only; behaviour is tested against the stateful fake (package
+// stripetest). A recording proxy in front of stripe-mock sees each answer's
+// status.
 //
 // It uses STRIPE_MOCK_URL (a stripe-mock already running), or starts
 // STRIPE_MOCK_BIN, or stripe-mock from PATH, GOBIN or GOPATH/bin, on a free
@@ -39,30 +48,98 @@ const stripeMockVersion = "v0.203.0"
 // otherwise.
 func TestContract(t *testing.T) {
 	base := stripeMock(t)
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu   sync.Mutex
+		seen []string
+	)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		mu.Lock()
+		seen = append(seen, fmt.Sprintf("%s %s %d", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode))
+		mu.Unlock()
+		if resp.Request.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		// stripe-mock's fixture is an intent whose confirm failed; make the
+		// retrieved one never confirmed, so that Lookup sends its cancel.
+		var pi map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&pi); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		pi["status"], pi["last_payment_error"] = "requires_confirmation", nil
+		b, err := json.Marshal(pi)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	answered := func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		out := seen
+		seen = nil
+		return out
+	}
+	// match checks that the requests were exactly want, each answered 200.
+	match := func(t *testing.T, want ...string) {
+		t.Helper()
+		got := answered()
+		if len(got) != len(want) {
+			t.Fatalf("stripe-mock answered %q; want %q", got, want)
+		}
+		for i := range want {
+			if !regexp.MustCompile("^" + want[i] + " 200$").MatchString(got[i]) {
+				t.Errorf("stripe-mock answered %q; want %q answered 200", got[i], want[i])
+			}
+		}
+	}
+
 	var logs logtest.Buffer
-	g := newGateway(t, stripe.Config{BaseURL: base, Timeout: 10 * time.Second, MaxNetworkRetries: 2, Logger: logs.Logger()})
+	g := newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: 10 * time.Second, MaxNetworkRetries: 2, Logger: logs.Logger()})
 	req := chargeReq(stripetest.TokenVisa)
+	// stripe-mock's fixtures are for 10.99 USD: with that amount, its
+	// answers pass the adapter's check that an answer is about the
+	// attempt, and Lookup goes on to cancel.
+	req.Amount = order.Money{Currency: "USD", AmountMinor: 1099}
 	// Characters that form encoding must get right.
 	req.MerchantReference = "inv-1001 & co/ü?x=1"
 
-	t.Run("charge is accepted and decodes", func(t *testing.T) {
+	t.Run("charge: create and confirm are accepted and decode", func(t *testing.T) {
 		res, err := g.Charge(t.Context(), req)
-		// A rejection would be a decline with an error; stripe-mock's
-		// fixture is a PaymentIntent in requires_payment_method.
-		if err != nil || (res.Outcome != order.OutcomeSucceeded && res.Outcome != order.OutcomeDeclined) {
-			t.Fatalf("Charge = %+v, %v; want an accepted request with a decoded PaymentIntent", res, err)
+		// stripe-mock's fixture is a PaymentIntent in requires_payment_method.
+		if res.Outcome != order.OutcomeSucceeded && res.Outcome != order.OutcomeDeclined {
+			t.Errorf("Charge = %+v, %v; want a decoded PaymentIntent", res, err)
 		}
 		if !strings.HasPrefix(res.ChargeID, "pi_") {
 			t.Errorf("ChargeID = %q, want a PaymentIntent id", res.ChargeID)
 		}
-		t.Logf("stripe-mock answered %+v", res)
+		match(t, "POST /v1/payment_intents", "POST /v1/payment_intents/pi_[^/]+/confirm")
+		t.Logf("stripe-mock answered %+v, %v", res, err)
 	})
 
-	t.Run("lookup replay is accepted and decodes", func(t *testing.T) {
+	t.Run("lookup by id: retrieve and cancel are accepted and decode", func(t *testing.T) {
+		byID := req
+		byID.GatewayChargeID = "pi_123"
+		res, err := g.Lookup(t.Context(), byID)
+		t.Logf("Lookup = %+v, %v", res, err)
+		// The retrieved intent was never confirmed: Lookup cancels it.
+		match(t, "GET /v1/payment_intents/pi_123", "POST /v1/payment_intents/pi_123/cancel")
+	})
+
+	t.Run("lookup without an id: the replayed create is accepted", func(t *testing.T) {
 		res, err := g.Lookup(t.Context(), req)
-		if err != nil || (res.Outcome != order.OutcomeSucceeded && res.Outcome != order.OutcomeDeclined) {
-			t.Fatalf("Lookup = %+v, %v; want an accepted request with a decoded PaymentIntent", res, err)
-		}
+		t.Logf("Lookup = %+v, %v", res, err)
+		match(t, "POST /v1/payment_intents", "GET /v1/payment_intents/pi_[^/]+", "POST /v1/payment_intents/pi_[^/]+/cancel")
 	})
 
 	t.Run("stripe-mock rejects what the schema does not allow", func(t *testing.T) {
@@ -72,23 +149,23 @@ func TestContract(t *testing.T) {
 			URL: stripego.String(base), MaxNetworkRetries: stripego.Int64(0),
 			LeveledLogger: &stripego.LeveledLogger{Level: stripego.LevelNull},
 		})
-		params := &stripego.PaymentIntentParams{Amount: stripego.Int64(1250), Currency: stripego.String("gbp")}
+		params := &stripego.PaymentIntentConfirmParams{}
 		params.AddExtra("settle_no_such_parameter", "1")
-		_, err := paymentintent.Client{B: backend, Key: secretKey}.New(params)
+		_, err := paymentintent.Client{B: backend, Key: secretKey}.Confirm("pi_123", params)
 		var se *stripego.Error
 		if !errors.As(err, &se) || se.HTTPStatusCode != 400 || se.Type != stripego.ErrorTypeInvalidRequest {
 			t.Fatalf("unknown parameter: err = %v, want 400 invalid_request_error", err)
 		}
 	})
 
-	t.Run("a rejected key stays secret", func(t *testing.T) {
+	t.Run("a rejected key is refused and stays secret", func(t *testing.T) {
 		// stripe-mock quotes a rejected Authorization header whole.
 		const badKey = "settle_not_a_stripe_key_9f8e7d"
 		var logs logtest.Buffer
 		bad := newGateway(t, stripe.Config{BaseURL: base, SecretKey: badKey, Logger: logs.Logger()})
 		res, err := bad.Charge(t.Context(), req)
-		if res.Outcome != order.OutcomeDeclined || res.DeclineCode != "rejected_401" || err == nil {
-			t.Fatalf("Charge with a bad key = %+v, %v; want declined rejected_401 with an error", res, err)
+		if res.Outcome != order.OutcomeRefused || err == nil {
+			t.Fatalf("Charge with a bad key = %+v, %v; want refused with an error", res, err)
 		}
 		_, lerr := bad.Lookup(t.Context(), req)
 		for _, s := range []string{err.Error(), errString(lerr), logs.String()} {
@@ -238,8 +315,14 @@ func TestStripeTestMode(t *testing.T) {
 		if err != nil || res.Outcome != order.OutcomeSucceeded || !strings.HasPrefix(res.ChargeID, "pi_") {
 			t.Fatalf("Charge = %+v, %v; want succeeded", res, err)
 		}
+		// Without the id, the replayed create finds the same PaymentIntent.
 		if again, err := g.Lookup(t.Context(), req); err != nil || again != res {
 			t.Fatalf("Lookup = %+v, %v; want %+v (the same PaymentIntent)", again, err, res)
+		}
+		byID := req
+		byID.GatewayChargeID = res.ChargeID
+		if again, err := g.Lookup(t.Context(), byID); err != nil || again != res {
+			t.Fatalf("Lookup by id = %+v, %v; want %+v", again, err, res)
 		}
 		other := req
 		other.Amount.AmountMinor++

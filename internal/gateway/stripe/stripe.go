@@ -1,78 +1,108 @@
-// Package stripe is the order.Gateway adapter for Stripe. It charges by
-// creating and confirming a PaymentIntent through stripe-go v76, with the
-// attempt id as Stripe idempotency key on every call, and it looks an attempt
-// up by replaying that same call under the same key.
+// Package stripe is the order.Gateway adapter for Stripe. It charges an
+// attempt in two steps through stripe-go v76, each with its own idempotency
+// key derived from the attempt id: it creates a PaymentIntent unconfirmed,
+// which moves no money, then confirms it, which does. Lookup only reads: it
+// retrieves the PaymentIntent by id, and proves an attempt uncharged by
+// canceling its PaymentIntent. No request Lookup sends can move money.
 //
-// # The call
+// # The calls
 //
-// Charge and Lookup send the same request, built from the order.ChargeRequest
-// and nothing else, so that a replay carries the same parameters:
+// Charge sends, built from the order.ChargeRequest and nothing else, so that
+// a replay carries the same parameters:
 //
-//	POST /v1/payment_intents
-//	Idempotency-Key: <attempt id>
-//
-//	amount=<minor units>  currency=<lowercased>  payment_method=<token>
-//	confirm=true  off_session=true  payment_method_types[0]=card
-//	metadata[order_id]  metadata[attempt_id]  metadata[merchant_reference]
+//	POST /v1/payment_intents                  Idempotency-Key: <attempt id>:create
+//	  amount=<Stripe units>  currency=<lowercased>  payment_method=<token>
+//	  payment_method_types[0]=card
+//	  metadata[order_id]  metadata[attempt_id]  metadata[merchant_reference]
+//	POST /v1/payment_intents/<pi>/confirm     Idempotency-Key: <attempt id>:confirm
+//	  off_session=true
 //
 // Settle charges off-session, so there is nobody to complete a redirect or a
 // 3-D Secure challenge; payment_method_types=[card] keeps redirect and
 // asynchronous ("processing" for days) payment methods out, which
 // automatic_payment_methods would let in.
 //
-// # Outcomes
+// ChargeID is the PaymentIntent's id (pi_...), reported as soon as the
+// create answered, with every outcome, unknown included: the charge path
+// records it with its settle (no extra commit), and the reconciler hands it
+// back in order.ChargeRequest.GatewayChargeID.
 //
-//	Stripe's answer                                      Charge                 Lookup (replay)
-//	200, PaymentIntent succeeded                         succeeded              succeeded
-//	200, requires_action                                 declined               declined
-//	     (decline code "requires_action")
-//	200, requires_payment_method                         declined               declined
-//	     (last_payment_error's decline code or code, else "requires_payment_method")
-//	200, canceled                                        declined "canceled"    declined
-//	200, processing, requires_capture, other             unknown                error
-//	200 for another amount, currency or attempt          unknown                error
-//	402 card_error                                       declined               declined
-//	     (Stripe's decline_code, else its code, else "card_declined")
-//	400 idempotency_error (same key, other parameters)   unknown, logged ERROR  error, logged ERROR
-//	409 idempotency_key_in_use (key in flight)           unknown                error
-//	429, 5xx                                             unknown                error
-//	other 4xx (invalid request, 401, 403, 404)           declined "rejected_<code or status>"
-//	                                                     when that was the only request sent,
-//	                                                     else unknown           error
-//	no answer: timeout, reset, deadline, bad body        unknown                error
-//	no connection ever obtained (dial refused, DNS)      not_sent               error
+// # Outcomes of Charge
 //
-// ChargeID is the PaymentIntent's id (pi_...), not its latest_charge: the
-// PaymentIntent is the object our idempotency key creates, the one a replay
-// returns, and what refunds and the Dashboard take; a declined attempt has a
-// PaymentIntent too, and its id is reported when Stripe gave it.
+//	Stripe's answer                                      outcome
+//	confirm 200, PaymentIntent succeeded                 succeeded
+//	confirm 200, requires_action                         declined "requires_action"
+//	confirm 200, requires_payment_method, canceled       declined (last_payment_error's decline code or
+//	                                                     code, else the status)
+//	confirm 200, processing, requires_capture, other     unknown
+//	402 card_error                                       declined (decline_code, else code)
+//	400 payment_intent_unexpected_state (first try)      read from the PaymentIntent in the error
+//	401, 403, 404 (first try)                            refused: Settle's key or base URL is wrong
+//	400 invalid_request_error (first try) about a        refused: Settle sent a request Stripe cannot
+//	  parameter (parameter_*, or no code)                accept
+//	other 4xx (first try; resource_missing for a         declined "rejected_<code or status>"
+//	  payment method, amount_too_small)
+//	429 (first try)                                      not_sent: Stripe executed and saved nothing
+//	400 idempotency_error (same key, other parameters)   unknown, logged at ERROR (a bug)
+//	409 idempotency_key_in_use, 429 or 4xx after a       unknown
+//	  retry, 5xx, no answer, an undecodable answer
+//	no connection ever obtained (dial refused, DNS)      not_sent
+//	an answer about another amount, currency or attempt  unknown
 //
-// A rejection in Lookup is an error, not a decline: a 401 or a validation
-// failure of the replay is about the replay, and says nothing certain about
-// what the original request did.
+// "First try" means the only request of that step written to the wire:
+// after one of stripe-go's retries, an earlier try may have executed, and a
+// refusal of a later one proves nothing. Every outcome but succeeded and
+// declined comes with an error, for logs.
 //
 // # Lookup
 //
-// Stripe has no lookup by our reference other than the Search API, which is
-// eventually consistent and therefore cannot prove that a charge does not
-// exist. Lookup instead replays the create with the same key and the same
-// parameters: Stripe answers with the saved result of the first request that
-// used the key (including its decline or its 5xx), answers 409 while that
-// request is still in flight, and, when no request with the key ever reached
-// it, executes the replay: the attempt is charged now, once. Lookup therefore
-// never reports order.OutcomeNotFound.
+// Lookup learns the PaymentIntent's id from order.ChargeRequest.GatewayChargeID,
+// or, when Settle never recorded it (the process stopped between the create
+// and the settle, or the create's answer was lost), by replaying the
+// unconfirmed create with its key: Stripe answers with the saved
+// PaymentIntent, or creates it now, unconfirmed, which moves no money. It
+// then retrieves the PaymentIntent (GET /v1/payment_intents/<pi>, which
+// works past Stripe's 24-hour key retention) and reads its status:
 //
-// Stripe keeps idempotency keys for at least 24 hours. Lookup replays only
-// while the attempt is younger than Config.ReplayWindow (20 hours by
-// default) and otherwise returns an error wrapping order.ErrLookupExpired,
-// for a person to resolve. It needs order.ChargeRequest.CreatedAt for that.
+//	succeeded                                            succeeded
+//	canceled                                             declined "canceled"
+//	requires_payment_method after a failed confirm       declined (its decline code)
+//	requires_confirmation, requires_payment_method       never confirmed: Lookup cancels it; canceled,
+//	  without an error, requires_action                  declined "canceled_unconfirmed" ("requires_action");
+//	                                                     a cancel refused because it succeeded meanwhile,
+//	                                                     succeeded
+//	processing, requires_capture                         unknown: money may yet move; ask later
+//	an error answer, no answer                           unknown
+//
+// The cancel is what proves a non-charge: once it is canceled, no confirm
+// can charge the PaymentIntent, so a charge request that is still on its
+// way can no longer move money. Stripe's Lookup therefore never reports
+// order.OutcomeNotFound, and the reconciler's no-show horizon never decides
+// a Stripe attempt. Lookup never confirms, and never replays a confirm.
+//
+// Replaying the create is safe while Stripe still holds its key (24 hours):
+// later, the replay would create a second PaymentIntent, and canceling it
+// would say nothing about a first one that might have been confirmed. When
+// the id is unknown, Lookup replays only while the attempt is younger than
+// Config.ReplayWindow (20 hours by default) and otherwise returns an error
+// wrapping order.ErrLookupExpired, for a person to resolve. It needs
+// order.ChargeRequest.CreatedAt for that. A create whose saved answer is a
+// 500 cannot tell the id either; such an attempt goes to review.
+//
+// # Amounts
+//
+// Order amounts are in ISO 4217 minor units (order.CurrencyExponent).
+// Stripe counts ISK in hundredths of a króna (whole krónur only) and MGA in
+// whole ariary, and takes three-decimal currencies (KWD, BHD, JOD, OMR, TND)
+// only in multiples of ten; CheckAmount refuses what Stripe cannot carry
+// when the order is created, and Charge before anything is sent.
 //
 // # Retries
 //
 // stripe-go retries network errors, 409s, lock timeouts and 503s up to
 // Config.MaxNetworkRetries times, with the same Idempotency-Key, which Stripe
 // deduplicates: a retry never charges twice. Config.Timeout bounds the whole
-// call, retries included.
+// call, both steps and retries included.
 //
 // The secret key never appears in errors or logs, even when the server
 // echoes it (stripe-mock quotes the Authorization header it rejects).
@@ -102,11 +132,12 @@ const (
 	// DefaultTimeout bounds one call when Config.Timeout is zero.
 	DefaultTimeout = 10 * time.Second
 	// DefaultReplayWindow is how old an attempt may be for Lookup to replay
-	// it when Config.ReplayWindow is zero: well inside Stripe's 24 hours.
+	// its create, when its PaymentIntent's id is unknown and
+	// Config.ReplayWindow is zero: well inside Stripe's 24 hours.
 	DefaultReplayWindow = 20 * time.Hour
 	// MaxReplayWindow is the longest ReplayWindow New accepts. Stripe may
-	// prune a key once it is 24 hours old; a replay after that would charge
-	// again.
+	// prune a key once it is 24 hours old; a replay after that would create
+	// a second PaymentIntent and could not find the first.
 	MaxReplayWindow = 23 * time.Hour
 )
 
@@ -118,7 +149,8 @@ type Config struct {
 	// BaseURL is Stripe's address; empty means DefaultBaseURL. Tests point
 	// it at stripe-mock or a fake.
 	BaseURL string
-	// Timeout bounds each Charge or Lookup, stripe-go's retries included, on
+	// Timeout bounds each Charge or Lookup, all its requests and stripe-go's
+	// retries included, on
 	// top of any deadline of the caller's context. Zero means
 	// DefaultTimeout. Nothing is sent after it; a call may still return up
 	// to one of stripe-go's pauses between retries (0.5s to 5s) later,
@@ -129,10 +161,12 @@ type Config struct {
 	// same idempotency key. Zero means none.
 	MaxNetworkRetries int
 	// ReplayWindow is the age of an attempt past which Lookup no longer
-	// replays it. Zero means DefaultReplayWindow; at most MaxReplayWindow.
+	// replays its create to learn its PaymentIntent's id. Zero means
+	// DefaultReplayWindow; at most MaxReplayWindow.
 	ReplayWindow time.Duration
-	// Logger receives the adapter's own log lines (an idempotency_error at
-	// ERROR, because it means a bug) and stripe-go's, scrubbed of the key.
+	// Logger receives the adapter's own log lines (an idempotency_error or a
+	// refusal of Settle's key at ERROR, because each needs a person) and
+	// stripe-go's, scrubbed of the key.
 	// Nil means no logging.
 	Logger *slog.Logger
 	// Now is the clock that ages attempts for the replay window. Nil means
@@ -227,69 +261,248 @@ func New(cfg Config) (*Gateway, error) {
 	}, nil
 }
 
-// Charge creates and confirms a PaymentIntent for req, with req.AttemptID as
-// the idempotency key. It always reports an outcome; a non-nil error explains
-// an unknown or not-sent outcome or a rejection, and is for logs.
+// The suffixes of the idempotency keys of an attempt's two steps.
+const (
+	createKey  = ":create"
+	confirmKey = ":confirm"
+)
+
+// Charge creates and confirms a PaymentIntent for req (see the package
+// documentation). It always reports an outcome, and the PaymentIntent's id
+// whenever the create answered; a non-nil error explains an unknown,
+// not-sent or refused outcome or a rejection, and is for logs.
 func (g *Gateway) Charge(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
-	if err := checkRequest(req); err != nil {
+	amount, err := checkRequest(req)
+	if err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("stripe: charge %s: %w", req.AttemptID, err)
 	}
-	res, err := g.classify(ctx, req, g.create(ctx, req), false)
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	res, err := g.charge(ctx, req, amount)
 	if err != nil {
 		err = fmt.Errorf("stripe: charge %s: %w", req.AttemptID, err)
 	}
 	return res, err
 }
 
-// Lookup learns what became of the attempt req by replaying its charge with
-// the same idempotency key and parameters (see the package documentation).
-// It returns OutcomeSucceeded or OutcomeDeclined, or an error when Stripe
-// cannot say now (the result's outcome is then OutcomeUnknown). Past the
-// replay window the error wraps order.ErrLookupExpired.
-func (g *Gateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
-	unknown := order.Result{Outcome: order.OutcomeUnknown}
-	if err := checkRequest(req); err != nil {
-		return unknown, fmt.Errorf("stripe: lookup %s: %w", req.AttemptID, err)
+func (g *Gateway) charge(ctx context.Context, req order.ChargeRequest, amount int64) (order.Result, error) {
+	created := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
+		p := createParams(req, amount)
+		p.Context = ctx
+		return g.intents.New(p)
+	})
+	if created.err != nil {
+		return g.classify(ctx, req, amount, created, "create")
 	}
-	if req.CreatedAt.IsZero() {
-		return unknown, fmt.Errorf("stripe: lookup %s: the attempt's creation time is required to replay it inside Stripe's idempotency window", req.AttemptID)
+	pi := created.pi
+	if err := belongs(req, amount, pi); err != nil {
+		return unknown(err)
 	}
-	if age := g.now().Sub(req.CreatedAt); age > g.window {
-		return unknown, fmt.Errorf("stripe: lookup %s: the attempt is %s old, past the %s replay window (Stripe keeps idempotency keys for 24h), so a replay could charge again: %w",
-			req.AttemptID, age.Round(time.Minute), g.window, order.ErrLookupExpired)
+	confirmed := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
+		p := confirmParams(req)
+		p.Context = ctx
+		return g.intents.Confirm(pi.ID, p)
+	})
+	var (
+		res order.Result
+		err error
+	)
+	if confirmed.err != nil {
+		res, err = g.classify(ctx, req, amount, confirmed, "confirm")
+	} else if err = belongs(req, amount, confirmed.pi); err != nil {
+		res, err = unknown(err)
+	} else {
+		res, err = confirmedOutcome(confirmed.pi)
 	}
-	res, err := g.classify(ctx, req, g.create(ctx, req), true)
-	if err != nil {
-		return unknown, fmt.Errorf("stripe: lookup %s: %w", req.AttemptID, err)
-	}
-	return res, nil
+	// Whatever the confirm came to, the PaymentIntent is known: the settle
+	// records its id for the reconciler.
+	res.ChargeID = pi.ID
+	return res, err
 }
 
-// checkRequest refuses what Stripe would refuse before anything is sent.
-func checkRequest(req order.ChargeRequest) error {
+// Lookup learns what became of the attempt req without moving money (see
+// the package documentation): it returns OutcomeSucceeded or
+// OutcomeDeclined, or an error when Stripe cannot say now; the result's
+// outcome is then OutcomeUnknown, with the PaymentIntent's id when Lookup
+// learned it. Past the replay window, with no id known, the error wraps
+// order.ErrLookupExpired.
+func (g *Gateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	amount, err := checkRequest(req)
+	if err != nil {
+		return order.Result{Outcome: order.OutcomeUnknown}, fmt.Errorf("stripe: lookup %s: %w", req.AttemptID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	res, err := g.lookup(ctx, req, amount)
+	if err != nil {
+		res.Outcome = order.OutcomeUnknown
+		err = fmt.Errorf("stripe: lookup %s: %w", req.AttemptID, err)
+	}
+	return res, err
+}
+
+func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, amount int64) (order.Result, error) {
+	id := req.GatewayChargeID
+	if id == "" {
+		// Settle never learned the PaymentIntent's id: the create's answer
+		// was lost, or the process stopped before its settle. A replay of
+		// the unconfirmed create tells it, and moves no money.
+		if req.CreatedAt.IsZero() {
+			return unknown(errors.New("the attempt's creation time is required to replay its create inside Stripe's idempotency window"))
+		}
+		if age := g.now().Sub(req.CreatedAt); age > g.window {
+			return unknown(fmt.Errorf("the PaymentIntent's id was never recorded and the attempt is %s old, past the %s replay window "+
+				"(Stripe keeps idempotency keys for 24h), so a replay of its create could not find it: %w",
+				age.Round(time.Minute), g.window, order.ErrLookupExpired))
+		}
+		created := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
+			p := createParams(req, amount)
+			p.Context = ctx
+			return g.intents.New(p)
+		})
+		if created.err != nil {
+			return g.lookupError(ctx, req, created.err, "replay of the create")
+		}
+		if err := belongs(req, amount, created.pi); err != nil {
+			return unknown(err)
+		}
+		id = created.pi.ID
+	}
+	got := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
+		p := &stripego.PaymentIntentParams{}
+		p.Context = ctx
+		return g.intents.Get(id, p)
+	})
+	if got.err != nil {
+		res, err := g.lookupError(ctx, req, got.err, "retrieve")
+		res.ChargeID = id
+		return res, err
+	}
+	if err := belongs(req, amount, got.pi); err != nil {
+		return unknown(err)
+	}
+	res, err := g.settled(ctx, req, amount, got.pi)
+	res.ChargeID = id
+	return res, err
+}
+
+// settled reads a retrieved PaymentIntent, and cancels one that was never
+// confirmed (or awaits an action nobody will take) to prove it uncharged.
+func (g *Gateway) settled(ctx context.Context, req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) (order.Result, error) {
+	declined := func(code string) (order.Result, error) {
+		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: code}, nil
+	}
+	code := "canceled_unconfirmed"
+	switch pi.Status {
+	case stripego.PaymentIntentStatusSucceeded:
+		return order.Result{Outcome: order.OutcomeSucceeded}, nil
+	case stripego.PaymentIntentStatusCanceled:
+		return declined("canceled")
+	case stripego.PaymentIntentStatusRequiresPaymentMethod:
+		if pi.LastPaymentError != nil {
+			// A confirm was tried and failed; nothing will confirm it again.
+			return declined(declineCode(pi.LastPaymentError, "requires_payment_method"))
+		}
+	case stripego.PaymentIntentStatusRequiresConfirmation:
+	case stripego.PaymentIntentStatusRequiresAction:
+		code = "requires_action"
+	default:
+		// processing, requires_capture: money may yet move. Ask later.
+		return unknown(fmt.Errorf("PaymentIntent %s is %q", clip(pi.ID), clip(string(pi.Status))))
+	}
+	canceled := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
+		p := &stripego.PaymentIntentCancelParams{CancellationReason: stripego.String(string(stripego.PaymentIntentCancellationReasonAbandoned))}
+		p.Context = ctx
+		return g.intents.Cancel(pi.ID, p)
+	})
+	if canceled.err == nil {
+		if canceled.pi == nil || canceled.pi.Status != stripego.PaymentIntentStatusCanceled {
+			return unknown(fmt.Errorf("the cancel of PaymentIntent %s did not answer a canceled PaymentIntent", clip(pi.ID)))
+		}
+		return declined(code)
+	}
+	// A cancel refused because of the intent's status carries the intent:
+	// a confirm got there first. Read it, without canceling again.
+	var se *stripego.Error
+	if errors.As(canceled.err, &se) && se.Code == stripego.ErrorCodePaymentIntentUnexpectedState && se.PaymentIntent != nil {
+		if err := belongs(req, amount, se.PaymentIntent); err != nil {
+			return unknown(err)
+		}
+		switch now := se.PaymentIntent; {
+		case now.Status == stripego.PaymentIntentStatusSucceeded:
+			return order.Result{Outcome: order.OutcomeSucceeded}, nil
+		case now.Status == stripego.PaymentIntentStatusCanceled:
+			return declined(code)
+		case now.Status == stripego.PaymentIntentStatusRequiresPaymentMethod && now.LastPaymentError != nil:
+			return declined(declineCode(now.LastPaymentError, "requires_payment_method"))
+		default:
+			return unknown(fmt.Errorf("PaymentIntent %s could not be canceled: it is %q", clip(pi.ID), clip(string(now.Status))))
+		}
+	}
+	return g.lookupError(ctx, req, canceled.err, "cancel")
+}
+
+// CheckAmount refuses an amount Stripe cannot charge (see the package
+// documentation); it implements order.AmountChecker.
+func (g *Gateway) CheckAmount(m order.Money) error {
+	_, err := stripeAmount(m)
+	return err
+}
+
+// stripeAmount converts an order amount, in ISO 4217 minor units, into the
+// units Stripe counts that currency in, and refuses what Stripe cannot
+// carry, as a *order.ValidationError.
+func stripeAmount(m order.Money) (int64, error) {
+	exp, ok := order.CurrencyExponent(m.Currency)
+	invalid := func(reason string) (int64, error) {
+		return 0, &order.ValidationError{Field: "amount.amount_minor", Reason: reason}
+	}
+	switch {
+	case !ok:
+		return 0, &order.ValidationError{Field: "amount.currency", Reason: "must be an ISO 4217 currency code such as GBP"}
+	case m.Currency == "ISK":
+		// Zero-decimal in ISO 4217; Stripe keeps two decimals for it and
+		// takes whole krónur only.
+		return m.AmountMinor * 100, nil
+	case m.Currency == "MGA":
+		// Two decimals in ISO 4217; zero-decimal at Stripe.
+		if m.AmountMinor%100 != 0 {
+			return invalid("must be whole ariary (a multiple of 100 minor units) for Stripe")
+		}
+		return m.AmountMinor / 100, nil
+	case exp == 3 && m.AmountMinor%10 != 0:
+		return invalid("must be a multiple of 10 in a three-decimal currency: Stripe charges them to two decimals")
+	case exp == order.NoMinorUnit || exp > 3:
+		return 0, &order.ValidationError{Field: "amount.currency", Reason: "is not a currency Stripe charges in"}
+	}
+	return m.AmountMinor, nil
+}
+
+// checkRequest refuses what Stripe would refuse before anything is sent,
+// and returns the amount in Stripe's units.
+func checkRequest(req order.ChargeRequest) (int64, error) {
 	switch {
 	case req.AttemptID == "":
-		return errors.New("attempt id is required")
-	case len(req.AttemptID) > 255:
-		return errors.New("attempt id is longer than Stripe's 255-character idempotency key")
+		return 0, errors.New("attempt id is required")
+	case len(req.AttemptID)+len(confirmKey) > 255:
+		return 0, errors.New("attempt id is too long for Stripe's 255-character idempotency keys")
 	case req.Amount.AmountMinor <= 0 || req.Amount.Currency == "":
-		return errors.New("a positive amount and a currency are required")
+		return 0, errors.New("a positive amount and a currency are required")
 	case req.PaymentMethod == "":
-		return errors.New("payment method is required")
+		return 0, errors.New("payment method is required")
 	}
-	return nil
+	return stripeAmount(req.Amount)
 }
 
-// createParams is the one request that charges an attempt; Charge and Lookup
-// both send it, so a replay carries exactly the first call's parameters.
-func createParams(req order.ChargeRequest) *stripego.PaymentIntentParams {
+// createParams is the create of an attempt's PaymentIntent, unconfirmed;
+// Charge and Lookup both send it, so a replay carries exactly the first
+// call's parameters.
+func createParams(req order.ChargeRequest, amount int64) *stripego.PaymentIntentParams {
 	p := &stripego.PaymentIntentParams{
-		Amount:             stripego.Int64(req.Amount.AmountMinor),
+		Amount:             stripego.Int64(amount),
 		Currency:           stripego.String(strings.ToLower(req.Amount.Currency)),
 		PaymentMethod:      stripego.String(req.PaymentMethod),
 		PaymentMethodTypes: stripego.StringSlice([]string{"card"}),
-		Confirm:            stripego.Bool(true),
-		OffSession:         stripego.Bool(true),
 		Metadata: map[string]string{
 			"order_id":           req.OrderID,
 			"attempt_id":         req.AttemptID,
@@ -297,12 +510,20 @@ func createParams(req order.ChargeRequest) *stripego.PaymentIntentParams {
 		},
 	}
 	// Without this stripe-go would make up a fresh key for every call, and a
-	// replay would be a second charge.
-	p.SetIdempotencyKey(req.AttemptID)
+	// replay would create a second PaymentIntent.
+	p.SetIdempotencyKey(req.AttemptID + createKey)
 	return p
 }
 
-// exchange is what one create call (stripe-go's retries included) came to.
+// confirmParams is the confirm of an attempt's PaymentIntent: the one
+// request that moves money. Only Charge sends it.
+func confirmParams(req order.ChargeRequest) *stripego.PaymentIntentConfirmParams {
+	p := &stripego.PaymentIntentConfirmParams{OffSession: stripego.Bool(true)}
+	p.SetIdempotencyKey(req.AttemptID + confirmKey)
+	return p
+}
+
+// exchange is what one request (stripe-go's retries included) came to.
 type exchange struct {
 	pi  *stripego.PaymentIntent
 	err error
@@ -313,10 +534,8 @@ type exchange struct {
 	sent int
 }
 
-// create sends the attempt's create-and-confirm request.
-func (g *Gateway) create(ctx context.Context, req order.ChargeRequest) exchange {
-	ctx, cancel := context.WithTimeout(ctx, g.timeout)
-	defer cancel()
+// send makes one request through call, tracing its tries.
+func (g *Gateway) send(ctx context.Context, call func(context.Context) (*stripego.PaymentIntent, error)) exchange {
 	// stripe-go reuses the request, and so this context, for its retries:
 	// the trace sees every try. Its hooks run on the transport's goroutines.
 	var (
@@ -327,8 +546,6 @@ func (g *Gateway) create(ctx context.Context, req order.ChargeRequest) exchange 
 		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
 		WroteHeaders: func() { connected.Store(true); sent.Add(1) },
 	})
-	params := createParams(req)
-	params.Context = ctx
-	pi, err := g.intents.New(params)
+	pi, err := call(ctx)
 	return exchange{pi: pi, err: err, connected: connected.Load(), sent: int(sent.Load())}
 }

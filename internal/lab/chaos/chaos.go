@@ -59,6 +59,15 @@ const (
 	// quiesceTimeout bounds the wait for the reconcilers to settle every
 	// CHARGING order at the end.
 	quiesceTimeout = 60 * time.Second
+	// deliverTimeout bounds the wait, after quiescence, for every event to
+	// be delivered: a worker killed holding a lease holds its events for
+	// the lease (9 × the 1 s delivery timeout + 5 s), and a refused
+	// delivery waits 5 to 10 s, then 10 to 20 s, before its next tries.
+	deliverTimeout = 90 * time.Second
+	// eventRefusalRate is the share of deliveries the merchant's endpoint
+	// refuses (503), and eventSecret its signing secret.
+	eventRefusalRate = 0.05
+	eventSecret      = "evsec_chaos_0123456789abcdef"
 )
 
 // Config configures a run. Zero fields take the defaults noted.
@@ -97,7 +106,8 @@ type Config struct {
 // lookups while the charge is "landing".
 func DefaultGateway() sim.RandomFaults {
 	return sim.RandomFaults{Decline: 0.05, Timeout: 0.03, FiveXXAfterCharge: 0.03, DropAfterCharge: 0.03,
-		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5}
+		FiveXXNoCharge: 0.03, Slow: 0.1, SlowMax: 300 * time.Millisecond, LookupNotFoundWhileInFlight: 0.5,
+		RefundFailLater: 0.05}
 }
 
 // Plan returns the fault schedule a run with cfg would follow.

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -37,11 +38,27 @@ const (
 	// InvRequestID: every request_id names one attempt, and all its answers
 	// named that attempt.
 	InvRequestID = 7
+	// InvEvents: every PAID order has exactly one order.paid event; every
+	// event was delivered at least once, signed; no event, in the database
+	// or received, is for a transition that did not happen.
+	InvEvents = 8
+	// InvRefunds: per order, the gateway's succeeded refunds are Settle's
+	// SUCCEEDED refunds (and refunds in review), their sum is the order's
+	// refunded amount, never more than its charge, and its state says so
+	// (PAID, PARTIALLY_REFUNDED, REFUNDED); nothing is left REFUNDING; every
+	// refund answered SUCCEEDED is, and every refund request_id names one
+	// refund.
+	InvRefunds = 9
+	// InvRefundOnce: no refund reference reaches the gateway twice (the
+	// simulator does not deduplicate), and every refund at the gateway is
+	// one of Settle's, for its order's charge.
+	InvRefundOnce = 10
 )
 
 var invariantNames = map[int]string{
 	InvOneCharge: "one-charge", InvChargeSettled: "charge-settled", InvSums: "sums", InvNoCharging: "no-charging",
-	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id",
+	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id", InvEvents: "events",
+	InvRefunds: "refunds", InvRefundOnce: "refund-once",
 }
 
 // Violation is one broken invariant.
@@ -63,6 +80,12 @@ func (v Violation) String() string {
 type dbOrder struct {
 	id, state, currency, current string
 	amount                       int64
+	refunded, refunding          int64
+}
+
+type dbRefund struct {
+	id, order, request, state, currency string
+	amount                              int64
 }
 
 type dbAttempt struct {
@@ -73,6 +96,10 @@ type dbAttempt struct {
 type dbEvent struct {
 	order, from, to, event, actor, reason, attempt string
 	id                                             int64
+	// typ is the event's type for merchants ("" for none); delivered
+	// says the worker recorded it delivered.
+	typ       string
+	delivered bool
 }
 
 // snapshot is the end state of a run: the database and the gateway's ledger.
@@ -81,14 +108,27 @@ type snapshot struct {
 	attempts []dbAttempt
 	events   []dbEvent // by order, then id
 	ledger   []sim.Charge
+	refunds  []dbRefund
+	// refundLedger is the gateway's refunds.
+	refundLedger []sim.Refund
+	// received is what the merchant's endpoint received.
+	received []receiver.Delivery
 }
 
-func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge) (snapshot, error) {
-	s := snapshot{ledger: ledger}
+func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund) (snapshot, error) {
+	s := snapshot{ledger: ledger, refundLedger: refundLedger}
 	var err error
-	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), amount_minor FROM orders`,
+	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), amount_minor,
+		refunded_minor, refunding_minor FROM orders`,
 		func(r pgx.CollectableRow) (o dbOrder, err error) {
-			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.amount)
+			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.amount, &o.refunded, &o.refunding)
+		})
+	if err != nil {
+		return s, err
+	}
+	s.refunds, err = queryAll(ctx, pool, `SELECT id::text, order_id::text, request_id, state, currency, amount_minor FROM refunds`,
+		func(r pgx.CollectableRow) (f dbRefund, err error) {
+			return f, r.Scan(&f.id, &f.order, &f.request, &f.state, &f.currency, &f.amount)
 		})
 	if err != nil {
 		return s, err
@@ -102,9 +142,9 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge) 
 		return s, err
 	}
 	s.events, err = queryAll(ctx, pool, `SELECT order_id::text, coalesce(from_state, ''), to_state, event, actor, reason,
-		coalesce(attempt_id::text, ''), id FROM order_events ORDER BY order_id, id`,
+		coalesce(attempt_id::text, ''), id, coalesce(type, ''), delivered_at IS NOT NULL FROM order_events ORDER BY order_id, id`,
 		func(r pgx.CollectableRow) (e dbEvent, err error) {
-			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id)
+			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id, &e.typ, &e.delivered)
 		})
 	return s, err
 }
@@ -171,7 +211,8 @@ func check(s snapshot, hist *history) []Violation {
 	for _, o := range s.orders {
 		cs := charges[o.id]
 		switch o.state {
-		case string(order.StatePaid):
+		case string(order.StatePaid), string(order.StatePartiallyRefunded), string(order.StateRefunded):
+			// Refunds give money back; the charge stays.
 			paid[o.currency] += o.amount
 			if len(cs) == 0 {
 				report(InvChargeSettled, o.id, "PAID, but the gateway has no charge for any of its attempts")
@@ -224,7 +265,7 @@ func check(s snapshot, hist *history) []Violation {
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(hist.paid)) {
-		if o, ok := orders[id]; ok && o.state != string(order.StatePaid) {
+		if o, ok := orders[id]; ok && !order.State(o.state).Refundable() && o.state != string(order.StateRefunded) {
 			report(InvAnswers, id, "ChargeOrder answered PAID, the order is %s", o.state)
 		}
 	}
@@ -232,6 +273,12 @@ func check(s snapshot, hist *history) []Violation {
 		if o, ok := orders[id]; ok && o.state != string(order.StateCanceled) {
 			report(InvAnswers, id, "CancelOrder answered CANCELED, the order is %s", o.state)
 		}
+	}
+
+	// 8. Events: one order.paid per PAID order, each event delivered, and
+	// nothing announced that did not happen.
+	for _, msg := range checkEvents(s, orders) {
+		report(InvEvents, msg.order, "%s", msg.msg)
 	}
 
 	// 7. One attempt per request_id, and every answer named it.
@@ -259,7 +306,115 @@ func check(s snapshot, hist *history) []Violation {
 			report(InvRequestID, r.order, "request_id %s was sent for this order; its attempt %s is for order %s", rid, as[0].id, as[0].order)
 		}
 	}
+	out = append(out, checkRefunds(s, hist, attempts)...)
 	slices.SortStableFunc(out, func(a, b Violation) int { return cmp.Compare(a.Invariant, b.Invariant) })
+	return out
+}
+
+// checkRefunds checks the refund invariants.
+func checkRefunds(s snapshot, hist *history, attempts map[string]dbAttempt) []Violation {
+	var out []Violation
+	report := func(inv int, orderID, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, Order: orderID, Msg: fmt.Sprintf(format, args...)})
+	}
+	refunds := map[string]dbRefund{}
+	byRequest := map[string]dbRefund{}
+	for _, r := range s.refunds {
+		refunds[r.id] = r
+		byRequest[r.request] = r
+	}
+
+	// 9. Each refund reference once at the gateway, and each one Settle's.
+	seen := map[string]int{}
+	atGateway := map[string]int64{} // order → sum of the gateway's succeeded refunds
+	for _, g := range s.refundLedger {
+		seen[g.Reference]++
+		r, ok := refunds[g.Reference]
+		if !ok {
+			report(InvRefundOnce, "", "gateway refund %s has reference %q, which is no refund of Settle's", g.ID, g.Reference)
+			continue
+		}
+		if a, ok := attempts[g.ChargeReference]; !ok || a.order != r.order {
+			report(InvRefundOnce, r.order, "gateway refund %s of refund %s refunds charge %s, not one of its order's", g.ID, r.id, g.ChargeReference)
+		}
+		if g.Amount != r.amount || g.Currency != r.currency {
+			report(InvRefunds, r.order, "gateway refund %s is for %d %s, refund %s for %d %s", g.ID, g.Amount, g.Currency, r.id, r.amount, r.currency)
+		}
+		if g.Status != "succeeded" {
+			continue
+		}
+		atGateway[r.order] += g.Amount
+		if r.state != string(order.RefundSucceeded) && r.state != string(order.RefundNeedsReview) {
+			report(InvRefunds, r.order, "the gateway refunded refund %s (%s); Settle has it %s", r.id, g.ID, r.state)
+		}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(seen)) {
+		if n := seen[ref]; n > 1 {
+			report(InvRefundOnce, refunds[ref].order, "refund reference %s reached the gateway %d times", ref, n)
+		}
+	}
+
+	// 8. Per order, the sums and the state agree.
+	succeeded := map[string]int64{}
+	review := map[string]int64{}
+	for _, r := range s.refunds {
+		switch r.state {
+		case string(order.RefundSucceeded):
+			succeeded[r.order] += r.amount
+			if !slices.ContainsFunc(s.refundLedger, func(g sim.Refund) bool { return g.Reference == r.id && g.Status == "succeeded" }) {
+				report(InvRefunds, r.order, "refund %s is SUCCEEDED; the gateway has not refunded it", r.id)
+			}
+		case string(order.RefundNeedsReview):
+			review[r.order] += r.amount
+		case string(order.RefundRefunding), string(order.RefundPending):
+			report(InvRefunds, r.order, "refund %s still %s after quiescence", r.id, r.state)
+		}
+	}
+	for _, o := range s.orders {
+		if o.refunded != succeeded[o.id] {
+			report(InvRefunds, o.id, "refunded %d, its SUCCEEDED refunds amount to %d", o.refunded, succeeded[o.id])
+		}
+		if o.refunding != review[o.id] {
+			report(InvRefunds, o.id, "refunding %d after quiescence, its refunds in review amount to %d", o.refunding, review[o.id])
+		}
+		if g := atGateway[o.id]; g > o.amount {
+			report(InvRefunds, o.id, "the gateway refunded %d of a charge of %d", g, o.amount)
+		} else if g < succeeded[o.id] || g > succeeded[o.id]+review[o.id] {
+			report(InvRefunds, o.id, "the gateway refunded %d; Settle's SUCCEEDED refunds amount to %d (and %d in review)", g, succeeded[o.id], review[o.id])
+		}
+		var want string
+		switch {
+		case o.refunded == 0:
+			want = o.state // PAID or any state before
+			if o.state == string(order.StatePartiallyRefunded) || o.state == string(order.StateRefunded) {
+				want = string(order.StatePaid)
+			}
+		case o.refunded < o.amount:
+			want = string(order.StatePartiallyRefunded)
+		default:
+			want = string(order.StateRefunded)
+		}
+		if o.state != want {
+			report(InvRefunds, o.id, "%s with %d of %d refunded", o.state, o.refunded, o.amount)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(hist.refunded)) {
+		if r, ok := refunds[id]; !ok || r.state != string(order.RefundSucceeded) {
+			report(InvRefunds, r.order, "RefundOrder answered refund %s SUCCEEDED; Settle has it %q", id, r.state)
+		}
+	}
+	for _, rid := range slices.Sorted(maps.Keys(hist.refundReqs)) {
+		req := hist.refundReqs[rid]
+		named := slices.Sorted(maps.Keys(req.refunds))
+		if len(named) > 1 {
+			report(InvRefunds, req.order, "the answers to refund request_id %s named %d refunds: %s", rid, len(named), strings.Join(named, ", "))
+		}
+		for _, id := range named {
+			if r, ok := byRequest[rid]; !ok || r.id != id || r.order != req.order {
+				report(InvRefunds, req.order, "an answer to refund request_id %s named refund %s; the database says %q", rid, id, r.id)
+			}
+		}
+	}
 	return out
 }
 
@@ -356,4 +511,78 @@ func describe(o dbOrder, evs []dbEvent, attempts []dbAttempt, cs []sim.Charge) s
 		fmt.Fprintf(&b, "  gateway: %s %s reference %s %d %s at %s\n", c.ID, c.Status, c.Reference, c.Amount, c.Currency, c.Created.Format("15:04:05.000"))
 	}
 	return b.String()
+}
+
+type orderMsg struct{ order, msg string }
+
+// checkEvents checks the events against the orders and what the merchant's
+// endpoint received.
+func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
+	var out []orderMsg
+	byID := map[string]dbEvent{}
+	paidEvents := map[string]int{}
+	received := map[string]int{}
+	for _, d := range s.received {
+		received[d.EventID]++
+	}
+	for _, e := range s.events {
+		if e.typ == "" {
+			if want := announcement(e); want != "" {
+				out = append(out, orderMsg{e.order, fmt.Sprintf("the move %s→%s (%s) is announced by no event, want %s", e.from, e.to, e.event, want)})
+			}
+			continue
+		}
+		id := order.EventID(e.id)
+		byID[id] = e
+		if e.typ == "order.paid" {
+			paidEvents[e.order]++
+		}
+		if want := announcement(e); e.typ != want {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s is %s for the move %s→%s (%s), which announces %q",
+				id, e.typ, e.from, e.to, e.event, want)})
+		}
+		// The order's history is checked as a path of the table (5); an
+		// announced state must be where the order is, or has been since.
+		if o, ok := orders[e.order]; ok && order.State(e.to).Terminal() && o.state != e.to {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) announces %s, the order is %s", id, e.typ, e.to, o.state)})
+		}
+		if !e.delivered {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) was never recorded delivered", id, e.typ)})
+		}
+		if received[id] == 0 {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s) never reached the merchant's endpoint", id, e.typ)})
+		}
+	}
+	for _, o := range s.orders {
+		if st := order.State(o.state); (st.Refundable() || st == order.StateRefunded) && paidEvents[o.id] != 1 {
+			// Paid, and perhaps refunded since.
+			out = append(out, orderMsg{o.id, fmt.Sprintf("%s with %d order.paid events, want 1", o.state, paidEvents[o.id])})
+		}
+	}
+	for _, d := range s.received {
+		e, ok := byID[d.EventID]
+		switch {
+		case !d.Verified:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("delivery of %s did not verify with the merchant's secret", d.EventID)})
+		case !ok:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s (%s), which is no event in the database", d.EventID, d.Type)})
+		case e.typ != d.Type || e.order != d.OrderID || e.to != d.State:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s as %s of order %s in %s; the database has %s of order %s in %s",
+				d.EventID, d.Type, d.OrderID, d.State, e.typ, e.order, e.to)})
+		}
+	}
+	return out
+}
+
+// announcement is the event type that the README promises for a move of
+// the history, worked out here apart from the database's mapping: "" for
+// the creation and the claims.
+func announcement(e dbEvent) string {
+	switch {
+	case e.to == string(order.StatePending) && e.from != "":
+		return "order.payment_failed"
+	case e.to == string(order.StatePending), e.to == string(order.StateCharging):
+		return ""
+	}
+	return "order." + strings.ToLower(e.to)
 }

@@ -4,37 +4,59 @@ import (
 	"testing"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/lab/receiver"
 )
 
 // A small world: order o1 paid by attempt a1 (request r1) after a decline
-// of attempt a0 (request r0); order o2 pending, never charged.
+// of attempt a0 (request r0); order o2 pending, never charged; order o3
+// paid by attempt a3, and 400 of its 1000 refunded by refund f1.
 func cleanWorld() (snapshot, *history) {
 	s := snapshot{
 		orders: []dbOrder{
 			{id: "o1", state: "PAID", currency: "GBP", current: "a1", amount: 500},
 			{id: "o2", state: "PENDING", currency: "EUR", amount: 700},
+			{id: "o3", state: "PARTIALLY_REFUNDED", currency: "GBP", current: "a3", amount: 1000, refunded: 400},
 		},
 		attempts: []dbAttempt{
 			{id: "a0", order: "o1", request: "r0", outcome: "declined", currency: "GBP", amount: 500},
 			{id: "a1", order: "o1", request: "r1", outcome: "succeeded", chargeID: "ch_2", currency: "GBP", amount: 500},
+			{id: "a3", order: "o3", request: "r3", outcome: "succeeded", chargeID: "ch_3", currency: "GBP", amount: 1000},
 		},
 		events: []dbEvent{
-			{order: "o1", to: "PENDING", event: "create"},
-			{order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a0"},
-			{order: "o1", from: "CHARGING", to: "PENDING", event: "fail", attempt: "a0"},
-			{order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a1"},
-			{order: "o1", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a1"},
-			{order: "o2", to: "PENDING", event: "create"},
+			{id: 1, order: "o1", to: "PENDING", event: "create"},
+			{id: 2, order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a0"},
+			{id: 3, order: "o1", from: "CHARGING", to: "PENDING", event: "fail", attempt: "a0", typ: "order.payment_failed", delivered: true},
+			{id: 4, order: "o1", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a1"},
+			{id: 5, order: "o1", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a1", typ: "order.paid", delivered: true},
+			{id: 6, order: "o2", to: "PENDING", event: "create"},
+			{id: 7, order: "o3", to: "PENDING", event: "create"},
+			{id: 8, order: "o3", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a3"},
+			{id: 9, order: "o3", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a3", typ: "order.paid", delivered: true},
+			{id: 10, order: "o3", from: "PAID", to: "PARTIALLY_REFUNDED", event: "refund_partial", typ: "order.partially_refunded", delivered: true},
+		},
+		received: []receiver.Delivery{
+			{EventID: "evt_3", Type: "order.payment_failed", OrderID: "o1", State: "PENDING", Verified: true},
+			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true},
+			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true}, // at least once
+			{EventID: "evt_9", Type: "order.paid", OrderID: "o3", State: "PAID", Verified: true},
+			{EventID: "evt_10", Type: "order.partially_refunded", OrderID: "o3", State: "PARTIALLY_REFUNDED", Verified: true},
 		},
 		ledger: []sim.Charge{
 			{ID: "ch_1", Reference: "a0", Amount: 500, Currency: "GBP", Status: "declined"},
 			{ID: "ch_2", Reference: "a1", Amount: 500, Currency: "GBP", Status: "succeeded"},
+			{ID: "ch_3", Reference: "a3", Amount: 1000, Currency: "GBP", Status: "succeeded"},
+		},
+		refunds: []dbRefund{{id: "f1", order: "o3", request: "rf1", state: "SUCCEEDED", currency: "GBP", amount: 400}},
+		refundLedger: []sim.Refund{
+			{ID: "re_1", Reference: "f1", ChargeReference: "a3", Amount: 400, Currency: "GBP", Status: "succeeded"},
 		},
 	}
 	h := newHistory()
 	h.orders["o1"], h.orders["o2"] = "ref-1", "ref-2"
 	h.paid["o1"] = true
 	h.requests["r1"] = &request{order: "o1", attempts: map[string]int{"a1": 2}, answers: 2}
+	h.refundReqs["rf1"] = &refundRequest{order: "o3", refunds: map[string]int{"f1": 1}}
+	h.refunded["f1"] = true
 	return s, h
 }
 
@@ -68,12 +90,51 @@ func TestCheck(t *testing.T) {
 			s.attempts = append(s.attempts, dbAttempt{id: "a2", order: "o2", request: "r2", currency: "EUR", amount: 700})
 		}, InvHistory},
 		{"history ends elsewhere", func(s *snapshot, _ *history) { s.orders[1].state = "CANCELED" }, InvHistory},
+		{"paid without its event", func(s *snapshot, _ *history) { s.events[4].typ = "" }, InvEvents},
+		{"event never delivered", func(s *snapshot, _ *history) { s.events[2].delivered = false }, InvEvents},
+		{"event never received", func(s *snapshot, _ *history) { s.received = s.received[1:] }, InvEvents},
+		{"received an event that is not", func(s *snapshot, _ *history) {
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_9", Type: "order.paid", OrderID: "o2", State: "PAID", Verified: true})
+		}, InvEvents},
+		{"received another event", func(s *snapshot, _ *history) { s.received[0].State = "PAID" }, InvEvents},
+		{"unsigned delivery", func(s *snapshot, _ *history) { s.received[1].Verified = false }, InvEvents},
+		{"announced a state not kept", func(s *snapshot, _ *history) {
+			s.orders = append(s.orders, dbOrder{id: "o3", state: "PENDING", currency: "GBP"})
+			s.events = append(s.events, dbEvent{id: 7, order: "o3", to: "PENDING", event: "create"},
+				dbEvent{id: 8, order: "o3", from: "PENDING", to: "CANCELED", event: "cancel", typ: "order.canceled", delivered: true})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_8", Type: "order.canceled", OrderID: "o3", State: "CANCELED", Verified: true})
+		}, InvEvents},
+		{"claim announced", func(s *snapshot, _ *history) { s.events[1].typ = "order.payment_failed" }, InvEvents},
+		{"paid announced as something else", func(s *snapshot, _ *history) { s.events[4].typ = "order.canceled" }, InvEvents},
 		{"paid answer not kept", func(_ *snapshot, h *history) { h.paid["o2"] = true }, InvAnswers},
-		{"order lost", func(_ *snapshot, h *history) { h.orders["o3"] = "ref-3" }, InvAnswers},
+		{"order lost", func(_ *snapshot, h *history) { h.orders["o9"] = "ref-9" }, InvAnswers},
 		{"request named two attempts", func(_ *snapshot, h *history) { h.requests["r1"].attempts["a0"] = 1 }, InvRequestID},
 		{"request named another attempt", func(_ *snapshot, h *history) {
 			h.requests["r0"] = &request{order: "o1", attempts: map[string]int{"a1": 1}}
 		}, InvRequestID},
+		{"refund reference twice at the gateway", func(s *snapshot, _ *history) {
+			s.refundLedger = append(s.refundLedger, sim.Refund{ID: "re_2", Reference: "f1", ChargeReference: "a3",
+				Amount: 400, Currency: "GBP", Status: "failed"})
+		}, InvRefundOnce},
+		{"refund of no refund", func(s *snapshot, _ *history) {
+			s.refundLedger = append(s.refundLedger, sim.Refund{ID: "re_2", Reference: "zz", ChargeReference: "a3",
+				Amount: 1, Currency: "GBP", Status: "failed"})
+		}, InvRefundOnce},
+		{"refunded more than charged", func(s *snapshot, _ *history) {
+			s.refunds = append(s.refunds, dbRefund{id: "f2", order: "o3", request: "rf2", state: "SUCCEEDED", currency: "GBP", amount: 700})
+			s.refundLedger = append(s.refundLedger, sim.Refund{ID: "re_2", Reference: "f2", ChargeReference: "a3",
+				Amount: 700, Currency: "GBP", Status: "succeeded"})
+			s.orders[2].refunded = 1100
+		}, InvRefunds},
+		{"succeeded refund not at the gateway", func(s *snapshot, _ *history) { s.refundLedger = nil }, InvRefunds},
+		{"refund at the gateway, failed in Settle", func(s *snapshot, _ *history) {
+			s.refunds[0].state = "FAILED"
+			s.orders[2].refunded, s.orders[2].state = 0, "PAID"
+		}, InvRefunds},
+		{"refunding left", func(s *snapshot, _ *history) { s.refunds[0].state = "REFUNDING" }, InvRefunds},
+		{"refunded total off", func(s *snapshot, _ *history) { s.orders[2].refunded = 300 }, InvRefunds},
+		{"state not what is refunded", func(s *snapshot, _ *history) { s.orders[2].state = "REFUNDED" }, InvRefunds},
+		{"refund answer not kept", func(_ *snapshot, h *history) { h.refunded["f9"] = true }, InvRefunds},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, h := cleanWorld()

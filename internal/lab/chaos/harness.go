@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,6 +22,7 @@ import (
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/lab/pgcluster"
+	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
@@ -125,8 +128,31 @@ func (h *harness) run(ctx context.Context) error {
 	stopGateway := func() { stopSim(); <-simDone }
 	defer stopGateway()
 
+	// The merchant's endpoint for events out, in this process so that
+	// what it received is at hand. It refuses a delivery now and then, so
+	// that deliveries are retried as well as redelivered after kills.
+	hooks := receiver.New([]string{eventSecret}, nil)
+	hookLis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	refusals := rand.New(rand.NewPCG(cfg.Seed, 16))
+	var refusalsMu sync.Mutex
+	hookSrv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		refusalsMu.Lock()
+		refuse := refusals.Float64() < eventRefusalRate
+		refusalsMu.Unlock()
+		if refuse {
+			http.Error(w, "refused by the chaos harness", http.StatusServiceUnavailable)
+			return
+		}
+		hooks.ServeHTTP(w, r)
+	})}
+	go func() { _ = hookSrv.Serve(hookLis) }()
+	defer hookSrv.Close()
+
 	key := apiKey()
-	env := h.env("http://"+simLis.Addr().String(), key)
+	env := h.env("http://"+simLis.Addr().String(), key, "http://"+hookLis.Addr().String()+"/events")
 	procCtx, stopProcs := context.WithCancel(ctx)
 	var keepers sync.WaitGroup
 	defer func() { stopProcs(); keepers.Wait() }()
@@ -192,16 +218,20 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.quiesce(ctx); err != nil {
 		return err
 	}
+	if err := h.waitDelivered(ctx); err != nil {
+		return err
+	}
 	stopProcs()
 	keepers.Wait()
 	// Stop the simulator only once the processes are gone, so that the
 	// ledger is final.
 	stopGateway()
 
-	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger())
+	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger(), gw.Refunds())
 	if err != nil {
 		return fmt.Errorf("read the end state: %w", err)
 	}
+	snap.received = hooks.Deliveries()
 	violations := check(snap, hist)
 	h.report(snap, hist, violations)
 	return nil
@@ -228,7 +258,7 @@ func (h *harness) createDB(ctx context.Context) error {
 
 // env is the environment of the processes: the test's, then Settle's
 // settings with short timings, and the clients' API key.
-func (h *harness) env(simURL, key string) []string {
+func (h *harness) env(simURL, key, eventsURL string) []string {
 	steps := make([]string, recheckSteps)
 	for i := range steps {
 		steps[i] = recheckStep.String()
@@ -248,6 +278,10 @@ func (h *harness) env(simURL, key string) []string {
 		"SETTLE_SHUTDOWN_TIMEOUT=2s",
 		"SETTLE_WITH_RECONCILER=false",
 		"SETTLE_API_KEYS="+keyLine(key),
+		"SETTLE_EVENT_WEBHOOKS="+merchant+" "+eventsURL+" "+eventSecret,
+		"SETTLE_EVENT_DELIVERY_POLL="+pollInterval.String(),
+		"SETTLE_EVENT_DELIVERY_TIMEOUT=1s",
+		"SETTLE_EVENT_DELIVERY_BATCH=8",
 	)
 }
 
@@ -296,15 +330,44 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 	return nil
 }
 
-// quiesce waits, within quiesceTimeout, until no order is CHARGING.
+// quiesce waits, within quiesceTimeout, until no order is CHARGING and no
+// refund REFUNDING.
 func (h *harness) quiesce(ctx context.Context) error {
 	deadline := time.Now().Add(quiesceTimeout)
 	last := int64(-1)
 	for {
+		var n, refunding int64
+		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state = 'CHARGING'),
+			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')`).Scan(&n, &refunding)
+		if err == nil && n+refunding != last {
+			h.logf("%d orders CHARGING, %d refunds REFUNDING", n, refunding)
+			last = n + refunding
+		}
+		n += refunding
+		if err == nil && n == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if time.Now().After(deadline) {
+			h.logf("orders still CHARGING or refunds REFUNDING after %s", quiesceTimeout)
+			return nil // the check reports them
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitDelivered waits, within deliverTimeout, until every event has been
+// delivered (or has failed); the check reports any that were not.
+func (h *harness) waitDelivered(ctx context.Context) error {
+	deadline := time.Now().Add(deliverTimeout)
+	last := int64(-1)
+	for {
 		var n int64
-		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM orders WHERE state = 'CHARGING'`).Scan(&n)
+		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL`).Scan(&n)
 		if err == nil && n != last {
-			h.logf("%d orders CHARGING", n)
+			h.logf("%d events to deliver", n)
 			last = n
 		}
 		if err == nil && n == 0 {
@@ -314,8 +377,8 @@ func (h *harness) quiesce(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			h.logf("orders still CHARGING after %s", quiesceTimeout)
-			return nil // the check reports them
+			h.logf("events still undelivered after %s", deliverTimeout)
+			return nil
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

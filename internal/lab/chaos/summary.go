@@ -17,8 +17,9 @@ type Summary struct {
 	Seed uint64
 	// Orders counts the orders CreateOrder answered with.
 	Orders int
-	// Charges counts the ChargeOrder calls the clients made.
-	Charges int
+	// Charges counts the ChargeOrder calls the clients made, and Refunds
+	// the RefundOrder calls.
+	Charges, Refunds int
 	// Kills counts processes killed with SIGKILL, by the harness or by an
 	// armed failpoint.
 	Kills int
@@ -34,6 +35,9 @@ type Summary struct {
 	States map[string]int
 	// Charged counts the gateway's successful charges.
 	Charged int
+	// Events counts the events for the merchant (order.paid, …), and
+	// Deliveries the POSTs of them its endpoint accepted.
+	Events, Deliveries int
 	// Violations are the broken invariants: the run failed.
 	Violations []Violation
 	// Problems are what else went wrong: a failpoint that never fired, a
@@ -49,8 +53,8 @@ func (s Summary) OK() bool { return len(s.Violations) == 0 && len(s.Problems) ==
 
 // String is the run's one summary line.
 func (s Summary) String() string {
-	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d violations=%d",
-		s.Seed, s.Orders, s.Charges, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, len(s.Violations))
+	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d events=%d deliveries=%d violations=%d",
+		s.Seed, s.Orders, s.Charges, s.Refunds, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, s.Events, s.Deliveries, len(s.Violations))
 	if len(s.Violations) > 0 {
 		n := map[int]int{}
 		for _, v := range s.Violations {
@@ -73,7 +77,7 @@ func (s Summary) String() string {
 func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 	h.mu.Lock()
 	s := &h.sum
-	s.Orders, s.Charges = len(hist.orders), hist.charges
+	s.Orders, s.Charges, s.Refunds = len(hist.orders), hist.charges, hist.refundCalls
 	s.Violations = violations
 	for _, o := range snap.orders {
 		s.States[o.state]++
@@ -87,11 +91,21 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 		}
 	}
 	s.Charged = charged
+	refunded := map[string]int{}
+	for _, r := range snap.refundLedger {
+		refunded[r.Status]++
+	}
+	for _, e := range snap.events {
+		if e.typ != "" {
+			s.Events++
+		}
+	}
+	s.Deliveries = len(snap.received)
 	h.mu.Unlock()
 
 	h.logf("clients: %s", hist.stats())
-	h.logf("end state: orders by state %v; gateway: %d charges, %d declines; failpoints fired %v; %d processes exited by themselves",
-		s.States, charged, declined, s.Failpoints, s.Exits)
+	h.logf("end state: orders by state %v; gateway: %d charges, %d declines, refunds by status %v; failpoints fired %v; %d processes exited by themselves",
+		s.States, charged, declined, refunded, s.Failpoints, s.Exits)
 	for _, v := range violations {
 		h.logf("VIOLATION %s", v)
 	}

@@ -43,6 +43,19 @@ type history struct {
 	// doubles counts the charges sent to two replicas at once; reclicks the
 	// new request_ids for an order after its first.
 	doubles, reclicks int
+	// refundReqs maps each refund request_id to what its RefundOrder calls
+	// answered; refunded holds the refunds an answer said SUCCEEDED.
+	refundReqs map[string]*refundRequest
+	refunded   map[string]bool
+	// refundCalls counts RefundOrder calls; overRefunds the answers
+	// FAILED_PRECONDITION (nothing, or too little, left to refund).
+	refundCalls, overRefunds int
+}
+
+// refundRequest is what the RefundOrder calls with one request_id answered.
+type refundRequest struct {
+	order   string
+	refunds map[string]int // refund id → answers that named it
 }
 
 // request is what the ChargeOrder calls with one request_id answered.
@@ -55,7 +68,31 @@ type request struct {
 
 func newHistory() *history {
 	return &history{orders: map[string]string{}, requests: map[string]*request{},
-		paid: map[string]bool{}, canceled: map[string]bool{}, errors: map[codes.Code]int{}}
+		paid: map[string]bool{}, canceled: map[string]bool{}, errors: map[codes.Code]int{},
+		refundReqs: map[string]*refundRequest{}, refunded: map[string]bool{}}
+}
+
+func (h *history) refundAnswered(orderID, requestID string, resp *settlev1.RefundOrderResponse, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.refundCalls++
+	r := h.refundReqs[requestID]
+	if r == nil {
+		r = &refundRequest{order: orderID, refunds: map[string]int{}}
+		h.refundReqs[requestID] = r
+	}
+	switch {
+	case status.Code(err) == codes.FailedPrecondition:
+		h.overRefunds++
+		return
+	case err != nil:
+		h.errors[status.Code(err)]++
+		return
+	}
+	r.refunds[resp.GetRefund().GetId()]++
+	if resp.GetRefund().GetState() == settlev1.RefundState_REFUND_STATE_SUCCEEDED {
+		h.refunded[resp.GetRefund().GetId()] = true
+	}
 }
 
 func (h *history) created(o *settlev1.Order) {
@@ -114,8 +151,9 @@ func (h *history) stats() string {
 			resent++
 		}
 	}
-	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED; errors %v",
-		len(h.orders), h.charges, len(h.requests), resent, h.doubles, h.reclicks, len(h.paid), len(h.canceled), h.errors)
+	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED; %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; errors %v",
+		len(h.orders), h.charges, len(h.requests), resent, h.doubles, h.reclicks, len(h.paid), len(h.canceled),
+		h.refundCalls, len(h.refundReqs), len(h.refunded), h.overRefunds, h.errors)
 }
 
 func (h *history) failed(err error) {
@@ -219,6 +257,7 @@ func (c *checkout) run(ctx context.Context, n int) {
 		switch state {
 		case settlev1.OrderState_ORDER_STATE_PAID:
 			if x < 0.9 {
+				c.refunds(ctx, o, n)
 				return
 			}
 			// The customer did not see the confirmation and pays again.
@@ -322,6 +361,60 @@ func (c *checkout) doubleClick(ctx context.Context, orderID, requestID, pm strin
 		return resps[0]
 	}
 	return resps[1]
+}
+
+// refunds gives some or all of a paid order's money back, now and then:
+// the whole of it, a part and perhaps the rest, or two refunds that do not
+// both fit, sent to two replicas at once (two operators clicking).
+func (c *checkout) refunds(ctx context.Context, o *settlev1.Order, n int) {
+	if c.rng.Float64() >= 0.35 {
+		return
+	}
+	amount := o.GetAmount().GetAmountMinor()
+	rid := func(k int) string { return fmt.Sprintf("refund-%d-%d-%d", c.client, n, k) }
+	switch x := c.rng.Float64(); {
+	case x < 0.3:
+		c.refund(ctx, c.replica(), o.GetId(), rid(0), 0)
+	case x < 0.7:
+		c.refund(ctx, c.replica(), o.GetId(), rid(0), 1+c.rng.Int64N(amount))
+		if c.rng.Float64() < 0.5 {
+			c.refund(ctx, c.replica(), o.GetId(), rid(1), 0) // the rest
+		}
+	default:
+		i := c.rng.IntN(len(c.w.clients))
+		j := (i + 1) % len(c.w.clients)
+		each := amount/2 + 1 + c.rng.Int64N(amount/2+1)
+		seeds := [2]uint64{c.rng.Uint64(), c.rng.Uint64()}
+		var wg sync.WaitGroup
+		for k, to := range []settlev1.OrderServiceClient{c.w.clients[i], c.w.clients[j]} {
+			wg.Go(func() {
+				cc := &checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 2)), client: c.client, stop: c.stop}
+				cc.refund(ctx, to, o.GetId(), rid(k), each)
+			})
+		}
+		wg.Wait()
+	}
+}
+
+// refund sends one refund request, and again with the same request_id
+// while it fails, as a client that lost the answer does.
+func (c *checkout) refund(ctx context.Context, to settlev1.OrderServiceClient, orderID, requestID string, amount int64) {
+	req := &settlev1.RefundOrderRequest{OrderId: orderID, RequestId: requestID, AmountMinor: amount, Reason: "chaos"}
+	for try := range callTries {
+		if try > 0 {
+			if !c.pause(ctx, try) {
+				return
+			}
+			to = c.replica()
+		}
+		cctx, cancel := context.WithTimeout(ctx, chargeTimeout)
+		resp, err := to.RefundOrder(cctx, req)
+		cancel()
+		c.w.hist.refundAnswered(orderID, requestID, resp, err)
+		if err == nil || !retryable(err) {
+			return
+		}
+	}
 }
 
 func (c *checkout) cancel(ctx context.Context, orderID string) {

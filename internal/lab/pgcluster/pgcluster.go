@@ -34,6 +34,7 @@ type Cluster struct {
 	done    chan struct{}
 	ownsDir bool
 	fast    bool
+	config  []string
 }
 
 // Options configure Start.
@@ -43,6 +44,9 @@ type Options struct {
 	DataDir string
 	// Fast trades durability for speed (fsync off), for tests.
 	Fast bool
+	// Config holds more server settings, each "name=value" (Citus's
+	// shared_preload_libraries, for one).
+	Config []string
 }
 
 // Start initializes (when needed) and starts a cluster.
@@ -51,7 +55,7 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{binDir: bin, fast: opts.Fast, done: make(chan struct{})}
+	c := &Cluster{binDir: bin, fast: opts.Fast, config: opts.Config, done: make(chan struct{})}
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
@@ -103,6 +107,9 @@ func (c *Cluster) Start(ctx context.Context) error {
 		"-c", "shared_buffers=128MB"}
 	if c.fast {
 		args = append(args, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
+	}
+	for _, kv := range c.config {
+		args = append(args, "-c", kv)
 	}
 	cmd := c.command("postgres", args...)
 	logf, err := os.OpenFile(filepath.Join(c.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)

@@ -27,7 +27,8 @@ var (
 	once     sync.Once
 	setupErr error
 	cluster  *pgcluster.Cluster
-	adminURL string // a database to run CREATE DATABASE from
+	citus    *pgcluster.Citus // with SETTLE_TEST_CITUS=1, instead of cluster
+	adminURL string           // a database to run CREATE DATABASE from
 	template string
 	serial   atomic.Int64
 	prefix   = fmt.Sprintf("settle_test_%d_%d", os.Getpid(), rand.N(1_000_000))
@@ -39,12 +40,20 @@ func Main(m *testing.M) {
 	if cluster != nil {
 		cluster.Stop()
 	}
+	if citus != nil {
+		citus.Stop()
+	}
 	os.Exit(code)
 }
 
 func setup() {
 	ctx := context.Background()
 	adminURL = os.Getenv("DATABASE_URL")
+	template = prefix + "_template"
+	if Citus() {
+		setupErr = setupCitus(ctx)
+		return
+	}
 	if adminURL == "" {
 		// Tests run with fsync off; benchmarks that measure commits set
 		// SETTLE_TEST_DURABLE=1 to keep PostgreSQL's durable defaults.
@@ -56,7 +65,6 @@ func setup() {
 		}
 		adminURL = cluster.URL("postgres")
 	}
-	template = prefix + "_template"
 	if setupErr = exec(ctx, adminURL, "CREATE DATABASE "+template); setupErr != nil {
 		return
 	}
@@ -77,16 +85,8 @@ func URL(t testing.TB) string {
 	if setupErr != nil {
 		t.Fatal(setupErr)
 	}
-	ctx := context.Background()
 	name := fmt.Sprintf("%s_%d", prefix, serial.Add(1))
-	if err := exec(ctx, adminURL, "CREATE DATABASE "+name+" TEMPLATE "+template); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop test database: %v", err)
-		}
-	})
+	createDB(t, name, template)
 	return withDB(adminURL, name)
 }
 
@@ -132,14 +132,7 @@ func EmptyURL(t testing.TB) string {
 	t.Helper()
 	URL(t) // sets up the server
 	name := fmt.Sprintf("%s_empty_%d", prefix, serial.Add(1))
-	if err := exec(context.Background(), adminURL, "CREATE DATABASE "+name+" TEMPLATE template0"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)"); err != nil {
-			t.Logf("drop test database: %v", err)
-		}
-	})
+	createDB(t, name, "")
 	return withDB(adminURL, name)
 }
 
@@ -151,7 +144,70 @@ func Drop(t testing.TB, url string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if citus != nil {
+		if err := citus.DropDatabase(context.Background(), cfg.Database); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if err := exec(context.Background(), adminURL, "DROP DATABASE "+cfg.Database+" WITH (FORCE)"); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Citus reports whether the tests run on Citus (SETTLE_TEST_CITUS=1): a
+// throwaway coordinator and two workers, every database a Citus database
+// with Settle's tables distributed by merchant. The Citus extension must be
+// installed (scripts/citus-install); without it the tests fail rather than
+// pass on plain PostgreSQL.
+func Citus() bool { return os.Getenv("SETTLE_TEST_CITUS") == "1" }
+
+func setupCitus(ctx context.Context) error {
+	var err error
+	// Four shards per table: enough to spread merchants over both workers,
+	// few enough that making the template is quick.
+	citus, err = pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Fast: os.Getenv("SETTLE_TEST_DURABLE") != "1",
+		ShardCount: 4})
+	if err != nil {
+		return fmt.Errorf("start a throwaway Citus cluster (SETTLE_TEST_CITUS=1): %w", err)
+	}
+	adminURL = citus.URL("postgres")
+	if err := citus.CreateDatabase(ctx, template, ""); err != nil {
+		return err
+	}
+	pool, err := postgres.Open(ctx, citus.URL(template), 2)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	return postgres.Migrate(ctx, pool)
+}
+
+// createDB creates database name from template (none: an empty database)
+// for the test, and drops it when the test ends.
+func createDB(t testing.TB, name, template string) {
+	t.Helper()
+	ctx := context.Background()
+	drop := func() error {
+		return exec(context.Background(), adminURL, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	}
+	if citus != nil {
+		if err := citus.CreateDatabase(ctx, name, template); err != nil {
+			t.Fatal(err)
+		}
+		drop = func() error { return citus.DropDatabase(context.Background(), name) }
+	} else {
+		sql := "CREATE DATABASE " + name + " TEMPLATE template0"
+		if template != "" {
+			sql = "CREATE DATABASE " + name + " TEMPLATE " + template
+		}
+		if err := exec(ctx, adminURL, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		if err := drop(); err != nil {
+			t.Logf("drop test database: %v", err)
+		}
+	})
 }

@@ -4,4 +4,4 @@ SELECT id::text AS attempt_id, order_id::text AS attempt_order_id, request_id AS
 	coalesce(outcome, '') AS attempt_outcome, decline_code AS attempt_decline_code,
 	gateway_charge_id AS attempt_gateway_charge_id, created_at AS attempt_created_at
 FROM charge_attempts
-WHERE id = @id;
+WHERE merchant_id = @merchant_id AND id = @id;

@@ -34,7 +34,7 @@ WITH ord AS (
 ), upd AS (
 	UPDATE orders o SET state = @to_state, current_attempt = att.id, reconcile_at = now() + @lease::interval,
 		reconcile_count = 0, last_error = '', updated_at = now()
-	FROM att WHERE o.id = att.order_id
+	FROM att WHERE o.merchant_id = att.merchant_id AND o.id = att.order_id
 	RETURNING o.*
 ), ev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)

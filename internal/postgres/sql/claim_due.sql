@@ -4,10 +4,10 @@
 -- time. The statement commits the lease; a reconciler that dies holding it
 -- lets it expire.
 WITH due AS (
-	SELECT id FROM orders WHERE state = 'CHARGING' AND reconcile_at <= now()
+	SELECT merchant_id, id FROM orders WHERE state = 'CHARGING' AND reconcile_at <= now()
 	ORDER BY reconcile_at LIMIT @limit FOR UPDATE SKIP LOCKED
 ), upd AS (
-	UPDATE orders o SET reconcile_at = now() + @lease::interval FROM due WHERE o.id = due.id RETURNING o.*
+	UPDATE orders o SET reconcile_at = now() + @lease::interval FROM due WHERE o.merchant_id = due.merchant_id AND o.id = due.id RETURNING o.*
 )
 SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
 	upd.id::text, upd.merchant_id, upd.merchant_reference, upd.amount_minor, upd.currency, upd.payment_method,
@@ -18,4 +18,4 @@ SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
 	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
 	a.created_at AS attempt_created_at
-FROM upd JOIN charge_attempts a ON a.id = upd.current_attempt;
+FROM upd JOIN charge_attempts a ON a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt;

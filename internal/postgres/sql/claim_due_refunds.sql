@@ -28,4 +28,4 @@ SELECT leased.id::text AS refund_id, leased.merchant_id AS refund_merchant_id,
 	extract(epoch FROM now() - leased.created_at)::float8 AS refund_age_seconds
 FROM leased
 JOIN orders o ON o.merchant_id = leased.merchant_id AND o.id = leased.order_id
-LEFT JOIN charge_attempts a ON a.id = o.current_attempt;
+LEFT JOIN charge_attempts a ON a.merchant_id = o.merchant_id AND a.id = o.current_attempt;

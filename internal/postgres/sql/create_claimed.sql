@@ -28,4 +28,4 @@ SELECT o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.curren
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
 	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
 	a.created_at AS attempt_created_at
-FROM o JOIN a ON a.order_id = o.id;
+FROM o JOIN a ON a.merchant_id = o.merchant_id AND a.order_id = o.id;

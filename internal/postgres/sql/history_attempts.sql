@@ -6,7 +6,7 @@ SELECT id::text AS attempt_id, order_id::text AS attempt_order_id, request_id AS
 	coalesce(outcome, '') AS attempt_outcome, decline_code AS attempt_decline_code,
 	gateway_charge_id AS attempt_gateway_charge_id, created_at AS attempt_created_at
 FROM charge_attempts
-WHERE order_id = @order_id
+WHERE merchant_id = @merchant_id AND order_id = @order_id
 	AND (@after_created::timestamptz IS NULL OR (created_at, id) > (@after_created, @after_id::uuid))
 ORDER BY created_at, id
 LIMIT @limit;

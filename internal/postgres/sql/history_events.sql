@@ -4,6 +4,6 @@ SELECT id AS seq, order_id::text, coalesce(from_state, '') AS from_state, to_sta
 	coalesce(attempt_id::text, '') AS attempt_id,
 	coalesce(refund_id::text, '') AS refund_id, created_at
 FROM order_events
-WHERE order_id = @order_id AND id > @after_seq
+WHERE merchant_id = @merchant_id AND order_id = @order_id AND id > @after_seq
 ORDER BY id
 LIMIT @limit;

@@ -1,11 +1,20 @@
--- Lease one CHARGING order now, due or not (an operator asked), waiting for
--- any other holder of its row: push its reconcile_at forward by the lease
--- and return it with its current attempt and the attempt's age in database
--- time, as claim_due.sql does. No row when the order is not CHARGING.
+-- Lease one CHARGING order now, due or not (an operator asked; or, with
+-- due_only, only if it is due: the second half of the reconciler's lease on
+-- Citus, see due_orders.sql), waiting for any other holder of its row: push
+-- its reconcile_at forward by the lease and return it with its current
+-- attempt and the attempt's age in database time, as claim_due.sql does. No
+-- row when the order is not CHARGING (or not due). Two reconcilers that
+-- both read a due order do not both lease it: the second waits for the
+-- first's row lock and then finds reconcile_at moved past now().
 WITH due AS (
-	SELECT id FROM orders WHERE state = 'CHARGING' AND id = @id FOR UPDATE
+	SELECT merchant_id, id FROM orders
+	WHERE merchant_id = @merchant_id AND id = @id AND state = 'CHARGING'
+		AND (NOT @due_only::bool OR reconcile_at <= now())
+	FOR UPDATE
 ), upd AS (
-	UPDATE orders o SET reconcile_at = now() + @lease::interval FROM due WHERE o.id = due.id RETURNING o.*
+	UPDATE orders o SET reconcile_at = now() + @lease::interval
+	FROM due WHERE o.merchant_id = due.merchant_id AND o.id = due.id
+	RETURNING o.*
 )
 SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
 	upd.id::text, upd.merchant_id, upd.merchant_reference, upd.amount_minor, upd.currency, upd.payment_method,
@@ -16,4 +25,4 @@ SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
 	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
 	a.created_at AS attempt_created_at
-FROM upd JOIN charge_attempts a ON a.id = upd.current_attempt;
+FROM upd JOIN charge_attempts a ON a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt;

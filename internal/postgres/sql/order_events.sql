@@ -3,5 +3,5 @@ SELECT id AS seq, order_id::text, coalesce(from_state, '') AS from_state, to_sta
 	coalesce(attempt_id::text, '') AS attempt_id,
 	coalesce(refund_id::text, '') AS refund_id, created_at
 FROM order_events
-WHERE order_id = @order_id
+WHERE merchant_id = @merchant_id AND order_id = @order_id
 ORDER BY id;

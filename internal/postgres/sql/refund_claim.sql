@@ -43,7 +43,7 @@ WITH ord AS (
 ), upd AS (
 	UPDATE orders o SET refunding_minor = ord.refunding_minor + ins.amount_minor
 	FROM ord JOIN ins ON ins.order_id = ord.id
-	WHERE o.id = ord.id
+	WHERE o.merchant_id = ord.merchant_id AND o.id = ord.id
 	RETURNING o.*
 ), ev AS (
 	INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor, reason)
@@ -61,7 +61,8 @@ SELECT cur.claimed,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
 	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
-	coalesce((SELECT gateway_charge_id FROM charge_attempts WHERE id = cur.current_attempt), '') AS charge_id,
+	coalesce((SELECT gateway_charge_id FROM charge_attempts
+		WHERE merchant_id = cur.merchant_id AND id = cur.current_attempt), '') AS charge_id,
 	coalesce(r.id::text, '') AS refund_id, coalesce(r.merchant_id, '') AS refund_merchant_id,
 	coalesce(r.order_id::text, '') AS refund_order_id, coalesce(r.request_id, '') AS refund_request_id,
 	coalesce(r.requested_minor, 0) AS refund_requested_minor, coalesce(r.amount_minor, 0) AS refund_amount_minor,

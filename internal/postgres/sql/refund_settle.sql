@@ -46,17 +46,23 @@ WITH lockedo AS MATERIALIZED (
 			WHEN lockedo.refunded_minor + upr.amount_minor >= lockedo.amount_minor THEN @full_to
 			ELSE @partial_to
 		END AS to_state,
-		lockedo.state AS from_state, upr.id AS refund_id
+		lockedo.state AS from_state, upr.id AS refund_id, lockedo.updated_at,
+		upr.state IN ('SUCCEEDED', 'FAILED') AS changed
 	FROM lockedo JOIN upr ON upr.order_id = lockedo.id
 ), upo AS (
+	-- Whether the order changes is nxt's to say, from the locked row: a
+	-- condition on o here would be checked first on the version in this
+	-- statement's snapshot, and a refund claimed meanwhile can make that
+	-- version look already settled (two refunds of one amount), leaving
+	-- the order's reservation behind.
 	UPDATE orders o SET refunded_minor = nxt.refunded, refunding_minor = nxt.refunding, state = nxt.to_state,
-		updated_at = CASE WHEN nxt.event = '' THEN o.updated_at ELSE now() END
+		updated_at = CASE WHEN nxt.event = '' THEN nxt.updated_at ELSE now() END
 	FROM nxt
-	WHERE o.id = nxt.id AND (nxt.refunded, nxt.refunding) IS DISTINCT FROM (o.refunded_minor, o.refunding_minor)
+	WHERE o.merchant_id = @merchant_id AND o.id = nxt.id AND nxt.changed
 	RETURNING o.*
 ), oev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, refund_id)
-	SELECT id, from_state, to_state, event, @actor, '', refund_id FROM nxt WHERE event <> ''
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, refund_id)
+	SELECT @merchant_id, id, from_state, to_state, event, @actor, '', refund_id FROM nxt WHERE event <> ''
 ), rev AS (
 	INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor, reason)
 	SELECT merchant_id, order_id, id, @from_state, state, @event, @actor, @reason FROM upr WHERE @event <> ''

@@ -23,29 +23,36 @@
 -- order at one client (p50, settle bench); the one-row form's generic plan
 -- is as good as any.
 WITH st AS (
-	SELECT @order_id::uuid AS order_id, @attempt_id::uuid AS attempt_id, @to_state::text AS to_state,
-		@recheck_in::interval AS recheck_in, @checked::bool AS checked,
-		@last_error::text AS last_error, @outcome::text AS outcome,
-		@decline_code::text AS decline_code, @charge_id::text AS charge_id,
-		@event::text AS event, @actor::text AS actor, @reason::text AS reason,
-		1::bigint AS i
+	SELECT @merchant_id::text AS merchant_id, @order_id::uuid AS order_id, @attempt_id::uuid AS attempt_id,
+		@to_state::text AS to_state, @recheck_in::interval AS recheck_in,
+		@checked::bool AS checked, @last_error::text AS last_error,
+		@outcome::text AS outcome, @decline_code::text AS decline_code,
+		@charge_id::text AS charge_id, @event::text AS event, @actor::text AS actor,
+		@reason::text AS reason, 1::bigint AS i
+), timed AS (
+	-- The times are read here rather than in the UPDATEs' SET lists: Citus
+	-- refuses a stable function (now(), timestamptz + interval) applied to a
+	-- column, or inside a CASE, in an UPDATE's SET list.
+	SELECT st.*, now() AS now, now() + st.recheck_in AS recheck_at FROM st
 ), locked AS MATERIALIZED (
-	SELECT id, state, current_attempt FROM orders WHERE id = @order_id::uuid ORDER BY id FOR UPDATE
+	SELECT merchant_id, id, state, current_attempt FROM orders
+	WHERE merchant_id = @merchant_id::text AND id = @order_id::uuid ORDER BY id FOR UPDATE
 ), upd AS (
 	UPDATE orders o SET
 		state = st.to_state,
-		reconcile_at = CASE WHEN st.to_state = 'CHARGING' THEN now() + st.recheck_in END,
+		reconcile_at = CASE WHEN st.to_state = 'CHARGING' THEN st.recheck_at END,
 		reconcile_count = o.reconcile_count + st.checked::int,
 		last_error = st.last_error,
-		updated_at = CASE WHEN st.to_state = 'CHARGING' THEN o.updated_at ELSE now() END
-	FROM locked JOIN st ON st.order_id = locked.id
-	WHERE o.id = locked.id AND locked.state = 'CHARGING' AND locked.current_attempt = st.attempt_id
-	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason
+		updated_at = CASE WHEN st.to_state = 'CHARGING' THEN o.updated_at ELSE st.now END
+	FROM locked JOIN timed st ON st.merchant_id = locked.merchant_id AND st.order_id = locked.id
+	WHERE o.merchant_id = locked.merchant_id AND o.id = locked.id
+		AND locked.state = 'CHARGING' AND locked.current_attempt = st.attempt_id
+	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason, st.now
 ), att AS (
 	UPDATE charge_attempts a SET outcome = upd.outcome, decline_code = upd.decline_code,
 		gateway_charge_id = upd.charge_id,
-		settled_at = CASE WHEN upd.state = 'CHARGING' THEN NULL ELSE now() END
-	FROM upd WHERE a.id = upd.current_attempt
+		settled_at = CASE WHEN upd.state = 'CHARGING' THEN NULL ELSE upd.now END
+	FROM upd WHERE a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt
 ), ev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
 	SELECT merchant_id, id, 'CHARGING', state, event, actor, reason, current_attempt FROM upd WHERE event <> ''

@@ -3,12 +3,12 @@
 -- with an @outcome, record it as the current attempt's result.
 WITH upd AS (
 	UPDATE orders SET state = @to_state, reconcile_at = NULL, updated_at = now()
-	WHERE id = @id AND state = @from_state
+	WHERE merchant_id = @merchant_id AND id = @id AND state = @from_state
 	RETURNING *
 ), att AS (
 	UPDATE charge_attempts SET outcome = @outcome, decline_code = @decline_code, gateway_charge_id = @charge_id,
 		settled_at = now()
-	WHERE @outcome <> '' AND id = (SELECT current_attempt FROM upd)
+	WHERE @outcome <> '' AND merchant_id = @merchant_id AND id = (SELECT current_attempt FROM upd)
 ), ev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
 	SELECT merchant_id, id, @from_state, state, @event, @actor, @reason, current_attempt FROM upd

@@ -1,31 +1,48 @@
 // Package stripetest is a stateful fake of the part of Stripe's API that
-// Settle uses, creating and confirming PaymentIntents under idempotency
-// keys, for tests. It is a real HTTP server (an http.Handler to put behind
-// httptest.NewServer) speaking Stripe's wire format, with a ledger of every
-// PaymentIntent it created. stripe-mock checks the wire format against
-// Stripe's schema but is stateless; this fake has the state.
+// Settle uses, for tests: PaymentIntents created unconfirmed, confirmed,
+// read and canceled, under idempotency keys. It is a real HTTP server (an
+// http.Handler to put behind httptest.NewServer) speaking Stripe's wire
+// format, with a ledger of every PaymentIntent and of every charge made.
+// stripe-mock checks the wire format against Stripe's schema but is
+// stateless; this fake has the state.
 //
-// Idempotency works as Stripe documents it: the first request with a key is
-// executed and its answer saved (a decline and a 500 included); a repeat
-// with the same parameters gets the saved answer back, marked
-// Idempotent-Replayed: true; a repeat with other parameters gets 400
+// The endpoints:
+//
+//	POST /v1/payment_intents               create (confirm=true is refused: Settle never sends it)
+//	GET  /v1/payment_intents/{id}          retrieve, as it stands now
+//	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
+//	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
+//
+// Idempotency works as Stripe documents it, for every POST: the first
+// request with a key is executed and its answer saved (a decline and a 500
+// included); a repeat with the same path and parameters gets the saved
+// answer back, marked Idempotent-Replayed: true, however the PaymentIntent
+// has changed since; a repeat with other parameters gets 400
 // idempotency_error; a repeat while the first is still being processed gets
 // 409 idempotency_key_in_use. Requests refused by authentication,
 // validation or rate limiting are not saved. Keys are kept for the fake's
 // lifetime.
 //
-// What happens is chosen by payment method, with Stripe's test tokens where
-// Stripe has one:
+// What a confirm does is chosen by the payment method, with Stripe's test
+// tokens where Stripe has one:
 //
 //	pm_card_visa                             succeeded
 //	pm_card_chargeDeclined                   402 card_error card_declined, decline_code generic_decline
 //	pm_card_chargeDeclinedInsufficientFunds  402 card_error card_declined, decline_code insufficient_funds
 //	pm_card_threeDSecure2Required            200, status requires_action (*)
 //	pm_card_settle_timeout                   succeeded, then the answer is held for Options.Hold
-//	pm_card_settle_drop                      succeeded, then the connection is closed without an answer
+//	pm_card_settle_drop                      succeeded, then the answer is cut off halfway
 //	pm_card_settle_500                       succeeded, then 500 api_error (saved, as Stripe saves it)
-//	pm_card_settle_429                       429 rate_limit, nothing created
-//	anything else                            400 resource_missing, nothing created
+//	pm_card_settle_429                       429 rate_limit, nothing done
+//	pm_card_settle_processing                200, status processing, until Succeed or Fail settles it
+//	pm_card_settle_refund_timeout            succeeded (its refunds' answers are held: refunds.go)
+//	pm_card_refundFail                       succeeded (its refunds fail later: refunds.go)
+//	anything else                            400 resource_missing at the create, nothing created
+//
+// and one token acts at the create:
+//
+//	pm_card_settle_drop_create               the create is executed, then its answer is cut off
+//	                                         halfway (a confirm works as visa)
 //
 // (*) Stripe itself declines that card with authentication_required when
 // off_session is set; the fake answers requires_action so that the
@@ -41,6 +58,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -58,6 +76,8 @@ const (
 	TokenDropAfterCreate        = "pm_card_settle_drop"
 	TokenServerErrorAfterCreate = "pm_card_settle_500"
 	TokenRateLimited            = "pm_card_settle_429"
+	TokenProcessing             = "pm_card_settle_processing"
+	TokenCreateDropped          = "pm_card_settle_drop_create"
 )
 
 const defaultHold = 2 * time.Second
@@ -68,7 +88,7 @@ type Options struct {
 	// that looks like a test key (sk_test_ or rk_test_) is.
 	SecretKey string
 	// Hold is how long the answer to TokenTimeout is held after the
-	// PaymentIntent is created: longer than the client's timeout. The
+	// PaymentIntent is confirmed: longer than the client's timeout. The
 	// request completes then whether or not the client is still waiting,
 	// as at Stripe; until then its key is in flight. Default 2s.
 	Hold time.Duration
@@ -76,18 +96,27 @@ type Options struct {
 
 // PaymentIntent is one PaymentIntent in the ledger.
 type PaymentIntent struct {
-	ID             string
+	ID string
+	// IdempotencyKey is the key of the request that created it.
 	IdempotencyKey string
 	Amount         int64
 	Currency       string
 	PaymentMethod  string
 	Status         string
 	Metadata       map[string]string
-	// LatestCharge is the id of the charge made, if any.
+	// LatestCharge is the id of the last charge tried, if any; the
+	// customer paid only if Status is succeeded.
 	LatestCharge string
 	// DeclineCode is the decline of a requires_payment_method intent.
 	DeclineCode string
-	Created     time.Time
+	// Confirmations counts the confirms executed (replays not included).
+	Confirmations int
+	Created       time.Time
+}
+
+// Request is one request the fake received.
+type Request struct {
+	Method, Path, IdempotencyKey string
 }
 
 // Server is the fake; it is an http.Handler.
@@ -96,18 +125,23 @@ type Server struct {
 	mux  *http.ServeMux
 
 	mu       sync.Mutex
-	ledger   []PaymentIntent
+	ledger   []*PaymentIntent
+	byID     map[string]*PaymentIntent
 	keys     map[string]*keyState
-	requests int
+	requests []Request
 	charges  int
+	// refunds and refundKeys are the refunds' ledger and idempotency
+	// keys (refunds.go).
+	refunds    []Refund
+	refundKeys map[string]*keyState
 }
 
 // keyState is what the fake remembers of an idempotency key.
 type keyState struct {
-	params string        // the first request's form, canonically encoded
-	done   chan struct{} // closed when the first request has been answered
-	status int
-	body   []byte
+	request string        // the first request's path and form, canonically encoded
+	done    chan struct{} // closed when the first request has been answered
+	status  int
+	body    []byte
 }
 
 // New returns a fake.
@@ -115,8 +149,14 @@ func New(opts Options) *Server {
 	if opts.Hold <= 0 {
 		opts.Hold = defaultHold
 	}
-	s := &Server{opts: opts, mux: http.NewServeMux(), keys: map[string]*keyState{}}
-	s.mux.HandleFunc("POST /v1/payment_intents", s.createIntent)
+	s := &Server{opts: opts, mux: http.NewServeMux(), byID: map[string]*PaymentIntent{}, keys: map[string]*keyState{},
+		refundKeys: map[string]*keyState{}}
+	s.mux.HandleFunc("POST /v1/payment_intents", s.post(s.create))
+	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.retrieve)
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", s.post(s.confirm))
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.post(s.cancel))
+	s.mux.HandleFunc("POST /v1/refunds", s.createRefund)
+	s.mux.HandleFunc("GET /v1/refunds", s.listRefunds)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
 			Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
@@ -124,33 +164,71 @@ func New(opts Options) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, IdempotencyKey: r.Header.Get("Idempotency-Key")})
+	reqID := fmt.Sprintf("req_fake_%06d", len(s.requests))
+	s.mu.Unlock()
+	w.Header().Set("Request-Id", reqID)
+	if key, ok := s.authorized(r); !ok {
+		writeError(w, http.StatusUnauthorized, apiError{Type: "invalid_request_error",
+			Message: fmt.Sprintf("Invalid API Key provided: %s", key)})
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
 
-// Ledger returns every PaymentIntent created so far, in order.
+// Ledger returns every PaymentIntent created so far, in order, as each
+// stands now.
 func (s *Server) Ledger() []PaymentIntent {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]PaymentIntent(nil), s.ledger...)
+	out := make([]PaymentIntent, len(s.ledger))
+	for i, pi := range s.ledger {
+		out[i] = *pi
+	}
+	return out
 }
 
-// Intents returns the PaymentIntents created under an idempotency key.
-func (s *Server) Intents(key string) []PaymentIntent {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// Intents returns the PaymentIntents created for an attempt (by their
+// metadata[attempt_id]), as each stands now.
+func (s *Server) Intents(attemptID string) []PaymentIntent {
 	var out []PaymentIntent
-	for _, pi := range s.ledger {
-		if pi.IdempotencyKey == key {
+	for _, pi := range s.Ledger() {
+		if pi.Metadata["attempt_id"] == attemptID {
 			out = append(out, pi)
 		}
 	}
 	return out
 }
 
-// Requests counts the create requests received, replays included.
-func (s *Server) Requests() int {
+// Intent returns the PaymentIntent with the id, as it stands now.
+func (s *Server) Intent(id string) (PaymentIntent, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.requests
+	if pi, ok := s.byID[id]; ok {
+		return *pi, true
+	}
+	return PaymentIntent{}, false
+}
+
+// Requests returns every request received so far, replays included.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Count counts the requests received whose path ends with suffix ("" for
+// all, "/confirm" for confirms).
+func (s *Server) Count(method, suffix string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if (method == "" || r.Method == method) && strings.HasSuffix(r.Path, suffix) {
+			n++
+		}
+	}
+	return n
 }
 
 // InFlight counts the idempotency keys whose first request is still being
@@ -169,6 +247,31 @@ func (s *Server) InFlight() int {
 	return n
 }
 
+// Succeed ends the processing of a processing PaymentIntent: the payment
+// went through. It reports false when the intent is not processing.
+func (s *Server) Succeed(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, ok := s.byID[id]
+	if !ok || pi.Status != "processing" {
+		return false
+	}
+	pi.Status = "succeeded"
+	return true
+}
+
+// Fail ends the processing of a processing PaymentIntent with a decline.
+func (s *Server) Fail(id, declineCode string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, ok := s.byID[id]
+	if !ok || pi.Status != "processing" {
+		return false
+	}
+	pi.Status, pi.DeclineCode = "requires_payment_method", declineCode
+	return true
+}
+
 // answer is what the fake will say to one executed request.
 type answer struct {
 	status int
@@ -179,77 +282,74 @@ type answer struct {
 	drop bool
 }
 
-func (s *Server) createIntent(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	s.requests++
-	reqID := fmt.Sprintf("req_fake_%06d", s.requests)
-	s.mu.Unlock()
-	w.Header().Set("Request-Id", reqID)
+// post wraps a POST endpoint with Stripe's idempotency layer.
+func (s *Server) post(execute func(r *http.Request, form url.Values) answer) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if err := r.ParseForm(); err != nil {
+			writeError(w, http.StatusBadRequest, apiError{Type: "invalid_request_error", Message: "Invalid request body."})
+			return
+		}
+		form := r.PostForm
+		key := r.Header.Get("Idempotency-Key")
+		if key == "" {
+			s.respond(w, execute(r, form))
+			return
+		}
+		w.Header().Set("Idempotency-Key", key)
+		request := r.URL.Path + "?" + form.Encode() // sorted by parameter name
 
-	if key, ok := s.authorized(r); !ok {
-		writeError(w, http.StatusUnauthorized, apiError{Type: "invalid_request_error",
-			Message: fmt.Sprintf("Invalid API Key provided: %s", key)})
-		return
-	}
-	if err := r.ParseForm(); err != nil {
-		writeError(w, http.StatusBadRequest, apiError{Type: "invalid_request_error",
-			Message: "Invalid request body."})
-		return
-	}
-	form := r.PostForm
-	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		a := s.execute(form, "")
-		s.respond(w, a)
-		return
-	}
-	w.Header().Set("Idempotency-Key", key)
-	params := form.Encode() // sorted by parameter name
-
-	s.mu.Lock()
-	if k, ok := s.keys[key]; ok {
+		s.mu.Lock()
+		if k, ok := s.keys[key]; ok {
+			s.mu.Unlock()
+			select {
+			case <-k.done:
+			default:
+				writeError(w, http.StatusConflict, apiError{Type: "invalid_request_error", Code: "idempotency_key_in_use",
+					Message: "There is currently another in-progress request using this idempotency key (that probably means you submitted twice, and the other request is still going through): " + key + ". Please try again later."})
+				return
+			}
+			if k.request != request {
+				writeError(w, http.StatusBadRequest, apiError{Type: "idempotency_error",
+					Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '" + key + "' if you meant to execute a different request."})
+				return
+			}
+			w.Header().Set("Idempotent-Replayed", "true")
+			writeBody(w, k.status, k.body)
+			return
+		}
+		k := &keyState{request: request, done: make(chan struct{})}
+		s.keys[key] = k
 		s.mu.Unlock()
-		select {
-		case <-k.done:
-		default:
-			writeError(w, http.StatusConflict, apiError{Type: "invalid_request_error", Code: "idempotency_key_in_use",
-				Message: "There is currently another in-progress request using this idempotency key (that probably means you submitted twice, and the other request is still going through): " + key + ". Please try again later."})
-			return
-		}
-		if k.params != params {
-			writeError(w, http.StatusBadRequest, apiError{Type: "idempotency_error",
-				Message: "Keys for idempotent requests can only be used with the same parameters they were first used with. Try using a key other than '" + key + "' if you meant to execute a different request."})
-			return
-		}
-		w.Header().Set("Idempotent-Replayed", "true")
-		writeBody(w, k.status, k.body)
-		return
-	}
-	k := &keyState{params: params, done: make(chan struct{})}
-	s.keys[key] = k
-	s.mu.Unlock()
 
-	a := s.execute(form, key)
-	if a.hold {
-		// Stripe finishes what it started whether or not the client waits.
-		time.Sleep(s.opts.Hold)
+		a := execute(r, form)
+		if a.hold {
+			// Stripe finishes what it started whether or not the client waits.
+			time.Sleep(s.opts.Hold)
+		}
+		s.mu.Lock()
+		if a.save {
+			k.status, k.body = a.status, a.body
+		} else {
+			delete(s.keys, key)
+		}
+		close(k.done)
+		s.mu.Unlock()
+		s.respond(w, a)
 	}
-	s.mu.Lock()
-	if a.save {
-		k.status, k.body = a.status, a.body
-	} else {
-		delete(s.keys, key)
-	}
-	close(k.done)
-	s.mu.Unlock()
-	s.respond(w, a)
 }
 
 // respond writes a, or drops the connection when a says so.
 func (s *Server) respond(w http.ResponseWriter, a answer) {
 	if a.drop {
+		// The answer starts and is cut off: the client has read part of it,
+		// so neither it nor Go's transport (which resends a request with an
+		// Idempotency-Key on its own when a reused connection closes before
+		// any answer) can take the request for unsent.
 		if hj, ok := w.(http.Hijacker); ok {
-			if conn, _, err := hj.Hijack(); err == nil {
+			if conn, buf, err := hj.Hijack(); err == nil {
+				fmt.Fprintf(buf, "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s",
+					a.status, http.StatusText(a.status), len(a.body), a.body[:len(a.body)/2])
+				buf.Flush()
 				conn.Close()
 				return
 			}
@@ -261,91 +361,153 @@ func (s *Server) respond(w http.ResponseWriter, a answer) {
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
-// execute validates a create request and carries it out.
-func (s *Server) execute(form map[string][]string, key string) answer {
-	get := func(name string) string {
-		if v := form[name]; len(v) > 0 {
-			return v[0]
-		}
-		return ""
-	}
-	amount, err := strconv.ParseInt(get("amount"), 10, 64)
+// knownMethods are the payment methods the create accepts.
+var knownMethods = map[string]bool{
+	TokenVisa: true, TokenDeclined: true, TokenInsufficientFunds: true, TokenRequiresAction: true,
+	TokenTimeout: true, TokenDropAfterCreate: true, TokenServerErrorAfterCreate: true, TokenRateLimited: true,
+	TokenProcessing: true, TokenCreateDropped: true, TokenRefundTimeout: true, TokenRefundFail: true,
+}
+
+// create validates a create request and creates an unconfirmed intent.
+func (s *Server) create(r *http.Request, form url.Values) answer {
+	amount, err := strconv.ParseInt(form.Get("amount"), 10, 64)
+	pm := form.Get("payment_method")
 	switch {
-	case get("amount") == "":
+	case form.Get("amount") == "":
 		return rejected(apiError{Type: "invalid_request_error", Code: "parameter_missing", Param: "amount", Message: "Missing required param: amount."})
 	case err != nil || amount <= 0:
 		return rejected(apiError{Type: "invalid_request_error", Code: "parameter_invalid_integer", Param: "amount", Message: "Invalid positive integer"})
-	case !currencyRE.MatchString(get("currency")):
-		return rejected(apiError{Type: "invalid_request_error", Code: "parameter_invalid_empty", Param: "currency", Message: "Invalid currency: " + get("currency")})
-	case get("payment_method") == "":
+	case !currencyRE.MatchString(form.Get("currency")):
+		return rejected(apiError{Type: "invalid_request_error", Code: "parameter_invalid_empty", Param: "currency", Message: "Invalid currency: " + form.Get("currency")})
+	case pm == "":
 		return rejected(apiError{Type: "invalid_request_error", Code: "parameter_missing", Param: "payment_method", Message: "Missing required param: payment_method."})
-	case get("confirm") != "true":
-		return rejected(apiError{Type: "invalid_request_error", Param: "confirm", Message: "This fake only creates and confirms in one call: confirm must be true."})
+	case form.Get("confirm") == "true":
+		return rejected(apiError{Type: "invalid_request_error", Param: "confirm",
+			Message: "This fake creates PaymentIntents unconfirmed only: Settle confirms in a second request."})
+	case !knownMethods[pm]:
+		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "payment_method",
+			Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm)})
 	}
-	pm := get("payment_method")
-
-	pi := PaymentIntent{
-		IdempotencyKey: key, Amount: amount, Currency: get("currency"), PaymentMethod: pm,
-		Metadata: map[string]string{}, Created: time.Now().UTC(),
+	pi := &PaymentIntent{
+		IdempotencyKey: r.Header.Get("Idempotency-Key"), Amount: amount, Currency: form.Get("currency"),
+		PaymentMethod: pm, Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
 	}
 	for name, v := range form {
 		if k, ok := strings.CutPrefix(name, "metadata["); ok && strings.HasSuffix(k, "]") && len(v) > 0 {
 			pi.Metadata[strings.TrimSuffix(k, "]")] = v[0]
 		}
 	}
+	s.mu.Lock()
+	pi.ID = fmt.Sprintf("pi_fake_%06d", len(s.ledger)+1)
+	s.ledger = append(s.ledger, pi)
+	s.byID[pi.ID] = pi
+	body := intentJSON(*pi)
+	s.mu.Unlock()
+	return answer{status: http.StatusOK, body: body, save: true, drop: pm == TokenCreateDropped}
+}
 
+// retrieve answers an intent as it stands now.
+func (s *Server) retrieve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	pi, ok := s.byID[r.PathValue("id")]
+	var body []byte
+	if ok {
+		body = intentJSON(*pi)
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, noSuchIntent(r.PathValue("id")))
+		return
+	}
+	writeBody(w, http.StatusOK, body)
+}
+
+// confirm confirms an intent: the one request that moves money.
+func (s *Server) confirm(r *http.Request, form url.Values) answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, ok := s.byID[r.PathValue("id")]
+	if !ok {
+		return answer{status: http.StatusNotFound, body: errorBody(noSuchIntent(r.PathValue("id")))}
+	}
+	if pi.Status != "requires_confirmation" && pi.Status != "requires_payment_method" {
+		return s.unexpectedState(pi, "confirm")
+	}
 	a := answer{status: http.StatusOK, save: true}
-	var decline string
-	switch pm {
-	case TokenVisa:
-	case TokenDeclined:
-		decline = "generic_decline"
-	case TokenInsufficientFunds:
-		decline = "insufficient_funds"
+	switch pi.PaymentMethod {
+	case TokenRateLimited:
+		return answer{status: http.StatusTooManyRequests, body: errorBody(apiError{Type: "invalid_request_error", Code: "rate_limit",
+			Message: "Request rate limit exceeded."})}
 	case TokenRequiresAction:
 		pi.Status = "requires_action"
+		pi.Confirmations++
+		a.body = intentJSON(*pi)
+		return a
+	case TokenProcessing:
+		pi.Status = "processing"
+	case TokenDeclined, TokenInsufficientFunds:
+		pi.Status, pi.DeclineCode = "requires_payment_method", "generic_decline"
+		if pi.PaymentMethod == TokenInsufficientFunds {
+			pi.DeclineCode = "insufficient_funds"
+		}
+	default:
+		pi.Status = "succeeded"
+	}
+	pi.Confirmations++
+	s.charges++
+	pi.LatestCharge = fmt.Sprintf("ch_fake_%06d", s.charges)
+	switch pi.PaymentMethod {
 	case TokenTimeout:
 		a.hold = true
 	case TokenDropAfterCreate:
 		a.drop = true
 	case TokenServerErrorAfterCreate:
 		a.status = http.StatusInternalServerError
-	case TokenRateLimited:
-		return answer{status: http.StatusTooManyRequests, body: errorBody(apiError{Type: "invalid_request_error", Code: "rate_limit",
-			Message: "Request rate limit exceeded."})}
-	default:
-		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "payment_method",
-			Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm)})
-	}
-
-	s.mu.Lock()
-	pi.ID = fmt.Sprintf("pi_fake_%06d", len(s.ledger)+1)
-	if pi.Status == "" {
-		s.charges++
-		pi.LatestCharge = fmt.Sprintf("ch_fake_%06d", s.charges)
-		pi.Status = "succeeded"
-		if decline != "" {
-			pi.Status, pi.DeclineCode = "requires_payment_method", decline
-		}
-	}
-	s.ledger = append(s.ledger, pi)
-	s.mu.Unlock()
-
-	switch {
-	case a.status == http.StatusInternalServerError:
 		a.body = errorBody(apiError{Type: "api_error", Message: "An unknown error occurred"})
-	case decline != "":
-		a.status = http.StatusPaymentRequired
-		a.body = errorBody(apiError{Type: "card_error", Code: "card_declined", DeclineCode: decline,
-			Message: "Your card was declined.", Charge: pi.LatestCharge, PaymentIntent: intentJSON(pi)})
-	default:
-		a.body, _ = json.Marshal(intentJSON(pi))
+		return a
 	}
+	if pi.Status == "requires_payment_method" {
+		a.status = http.StatusPaymentRequired
+		a.body = errorBody(apiError{Type: "card_error", Code: "card_declined", DeclineCode: pi.DeclineCode,
+			Message: "Your card was declined.", Charge: pi.LatestCharge, PaymentIntent: intentMap(*pi)})
+		return a
+	}
+	a.body = intentJSON(*pi)
 	return a
 }
 
-// intentJSON is a PaymentIntent as Stripe's API shows it.
-func intentJSON(pi PaymentIntent) map[string]any {
+// cancel cancels an intent that has not succeeded.
+func (s *Server) cancel(r *http.Request, form url.Values) answer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, ok := s.byID[r.PathValue("id")]
+	if !ok {
+		return answer{status: http.StatusNotFound, body: errorBody(noSuchIntent(r.PathValue("id")))}
+	}
+	switch pi.Status {
+	case "requires_payment_method", "requires_confirmation", "requires_action", "requires_capture":
+	default:
+		return s.unexpectedState(pi, "cancel")
+	}
+	pi.Status = "canceled"
+	return answer{status: http.StatusOK, body: intentJSON(*pi), save: true}
+}
+
+// unexpectedState is Stripe's refusal of a move the intent's status does
+// not allow; like Stripe, it carries the intent.
+func (s *Server) unexpectedState(pi *PaymentIntent, verb string) answer {
+	return answer{status: http.StatusBadRequest, save: true, body: errorBody(apiError{Type: "invalid_request_error",
+		Code: "payment_intent_unexpected_state", PaymentIntent: intentMap(*pi),
+		Message: fmt.Sprintf("You cannot %s this PaymentIntent because it has a status of %s.", verb, pi.Status)})}
+}
+
+func noSuchIntent(id string) apiError {
+	return apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "intent",
+		Message: fmt.Sprintf("No such payment_intent: '%s'", id)}
+}
+
+// intentMap is a PaymentIntent as Stripe's API shows it.
+func intentMap(pi PaymentIntent) map[string]any {
 	m := map[string]any{
 		"id": pi.ID, "object": "payment_intent", "amount": pi.Amount, "currency": pi.Currency,
 		"status": pi.Status, "payment_method": pi.PaymentMethod, "payment_method_types": []string{"card"},
@@ -362,10 +524,19 @@ func intentJSON(pi PaymentIntent) map[string]any {
 	case "requires_action":
 		m["next_action"] = map[string]any{"type": "use_stripe_sdk"}
 	case "requires_payment_method":
-		m["last_payment_error"] = map[string]any{"type": "card_error", "code": "card_declined",
-			"decline_code": pi.DeclineCode, "message": "Your card was declined.", "charge": pi.LatestCharge}
+		if pi.DeclineCode != "" {
+			m["last_payment_error"] = map[string]any{"type": "card_error", "code": "card_declined",
+				"decline_code": pi.DeclineCode, "message": "Your card was declined.", "charge": pi.LatestCharge}
+		}
+	case "canceled":
+		m["cancellation_reason"] = "abandoned"
 	}
 	return m
+}
+
+func intentJSON(pi PaymentIntent) []byte {
+	b, _ := json.Marshal(intentMap(pi))
+	return b
 }
 
 // authorized checks the request's API key and returns what was presented.

@@ -1,0 +1,271 @@
+package delivery_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/delivery"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+func TestMain(m *testing.M) { postgrestest.Main(m) }
+
+const secret = "whsec_test_0123456789abcdef"
+
+// receiver is a merchant's endpoint: it verifies each delivery with the
+// documented snippet and answers with the status answer gives for the
+// n-th delivery (0-based).
+type receiver struct {
+	t      *testing.T
+	mu     sync.Mutex
+	ids    []string // event ids in the order received, verified or not
+	types  []string
+	answer func(n int, r *http.Request) int
+	*httptest.Server
+}
+
+func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receiver {
+	rc := &receiver{t: t, answer: answer}
+	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if err := VerifySettleSignature(r.Header.Get("Settle-Signature"), body, secret, 5*time.Minute); err != nil {
+			t.Errorf("delivery does not verify: %v", err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		var ev struct {
+			ID   string `json:"id"`
+			Type string `json:"type"`
+		}
+		if err := json.Unmarshal(body, &ev); err != nil || ev.ID != r.Header.Get("Settle-Event-Id") {
+			t.Errorf("body %s, header id %s: %v", body, r.Header.Get("Settle-Event-Id"), err)
+		}
+		rc.mu.Lock()
+		n := len(rc.ids)
+		rc.ids = append(rc.ids, ev.ID)
+		rc.types = append(rc.types, ev.Type)
+		rc.mu.Unlock()
+		w.WriteHeader(rc.answer(n, r))
+	}))
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+func (rc *receiver) received() []string {
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	return append([]string(nil), rc.ids...)
+}
+
+func ok(int, *http.Request) int { return http.StatusOK }
+
+// canceledOrder makes an order.canceled event for merchant and returns its id.
+func canceledOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.CreateOrder(ctx, order.Order{ID: order.NewID(), MerchantID: merchant, MerchantReference: ref,
+		Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok", Gateway: "sim", State: order.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Transition(ctx, order.ForMerchant(merchant), o.ID, func(order.Order) (order.Move, error) {
+		return order.Move{Event: order.EventCancel, To: order.StateCanceled, Actor: "test"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return o.ID
+}
+
+func newDeliverer(t *testing.T, s *postgres.Store, cfg delivery.Config) *delivery.Deliverer {
+	t.Helper()
+	if cfg.BackoffBase == 0 {
+		cfg.BackoffBase, cfg.BackoffMax = time.Millisecond, time.Millisecond
+	}
+	d, err := delivery.New(s, cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func runOnce(t *testing.T, d *delivery.Deliverer) int {
+	t.Helper()
+	n, err := d.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestRecoveredEndpointGetsTheEvent: an endpoint that answers 500 gets the
+// event again, with the same id, and once it answers 200 the event is
+// delivered and sent no more.
+func TestRecoveredEndpointGetsTheEvent(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	rc := newReceiver(t, func(n int, _ *http.Request) int {
+		if n == 0 {
+			return http.StatusInternalServerError
+		}
+		return http.StatusOK
+	})
+	canceledOrder(t, s, "m1", "ref-1")
+	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
+	if n := runOnce(t, d); n != 0 {
+		t.Fatalf("delivered %d on a 500", n)
+	}
+	time.Sleep(5 * time.Millisecond) // the backoff
+	if n := runOnce(t, d); n != 1 {
+		t.Fatalf("delivered %d after the endpoint recovered, want 1", n)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if n := runOnce(t, d); n != 0 {
+		t.Fatalf("delivered %d more", n)
+	}
+	ids := rc.received()
+	if len(ids) != 2 || ids[0] != ids[1] || rc.types[0] != "order.canceled" {
+		t.Fatalf("received %v %v, want one event twice", ids, rc.types)
+	}
+}
+
+// TestHangingEndpointTimesOut: a POST that gets no answer is abandoned at
+// the timeout and retried; meanwhile, under Run, another merchant's events
+// are delivered (its lane does not wait for the hanging one).
+func TestHangingEndpointTimesOut(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	release := make(chan struct{})
+	hanging := newReceiver(t, func(n int, r *http.Request) int {
+		if n == 0 {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		return http.StatusOK
+	})
+	healthy := newReceiver(t, ok)
+	canceledOrder(t, s, "slow", "ref-slow")
+	d := newDeliverer(t, s, delivery.Config{Timeout: 300 * time.Millisecond, Endpoints: []delivery.Endpoint{
+		{MerchantID: "slow", URL: hanging.URL, Secrets: []string{secret}}}})
+	if n := runOnce(t, d); n != 0 {
+		t.Fatalf("delivered %d to a hanging endpoint", n)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if n := runOnce(t, d); n != 1 {
+		t.Fatalf("delivered %d on the retry, want 1", n)
+	}
+
+	// Under Run: the slow merchant's endpoint hangs (for as long as the
+	// test wants); the other merchant's event arrives meanwhile.
+	hanging2 := newReceiver(t, func(n int, r *http.Request) int {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		return http.StatusOK
+	})
+	canceledOrder(t, s, "slow2", "ref-slow2")
+	canceledOrder(t, s, "fast", "ref-fast")
+	d2 := newDeliverer(t, s, delivery.Config{Timeout: time.Hour, PollInterval: 10 * time.Millisecond, Endpoints: []delivery.Endpoint{
+		{MerchantID: "slow2", URL: hanging2.URL, Secrets: []string{secret}},
+		{MerchantID: "fast", URL: healthy.URL, Secrets: []string{secret}}}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d2.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); len(healthy.received()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the healthy merchant got nothing while the other's endpoint hung")
+		}
+	}
+	if got := hanging2.received(); len(got) != 1 {
+		t.Fatalf("the hanging endpoint got %v", got)
+	}
+	close(release)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKilledWorkerRedelivers: a worker that dies after the POST and
+// before recording it leaves the event leased; once the lease ends,
+// another worker delivers it again with the same id.
+func TestKilledWorkerRedelivers(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	rc := newReceiver(t, ok)
+	canceledOrder(t, s, "m1", "ref-1")
+	eps := []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}
+	// runtime.Goexit ends the lane's goroutine at the failpoint, as a
+	// SIGKILL would end the process: nothing after it runs.
+	dying := newDeliverer(t, s, delivery.Config{Endpoints: eps, Lease: 300 * time.Millisecond,
+		Failpoint: func(string) { runtime.Goexit() }})
+	runOnce(t, dying)
+	if got := rc.received(); len(got) != 1 {
+		t.Fatalf("received %v", got)
+	}
+	d := newDeliverer(t, s, delivery.Config{Endpoints: eps})
+	if n := runOnce(t, d); n != 0 {
+		t.Fatalf("delivered %d while the dead worker's lease holds", n)
+	}
+	time.Sleep(400 * time.Millisecond) // the lease ends
+	if n := runOnce(t, d); n != 1 {
+		t.Fatalf("delivered %d after the lease, want 1", n)
+	}
+	if got := rc.received(); len(got) != 2 || got[0] != got[1] {
+		t.Fatalf("received %v, want the same event twice", got)
+	}
+}
+
+// TestFailsAfterRetryWindow: an endpoint that never takes the event has
+// it marked failed when the retry window ends, counted, and no longer
+// sent.
+func TestFailsAfterRetryWindow(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusServiceUnavailable })
+	canceledOrder(t, s, "m1", "ref-1")
+	var failed int
+	d := newDeliverer(t, s, delivery.Config{RetryFor: time.Millisecond, BackoffBase: time.Second, BackoffMax: time.Second,
+		Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}},
+		OnRecord: func(r order.DeliveryRecord) {
+			if r.Failed {
+				failed++
+			}
+		}})
+	runOnce(t, d)
+	if failed != 1 {
+		t.Fatalf("failed %d, want 1", failed)
+	}
+	runOnce(t, d)
+	if got := rc.received(); len(got) != 1 {
+		t.Fatalf("a failed event was sent again: %v", got)
+	}
+}
+
+// TestDownEndpointIsNotAskedPerEvent: after one failure in a lane, the
+// rest of the lane is put back untried.
+func TestDownEndpointIsNotAskedPerEvent(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusBadGateway })
+	for _, ref := range []string{"a", "b", "c"} {
+		canceledOrder(t, s, "m1", ref)
+	}
+	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
+	runOnce(t, d)
+	if got := rc.received(); len(got) != 1 {
+		t.Fatalf("a down endpoint was asked %d times in one lane", len(got))
+	}
+}

@@ -1,0 +1,240 @@
+package order_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/stripe"
+	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+	"github.com/settlepay/settle/internal/logtest"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+	"github.com/settlepay/settle/internal/reconcile"
+)
+
+// stripeFixture is the charge path and the reconciler charging through the
+// Stripe adapter, over HTTP, against the stateful Stripe fake.
+type stripeFixture struct {
+	svc   *order.Service
+	store *postgres.Store
+	fake  *stripetest.Server
+	rec   *reconcile.Reconciler
+	logs  logtest.Buffer
+}
+
+// newStripeFixture uses key as Settle's Stripe key; the fake accepts only
+// sk_test_settle.
+func newStripeFixture(t *testing.T, key string) *stripeFixture {
+	t.Helper()
+	f := &stripeFixture{store: postgres.NewStore(postgrestest.Pool(t)), fake: stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})}
+	hs := httptest.NewServer(f.fake)
+	t.Cleanup(hs.Close)
+	gw, err := stripe.New(stripe.Config{SecretKey: key, BaseURL: hs.URL, Timeout: gatewayTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateways := map[string]order.Gateway{"stripe": gw}
+	f.svc, err = order.NewService(f.store, gateways, order.Config{
+		DefaultGateway: "stripe", GatewayTimeout: gatewayTimeout, Grace: time.Second, FirstRecheck: time.Minute,
+	}, f.logs.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
+		Schedule: []time.Duration{time.Minute, time.Minute, time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
+		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour,
+	}, f.logs.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// charge creates an order paid with token and charges it once.
+func (f *stripeFixture) charge(t *testing.T, token string) (order.Order, *order.Attempt, error) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := f.svc.Create(ctx, merchant, newOrder("inv-"+order.NewID(), token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	charged, a, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + o.ID})
+	if err != nil {
+		return o, nil, err
+	}
+	return charged, a, nil
+}
+
+// check runs one reconciler check of the order now, and returns the order
+// and its attempt as they then stand.
+func (f *stripeFixture) check(t *testing.T, o order.Order) (order.Order, order.Attempt) {
+	t.Helper()
+	ctx := context.Background()
+	if _, _, err := f.rec.CheckNow(ctx, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	return f.load(t, o.ID)
+}
+
+func (f *stripeFixture) load(t *testing.T, id string) (order.Order, order.Attempt) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := f.store.Order(ctx, order.AnyMerchant, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := f.store.Attempt(ctx, o.MerchantID, o.CurrentAttempt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o, a
+}
+
+// TestStripeCrashBetweenCreateAndConfirm: the create executed at Stripe but
+// its answer never came back (as when the process stops between the create
+// and the confirm), so no confirm was sent and no PaymentIntent id was
+// recorded. The reconciler learns the id from the replayed create, cancels
+// the PaymentIntent, and the order returns to PENDING. Nothing is ever
+// charged, however long the reconciler runs.
+func TestStripeCrashBetweenCreateAndConfirm(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	o, a, err := f.charge(t, stripetest.TokenCreateDropped)
+	if err != nil || o.State != order.StateCharging || a.GatewayChargeID != "" {
+		t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with no PaymentIntent id", o, a, err)
+	}
+	pis := f.fake.Intents(a.ID)
+	if len(pis) != 1 || pis[0].Status != "requires_confirmation" {
+		t.Fatalf("PaymentIntents = %+v; want one, unconfirmed", pis)
+	}
+
+	got, att := f.check(t, o)
+	if got.State != order.StatePending || att.Outcome != order.OutcomeDeclined || att.DeclineCode != "canceled_unconfirmed" ||
+		att.GatewayChargeID != pis[0].ID {
+		t.Fatalf("after a check: order %s, attempt %+v; want PENDING, declined canceled_unconfirmed, %s recorded", got.State, att, pis[0].ID)
+	}
+	// However long the reconciler runs, nothing is charged.
+	for range 5 {
+		if _, err := f.rec.RunOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		f.check(t, o)
+	}
+	for _, pi := range f.fake.Ledger() {
+		if pi.Status == "succeeded" || pi.Confirmations > 0 {
+			t.Errorf("the fake charged %+v", pi)
+		}
+	}
+	if n := f.fake.Count(http.MethodPost, "/confirm"); n != 0 {
+		t.Errorf("the fake saw %d confirms, want none", n)
+	}
+	if pis := f.fake.Intents(a.ID); len(pis) != 1 || pis[0].Status != "canceled" {
+		t.Errorf("PaymentIntents = %+v; want the one, canceled", pis)
+	}
+	// The customer can pay again, with a new attempt and a new intent.
+	paid, a2, err := f.svc.Charge(context.Background(), merchant, order.ChargeInput{OrderID: o.ID, RequestID: "again-" + o.ID,
+		PaymentMethod: stripetest.TokenVisa})
+	if err != nil || paid.State != order.StatePaid || a2.ID == a.ID {
+		t.Errorf("a new charge = %+v, %+v, %v; want PAID by a new attempt", paid, a2, err)
+	}
+}
+
+// TestStripeUnknownsSettleOnceStripeKnows: a confirm answered with a saved
+// 500, and an intent still processing, are PAID at the first check after
+// Stripe has the payment, read by the PaymentIntent id the charge path
+// recorded with its settle.
+func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
+	t.Parallel()
+	t.Run("saved 500", func(t *testing.T) {
+		t.Parallel()
+		f := newStripeFixture(t, "sk_test_settle")
+		o, a, err := f.charge(t, stripetest.TokenServerErrorAfterCreate)
+		if err != nil || o.State != order.StateCharging || !strings.HasPrefix(a.GatewayChargeID, "pi_") {
+			t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with the PaymentIntent id recorded", o, a, err)
+		}
+		if got, att := f.check(t, o); got.State != order.StatePaid || att.GatewayChargeID != a.GatewayChargeID {
+			t.Fatalf("after a check: %s, %+v; want PAID with %s", got.State, att, a.GatewayChargeID)
+		}
+		if n := f.fake.Count(http.MethodPost, "/confirm"); n != 1 {
+			t.Errorf("the fake saw %d confirms, want the charge's one", n)
+		}
+	})
+	t.Run("processing", func(t *testing.T) {
+		t.Parallel()
+		f := newStripeFixture(t, "sk_test_settle")
+		o, a, err := f.charge(t, stripetest.TokenProcessing)
+		if err != nil || o.State != order.StateCharging || a.GatewayChargeID == "" {
+			t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with the PaymentIntent id recorded", o, a, err)
+		}
+		got, att := f.check(t, o)
+		if got.State != order.StateCharging || att.GatewayChargeID != a.GatewayChargeID {
+			t.Fatalf("while processing: %s, %+v; want CHARGING, the id kept", got.State, att)
+		}
+		f.fake.Succeed(a.GatewayChargeID)
+		if got, _ := f.check(t, o); got.State != order.StatePaid {
+			t.Fatalf("once succeeded: %s; want PAID", got.State)
+		}
+	})
+}
+
+// TestStripeRateLimitedIsNotSent: a 429 to the only confirm sent is
+// provably not executed: the order is PENDING at once, with nothing to
+// reconcile.
+func TestStripeRateLimitedIsNotSent(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	o, a, err := f.charge(t, stripetest.TokenRateLimited)
+	if err != nil || o.State != order.StatePending || a.Outcome != order.OutcomeNotSent {
+		t.Fatalf("Charge = %+v, %+v, %v; want PENDING, not sent", o, a, err)
+	}
+}
+
+// TestStripeRefusedKey: Stripe refuses Settle's key. The checkout is told
+// it is a configuration error (ErrGatewayRefused), not a decline; the order
+// is PENDING, the attempt refused, the refusal logged at ERROR; a retry of
+// the same request gets the same answer.
+func TestStripeRefusedKey(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_revoked")
+	o, _, err := f.charge(t, stripetest.TokenVisa)
+	if !errors.Is(err, order.ErrGatewayRefused) {
+		t.Fatalf("Charge error = %v; want ErrGatewayRefused", err)
+	}
+	got, att := f.load(t, o.ID)
+	if got.State != order.StatePending || att.Outcome != order.OutcomeRefused {
+		t.Fatalf("order %s, attempt %+v; want PENDING, refused", got.State, att)
+	}
+	if !strings.Contains(f.logs.String(), "level=ERROR") {
+		t.Errorf("no ERROR log line:\n%s", f.logs.String())
+	}
+	_, _, err = f.svc.Charge(context.Background(), merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + o.ID})
+	if !errors.Is(err, order.ErrGatewayRefused) {
+		t.Errorf("retried Charge error = %v; want ErrGatewayRefused again", err)
+	}
+	if n := len(f.fake.Ledger()); n != 0 {
+		t.Errorf("the fake holds %d PaymentIntents, want none", n)
+	}
+}
+
+// TestStripeAmountsCheckedAtCreate: an amount Stripe cannot carry is
+// refused when the order is created.
+func TestStripeAmountsCheckedAtCreate(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	n := newOrder("inv-kwd", stripetest.TokenVisa)
+	n.Amount = order.Money{Currency: "KWD", AmountMinor: 1255}
+	var verr *order.ValidationError
+	if _, err := f.svc.Create(context.Background(), merchant, n); !errors.As(err, &verr) || verr.Field != "amount.amount_minor" {
+		t.Fatalf("Create(1.255 KWD) error = %v; want a validation error of amount.amount_minor", err)
+	}
+	n.Amount.AmountMinor = 1250
+	if _, err := f.svc.Create(context.Background(), merchant, n); err != nil {
+		t.Fatalf("Create(1.250 KWD) = %v", err)
+	}
+}

@@ -1,0 +1,86 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+func refundClaimOf(o order.Order, requestID string, amount int64) order.RefundClaim {
+	return order.RefundClaim{MerchantID: o.MerchantID, OrderID: o.ID, RequestID: requestID, RefundID: order.NewID(),
+		AmountMinor: amount, Actor: "test", Lease: 15 * time.Second}
+}
+
+// TestSettleRefundAfterConcurrentClaim: a refund's settle whose statement
+// began before another refund of the same amount was claimed, and waited
+// for that claim's lock, still releases its own reservation and keeps the
+// other's. (The order's version in the settle's snapshot then looked
+// already settled; a guard on it skipped the update.)
+func TestSettleRefundAfterConcurrentClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	o, err := s.CreateOrder(ctx, newOrder("refund-race"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE orders SET state = 'PAID' WHERE id = $1`, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.ClaimRefund(ctx, refundClaimOf(o, "refund-a", 300))
+	if err != nil || !a.Claimed || a.Order.Refunding != 300 {
+		t.Fatalf("claim A: %+v, %v", a, err)
+	}
+
+	// A second claim of 300 in progress, holding the order's row.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	if _, err := tx.Exec(ctx, `UPDATE orders SET refunding_minor = refunding_minor + 300 WHERE id = $1`, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	settled := make(chan error, 1)
+	go func() {
+		st := order.RefundSettlementFor(o.MerchantID, a.Refund.ID, order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "x"}, time.Minute)
+		st.Actor = order.ActorAPI
+		_, _, ok, err := s.SettleRefund(ctx, st)
+		if err == nil && !ok {
+			t.Error("the settle's guard did not hold")
+		}
+		settled <- err
+	}()
+	// Let the settle begin (and take its snapshot) and wait for the lock.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the settle never waited for the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-settled; err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Order(ctx, order.ForMerchant(o.MerchantID), o.ID)
+	if err != nil || got.Refunding != 300 || got.Refunded != 0 || got.State != order.StatePaid {
+		t.Fatalf("order after the settle: refunding %d refunded %d %s, %v; want 300 (the other claim's), 0, PAID",
+			got.Refunding, got.Refunded, got.State, err)
+	}
+}
