@@ -101,6 +101,8 @@ var fanOut = map[string]string{
 	"listen_due.sql":            "not a query",
 	"due_orders.sql":            "the reconciler's lease on Citus: a read of every shard's due orders",
 	"is_citus.sql":              "asks the engine, not a table",
+	"durability.sql":            "asks the engine (its settings and standbys), not a table",
+	"writable.sql":              "asks the engine whether it accepts writes, not a table",
 	"gateway_event_attempt.sql": "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 }
 
