@@ -19,7 +19,8 @@ import (
 func TestWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	c, err := pgcluster.Start(ctx, pgcluster.Options{Fast: true})
+	// Durable: the migration must survive the crash that stops it.
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

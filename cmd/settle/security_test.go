@@ -93,7 +93,11 @@ func TestPprofOnlyOnLoopback(t *testing.T) {
 			{"[::1]:0", false},
 		} {
 			var out bytes.Buffer
-			err := run(context.Background(), []string{cmd, "--pprof", "--metrics-listen", tt.metrics}, mapEnv(env), &out, &out)
+			// Not refused, the command waits for the database until the
+			// context ends.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err := run(ctx, []string{cmd, "--pprof", "--metrics-listen", tt.metrics}, mapEnv(env), &out, &out)
+			cancel()
 			refused := err != nil && strings.Contains(err.Error(), "refusing --pprof")
 			if refused != tt.refused {
 				t.Errorf("%s --pprof --metrics-listen %q: %v, refused %v, want %v", cmd, tt.metrics, err, refused, tt.refused)
