@@ -477,3 +477,31 @@ func TestStripeEventMatchedByPaymentIntent(t *testing.T) {
 		t.Fatalf("an event of another type: %d %q, want 200 ignored_type", code, res)
 	}
 }
+
+// TestEventForOrderInReview: an event about the current attempt of an
+// order in NEEDS_REVIEW makes its slow recheck due now; the lookup finds
+// the charge and the order is PAID.
+func TestEventForOrderInReview(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	o, a := f.charging(t, "review-1", "tok_timeout")
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET state = 'NEEDS_REVIEW', reconcile_at = NULL WHERE id = $1", o.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.order(t, o.ID); got.State != order.StateNeedsReview {
+		t.Fatalf("order in review is %s before any event, want NEEDS_REVIEW (its recheck is an hour away)", got.State)
+	}
+	if code, res := f.postRefpsp(t, refpspEvent("evt_r1", refpsp.EventSucceeded, a.ID)); code != 200 || res != string(order.EventWoken) {
+		t.Fatalf("event: %d %q, want 200 woken", code, res)
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.order(t, o.ID); got.State != order.StatePaid {
+		t.Fatalf("order is %s after the event, want PAID", got.State)
+	}
+}
