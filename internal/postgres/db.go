@@ -88,10 +88,12 @@ func translate(err error) error {
 		return err
 	case errors.As(err, &pgErr):
 		// Class 08 (connection), 57 (operator intervention, such as a
-		// terminated backend or a shutdown), 53 (insufficient resources)
-		// and 40 (retries exhausted) say nothing about the request itself.
+		// terminated backend or a shutdown), 53 (insufficient resources),
+		// 40 (retries exhausted) and 58 (system error: Citus's coordinator
+		// losing a worker mid-statement, "failed to COPY to shard") say
+		// nothing about the request itself.
 		switch pgErr.Code[:2] {
-		case "08", "57", "53", "40":
+		case "08", "57", "53", "40", "58":
 			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		}
 		return err
