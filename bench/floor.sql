@@ -19,10 +19,10 @@ WITH ins AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
 	VALUES (gen_random_uuid(), 'default', 'floor-' || gen_random_uuid(), :amount, 'GBP', 'tok_ok', 'instant', 'PENDING')
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
-	RETURNING id, state
+	RETURNING merchant_id, id, state
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor)
-	SELECT id, NULL, state, 'create', 'api' FROM ins
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor)
+	SELECT merchant_id, id, NULL, state, 'create', 'api' FROM ins
 )
 SELECT id AS order_id, state AS order_state FROM ins
 \gset
@@ -43,10 +43,10 @@ WITH ord AS (
 	UPDATE orders o SET state = 'CHARGING', current_attempt = att.id, reconcile_at = now() + interval '15 seconds',
 		reconcile_count = 0, last_error = '', updated_at = now()
 	FROM att WHERE o.id = att.order_id
-	RETURNING o.id, o.state, o.current_attempt
+	RETURNING o.merchant_id, o.id, o.state, o.current_attempt
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-	SELECT id, :order_state, state, 'charge', 'api', current_attempt FROM upd
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
+	SELECT merchant_id, id, :order_state, state, 'charge', 'api', current_attempt FROM upd
 )
 SELECT current_attempt AS attempt_id, state AS order_state FROM upd
 \gset
@@ -55,13 +55,13 @@ SELECT current_attempt AS attempt_id, state AS order_state FROM upd
 WITH upd AS (
 	UPDATE orders SET state = 'PAID', reconcile_at = NULL, last_error = '', updated_at = now()
 	WHERE id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid
-	RETURNING id, state
+	RETURNING merchant_id, id, state
 ), att AS (
 	UPDATE charge_attempts SET outcome = 'succeeded', gateway_charge_id = 'ch_floor', settled_at = now()
 	WHERE id = :attempt_id::uuid AND EXISTS (SELECT 1 FROM upd)
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, :order_state, state, 'succeed', 'api', '', :attempt_id::uuid FROM upd
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
+	SELECT merchant_id, id, :order_state, state, 'succeed', 'api', '', :attempt_id::uuid FROM upd
 )
 SELECT id AS settled_id FROM upd
 \gset

@@ -18,15 +18,15 @@ WITH ins AS (
 	VALUES (gen_random_uuid(), 'default', 'floor1-' || gen_random_uuid(), :amount, 'GBP', 'tok_ok', 'instant',
 		'CHARGING', gen_random_uuid(), now() + interval '15 seconds')
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
-	RETURNING id, state, current_attempt, payment_method, amount_minor, currency
+	RETURNING merchant_id, id, state, current_attempt, payment_method, amount_minor, currency
 ), att AS (
 	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency)
 	SELECT current_attempt, id, 'default', 'req-' || id, payment_method, amount_minor, currency FROM ins
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-	SELECT id, NULL, 'PENDING', 'create', 'api', NULL FROM ins
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
+	SELECT merchant_id, id, NULL, 'PENDING', 'create', 'api', NULL FROM ins
 	UNION ALL
-	SELECT id, 'PENDING', state, 'charge', 'api', current_attempt FROM ins
+	SELECT merchant_id, id, 'PENDING', state, 'charge', 'api', current_attempt FROM ins
 )
 SELECT id AS order_id, current_attempt AS attempt_id, state AS order_state FROM ins
 \gset
@@ -35,13 +35,13 @@ SELECT id AS order_id, current_attempt AS attempt_id, state AS order_state FROM 
 WITH upd AS (
 	UPDATE orders SET state = 'PAID', reconcile_at = NULL, last_error = '', updated_at = now()
 	WHERE id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid
-	RETURNING id, state
+	RETURNING merchant_id, id, state
 ), att AS (
 	UPDATE charge_attempts SET outcome = 'succeeded', gateway_charge_id = 'ch_floor', settled_at = now()
 	WHERE id = :attempt_id::uuid AND EXISTS (SELECT 1 FROM upd)
 ), ev AS (
-	INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT id, :order_state, state, 'succeed', 'api', '', :attempt_id::uuid FROM upd
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
+	SELECT merchant_id, id, :order_state, state, 'succeed', 'api', '', :attempt_id::uuid FROM upd
 )
 SELECT id AS settled_id FROM upd
 \gset

@@ -14,8 +14,8 @@ VALUES (gen_random_uuid(), 'default', 'naive-' || gen_random_uuid(), :amount, 'G
 ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 RETURNING id AS order_id, state AS order_state
 \gset
-INSERT INTO order_events (order_id, from_state, to_state, event, actor)
-VALUES (:order_id::uuid, NULL, 'PENDING', 'create', 'api');
+INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor)
+VALUES ('default', :order_id::uuid, NULL, 'PENDING', 'create', 'api');
 COMMIT;
 
 -- Claim (6 round trips): lock and read the order, then write.
@@ -32,8 +32,8 @@ RETURNING id AS attempt_id
 UPDATE orders SET state = 'CHARGING', current_attempt = :attempt_id::uuid, reconcile_at = now() + interval '15 seconds',
 	reconcile_count = 0, last_error = '', updated_at = now()
 WHERE id = :order_id::uuid AND state = :order_state;
-INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-VALUES (:order_id::uuid, 'PENDING', 'CHARGING', 'charge', 'api', :attempt_id::uuid);
+INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
+VALUES ('default', :order_id::uuid, 'PENDING', 'CHARGING', 'charge', 'api', :attempt_id::uuid);
 COMMIT;
 
 -- Settle (6 round trips): lock and read the order, then write.
@@ -46,6 +46,6 @@ UPDATE orders SET state = 'PAID', reconcile_at = NULL, last_error = '', updated_
 WHERE id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid;
 UPDATE charge_attempts SET outcome = 'succeeded', gateway_charge_id = 'ch_naive', settled_at = now()
 WHERE id = :attempt_id::uuid;
-INSERT INTO order_events (order_id, from_state, to_state, event, actor, reason, attempt_id)
-VALUES (:order_id::uuid, 'CHARGING', 'PAID', 'succeed', 'api', '', :attempt_id::uuid);
+INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
+VALUES ('default', :order_id::uuid, 'CHARGING', 'PAID', 'succeed', 'api', '', :attempt_id::uuid);
 COMMIT;

@@ -65,19 +65,24 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 		cfg      = bench.Config{StatementCounts: true}
 		conc     = "1,4,16,64"
 		oneConc  = "16"
+		refConc  = "16"
 		jsonPath string
 		quiet    bool
 	)
 	fs.StringVar(&conc, "c", conc, "comma-separated numbers of concurrent clients")
 	fs.StringVar(&oneConc, "one-call-c", oneConc, "those of -c at which to measure the one-call path (CreateAndChargeOrder) against its floor too; empty for none")
+	fs.StringVar(&refConc, "refund-c", refConc, "those of -c at which to measure refunds (RefundOrder) against their floor too; empty for none")
 	fs.DurationVar(&cfg.Duration, "duration", 15*time.Second, "length of one run of the floors and of Settle (whole seconds)")
 	fs.DurationVar(&cfg.TransportDuration, "transport-duration", 5*time.Second, "length of one run of the health checks")
 	fs.IntVar(&cfg.Runs, "runs", 3, "runs per point; each figure is their median")
 	fs.IntVar(&cfg.DrainOrders, "drain-orders", 10_000, "due orders for the reconciler to drain (0: skip the drain)")
+	fs.IntVar(&cfg.DeliverEvents, "deliver-events", 10_000, "events for one delivery worker to deliver against its SQL floor (0: skip)")
+	fs.BoolVar(&cfg.Deliver, "deliver", false, "the server delivers its events (order.paid, …) to a local endpoint during the Settle runs: compare with a run without")
 	fs.BoolVar(&cfg.StatementCounts, "round-trips", true, "count round trips with pg_stat_statements (restarts the throwaway cluster once to load it)")
 	fs.StringVar(&jsonPath, "json", "", "also write the report, every run included, as JSON to this file")
 	fs.StringVar(&cfg.Dir, "dir", "", "keep the server logs here (default: a temp dir, removed)")
 	fs.BoolVar(&cfg.Profile, "profile", false, "write a CPU profile of the server during the last Settle run of each point into -dir (go tool pprof reads it)")
+	fs.BoolVar(&cfg.Citus, "citus", false, "measure Settle alone (no SQL floors, transport or drain) on a throwaway Citus cluster, a coordinator and two workers, with each node's CPU per order; needs scripts/citus-install")
 	fs.Func("server-env", "KEY=VALUE added to the server's environment, e.g. GOMAXPROCS=1 (repeatable)", func(s string) error {
 		if !strings.Contains(s, "=") {
 			return fmt.Errorf("%q is not KEY=VALUE", s)
@@ -103,6 +108,9 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 		return err
 	}
 	if cfg.OneCallConcurrency, err = clientCounts("-one-call-c", oneConc); err != nil {
+		return err
+	}
+	if cfg.RefundConcurrency, err = clientCounts("-refund-c", refConc); err != nil {
 		return err
 	}
 	cfg.Server = srv

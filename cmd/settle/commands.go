@@ -36,7 +36,7 @@ var (
 	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
-	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon"}
+	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",

@@ -38,7 +38,9 @@ type config struct {
 	Concurrency       int
 	PollInterval      time.Duration
 	NoShowHorizon     time.Duration
+	ActionExpiry      time.Duration
 	WithReconciler    bool
+	ReviewRecheck     time.Duration
 	Failpoints        string
 	APIKeys           string
 	APIKeysFile       string
@@ -115,6 +117,8 @@ var options = []option{
 	{"reconcile-concurrency", "SETTLE_RECONCILE_CONCURRENCY", "8", "gateway lookups in flight per reconciler", setInt(func(c *config) *int { return &c.Concurrency })},
 	{"reconcile-poll", "SETTLE_RECONCILE_POLL", "1s", "wait between polls when nothing is due", setDuration(func(c *config) *time.Duration { return &c.PollInterval })},
 	{"no-show-horizon", "SETTLE_NO_SHOW_HORIZON", "70s", "age after which a charge the gateway has not seen can no longer arrive (gateway timeout + margin)", setDuration(func(c *config) *time.Duration { return &c.NoShowHorizon })},
+	{"review-recheck", "SETTLE_REVIEW_RECHECK", "1h", "how often an order in NEEDS_REVIEW is looked up again; a charge found then makes it PAID", setDuration(func(c *config) *time.Duration { return &c.ReviewRecheck })},
+	{"action-expiry", "SETTLE_ACTION_EXPIRY", "1h", "how long a customer has to complete a 3-D Secure challenge (REQUIRES_ACTION) before the reconciler cancels the attempt and the order is PENDING again", setDuration(func(c *config) *time.Duration { return &c.ActionExpiry })},
 	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
 	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
 	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;", setString(func(c *config) *string { return &c.APIKeys })},
@@ -232,6 +236,8 @@ func (c *config) validate() error {
 	check(c.BatchSize >= 1 && c.BatchSize <= 10000, "reconcile-batch must be between 1 and 10000")
 	check(c.Concurrency >= 1 && c.Concurrency <= 1000, "reconcile-concurrency must be between 1 and 1000")
 	check(c.PollInterval > 0, "reconcile-poll must be positive")
+	check(c.ReviewRecheck > 0, "review-recheck must be positive")
+	check(c.ActionExpiry > 0, "action-expiry must be positive")
 	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
 	check(c.RateBurst >= 1, "rate-burst must be at least 1")
 	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
@@ -310,6 +316,8 @@ func (c *config) reconcileConfig(failpoint func(string)) reconcile.Config {
 		PollInterval:  c.PollInterval,
 		LookupTimeout: c.GatewayTimeout,
 		NoShowHorizon: c.NoShowHorizon,
+		ReviewCadence: c.ReviewRecheck,
+		ActionExpiry:  c.ActionExpiry,
 		Failpoint:     failpoint,
 	}
 }

@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("settle dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
+	citus := fs.Bool("citus", false, "run on a throwaway Citus cluster (a coordinator and two workers, tables distributed by merchant) instead; needs scripts/citus-install")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
@@ -91,13 +92,29 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	log := cfg.logger(stderr)
 
-	fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: *dataDir})
-	if err != nil {
-		return err
+	if *citus {
+		if *dataDir != "" {
+			return errors.New("--data-dir and --citus: the Citus cluster is always throwaway")
+		}
+		fmt.Fprintln(stdout, "starting a throwaway Citus cluster (a coordinator and two workers)...")
+		cc, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{})
+		if err != nil {
+			return err
+		}
+		defer cc.Stop()
+		if err := cc.CreateDatabase(ctx, "settle", ""); err != nil {
+			return err
+		}
+		cfg.DatabaseURL = cc.URL("settle")
+	} else {
+		fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
+		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: *dataDir})
+		if err != nil {
+			return err
+		}
+		defer cluster.Stop()
+		cfg.DatabaseURL = cluster.URL("postgres")
 	}
-	defer cluster.Stop()
-	cfg.DatabaseURL = cluster.URL("postgres")
 	migratePool, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
 	if err != nil {
 		return err
@@ -161,7 +178,8 @@ Create an order, charge it, look at it:
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" %[1]s settle.v1.OpsService/Stats
 
 Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
-tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422).
+tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422). Charged with tok_refund_timeout,
+tok_refund_5xx, tok_refund_drop, tok_refund_decline or tok_refund_fail_later, an order's refunds meet that fault.
 
 Events out (order.paid, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
   curl %[8]s

@@ -18,6 +18,7 @@ var stateToProto = map[order.State]settlev1.OrderState{
 	order.StateNeedsReview:       settlev1.OrderState_ORDER_STATE_NEEDS_REVIEW,
 	order.StatePartiallyRefunded: settlev1.OrderState_ORDER_STATE_PARTIALLY_REFUNDED,
 	order.StateRefunded:          settlev1.OrderState_ORDER_STATE_REFUNDED,
+	order.StateRequiresAction:    settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION,
 }
 
 var refundStateToProto = map[order.RefundState]settlev1.RefundState{
@@ -29,12 +30,13 @@ var refundStateToProto = map[order.RefundState]settlev1.RefundState{
 }
 
 var outcomeToProto = map[order.Outcome]settlev1.AttemptOutcome{
-	order.OutcomeSucceeded: settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED,
-	order.OutcomeDeclined:  settlev1.AttemptOutcome_ATTEMPT_OUTCOME_DECLINED,
-	order.OutcomeNotSent:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_SENT,
-	order.OutcomeUnknown:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN,
-	order.OutcomeNotFound:  settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND,
-	order.OutcomeRefused:   settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REFUSED,
+	order.OutcomeSucceeded:      settlev1.AttemptOutcome_ATTEMPT_OUTCOME_SUCCEEDED,
+	order.OutcomeDeclined:       settlev1.AttemptOutcome_ATTEMPT_OUTCOME_DECLINED,
+	order.OutcomeNotSent:        settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_SENT,
+	order.OutcomeUnknown:        settlev1.AttemptOutcome_ATTEMPT_OUTCOME_UNKNOWN,
+	order.OutcomeNotFound:       settlev1.AttemptOutcome_ATTEMPT_OUTCOME_NOT_FOUND,
+	order.OutcomeRefused:        settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REFUSED,
+	order.OutcomeRequiresAction: settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REQUIRES_ACTION,
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {
@@ -56,7 +58,7 @@ func orderToProto(o order.Order) *settlev1.Order {
 		CreateTime:        timestamp(o.CreatedAt),
 		UpdateTime:        timestamp(o.UpdatedAt),
 	}
-	if o.State == order.StateCharging {
+	if o.State.AwaitsGateway() {
 		p.NextCheckTime = timestamp(o.ReconcileAt)
 	}
 	if o.Refunded > 0 {
@@ -113,7 +115,17 @@ func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error)
 
 // chargeInputFromProto is a ChargeOrder request as the domain takes it.
 func chargeInputFromProto(req *settlev1.ChargeOrderRequest) order.ChargeInput {
-	return order.ChargeInput{OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod()}
+	return order.ChargeInput{OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod(),
+		CustomerPresent: req.GetCustomerPresent(), ReturnURL: req.GetReturnUrl()}
+}
+
+// nextActionToProto is the next action of an attempt waiting for the
+// customer, or nil.
+func nextActionToProto(a *order.Attempt) *settlev1.NextAction {
+	if a == nil || a.NextAction == (order.NextAction{}) {
+		return nil
+	}
+	return &settlev1.NextAction{RedirectUrl: a.NextAction.RedirectURL, ClientSecret: a.NextAction.ClientSecret}
 }
 
 // canonicalID returns an order or attempt id in the canonical form Settle

@@ -22,6 +22,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		limErr  *order.RefundLimitError
 		chErr   *order.ChargeFoundError
 		unsErr  *order.GatewayUnsureError
+		rstErr  *order.RefundStateError
 	)
 	switch {
 	case err == nil:
@@ -34,6 +35,10 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.NotFound, "event not found")
 	case errors.Is(err, order.ErrNotFound):
 		return status.Error(codes.NotFound, "order not found")
+	case errors.Is(err, order.ErrRefundNotFound):
+		return status.Error(codes.NotFound, "refund not found")
+	case errors.As(err, &rstErr):
+		return status.Error(codes.FailedPrecondition, rstErr.Error())
 	case errors.As(err, &confErr):
 		return status.Error(codes.AlreadyExists, confErr.Error())
 	case errors.As(err, &stErr):

@@ -46,6 +46,8 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 			AmountMinor: 100, Reason: "returned"},
 		"settle.v1.OpsService.RefundOrder": &settlev1.OpsServiceRefundOrderRequest{OrderId: o.GetId(),
 			RequestId: "fields-req-4", AmountMinor: 100, Reason: "goodwill"},
+		"ResolveRefund": &settlev1.ResolveRefundRequest{OrderId: o.GetId(), RefundId: o.GetId(),
+			Resolution: settlev1.RefundResolution_REFUND_RESOLUTION_SUCCEEDED, GatewayRefundId: "re_1", Reason: "found"},
 	}
 	const pan = "order-20261130-4242424242424242"
 	fields := 0

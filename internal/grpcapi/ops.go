@@ -22,8 +22,6 @@ type OpsStore interface {
 	Stats(ctx context.Context) (order.Stats, error)
 	// Refunds returns an order's refunds and their history.
 	Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error)
-	// RefundStats counts refunds by state.
-	RefundStats(ctx context.Context) (order.RefundStats, error)
 }
 
 // Checker checks a CHARGING order with its gateway now.
@@ -221,7 +219,7 @@ func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileO
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
-	if o.State == order.StateCharging {
+	if o.State.AwaitsGateway() {
 		checked, ok, err := s.checker.CheckNow(ctx, o.ID)
 		if err != nil {
 			return nil, toStatus(ctx, s.log, err)
@@ -262,10 +260,7 @@ func (s *opsServer) Stats(ctx context.Context, _ *settlev1.StatsRequest) (*settl
 	if !st.OldestCharging.IsZero() {
 		resp.OldestChargingTime = timestamppb.New(st.OldestCharging)
 	}
-	rs, err := s.store.RefundStats(ctx)
-	if err != nil {
-		return nil, toStatus(ctx, s.log, err)
-	}
+	rs := st.Refunds
 	for _, state := range order.RefundStates {
 		resp.RefundStates = append(resp.RefundStates,
 			&settlev1.RefundStateCount{State: refundStateToProto[state], Count: rs.ByState[state]})
@@ -298,4 +293,18 @@ func fieldName(err error, field string) error {
 		return &order.ValidationError{Field: field, Reason: v.Reason}
 	}
 	return err
+}
+
+var refundResolutions = map[settlev1.RefundResolution]order.EventName{
+	settlev1.RefundResolution_REFUND_RESOLUTION_SUCCEEDED: order.EventResolveSucceeded,
+	settlev1.RefundResolution_REFUND_RESOLUTION_FAILED:    order.EventResolveFailed,
+}
+
+func (s *opsServer) ResolveRefund(ctx context.Context, req *settlev1.ResolveRefundRequest) (*settlev1.ResolveRefundResponse, error) {
+	o, r, err := s.svc.ResolveRefund(ctx, canonicalID(req.GetOrderId()), canonicalID(req.GetRefundId()),
+		refundResolutions[req.GetResolution()], req.GetGatewayRefundId(), req.GetReason(), operator(ctx))
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.ResolveRefundResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
 }

@@ -60,7 +60,7 @@ func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrder
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	return &settlev1.ChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
+	return &settlev1.ChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a), NextAction: nextActionToProto(a)}, nil
 }
 
 func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.CreateAndChargeOrderRequest) (*settlev1.CreateAndChargeOrderResponse, error) {

@@ -15,7 +15,8 @@ type EventName string
 const (
 	// EventCharge claims a PENDING order for an attempt.
 	EventCharge EventName = "charge"
-	// EventSucceed: the gateway charged the customer.
+	// EventSucceed: the gateway charged the customer (found by the charge
+	// path, or by the reconciler, also for an order in review).
 	EventSucceed EventName = "succeed"
 	// EventFail: the gateway proved no charge happened (declined, not sent,
 	// rejected, or not found past the no-show horizon).
@@ -33,19 +34,27 @@ const (
 	// succeeded: some of what was paid has gone back, or all of it.
 	EventRefundPartial EventName = "refund_partial"
 	EventRefundFull    EventName = "refund_full"
+	// EventRequireAction records that the gateway asks the customer to act
+	// (3-D Secure) before it charges.
+	EventRequireAction EventName = "require_action"
 )
 
 // Events lists every event of the transition table.
 var Events = []EventName{EventCharge, EventSucceed, EventFail, EventCancel, EventEscalate,
-	EventResolvePaid, EventResolvePending, EventResolveCanceled, EventRefundPartial, EventRefundFull}
+	EventResolvePaid, EventResolvePending, EventResolveCanceled, EventRefundPartial, EventRefundFull,
+	EventRequireAction}
 
 // transitions is the only place that says which move is allowed.
 var transitions = fsm.Events{
 	{Name: string(EventCharge), Src: []string{string(StatePending)}, Dst: string(StateCharging)},
-	{Name: string(EventSucceed), Src: []string{string(StateCharging)}, Dst: string(StatePaid)},
-	{Name: string(EventFail), Src: []string{string(StateCharging)}, Dst: string(StatePending)},
+	// From NEEDS_REVIEW too: the reconciler keeps looking up an order in
+	// review, and a charge the gateway shows late is the truth. From
+	// REQUIRES_ACTION: the customer completed the gateway's challenge.
+	{Name: string(EventSucceed), Src: []string{string(StateCharging), string(StateNeedsReview), string(StateRequiresAction)}, Dst: string(StatePaid)},
+	{Name: string(EventFail), Src: []string{string(StateCharging), string(StateRequiresAction)}, Dst: string(StatePending)},
+	{Name: string(EventRequireAction), Src: []string{string(StateCharging)}, Dst: string(StateRequiresAction)},
 	{Name: string(EventCancel), Src: []string{string(StatePending)}, Dst: string(StateCanceled)},
-	{Name: string(EventEscalate), Src: []string{string(StateCharging)}, Dst: string(StateNeedsReview)},
+	{Name: string(EventEscalate), Src: []string{string(StateCharging), string(StateRequiresAction)}, Dst: string(StateNeedsReview)},
 	{Name: string(EventResolvePaid), Src: []string{string(StateNeedsReview)}, Dst: string(StatePaid)},
 	{Name: string(EventResolvePending), Src: []string{string(StateNeedsReview)}, Dst: string(StatePending)},
 	{Name: string(EventResolveCanceled), Src: []string{string(StateNeedsReview)}, Dst: string(StateCanceled)},
@@ -68,10 +77,15 @@ func (s State) Refundable() bool {
 const (
 	// EventRefund claims a PENDING refund for its gateway call.
 	EventRefund EventName = "refund"
+	// EventResolveSucceeded and EventResolveFailed are an operator's
+	// decisions for a refund in NEEDS_REVIEW.
+	EventResolveSucceeded EventName = "resolve_succeeded"
+	EventResolveFailed    EventName = "resolve_failed"
 )
 
 // RefundEvents lists every event of the refunds' transition table.
-var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate}
+var RefundEvents = []EventName{EventRefund, EventSucceed, EventFail, EventEscalate, EventResolveSucceeded,
+	EventResolveFailed}
 
 // refundTransitions says which move a refund may make.
 var refundTransitions = fsm.Events{
@@ -79,6 +93,8 @@ var refundTransitions = fsm.Events{
 	{Name: string(EventSucceed), Src: []string{string(RefundRefunding)}, Dst: string(RefundSucceeded)},
 	{Name: string(EventFail), Src: []string{string(RefundRefunding)}, Dst: string(RefundFailed)},
 	{Name: string(EventEscalate), Src: []string{string(RefundRefunding)}, Dst: string(RefundNeedsReview)},
+	{Name: string(EventResolveSucceeded), Src: []string{string(RefundNeedsReview)}, Dst: string(RefundSucceeded)},
+	{Name: string(EventResolveFailed), Src: []string{string(RefundNeedsReview)}, Dst: string(RefundFailed)},
 }
 
 type refundEdge struct {

@@ -14,7 +14,12 @@ func TestTransitionTable(t *testing.T) {
 		{StateCharging, EventSucceed}:                StatePaid,
 		{StateCharging, EventFail}:                   StatePending,
 		{StateCharging, EventEscalate}:               StateNeedsReview,
+		{StateCharging, EventRequireAction}:          StateRequiresAction,
+		{StateRequiresAction, EventSucceed}:          StatePaid,
+		{StateRequiresAction, EventFail}:             StatePending,
+		{StateRequiresAction, EventEscalate}:         StateNeedsReview,
 		{StateNeedsReview, EventResolvePaid}:         StatePaid,
+		{StateNeedsReview, EventSucceed}:             StatePaid,
 		{StateNeedsReview, EventResolvePending}:      StatePending,
 		{StateNeedsReview, EventResolveCanceled}:     StateCanceled,
 		{StatePaid, EventRefundPartial}:              StatePartiallyRefunded,
@@ -50,10 +55,12 @@ func TestTransitionTable(t *testing.T) {
 // TestRefundTransitionTable checks every (state, event) pair of a refund.
 func TestRefundTransitionTable(t *testing.T) {
 	allowed := map[refundEdge]RefundState{
-		{RefundPending, EventRefund}:     RefundRefunding,
-		{RefundRefunding, EventSucceed}:  RefundSucceeded,
-		{RefundRefunding, EventFail}:     RefundFailed,
-		{RefundRefunding, EventEscalate}: RefundNeedsReview,
+		{RefundPending, EventRefund}:               RefundRefunding,
+		{RefundRefunding, EventSucceed}:            RefundSucceeded,
+		{RefundRefunding, EventFail}:               RefundFailed,
+		{RefundRefunding, EventEscalate}:           RefundNeedsReview,
+		{RefundNeedsReview, EventResolveSucceeded}: RefundSucceeded,
+		{RefundNeedsReview, EventResolveFailed}:    RefundFailed,
 	}
 	for _, from := range RefundStates {
 		for _, ev := range RefundEvents {

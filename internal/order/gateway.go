@@ -26,6 +26,11 @@ const (
 	// error at Settle, not the card's: the checkout is told so, and the
 	// operators are alerted.
 	OutcomeRefused Outcome = "refused"
+	// OutcomeRequiresAction: the gateway asks the customer to act (3-D
+	// Secure) before it charges; Result.NextAction says how. Nothing has
+	// moved yet, and the attempt stays open until the customer acts or it
+	// expires.
+	OutcomeRequiresAction Outcome = "requires_action"
 	// OutcomeUnknown: anything else. The charge may or may not have happened.
 	OutcomeUnknown Outcome = "unknown"
 	// OutcomeNotFound: a lookup found no charge with the reference.
@@ -52,6 +57,17 @@ type ChargeRequest struct {
 	// was unknown). Lookup callers set it, so that a gateway can read the
 	// attempt by its id; Charge callers leave it empty.
 	GatewayChargeID string
+	// CustomerPresent says the customer is at the checkout and can act
+	// (3-D Secure); otherwise the charge is merchant-initiated (off
+	// session). Charge only.
+	CustomerPresent bool
+	// ReturnURL is where the gateway sends the customer back after a
+	// redirect. Charge only.
+	ReturnURL string
+	// CancelAwaitingAction tells Lookup that an attempt waiting for the
+	// customer has expired: it cancels it, proving it uncharged, instead of
+	// reporting OutcomeRequiresAction.
+	CancelAwaitingAction bool
 }
 
 // Result is a gateway's answer about one attempt.
@@ -61,6 +77,16 @@ type Result struct {
 	ChargeID string
 	// DeclineCode says why the gateway said no.
 	DeclineCode string
+	// NextAction is what the customer must do, with OutcomeRequiresAction.
+	NextAction NextAction
+}
+
+// NextAction is what the checkout shows a customer the gateway asks to act:
+// a page to redirect to, or the secret a client library (Stripe.js) needs.
+// Neither is stored or logged.
+type NextAction struct {
+	RedirectURL  string
+	ClientSecret string
 }
 
 // Gateway charges payment methods. Charge reports an outcome for every call;

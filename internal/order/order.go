@@ -22,11 +22,20 @@ const (
 	StatePartiallyRefunded State = "PARTIALLY_REFUNDED"
 	// StateRefunded: paid, and all of it refunded.
 	StateRefunded State = "REFUNDED"
+	// StateRequiresAction: the gateway asks the customer to act (3-D
+	// Secure); the checkout has the next action. The customer's return
+	// settles it, or the reconciler cancels it when it expires.
+	StateRequiresAction State = "REQUIRES_ACTION"
 )
 
 // States lists every state, in the order the API numbers them.
 var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, StateNeedsReview,
-	StatePartiallyRefunded, StateRefunded}
+	StatePartiallyRefunded, StateRefunded, StateRequiresAction}
+
+// AwaitsGateway reports whether an order in state s has an attempt whose
+// outcome the gateway has yet to tell: CHARGING, or REQUIRES_ACTION, where
+// the customer is to act. The reconciler checks orders in both.
+func (s State) AwaitsGateway() bool { return s == StateCharging || s == StateRequiresAction }
 
 // Terminal reports whether nothing can happen to an order in state s.
 func (s State) Terminal() bool { return s == StateRefunded || s == StateCanceled }
@@ -100,6 +109,10 @@ type Attempt struct {
 	DeclineCode     string
 	GatewayChargeID string
 	CreatedAt       time.Time
+	// NextAction is what the customer must do while the attempt waits for
+	// them (REQUIRES_ACTION), when the gateway has just said; it is never
+	// stored.
+	NextAction NextAction
 }
 
 // Event is one recorded transition in an order's history.
@@ -156,4 +169,6 @@ type Stats struct {
 	OldestCharging time.Time
 	// Backlog counts CHARGING orders whose check is due.
 	Backlog int64
+	// Refunds summarises the refunds.
+	Refunds RefundStats
 }

@@ -168,8 +168,11 @@ type RefundSettlement struct {
 	MerchantID string
 	RefundID   string
 	Result     Result
-	Event      EventName
-	To         RefundState
+	// From is the state the refund must be in: REFUNDING when empty, or
+	// NEEDS_REVIEW for an operator's decision.
+	From  RefundState
+	Event EventName
+	To    RefundState
 	// The order's move when the refund succeeds: partial, or full when
 	// the order's refunded total reaches its amount.
 	OrderPartial, OrderFull EventName
@@ -339,3 +342,75 @@ type RefundStats struct {
 	// OldestRefunding is when the oldest REFUNDING refund was made.
 	OldestRefunding time.Time
 }
+
+// ResolveRefund records an operator's decision for a refund in
+// NEEDS_REVIEW: ev is EventResolveSucceeded (gatewayRefundID required: the
+// money went back) or EventResolveFailed (it did not, and the amount may be
+// refunded again). actor is the operator; reason is required.
+func (s *Service) ResolveRefund(ctx context.Context, orderID, refundID string, ev EventName, gatewayRefundID, reason string,
+	actor Actor) (Order, Refund, error) {
+	if err := CheckID("order_id", orderID); err != nil {
+		return Order{}, Refund{}, err
+	}
+	if err := CheckID("refund_id", refundID); err != nil {
+		return Order{}, Refund{}, err
+	}
+	res := Result{Outcome: OutcomeSucceeded, ChargeID: gatewayRefundID}
+	switch ev {
+	case EventResolveSucceeded:
+		if err := checkText("gateway_refund_id", gatewayRefundID, 1, MaxTokenLen); err != nil {
+			return Order{}, Refund{}, err
+		}
+	case EventResolveFailed:
+		if gatewayRefundID != "" {
+			return Order{}, Refund{}, &ValidationError{Field: "gateway_refund_id", Reason: "is only for REFUND_RESOLUTION_SUCCEEDED"}
+		}
+		res = Result{Outcome: OutcomeDeclined, DeclineCode: "resolved_failed"}
+	default:
+		return Order{}, Refund{}, &ValidationError{Field: "resolution", Reason: "must be REFUND_RESOLUTION_SUCCEEDED or REFUND_RESOLUTION_FAILED"}
+	}
+	if err := CheckReason("reason", reason, true); err != nil {
+		return Order{}, Refund{}, err
+	}
+	if actor == "" {
+		return Order{}, Refund{}, errors.New("resolve refund: no operator identity")
+	}
+	if s.refunds == nil {
+		return Order{}, Refund{}, ErrRefundsUnsupported
+	}
+	o, err := s.store.Order(ctx, AnyMerchant, orderID)
+	if err != nil {
+		return Order{}, Refund{}, err
+	}
+	r, err := s.refunds.Refund(ctx, o.MerchantID, refundID)
+	switch {
+	case errors.Is(err, ErrNotFound) || (err == nil && r.OrderID != o.ID):
+		return Order{}, Refund{}, ErrRefundNotFound
+	case err != nil:
+		return Order{}, Refund{}, err
+	}
+	to, err := NextRefund(r.State, ev)
+	if err != nil {
+		return Order{}, Refund{}, err
+	}
+	settled, sr, ok, err := s.refunds.SettleRefund(ctx, RefundSettlement{
+		MerchantID: o.MerchantID, RefundID: r.ID, Result: res, From: RefundNeedsReview, Event: ev, To: to,
+		OrderPartial: EventRefundPartial, OrderFull: EventRefundFull, Actor: actor, Reason: reason,
+	})
+	if err != nil {
+		return Order{}, Refund{}, err
+	}
+	if !ok {
+		// Another operator decided first.
+		cur, err := s.refunds.Refund(ctx, o.MerchantID, r.ID)
+		if err != nil {
+			return Order{}, Refund{}, err
+		}
+		return Order{}, Refund{}, &RefundStateError{Current: cur.State, Event: ev}
+	}
+	RefundTransition{OrderID: o.ID, RefundID: r.ID, From: RefundNeedsReview, To: to, Event: ev, Actor: actor}.Log(ctx, s.log)
+	return settled, sr, nil
+}
+
+// ErrRefundNotFound means there is no such refund of the order.
+var ErrRefundNotFound = errors.New("refund not found")

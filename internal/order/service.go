@@ -1,6 +1,7 @@
 package order
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -86,7 +87,10 @@ type Settlement struct {
 	Result     Result
 	Event      EventName
 	To         State
-	RecheckIn  time.Duration
+	// From is the state the order must be in for its attempt: CHARGING
+	// when empty, or REQUIRES_ACTION. Without an Event the order stays in it.
+	From      State
+	RecheckIn time.Duration
 	// Checked counts this settlement as one reconciler check.
 	Checked   bool
 	LastError string
@@ -189,7 +193,73 @@ func (s *Service) Get(ctx context.Context, scope Scope, id string) (Order, error
 	if err := CheckID("id", id); err != nil {
 		return Order{}, err
 	}
-	return s.store.Order(ctx, scope, id)
+	o, err := s.store.Order(ctx, scope, id)
+	if err != nil || o.State != StateRequiresAction {
+		return o, err
+	}
+	// A checkout polling for the customer's return gets the answer now.
+	a, err := s.store.Attempt(ctx, o.MerchantID, o.CurrentAttempt)
+	if err != nil {
+		return Order{}, err
+	}
+	o, _, err = s.resume(ctx, o, a)
+	return o, err
+}
+
+// resume asks the gateway about an attempt waiting for the customer
+// (REQUIRES_ACTION) and settles what it learns, under the same guard as
+// the reconciler: of a returning customer and the expiry, exactly one
+// settles. It never cancels: only the expiry does. A gateway that cannot
+// say leaves the order as it stands, for the reconciler.
+func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attempt, error) {
+	gw, ok := s.gateways[o.Gateway]
+	if !ok {
+		return o, &a, nil
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GatewayTimeout)
+	defer cancel()
+	start := time.Now()
+	res, gerr := gw.Lookup(ctx, ChargeRequest{
+		AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference, Amount: a.Amount,
+		PaymentMethod: a.PaymentMethod, CreatedAt: a.CreatedAt, GatewayChargeID: a.GatewayChargeID,
+	})
+	GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome,
+		Latency: time.Since(start), Err: gerr}.Log(ctx, s.log)
+	st := Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: a.ID, From: StateRequiresAction,
+		Result: res, Actor: ActorAPI}
+	st.Result.ChargeID = cmp.Or(res.ChargeID, a.GatewayChargeID)
+	switch {
+	case gerr != nil:
+		return o, &a, nil
+	case res.Outcome == OutcomeSucceeded:
+		st.Event, st.Reason = EventSucceed, "the customer completed the gateway's challenge"
+	case res.Outcome == OutcomeDeclined:
+		st.Event, st.Reason = EventFail, "declined: "+res.DeclineCode
+	case res.Outcome == OutcomeRequiresAction:
+		// Still waiting for the customer.
+		a.NextAction = res.NextAction
+		return o, &a, nil
+	default:
+		return o, &a, nil
+	}
+	st.To = MustNext(StateRequiresAction, st.Event)
+	settled, ok, err := s.store.Settle(ctx, st)
+	if err != nil {
+		return Order{}, nil, fmt.Errorf("settle order %s attempt %s: %w", o.ID, a.ID, err)
+	}
+	if ok {
+		Transition{OrderID: o.ID, AttemptID: a.ID, From: StateRequiresAction, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
+		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
+		return settled, &a, nil
+	}
+	// The expiry (or the reconciler) settled it first; report what won.
+	if settled, err = s.store.Order(ctx, ForMerchant(o.MerchantID), o.ID); err != nil {
+		return Order{}, nil, err
+	}
+	if a, err = s.store.Attempt(ctx, o.MerchantID, a.ID); err != nil {
+		return Order{}, nil, err
+	}
+	return settled, &a, nil
 }
 
 // GetByReference returns merchantID's order by merchant reference.
@@ -243,11 +313,16 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 			// not an order that looks as if nothing had happened.
 			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", in.OrderID, a.ID, ErrGatewayRefused)
 		}
+		if a := c.Attempt; a != nil && c.Order.State == StateRequiresAction && c.Order.CurrentAttempt == a.ID {
+			// The customer is back from the gateway's challenge: ask the
+			// gateway now rather than wait for the reconciler.
+			return s.resume(ctx, c.Order, *a)
+		}
 		// Otherwise the order is CHARGING, PAID, CANCELED or in review:
 		// nothing to do but say how it stands.
 		return c.Order, c.Attempt, nil
 	}
-	return s.charge(ctx, merchantID, c.Order, *c.Attempt, in.RequestID, deadline)
+	return s.charge(ctx, merchantID, c.Order, *c.Attempt, in, deadline)
 }
 
 // CreateAndCharge creates an order and charges it. A new order and its
@@ -277,11 +352,12 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 		}
 		return s.Charge(ctx, merchantID, ChargeInput{OrderID: o.ID, RequestID: requestID})
 	}
-	return s.charge(ctx, merchantID, o, a, requestID, deadline)
+	return s.charge(ctx, merchantID, o, a, ChargeInput{RequestID: requestID}, deadline)
 }
 
 // charge calls the gateway for a claimed attempt and settles what it says.
-func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, requestID string, deadline time.Time) (Order, *Attempt, error) {
+func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, in ChargeInput, deadline time.Time) (Order, *Attempt, error) {
+	requestID := in.RequestID
 	s.cfg.Failpoint(failpoint.AfterClaim)
 	Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StatePending, To: o.State, Event: EventCharge, Actor: ActorAPI}.Log(ctx, s.log)
 	req := ChargeRequest{
@@ -291,6 +367,8 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 		Amount:            a.Amount,
 		PaymentMethod:     a.PaymentMethod,
 		CreatedAt:         a.CreatedAt,
+		CustomerPresent:   in.CustomerPresent,
+		ReturnURL:         in.ReturnURL,
 	}
 	// The call and the settle outlive the client's context: once claimed, a
 	// definite answer recorded now saves the reconciler a lookup.
@@ -311,6 +389,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 			Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StateCharging, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
 		}
 		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
+		a.NextAction = st.Result.NextAction
 		if a.Outcome == OutcomeRefused {
 			// The order is PENDING again and nothing was charged, but the
 			// checkout must not read this as the customer's card failing.
@@ -351,6 +430,10 @@ func settlementFor(merchantID, orderID, attemptID string, res Result, recheck ti
 	switch res.Outcome {
 	case OutcomeSucceeded:
 		st.Event = EventSucceed
+	case OutcomeRequiresAction:
+		// The customer must act; the reconciler checks after recheck, and
+		// cancels the attempt when it expires.
+		st.Event = EventRequireAction
 	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound, OutcomeRefused:
 		st.Event = EventFail
 		st.Reason = string(res.Outcome)

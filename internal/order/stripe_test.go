@@ -3,9 +3,12 @@ package order_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -35,6 +38,12 @@ type stripeFixture struct {
 // sk_test_settle.
 func newStripeFixture(t *testing.T, key string) *stripeFixture {
 	t.Helper()
+	return newStripeFixtureExpiring(t, key, time.Hour)
+}
+
+// newStripeFixtureExpiring gives customers expiry to act.
+func newStripeFixtureExpiring(t *testing.T, key string, expiry time.Duration) *stripeFixture {
+	t.Helper()
 	f := &stripeFixture{pool: postgrestest.Pool(t), fake: stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})}
 	f.store = postgres.NewStore(f.pool)
 	hs := httptest.NewServer(f.fake)
@@ -52,7 +61,7 @@ func newStripeFixture(t *testing.T, key string) *stripeFixture {
 	}
 	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
 		Schedule: []time.Duration{time.Minute, time.Minute, time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
-		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour,
+		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour, ActionExpiry: expiry,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
@@ -64,11 +73,11 @@ func newStripeFixture(t *testing.T, key string) *stripeFixture {
 func (f *stripeFixture) charge(t *testing.T, token string) (order.Order, *order.Attempt, error) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.svc.Create(ctx, merchant, newOrder("inv-"+order.NewID(), token))
+	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), token))
 	if err != nil {
 		t.Fatal(err)
 	}
-	charged, a, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + o.ID})
+	charged, a, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + strings.ReplaceAll(o.ID, "-", "x")})
 	if err != nil {
 		return o, nil, err
 	}
@@ -217,7 +226,7 @@ func TestStripeRefusedKey(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "level=ERROR") {
 		t.Errorf("no ERROR log line:\n%s", f.logs.String())
 	}
-	_, _, err = f.svc.Charge(context.Background(), merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + o.ID})
+	_, _, err = f.svc.Charge(context.Background(), merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + strings.ReplaceAll(o.ID, "-", "x")})
 	if !errors.Is(err, order.ErrGatewayRefused) {
 		t.Errorf("retried Charge error = %v; want ErrGatewayRefused again", err)
 	}
@@ -241,4 +250,175 @@ func TestStripeAmountsCheckedAtCreate(t *testing.T) {
 	if _, err := f.svc.Create(context.Background(), merchant, n); err != nil {
 		t.Fatalf("Create(1.250 KWD) = %v", err)
 	}
+}
+
+var stripeRefs atomic.Int64
+
+// stripeRef is a merchant reference of its own (an id could read as a card
+// number, which the API refuses).
+func stripeRef() string { return fmt.Sprintf("stripe-inv-%d", stripeRefs.Add(1)) }
+
+// chargePresent creates an order paid with token and charges it with the
+// customer at the checkout.
+func (f *stripeFixture) chargePresent(t *testing.T, token string) (order.Order, *order.Attempt, order.ChargeInput) {
+	t.Helper()
+	ctx := context.Background()
+	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := order.ChargeInput{OrderID: o.ID, RequestID: "req-" + strings.ReplaceAll(o.ID, "-", "x"), CustomerPresent: true, ReturnURL: "https://checkout.example/return"}
+	charged, a, err := f.svc.Charge(ctx, merchant, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return charged, a, in
+}
+
+// TestStripeThreeDSecure: a card that Stripe challenges moves the order to
+// REQUIRES_ACTION with the redirect; the customer's return settles it at
+// once, through ChargeOrder with the same request_id or GetOrder.
+func TestStripeThreeDSecure(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	ctx := context.Background()
+
+	o, a, in := f.chargePresent(t, stripetest.TokenRequiresAction)
+	if o.State != order.StateRequiresAction || a.Outcome != order.OutcomeRequiresAction || a.NextAction.RedirectURL == "" ||
+		a.NextAction.ClientSecret == "" || a.GatewayChargeID == "" {
+		t.Fatalf("Charge = %s, %+v; want REQUIRES_ACTION with the next action", o.State, a)
+	}
+	// Asked again before the customer is back: still waiting, same action.
+	again, a2, err := f.svc.Charge(ctx, merchant, in)
+	if err != nil || again.State != order.StateRequiresAction || a2.NextAction != a.NextAction {
+		t.Fatalf("Charge again = %s, %+v, %v; want REQUIRES_ACTION with the same next action", again.State, a2, err)
+	}
+	// The customer completes the challenge and comes back.
+	resp, err := http.Get(a.NextAction.RedirectURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	paid, a3, err := f.svc.Charge(ctx, merchant, in)
+	if err != nil || paid.State != order.StatePaid || a3.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Charge after the challenge = %s, %+v, %v; want PAID", paid.State, a3, err)
+	}
+	events, _, err := f.store.History(ctx, o.MerchantID, o.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var path []string
+	for _, e := range events {
+		path = append(path, string(e.To))
+	}
+	if got := strings.Join(path, " "); got != "PENDING CHARGING REQUIRES_ACTION PAID" {
+		t.Errorf("history = %s; want PENDING CHARGING REQUIRES_ACTION PAID", got)
+	}
+
+	// A failed challenge, seen by GetOrder: PENDING with the decline.
+	o, a, _ = f.chargePresent(t, stripetest.TokenRequiresAction)
+	if o.State != order.StateRequiresAction {
+		t.Fatalf("Charge = %s; want REQUIRES_ACTION", o.State)
+	}
+	f.fake.Authenticate(a.GatewayChargeID, false)
+	got, err := f.svc.Get(ctx, order.ForMerchant(merchant), o.ID)
+	if err != nil || got.State != order.StatePending {
+		t.Fatalf("GetOrder after a failed challenge = %s, %v; want PENDING", got.State, err)
+	}
+	if _, att := f.load(t, o.ID); att.Outcome != order.OutcomeDeclined || att.DeclineCode != "payment_intent_authentication_failure" {
+		t.Errorf("attempt = %+v; want declined payment_intent_authentication_failure", att)
+	}
+}
+
+// TestStripeThreeDSecureExpires: a customer who never completes the
+// challenge: before the expiry the reconciler only reads; after it, it
+// cancels the PaymentIntent and the order is PENDING, with nothing charged.
+func TestStripeThreeDSecureExpires(t *testing.T) {
+	t.Parallel()
+	const expiry = 300 * time.Millisecond
+	f := newStripeFixtureExpiring(t, "sk_test_settle", expiry)
+	o, a, _ := f.chargePresent(t, stripetest.TokenRequiresAction)
+	if got, _ := f.check(t, o); got.State != order.StateRequiresAction {
+		t.Fatalf("checked before the expiry: %s; want REQUIRES_ACTION", got.State)
+	}
+	if n := f.fake.Count(http.MethodPost, "/cancel"); n != 0 {
+		t.Fatalf("%d cancels before the expiry", n)
+	}
+	time.Sleep(expiry + 50*time.Millisecond)
+	got, att := f.check(t, o)
+	if got.State != order.StatePending || att.Outcome != order.OutcomeDeclined {
+		t.Fatalf("checked after the expiry: %s, %+v; want PENDING, declined", got.State, att)
+	}
+	if pi, _ := f.fake.Intent(a.GatewayChargeID); pi.Status != "canceled" {
+		t.Errorf("PaymentIntent = %+v; want canceled", pi)
+	}
+	events, _, err := f.store.History(context.Background(), o.MerchantID, o.ID)
+	if last := events[len(events)-1]; err != nil || last.Name != string(order.EventFail) || !strings.HasPrefix(last.Reason, "expired") {
+		t.Errorf("last event = %+v, %v; want a fail that says it expired", last, err)
+	}
+}
+
+// TestStripeThreeDSecureRace: the customer completes the challenge while
+// the reconciler's expiry cancels it, many times over. Whoever wins at
+// Stripe wins in Settle: the order ends PAID exactly when the intent
+// succeeded, and never PENDING with the customer charged.
+func TestStripeThreeDSecureRace(t *testing.T) {
+	t.Parallel()
+	const expiry = 100 * time.Millisecond
+	f := newStripeFixtureExpiring(t, "sk_test_settle", expiry)
+	ctx := context.Background()
+	type run struct {
+		o  order.Order
+		pi string
+		in order.ChargeInput
+	}
+	var runs []run
+	for range 20 {
+		o, a, in := f.chargePresent(t, stripetest.TokenRequiresAction)
+		runs = append(runs, run{o, a.GatewayChargeID, in})
+	}
+	time.Sleep(expiry + 50*time.Millisecond)
+	var wg sync.WaitGroup
+	for i, r := range runs {
+		wg.Add(3)
+		go func() { // the customer, a little sooner or later each time
+			defer wg.Done()
+			time.Sleep(time.Duration(i%4) * 10 * time.Millisecond)
+			f.fake.Authenticate(r.pi, true)
+			if _, _, err := f.svc.Charge(ctx, merchant, r.in); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() { // the expiry
+			defer wg.Done()
+			if _, _, err := f.rec.CheckNow(ctx, r.o.ID); err != nil {
+				t.Error(err)
+			}
+		}()
+		go func() { // the checkout polling
+			defer wg.Done()
+			if _, err := f.svc.Get(ctx, order.ForMerchant(merchant), r.o.ID); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	paid, pending := 0, 0
+	for _, r := range runs {
+		// Whatever is left undecided, a last check settles.
+		got, _ := f.load(t, r.o.ID)
+		if got.State.AwaitsGateway() {
+			got, _ = f.check(t, r.o)
+		}
+		pi, _ := f.fake.Intent(r.pi)
+		switch {
+		case pi.Status == "succeeded" && got.State == order.StatePaid:
+			paid++
+		case pi.Status == "canceled" && got.State == order.StatePending:
+			pending++
+		default:
+			t.Errorf("order %s is %s while its PaymentIntent is %s", r.o.ID, got.State, pi.Status)
+		}
+	}
+	t.Logf("%d paid, %d expired", paid, pending)
 }

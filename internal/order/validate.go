@@ -1,6 +1,7 @@
 package order
 
 import (
+	"net/url"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -68,7 +69,16 @@ type ChargeInput struct {
 	RequestID string
 	// PaymentMethod, when set, replaces the order's for this attempt.
 	PaymentMethod string
+	// CustomerPresent says the customer is at the checkout and can act
+	// (3-D Secure); otherwise the charge is merchant-initiated.
+	CustomerPresent bool
+	// ReturnURL, when set, is where the gateway sends the customer back
+	// after a redirect.
+	ReturnURL string
 }
+
+// MaxReturnURLLen bounds a return URL.
+const MaxReturnURLLen = 2048
 
 // Validate checks every field of a charge request.
 func (c ChargeInput) Validate() error {
@@ -79,7 +89,18 @@ func (c ChargeInput) Validate() error {
 		return err
 	}
 	if c.PaymentMethod != "" {
-		return checkText("payment_method", c.PaymentMethod, 1, MaxTokenLen)
+		if err := checkText("payment_method", c.PaymentMethod, 1, MaxTokenLen); err != nil {
+			return err
+		}
+	}
+	if c.ReturnURL != "" {
+		if err := checkText("return_url", c.ReturnURL, 1, MaxReturnURLLen); err != nil {
+			return err
+		}
+		u, err := url.Parse(c.ReturnURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
+			return &ValidationError{Field: "return_url", Reason: "must be an absolute http or https URL without credentials"}
+		}
 	}
 	return nil
 }

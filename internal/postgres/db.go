@@ -124,15 +124,17 @@ func translate(err error) error {
 		return err
 	case errors.As(err, &pgErr):
 		// Class 08 (connection), 57 (operator intervention, such as a
-		// terminated backend or a shutdown), 53 (insufficient resources)
-		// and 40 (retries exhausted) say nothing about the request itself;
-		// neither does 25006 (read_only_sql_transaction), a statement sent
+		// terminated backend or a shutdown), 53 (insufficient resources),
+		// 40 (retries exhausted) and 58 (system error: Citus's coordinator
+		// losing a worker mid-statement, "failed to COPY to shard") say
+		// nothing about the request itself.
+		// Neither does 25006 (read_only_sql_transaction), a statement sent
 		// to a primary that has been demoted or fenced during a failover.
 		if pgErr.Code == "25006" {
 			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		}
 		switch pgErr.Code[:2] {
-		case "08", "57", "53", "40":
+		case "08", "57", "53", "40", "58":
 			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		}
 		return err

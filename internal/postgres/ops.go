@@ -139,6 +139,10 @@ func (s *Store) Stats(ctx context.Context) (order.Stats, error) {
 			st.OldestCharging = *b.OldestCharging
 		}
 		st.Backlog = b.Backlog
+		if err != nil {
+			return err
+		}
+		st.Refunds, err = s.refundStats(ctx)
 		return err
 	})
 	return st, err

@@ -151,9 +151,13 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 		o := string(st.Result.Outcome)
 		outcome = &o
 	}
+	from := st.From
+	if from == "" {
+		from = order.RefundRefunding
+	}
 	err := retry(ctx, func() (err error) {
 		r, err = queryOne[refundSettledRow](ctx, s.pool, refundSettleSQL, pgx.StrictNamedArgs{
-			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": order.RefundRefunding,
+			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": from,
 			"to_state": to, "outcome": outcome, "decline_code": st.Result.DeclineCode,
 			"gateway_refund_id": st.Result.ChargeID, "recheck_in": st.RecheckIn, "checked": st.Checked,
 			"last_error": truncate(st.LastError, 1000), "event": st.Event, "actor": st.Actor,
@@ -251,39 +255,88 @@ type dueRefundRow struct {
 // ClaimDueRefunds leases up to limit REFUNDING refunds whose reconcile_at
 // has come, oldest first, skipping those another reconciler holds.
 func (s *Store) ClaimDueRefunds(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if citus {
+		return s.claimDueRefundsEach(ctx, limit, lease)
+	}
 	var due []order.DueRefund
-	err := retry(ctx, func() error {
+	err = retry(ctx, func() error {
 		rows, err := queryAll[dueRefundRow](ctx, s.pool, claimDueRefundsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
 		due = make([]order.DueRefund, len(rows))
 		for i, r := range rows {
-			due[i] = order.DueRefund{Refund: r.refund(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
-				ChargeID: r.ChargeID, Age: time.Duration(r.RefundAgeSeconds * float64(time.Second))}
+			due[i] = r.due()
 		}
 		return err
 	})
 	return due, err
 }
 
+func (r dueRefundRow) due() order.DueRefund {
+	return order.DueRefund{Refund: r.refund(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
+		ChargeID: r.ChargeID, Age: time.Duration(r.RefundAgeSeconds * float64(time.Second))}
+}
+
+//go:embed sql/due_refunds.sql
+var dueRefundsSQL string
+
+//go:embed sql/lease_refund.sql
+var leaseRefundSQL string
+
+// claimDueRefundsEach is ClaimDueRefunds on Citus, as claimDueEach is
+// ClaimDue: a read of every shard's due refunds, then a guarded lease of
+// each on its merchant's shard.
+func (s *Store) claimDueRefundsEach(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
+	type candidate struct {
+		MerchantID string `db:"merchant_id"`
+		ID         string `db:"id"`
+	}
+	var cands []candidate
+	err := retry(ctx, func() (err error) {
+		cands, err = queryAll[candidate](ctx, s.pool, dueRefundsSQL, pgx.StrictNamedArgs{"limit": limit})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var due []order.DueRefund
+	for _, c := range cands {
+		var r dueRefundRow
+		err := retry(ctx, func() (err error) {
+			r, err = queryOne[dueRefundRow](ctx, s.pool, leaseRefundSQL,
+				pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "id": c.ID, "lease": lease})
+			return err
+		})
+		switch {
+		case errors.Is(err, order.ErrNotFound):
+			continue // another reconciler has it, or it was settled
+		case err != nil:
+			return due, err
+		}
+		due = append(due, r.due())
+	}
+	return due, nil
+}
+
 //go:embed sql/refund_count_by_state.sql
 var refundCountByStateSQL string
 
-// RefundStats counts refunds by state, with when the oldest refund in each
-// state was made.
-func (s *Store) RefundStats(ctx context.Context) (order.RefundStats, error) {
+// refundStats counts refunds by state, with when the oldest REFUNDING
+// refund was made.
+func (s *Store) refundStats(ctx context.Context) (order.RefundStats, error) {
 	st := order.RefundStats{ByState: map[order.RefundState]int64{}}
-	err := retry(ctx, func() error {
-		rows, err := queryAll[struct {
-			State  string    `db:"state"`
-			Count  int64     `db:"count"`
-			Oldest time.Time `db:"oldest"`
-		}](ctx, s.pool, refundCountByStateSQL, nil)
-		for _, r := range rows {
-			st.ByState[order.RefundState(r.State)] = r.Count
-			if r.State == string(order.RefundRefunding) {
-				st.OldestRefunding = r.Oldest
-			}
+	rows, err := queryAll[struct {
+		State  string    `db:"state"`
+		Count  int64     `db:"count"`
+		Oldest time.Time `db:"oldest"`
+	}](ctx, s.pool, refundCountByStateSQL, nil)
+	for _, r := range rows {
+		st.ByState[order.RefundState(r.State)] = r.Count
+		if r.State == string(order.RefundRefunding) {
+			st.OldestRefunding = r.Oldest
 		}
-		return err
-	})
+	}
 	return st, err
 }

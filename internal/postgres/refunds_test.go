@@ -57,10 +57,16 @@ func TestSettleRefundAfterConcurrentClaim(t *testing.T) {
 		settled <- err
 	}()
 	// Let the settle begin (and take its snapshot) and wait for the lock.
+	// On Citus the settle waits on the worker that holds the order's
+	// shard, which citus_stat_activity shows from the coordinator.
+	activity := "pg_stat_activity"
+	if postgrestest.Citus() {
+		activity = "citus_stat_activity"
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM `+activity+`
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -45,6 +46,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		orderIDs = make([]string, n)
 		attIDs   = make([]string, n)
 		to       = make([]string, n)
+		from     = make([]string, n)
 		recheck  = make([]time.Duration, n)
 		checked  = make([]bool, n)
 		lastErr  = make([]string, n)
@@ -71,9 +73,10 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		}
 	}
 	for i, st := range sts {
+		from[i] = string(cmp.Or(st.From, order.StateCharging))
 		to[i] = string(st.To)
 		if st.Event == "" {
-			to[i] = string(order.StateCharging)
+			to[i] = from[i]
 		}
 		merchant[i], orderIDs[i], attIDs[i], recheck[i], checked[i] = st.MerchantID, st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
 		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
@@ -83,7 +86,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 	args := pgx.StrictNamedArgs{
 		"merchant_id": merchant, "order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
 		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
-		"event": event, "actor": actor, "reason": reason,
+		"event": event, "actor": actor, "reason": reason, "from_state": from,
 	}
 	sql := settleSQL
 	if n == 1 {

@@ -33,6 +33,19 @@ type Store interface {
 	Settle(ctx context.Context, s order.Settlement) (order.Order, bool, error)
 }
 
+// ReviewStore is what the slow recheck of orders in NEEDS_REVIEW needs;
+// postgres.Store implements it. A store without it has no slow recheck.
+type ReviewStore interface {
+	// ClaimReviewDue leases up to limit NEEDS_REVIEW orders whose recheck
+	// has come, pushing it cadence forward.
+	ClaimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error)
+	// Transition is order.Store's locked, guarded transition.
+	Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error)
+}
+
+// DefaultReviewCadence is Config.ReviewCadence when it is zero.
+const DefaultReviewCadence = time.Hour
+
 // Config is the reconciler's schedule.
 type Config struct {
 	// Schedule is the wait before each check of an unknown outcome: the
@@ -52,11 +65,20 @@ type Config struct {
 	// charge request could still reach the gateway (gateway timeout plus a
 	// safety margin). "Not found" means "not charged" only after it.
 	NoShowHorizon time.Duration
+	// ActionExpiry is how long an attempt may wait for the customer to act
+	// (REQUIRES_ACTION, 3-D Secure) before the reconciler cancels it at the
+	// gateway and returns the order to PENDING. Zero means
+	// DefaultActionExpiry.
+	ActionExpiry time.Duration
 	// Failpoint, when set, is called mid-batch ("reconcile-mid-batch").
 	Failpoint func(name string)
 	// OnCheck, when set, is told each check's result: the event it
 	// settled the order with, or "recheck".
 	OnCheck func(result string)
+	// ReviewCadence is how often an order in NEEDS_REVIEW is looked up
+	// again, so that a charge the gateway shows late moves it to PAID.
+	// Zero is DefaultReviewCadence.
+	ReviewCadence time.Duration
 	// OnEventSettled, when set, is told how long after a gateway's event
 	// made it due (Wake) an order was settled by this reconciler.
 	OnEventSettled func(time.Duration)
@@ -69,11 +91,17 @@ var DefaultSchedule = []time.Duration{
 	10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 6 * time.Hour, 8 * time.Hour,
 }
 
+// DefaultActionExpiry is how long a customer has to complete the gateway's
+// challenge when Config.ActionExpiry is zero.
+const DefaultActionExpiry = time.Hour
+
 // Reconciler settles unknown outcomes.
 type Reconciler struct {
 	store Store
 	// refunds is store, when it keeps refunds too.
-	refunds  RefundStore
+	refunds RefundStore
+	// reviews is store, when it can recheck orders in review.
+	reviews  ReviewStore
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -101,6 +129,12 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 			return nil, errors.New("reconcile: every step of the schedule must be positive")
 		}
 	}
+	if cfg.ActionExpiry == 0 {
+		cfg.ActionExpiry = DefaultActionExpiry
+	}
+	if cfg.ActionExpiry < 0 {
+		return nil, errors.New("reconcile: the action expiry must not be negative")
+	}
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
 	}
@@ -110,8 +144,12 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	if cfg.OnEventSettled == nil {
 		cfg.OnEventSettled = func(time.Duration) {}
 	}
+	if cfg.ReviewCadence <= 0 {
+		cfg.ReviewCadence = DefaultReviewCadence
+	}
 	refunds, _ := store.(RefundStore)
-	return &Reconciler{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+	reviews, _ := store.(ReviewStore)
+	return &Reconciler{store: store, refunds: refunds, reviews: reviews, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
 		woken: map[string]time.Time{}}, nil
 }
 
@@ -120,17 +158,16 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 func (r *Reconciler) lease() time.Duration { return 2*r.cfg.LookupTimeout + 5*time.Second }
 
 // Wake makes Run look for due orders now instead of at its next poll: a
-// gateway's event has made order orderID due. Wakes that come while Run is
-// busy collapse into one, so it never blocks.
+// gateway's event has made order orderID due. The check of the order that
+// follows uses up none of its schedule. Wakes that come while Run is busy
+// collapse into one, so it never blocks.
 func (r *Reconciler) Wake(orderID string) {
 	if orderID != "" {
 		r.mu.Lock()
 		if len(r.woken) >= maxWoken {
 			r.forgetOldestLocked()
 		}
-		if _, ok := r.woken[orderID]; !ok {
-			r.woken[orderID] = time.Now()
-		}
+		r.woken[orderID] = time.Now()
 		r.mu.Unlock()
 	}
 	select {
@@ -200,12 +237,15 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A check a gateway's event asked for is not one of the
+			// schedule's: it uses none of it.
+			wokenAt, woken := r.takeWoken(d.Order.ID)
 			res, lookupErr := r.lookup(ctx, d)
 			<-sem
 			// A settle that fails leaves the order leased: it is checked
 			// again when the lease expires, which is safe, because a check
 			// settles only the attempt it looked up, under the guard.
-			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, true)); err != nil {
+			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, !woken), wokenAt); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -214,7 +254,55 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	n, err := r.runRefunds(ctx)
+	if rerr := r.runReviews(ctx); rerr != nil {
+		errs = append(errs, rerr)
+	}
 	return max(len(due), n), errors.Join(append(errs, err)...)
+}
+
+// errNotInReview aborts a review's transition whose order has moved on.
+var errNotInReview = errors.New("order no longer in review for this attempt")
+
+// runReviews looks up, once every ReviewCadence, the current attempt of
+// each order in NEEDS_REVIEW: a charge the gateway shows moves the order to
+// PAID (event succeed, by the reconciler, which the operator sees in its
+// history); anything else leaves it to a person until the next look.
+func (r *Reconciler) runReviews(ctx context.Context) error {
+	if r.reviews == nil {
+		return nil
+	}
+	due, err := r.reviews.ClaimReviewDue(ctx, r.cfg.BatchSize, r.cfg.ReviewCadence)
+	if err != nil {
+		return fmt.Errorf("claim orders in review: %w", err)
+	}
+	var errs []error
+	for _, d := range due {
+		res, err := r.lookup(ctx, d)
+		if err != nil || res.Outcome != order.OutcomeSucceeded {
+			r.cfg.OnCheck("review_recheck")
+			continue
+		}
+		reason := "gateway has the charge (found while the order was in review)"
+		_, err = r.reviews.Transition(ctx, order.ForMerchant(d.Order.MerchantID), d.Order.ID, func(o order.Order) (order.Move, error) {
+			if o.State != order.StateNeedsReview || o.CurrentAttempt != d.Attempt.ID {
+				return order.Move{}, errNotInReview
+			}
+			to, err := order.Next(o.State, order.EventSucceed)
+			return order.Move{Event: order.EventSucceed, To: to, Actor: order.ActorReconciler, Reason: reason,
+				Attempt: &order.Result{Outcome: order.OutcomeSucceeded, ChargeID: res.ChargeID}}, err
+		})
+		switch {
+		case errors.Is(err, errNotInReview):
+			r.cfg.OnCheck("lost_race")
+		case err != nil:
+			errs = append(errs, fmt.Errorf("settle order %s in review: %w", d.Order.ID, err))
+		default:
+			r.cfg.OnCheck(string(order.EventSucceed))
+			order.Transition{OrderID: d.Order.ID, AttemptID: d.Attempt.ID, From: order.StateNeedsReview, To: order.StatePaid,
+				Event: order.EventSucceed, Actor: order.ActorReconciler}.Log(ctx, r.log)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as
@@ -226,13 +314,28 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 		return order.Order{}, false, err
 	}
 	res, err := r.lookup(ctx, due)
-	o, err := r.settle(ctx, r.decide(due, res, err, false))
+	o, err := r.settle(ctx, r.decide(due, res, err, false), time.Time{})
 	return o, true, err
 }
 
+// takeWoken reports whether a gateway's event made order id due lately
+// (within a lease: a wake older than that was another reconciler's to
+// check), and when; it forgets the wake, which one check answers.
+func (r *Reconciler) takeWoken(id string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.woken[id]
+	delete(r.woken, id)
+	if !ok || time.Since(at) > r.lease() {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
 // settle settles what a check learned, and tells OnCheck and the log what
-// it came to.
-func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Order, error) {
+// it came to; wokenAt is when a gateway's event asked for the check, if
+// one did.
+func (r *Reconciler) settle(ctx context.Context, st order.Settlement, wokenAt time.Time) (order.Order, error) {
 	o, ok, err := r.store.Settle(ctx, st)
 	if err != nil {
 		return order.Order{}, fmt.Errorf("settle order %s attempt %s: %w", st.OrderID, st.AttemptID, err)
@@ -244,14 +347,10 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck(string(st.Event))
-		r.mu.Lock()
-		at, ok := r.woken[st.OrderID]
-		delete(r.woken, st.OrderID)
-		r.mu.Unlock()
-		if ok {
-			r.cfg.OnEventSettled(time.Since(at))
+		if !wokenAt.IsZero() {
+			r.cfg.OnEventSettled(time.Since(wokenAt))
 		}
-		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: order.StateCharging, To: st.To,
+		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: cmp.Or(st.From, order.StateCharging), To: st.To,
 			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)
 	}
 	return o, nil
@@ -277,6 +376,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		// What the charge path (or an earlier check) learned of the
 		// gateway's own id: Stripe reads the PaymentIntent by it.
 		GatewayChargeID: d.Attempt.GatewayChargeID,
+		// Past the expiry, an attempt still waiting for the customer is
+		// canceled, which proves it uncharged; before it, it is only read.
+		CancelAwaitingAction: r.expired(d),
 	})
 	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
@@ -294,6 +396,7 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 	// The settle writes the attempt's gateway id: keep the one recorded
 	// unless this check learned it. The next check reads the attempt by it.
 	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)
+	st.From = d.Order.State
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
@@ -301,8 +404,24 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 		st.LastError = err.Error()
 	case res.Outcome == order.OutcomeSucceeded:
 		return move(st, order.EventSucceed, "gateway has the charge")
+	case res.Outcome == order.OutcomeDeclined && st.From == order.StateRequiresAction && r.expired(d):
+		// A fail, so that the merchant hears that the payment did not go
+		// through (order.payment_failed), with the reason in the history.
+		return move(st, order.EventFail, "expired: the customer did not act in time; the gateway canceled the attempt: "+res.DeclineCode)
 	case res.Outcome == order.OutcomeDeclined:
 		return move(st, order.EventFail, "gateway declined: "+res.DeclineCode)
+	case res.Outcome == order.OutcomeRequiresAction:
+		// Waiting for the customer is not a failed check. Look again
+		// on the schedule, and no later than the expiry.
+		st.Checked = false
+		st.Result.NextAction = order.NextAction{}
+		st.RecheckIn = min(jitter(r.cfg.Schedule[min(d.Order.ReconcileCount, len(r.cfg.Schedule)-1)]),
+			max(r.cfg.ActionExpiry-d.AttemptAge, 0)+time.Second)
+		if st.From == order.StateCharging {
+			return move(st, order.EventRequireAction, "the gateway asks the customer to act")
+		}
+		st.LastError = "waiting for the customer to act"
+		return st
 	case res.Outcome == order.OutcomeNotFound && d.AttemptAge > r.cfg.NoShowHorizon:
 		return move(st, order.EventFail, "gateway has no charge and the request can no longer arrive")
 	case res.Outcome == order.OutcomeNotFound:
@@ -329,9 +448,13 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 }
 
 func move(st order.Settlement, ev order.EventName, reason string) order.Settlement {
-	st.Event, st.To, st.Reason = ev, order.MustNext(order.StateCharging, ev), reason
+	st.Event, st.To, st.Reason = ev, order.MustNext(cmp.Or(st.From, order.StateCharging), ev), reason
 	return st
 }
+
+// expired reports whether the attempt of d has waited longer than a
+// customer is given to act.
+func (r *Reconciler) expired(d order.Due) bool { return d.AttemptAge > r.cfg.ActionExpiry }
 
 func escalate(st order.Settlement, why string) order.Settlement {
 	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}

@@ -431,3 +431,75 @@ func TestOperatorChecksUseUpNoSchedule(t *testing.T) {
 		}
 	}
 }
+
+// TestReviewRecheckFindsLateCharge: an order in NEEDS_REVIEW is looked up
+// again at the review cadence; a charge the gateway shows then moves it to
+// PAID with an event by the reconciler, and an order the gateway still has
+// no charge for stays in review until the next look.
+func TestReviewRecheckFindsLateCharge(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	charged, _ := f.charging(t, "tok_ok", true)
+	unseen, _ := f.charging(t, "tok_ok", false)
+	recent, _ := f.charging(t, "tok_ok", true)
+	for id, since := range map[string]string{charged: "2 hours", unseen: "2 hours", recent: "1 minute"} {
+		if _, err := f.pool.Exec(ctx, `UPDATE orders SET state = 'NEEDS_REVIEW', reconcile_at = NULL,
+			updated_at = now() - $2::interval WHERE id = $1`, id, since); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := f.reconciler(t, f.gw, reconcile.Config{ReviewCadence: time.Hour})
+	if _, err := r.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.order(t, charged); o.State != order.StatePaid {
+		t.Fatalf("charged order in review is %s, want PAID", o.State)
+	}
+	events, _, err := f.store.History(ctx, order.DefaultMerchant, charged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := events[len(events)-1]
+	if last.From != order.StateNeedsReview || last.To != order.StatePaid || last.Name != string(order.EventSucceed) || last.Actor != order.ActorReconciler {
+		t.Fatalf("last event %+v, want succeed NEEDS_REVIEW → PAID by the reconciler", last)
+	}
+	if o := f.order(t, unseen); o.State != order.StateNeedsReview || !o.ReconcileAt.After(time.Now().Add(50*time.Minute)) {
+		t.Fatalf("order with no charge is %s, next look at %v; want NEEDS_REVIEW, looked at again in an hour", o.State, o.ReconcileAt)
+	}
+	if o := f.order(t, recent); o.State != order.StateNeedsReview {
+		t.Fatalf("order in review for a minute is %s: looked up before its cadence", o.State)
+	}
+}
+
+// TestWokenCheckUsesUpNoSchedule: a check that a gateway's event asked
+// for (Wake) is not one of the schedule's, even when the gateway cannot
+// answer it; the schedule's own next check counts again.
+func TestWokenCheckUsesUpNoSchedule(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	dead, err := refpsp.New(refpsp.Config{BaseURL: "http://" + addr, APIKey: "sk_sim", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.charging(t, "tok_ok", true)
+	r := f.reconciler(t, dead, reconcile.Config{Schedule: []time.Duration{time.Hour, time.Hour, time.Hour}})
+	for i, wake := range []bool{true, false} {
+		if _, err := f.pool.Exec(ctx, "UPDATE orders SET reconcile_at = now() WHERE id = $1", id); err != nil {
+			t.Fatal(err)
+		}
+		if wake {
+			r.Wake(id)
+		}
+		if n, _ := r.RunOnce(ctx); n != 1 {
+			t.Fatalf("RunOnce checked %d orders, want 1", n)
+		}
+		if o := f.order(t, id); o.ReconcileCount != i {
+			t.Fatalf("after a check (woken %v) %d checks counted, want %d", wake, o.ReconcileCount, i)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func (r *Reconciler) runRefunds(ctx context.Context) (int, error) {
 			defer wg.Done()
 			res, lookupErr := r.lookupRefund(ctx, d)
 			<-sem
-			if err := r.settleRefund(ctx, r.decideRefund(d, res, lookupErr)); err != nil {
+			if err := r.settleRefund(ctx, d.Refund.OrderID, r.decideRefund(d, res, lookupErr)); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -118,7 +118,7 @@ func escalateRefund(st order.RefundSettlement, why string) order.RefundSettlemen
 	return st
 }
 
-func (r *Reconciler) settleRefund(ctx context.Context, st order.RefundSettlement) error {
+func (r *Reconciler) settleRefund(ctx context.Context, orderID string, st order.RefundSettlement) error {
 	_, _, ok, err := r.refunds.SettleRefund(ctx, st)
 	if err != nil {
 		return fmt.Errorf("settle refund %s: %w", st.RefundID, err)
@@ -130,7 +130,7 @@ func (r *Reconciler) settleRefund(ctx context.Context, st order.RefundSettlement
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck("refund_" + string(st.Event))
-		order.RefundTransition{RefundID: st.RefundID, From: order.RefundRefunding, To: st.To, Event: st.Event,
+		order.RefundTransition{OrderID: orderID, RefundID: st.RefundID, From: order.RefundRefunding, To: st.To, Event: st.Event,
 			Actor: st.Actor}.Log(ctx, r.log)
 	}
 	return nil

@@ -199,8 +199,11 @@ func (m *Metrics) WatchStore(stats StatsFunc, pool *pgxpool.Pool) {
 }
 
 var (
-	ordersDesc   = prometheus.NewDesc("settle_orders", "Orders by state.", []string{"state"}, nil)
-	oldestDesc   = prometheus.NewDesc("settle_oldest_charging_seconds", "Age of the oldest CHARGING order's state (0 when none).", nil, nil)
+	ordersDesc          = prometheus.NewDesc("settle_orders", "Orders by state.", []string{"state"}, nil)
+	oldestDesc          = prometheus.NewDesc("settle_oldest_charging_seconds", "Age of the oldest CHARGING order's state (0 when none).", nil, nil)
+	refundsDesc         = prometheus.NewDesc("settle_refunds", "Refunds by state.", []string{"state"}, nil)
+	oldestRefundingDesc = prometheus.NewDesc("settle_oldest_refunding_seconds",
+		"Age of the oldest REFUNDING refund (0 when none).", nil, nil)
 	backlogDesc  = prometheus.NewDesc("settle_reconcile_backlog", "CHARGING orders whose check is due.", nil, nil)
 	poolDesc     = prometheus.NewDesc("settle_db_pool_connections", "Database pool connections by state.", []string{"state"}, nil)
 	poolMaxDesc  = prometheus.NewDesc("settle_db_pool_max_connections", "Size of the database pool.", nil, nil)
@@ -215,7 +218,8 @@ type storeCollector struct {
 }
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{ordersDesc, oldestDesc, backlogDesc, poolDesc, poolMaxDesc, statsUpDesc, waitDesc} {
+	for _, d := range []*prometheus.Desc{ordersDesc, oldestDesc, backlogDesc, poolDesc, poolMaxDesc, statsUpDesc, waitDesc,
+		refundsDesc, oldestRefundingDesc} {
 		ch <- d
 	}
 }
@@ -242,6 +246,14 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		age = time.Since(st.OldestCharging).Seconds()
 	}
 	ch <- prometheus.MustNewConstMetric(oldestDesc, prometheus.GaugeValue, age)
+	for _, s := range order.RefundStates {
+		ch <- prometheus.MustNewConstMetric(refundsDesc, prometheus.GaugeValue, float64(st.Refunds.ByState[s]), string(s))
+	}
+	refundAge := 0.0
+	if !st.Refunds.OldestRefunding.IsZero() {
+		refundAge = time.Since(st.Refunds.OldestRefunding).Seconds()
+	}
+	ch <- prometheus.MustNewConstMetric(oldestRefundingDesc, prometheus.GaugeValue, refundAge)
 	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(st.Backlog))
 }
 

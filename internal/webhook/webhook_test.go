@@ -59,9 +59,12 @@ type fixtureOptions struct {
 	// the simulator holds a tok_timeout answer.
 	gatewayTimeout, simHold time.Duration
 	schedule                []time.Duration
+	// poll is the reconciler's poll interval; zero is an hour, so that
+	// only an event wakes it.
+	poll time.Duration
 }
 
-func newFixture(t *testing.T, fo fixtureOptions) *fixture {
+func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 	t.Helper()
 	if fo.gatewayTimeout == 0 {
 		fo.gatewayTimeout = 300 * time.Millisecond
@@ -71,6 +74,9 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	}
 	if fo.schedule == nil {
 		fo.schedule = []time.Duration{time.Hour, time.Hour}
+	}
+	if fo.poll == 0 {
+		fo.poll = time.Hour
 	}
 	f := &fixture{pool: postgrestest.Pool(t), timeout: fo.gatewayTimeout}
 	f.store = postgres.NewStore(f.pool)
@@ -99,7 +105,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 	}
 	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
 		Schedule: fo.schedule, BatchSize: 10, Concurrency: 2,
-		PollInterval: time.Hour, LookupTimeout: fo.gatewayTimeout, NoShowHorizon: time.Hour,
+		PollInterval: fo.poll, LookupTimeout: fo.gatewayTimeout, NoShowHorizon: time.Hour,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
@@ -109,7 +115,7 @@ func newFixture(t *testing.T, fo fixtureOptions) *fixture {
 
 // runReconciler runs the reconciler woken by the database's notifications,
 // as `settle reconcile` does, until the test ends.
-func (f *fixture) runReconciler(t *testing.T) {
+func (f *fixture) runReconciler(t testing.TB) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{}, 2)
 	listening := make(chan struct{})
@@ -144,7 +150,7 @@ func (f *fixture) charging(t *testing.T, ref, token string) (order.Order, order.
 	return o, *a
 }
 
-func (f *fixture) order(t *testing.T, id string) order.Order {
+func (f *fixture) order(t testing.TB, id string) order.Order {
 	t.Helper()
 	o, err := f.store.Order(context.Background(), order.AnyMerchant, id)
 	if err != nil {
@@ -446,5 +452,56 @@ func TestEventBeforeChargeReturns(t *testing.T) {
 	_, attempts, _ := f.store.History(ctx, merchant, o.ID)
 	if len(attempts) != 1 || f.sim.Succeeded(attempts[0].ID) != 1 {
 		t.Fatalf("%d attempts, %d charges; want one of each", len(attempts), f.sim.Succeeded(attempts[0].ID))
+	}
+}
+
+// TestStripeEventMatchedByPaymentIntent: a Stripe event whose
+// PaymentIntent carries no attempt id in its metadata is matched by the
+// PaymentIntent's id, which the attempt records as its gateway charge id.
+func TestStripeEventMatchedByPaymentIntent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	o, a := f.charging(t, "stripe-pi-1", "tok_slow_60000")
+	if _, err := f.pool.Exec(context.Background(), "UPDATE charge_attempts SET gateway_charge_id = 'pi_known' WHERE id = $1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	body := stripeEvent("evt_pi1", "payment_intent.succeeded", "pi_known", "")
+	if code, res := f.post(t, "/webhooks/stripe", "Stripe-Signature", stripeSig(body, time.Now(), stripeSecret), body); code != 200 || res != string(order.EventWoken) {
+		t.Fatalf("event for the attempt's PaymentIntent: %d %q, want 200 woken", code, res)
+	}
+	if got := f.order(t, o.ID); got.ReconcileAt.After(time.Now()) {
+		t.Fatalf("order due at %v, want now", got.ReconcileAt)
+	}
+	body = stripeEvent("evt_pi2", "charge.refunded", "pi_known", "")
+	if code, res := f.post(t, "/webhooks/stripe", "Stripe-Signature", stripeSig(body, time.Now(), stripeSecret), body); code != 200 || res != "ignored_type" {
+		t.Fatalf("an event of another type: %d %q, want 200 ignored_type", code, res)
+	}
+}
+
+// TestEventForOrderInReview: an event about the current attempt of an
+// order in NEEDS_REVIEW makes its slow recheck due now; the lookup finds
+// the charge and the order is PAID.
+func TestEventForOrderInReview(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	o, a := f.charging(t, "review-1", "tok_timeout")
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET state = 'NEEDS_REVIEW', reconcile_at = NULL WHERE id = $1", o.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.order(t, o.ID); got.State != order.StateNeedsReview {
+		t.Fatalf("order in review is %s before any event, want NEEDS_REVIEW (its recheck is an hour away)", got.State)
+	}
+	if code, res := f.postRefpsp(t, refpspEvent("evt_r1", refpsp.EventSucceeded, a.ID)); code != 200 || res != string(order.EventWoken) {
+		t.Fatalf("event: %d %q, want 200 woken", code, res)
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.order(t, o.ID); got.State != order.StatePaid {
+		t.Fatalf("order is %s after the event, want PAID", got.State)
 	}
 }

@@ -78,6 +78,59 @@ func (Resolution) EnumDescriptor() ([]byte, []int) {
 	return file_settle_v1_ops_proto_rawDescGZIP(), []int{0}
 }
 
+// RefundResolution is an operator's decision for a refund in NEEDS_REVIEW.
+type RefundResolution int32
+
+const (
+	RefundResolution_REFUND_RESOLUTION_UNSPECIFIED RefundResolution = 0
+	// The money went back: the refund SUCCEEDED. Needs gateway_refund_id.
+	RefundResolution_REFUND_RESOLUTION_SUCCEEDED RefundResolution = 1
+	// No money went back: the refund FAILED, and its amount may be refunded
+	// again.
+	RefundResolution_REFUND_RESOLUTION_FAILED RefundResolution = 2
+)
+
+// Enum value maps for RefundResolution.
+var (
+	RefundResolution_name = map[int32]string{
+		0: "REFUND_RESOLUTION_UNSPECIFIED",
+		1: "REFUND_RESOLUTION_SUCCEEDED",
+		2: "REFUND_RESOLUTION_FAILED",
+	}
+	RefundResolution_value = map[string]int32{
+		"REFUND_RESOLUTION_UNSPECIFIED": 0,
+		"REFUND_RESOLUTION_SUCCEEDED":   1,
+		"REFUND_RESOLUTION_FAILED":      2,
+	}
+)
+
+func (x RefundResolution) Enum() *RefundResolution {
+	p := new(RefundResolution)
+	*p = x
+	return p
+}
+
+func (x RefundResolution) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RefundResolution) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_ops_proto_enumTypes[1].Descriptor()
+}
+
+func (RefundResolution) Type() protoreflect.EnumType {
+	return &file_settle_v1_ops_proto_enumTypes[1]
+}
+
+func (x RefundResolution) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RefundResolution.Descriptor instead.
+func (RefundResolution) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
 // ListOrdersRequest filters and pages orders.
 type ListOrdersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1227,6 +1280,138 @@ func (*ResendEventResponse) Descriptor() ([]byte, []int) {
 	return file_settle_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
+// ResolveRefundRequest records an operator's decision for a refund.
+type ResolveRefundRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	OrderId    string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	RefundId   string                 `protobuf:"bytes,2,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	Resolution RefundResolution       `protobuf:"varint,3,opt,name=resolution,proto3,enum=settle.v1.RefundResolution" json:"resolution,omitempty"`
+	// Required for REFUND_RESOLUTION_SUCCEEDED.
+	GatewayRefundId string `protobuf:"bytes,4,opt,name=gateway_refund_id,json=gatewayRefundId,proto3" json:"gateway_refund_id,omitempty"`
+	// Why; required, recorded in the refund's history.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRefundRequest) Reset() {
+	*x = ResolveRefundRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRefundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRefundRequest) ProtoMessage() {}
+
+func (x *ResolveRefundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRefundRequest.ProtoReflect.Descriptor instead.
+func (*ResolveRefundRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *ResolveRefundRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ResolveRefundRequest) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
+func (x *ResolveRefundRequest) GetResolution() RefundResolution {
+	if x != nil {
+		return x.Resolution
+	}
+	return RefundResolution_REFUND_RESOLUTION_UNSPECIFIED
+}
+
+func (x *ResolveRefundRequest) GetGatewayRefundId() string {
+	if x != nil {
+		return x.GatewayRefundId
+	}
+	return ""
+}
+
+func (x *ResolveRefundRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// ResolveRefundResponse is the order and the resolved refund.
+type ResolveRefundResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Refund        *Refund                `protobuf:"bytes,2,opt,name=refund,proto3" json:"refund,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveRefundResponse) Reset() {
+	*x = ResolveRefundResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveRefundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveRefundResponse) ProtoMessage() {}
+
+func (x *ResolveRefundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveRefundResponse.ProtoReflect.Descriptor instead.
+func (*ResolveRefundResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *ResolveRefundResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *ResolveRefundResponse) GetRefund() *Refund {
+	if x != nil {
+		return x.Refund
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -1320,13 +1505,28 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\vmerchant_id\x18\x01 \x01(\tR\n" +
 	"merchantId\x12\x19\n" +
 	"\bevent_id\x18\x02 \x01(\tR\aeventId\"\x15\n" +
-	"\x13ResendEventResponse*n\n" +
+	"\x13ResendEventResponse\"\xcf\x01\n" +
+	"\x14ResolveRefundRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1b\n" +
+	"\trefund_id\x18\x02 \x01(\tR\brefundId\x12;\n" +
+	"\n" +
+	"resolution\x18\x03 \x01(\x0e2\x1b.settle.v1.RefundResolutionR\n" +
+	"resolution\x12*\n" +
+	"\x11gateway_refund_id\x18\x04 \x01(\tR\x0fgatewayRefundId\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"j\n" +
+	"\x15ResolveRefundResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12)\n" +
+	"\x06refund\x18\x02 \x01(\v2\x11.settle.v1.RefundR\x06refund*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fRESOLUTION_PAID\x10\x01\x12\x16\n" +
 	"\x12RESOLUTION_PENDING\x10\x02\x12\x17\n" +
-	"\x13RESOLUTION_CANCELED\x10\x032\xc5\x04\n" +
+	"\x13RESOLUTION_CANCELED\x10\x03*t\n" +
+	"\x10RefundResolution\x12!\n" +
+	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
+	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x022\x99\x05\n" +
 	"\n" +
 	"OpsService\x12I\n" +
 	"\n" +
@@ -1335,7 +1535,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0eReconcileOrder\x12 .settle.v1.ReconcileOrderRequest\x1a!.settle.v1.ReconcileOrderResponse\x12O\n" +
 	"\fResolveOrder\x12\x1e.settle.v1.ResolveOrderRequest\x1a\x1f.settle.v1.ResolveOrderResponse\x12:\n" +
 	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\x12`\n" +
-	"\vRefundOrder\x12'.settle.v1.OpsServiceRefundOrderRequest\x1a(.settle.v1.OpsServiceRefundOrderResponse\x12L\n" +
+	"\vRefundOrder\x12'.settle.v1.OpsServiceRefundOrderRequest\x1a(.settle.v1.OpsServiceRefundOrderResponse\x12R\n" +
+	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\x12L\n" +
 	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
@@ -1350,79 +1551,87 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 	return file_settle_v1_ops_proto_rawDescData
 }
 
-var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                       // 0: settle.v1.Resolution
-	(*ListOrdersRequest)(nil),             // 1: settle.v1.ListOrdersRequest
-	(*ListOrdersResponse)(nil),            // 2: settle.v1.ListOrdersResponse
-	(*GetOrderHistoryRequest)(nil),        // 3: settle.v1.GetOrderHistoryRequest
-	(*OrderEvent)(nil),                    // 4: settle.v1.OrderEvent
-	(*GetOrderHistoryResponse)(nil),       // 5: settle.v1.GetOrderHistoryResponse
-	(*RefundEvent)(nil),                   // 6: settle.v1.RefundEvent
-	(*ReconcileOrderRequest)(nil),         // 7: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),        // 8: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),           // 9: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),          // 10: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),                  // 11: settle.v1.StatsRequest
-	(*StateCount)(nil),                    // 12: settle.v1.StateCount
-	(*StatsResponse)(nil),                 // 13: settle.v1.StatsResponse
-	(*RefundStateCount)(nil),              // 14: settle.v1.RefundStateCount
-	(*OpsServiceRefundOrderRequest)(nil),  // 15: settle.v1.OpsServiceRefundOrderRequest
-	(*OpsServiceRefundOrderResponse)(nil), // 16: settle.v1.OpsServiceRefundOrderResponse
-	(*ResendEventRequest)(nil),            // 17: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),           // 18: settle.v1.ResendEventResponse
-	(OrderState)(0),                       // 19: settle.v1.OrderState
-	(*Order)(nil),                         // 20: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),         // 21: google.protobuf.Timestamp
-	(*Attempt)(nil),                       // 22: settle.v1.Attempt
-	(*Refund)(nil),                        // 23: settle.v1.Refund
-	(RefundState)(0),                      // 24: settle.v1.RefundState
+	(RefundResolution)(0),                 // 1: settle.v1.RefundResolution
+	(*ListOrdersRequest)(nil),             // 2: settle.v1.ListOrdersRequest
+	(*ListOrdersResponse)(nil),            // 3: settle.v1.ListOrdersResponse
+	(*GetOrderHistoryRequest)(nil),        // 4: settle.v1.GetOrderHistoryRequest
+	(*OrderEvent)(nil),                    // 5: settle.v1.OrderEvent
+	(*GetOrderHistoryResponse)(nil),       // 6: settle.v1.GetOrderHistoryResponse
+	(*RefundEvent)(nil),                   // 7: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),         // 8: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),        // 9: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),           // 10: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),          // 11: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                  // 12: settle.v1.StatsRequest
+	(*StateCount)(nil),                    // 13: settle.v1.StateCount
+	(*StatsResponse)(nil),                 // 14: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),              // 15: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),  // 16: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil), // 17: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),            // 18: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),           // 19: settle.v1.ResendEventResponse
+	(*ResolveRefundRequest)(nil),          // 20: settle.v1.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),         // 21: settle.v1.ResolveRefundResponse
+	(OrderState)(0),                       // 22: settle.v1.OrderState
+	(*Order)(nil),                         // 23: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),         // 24: google.protobuf.Timestamp
+	(*Attempt)(nil),                       // 25: settle.v1.Attempt
+	(*Refund)(nil),                        // 26: settle.v1.Refund
+	(RefundState)(0),                      // 27: settle.v1.RefundState
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	19, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	20, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	19, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	19, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	21, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	20, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
-	4,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	22, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	23, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
-	6,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	24, // 10: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	24, // 11: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	21, // 12: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	20, // 13: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	22, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	23, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	22, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	22, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	24, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	23, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	5,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
+	25, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	26, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	7,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	27, // 10: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	27, // 11: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	24, // 12: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	23, // 13: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,  // 14: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	20, // 15: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	19, // 16: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	12, // 17: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	21, // 18: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	14, // 19: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	21, // 20: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	24, // 21: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	20, // 22: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	23, // 23: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
-	1,  // 24: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	3,  // 25: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	7,  // 26: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	9,  // 27: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	11, // 28: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	15, // 29: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	17, // 30: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	2,  // 31: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	5,  // 32: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	8,  // 33: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	10, // 34: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	13, // 35: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	16, // 36: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	18, // 37: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	31, // [31:38] is the sub-list for method output_type
-	24, // [24:31] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	23, // 15: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	22, // 16: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	13, // 17: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	24, // 18: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	15, // 19: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	24, // 20: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	27, // 21: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	23, // 22: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	26, // 23: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	1,  // 24: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
+	23, // 25: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	26, // 26: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	2,  // 27: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	4,  // 28: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	8,  // 29: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	10, // 30: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	12, // 31: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	16, // 32: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	20, // 33: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	18, // 34: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	3,  // 35: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	6,  // 36: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	9,  // 37: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	11, // 38: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	14, // 39: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	17, // 40: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	21, // 41: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	19, // 42: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -1436,8 +1645,8 @@ func file_settle_v1_ops_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   18,
+			NumEnums:      2,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

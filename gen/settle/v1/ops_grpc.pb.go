@@ -25,6 +25,7 @@ const (
 	OpsService_ResolveOrder_FullMethodName    = "/settle.v1.OpsService/ResolveOrder"
 	OpsService_Stats_FullMethodName           = "/settle.v1.OpsService/Stats"
 	OpsService_RefundOrder_FullMethodName     = "/settle.v1.OpsService/RefundOrder"
+	OpsService_ResolveRefund_FullMethodName   = "/settle.v1.OpsService/ResolveRefund"
 	OpsService_ResendEvent_FullMethodName     = "/settle.v1.OpsService/ResendEvent"
 )
 
@@ -50,6 +51,8 @@ type OpsServiceClient interface {
 	// RefundOrder refunds any merchant's order as OrderService.RefundOrder
 	// does, with the operator recorded as the refund's actor.
 	RefundOrder(ctx context.Context, in *OpsServiceRefundOrderRequest, opts ...grpc.CallOption) (*OpsServiceRefundOrderResponse, error)
+	// ResolveRefund settles a refund in NEEDS_REVIEW by a person's decision.
+	ResolveRefund(ctx context.Context, in *ResolveRefundRequest, opts ...grpc.CallOption) (*ResolveRefundResponse, error)
 	// ResendEvent delivers an event to its merchant's webhook again: one that
 	// failed after its retries, or any other. Its retries start afresh.
 	ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error)
@@ -123,6 +126,16 @@ func (c *opsServiceClient) RefundOrder(ctx context.Context, in *OpsServiceRefund
 	return out, nil
 }
 
+func (c *opsServiceClient) ResolveRefund(ctx context.Context, in *ResolveRefundRequest, opts ...grpc.CallOption) (*ResolveRefundResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveRefundResponse)
+	err := c.cc.Invoke(ctx, OpsService_ResolveRefund_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *opsServiceClient) ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ResendEventResponse)
@@ -155,6 +168,8 @@ type OpsServiceServer interface {
 	// RefundOrder refunds any merchant's order as OrderService.RefundOrder
 	// does, with the operator recorded as the refund's actor.
 	RefundOrder(context.Context, *OpsServiceRefundOrderRequest) (*OpsServiceRefundOrderResponse, error)
+	// ResolveRefund settles a refund in NEEDS_REVIEW by a person's decision.
+	ResolveRefund(context.Context, *ResolveRefundRequest) (*ResolveRefundResponse, error)
 	// ResendEvent delivers an event to its merchant's webhook again: one that
 	// failed after its retries, or any other. Its retries start afresh.
 	ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error)
@@ -185,6 +200,9 @@ func (UnimplementedOpsServiceServer) Stats(context.Context, *StatsRequest) (*Sta
 }
 func (UnimplementedOpsServiceServer) RefundOrder(context.Context, *OpsServiceRefundOrderRequest) (*OpsServiceRefundOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RefundOrder not implemented")
+}
+func (UnimplementedOpsServiceServer) ResolveRefund(context.Context, *ResolveRefundRequest) (*ResolveRefundResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveRefund not implemented")
 }
 func (UnimplementedOpsServiceServer) ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResendEvent not implemented")
@@ -318,6 +336,24 @@ func _OpsService_RefundOrder_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_ResolveRefund_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveRefundRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ResolveRefund(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ResolveRefund_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ResolveRefund(ctx, req.(*ResolveRefundRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpsService_ResendEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ResendEventRequest)
 	if err := dec(in); err != nil {
@@ -366,6 +402,10 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RefundOrder",
 			Handler:    _OpsService_RefundOrder_Handler,
+		},
+		{
+			MethodName: "ResolveRefund",
+			Handler:    _OpsService_ResolveRefund_Handler,
 		},
 		{
 			MethodName: "ResendEvent",

@@ -41,6 +41,11 @@ const (
 	OrderState_ORDER_STATE_PARTIALLY_REFUNDED OrderState = 7
 	// Paid, and all of it refunded. Terminal.
 	OrderState_ORDER_STATE_REFUNDED OrderState = 8
+	// The gateway asks the customer to act (3-D Secure): ChargeOrder's reply
+	// carries the next action. ChargeOrder again with the same request_id, or
+	// GetOrder, once the customer is back settles it at once; unfinished, the
+	// attempt is canceled after an hour and the order is PENDING again.
+	OrderState_ORDER_STATE_REQUIRES_ACTION OrderState = 6
 )
 
 // Enum value maps for OrderState.
@@ -54,6 +59,7 @@ var (
 		5: "ORDER_STATE_NEEDS_REVIEW",
 		7: "ORDER_STATE_PARTIALLY_REFUNDED",
 		8: "ORDER_STATE_REFUNDED",
+		6: "ORDER_STATE_REQUIRES_ACTION",
 	}
 	OrderState_value = map[string]int32{
 		"ORDER_STATE_UNSPECIFIED":        0,
@@ -64,6 +70,7 @@ var (
 		"ORDER_STATE_NEEDS_REVIEW":       5,
 		"ORDER_STATE_PARTIALLY_REFUNDED": 7,
 		"ORDER_STATE_REFUNDED":           8,
+		"ORDER_STATE_REQUIRES_ACTION":    6,
 	}
 )
 
@@ -113,6 +120,8 @@ const (
 	// anything: a configuration error at Settle, not a decline of the card.
 	// ChargeOrder answers it with INTERNAL; the order is back in PENDING.
 	AttemptOutcome_ATTEMPT_OUTCOME_REFUSED AttemptOutcome = 6
+	// The gateway asks the customer to act before it charges.
+	AttemptOutcome_ATTEMPT_OUTCOME_REQUIRES_ACTION AttemptOutcome = 7
 )
 
 // Enum value maps for AttemptOutcome.
@@ -125,15 +134,17 @@ var (
 		4: "ATTEMPT_OUTCOME_UNKNOWN",
 		5: "ATTEMPT_OUTCOME_NOT_FOUND",
 		6: "ATTEMPT_OUTCOME_REFUSED",
+		7: "ATTEMPT_OUTCOME_REQUIRES_ACTION",
 	}
 	AttemptOutcome_value = map[string]int32{
-		"ATTEMPT_OUTCOME_UNSPECIFIED": 0,
-		"ATTEMPT_OUTCOME_SUCCEEDED":   1,
-		"ATTEMPT_OUTCOME_DECLINED":    2,
-		"ATTEMPT_OUTCOME_NOT_SENT":    3,
-		"ATTEMPT_OUTCOME_UNKNOWN":     4,
-		"ATTEMPT_OUTCOME_NOT_FOUND":   5,
-		"ATTEMPT_OUTCOME_REFUSED":     6,
+		"ATTEMPT_OUTCOME_UNSPECIFIED":     0,
+		"ATTEMPT_OUTCOME_SUCCEEDED":       1,
+		"ATTEMPT_OUTCOME_DECLINED":        2,
+		"ATTEMPT_OUTCOME_NOT_SENT":        3,
+		"ATTEMPT_OUTCOME_UNKNOWN":         4,
+		"ATTEMPT_OUTCOME_NOT_FOUND":       5,
+		"ATTEMPT_OUTCOME_REFUSED":         6,
+		"ATTEMPT_OUTCOME_REQUIRES_ACTION": 7,
 	}
 )
 
@@ -771,6 +782,13 @@ type ChargeOrderRequest struct {
 	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// Optional: charge with this payment method token instead of the order's.
 	PaymentMethod string `protobuf:"bytes,3,opt,name=payment_method,json=paymentMethod,proto3" json:"payment_method,omitempty"`
+	// Whether the customer is at the checkout and can authenticate (3-D
+	// Secure). false: a merchant-initiated charge, sent off-session, which
+	// the gateway declines rather than asks the customer to act.
+	CustomerPresent bool `protobuf:"varint,4,opt,name=customer_present,json=customerPresent,proto3" json:"customer_present,omitempty"`
+	// Optional: where the gateway sends the customer back after a redirect
+	// (an absolute http or https URL, at most 2048 characters).
+	ReturnUrl     string `protobuf:"bytes,5,opt,name=return_url,json=returnUrl,proto3" json:"return_url,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -826,12 +844,28 @@ func (x *ChargeOrderRequest) GetPaymentMethod() string {
 	return ""
 }
 
+func (x *ChargeOrderRequest) GetCustomerPresent() bool {
+	if x != nil {
+		return x.CustomerPresent
+	}
+	return false
+}
+
+func (x *ChargeOrderRequest) GetReturnUrl() string {
+	if x != nil {
+		return x.ReturnUrl
+	}
+	return ""
+}
+
 // ChargeOrderResponse is the order after the call, and the attempt that
 // request_id names, when one was made.
 type ChargeOrderResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
-	Attempt       *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Order   *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Attempt *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When the order is REQUIRES_ACTION: what the customer must do.
+	NextAction    *NextAction `protobuf:"bytes,3,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -880,6 +914,69 @@ func (x *ChargeOrderResponse) GetAttempt() *Attempt {
 	return nil
 }
 
+func (x *ChargeOrderResponse) GetNextAction() *NextAction {
+	if x != nil {
+		return x.NextAction
+	}
+	return nil
+}
+
+// NextAction is what the checkout shows a customer the gateway asks to act.
+type NextAction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// A page to send the customer to (3-D Secure), which returns them to
+	// return_url; empty when the gateway gave none.
+	RedirectUrl string `protobuf:"bytes,1,opt,name=redirect_url,json=redirectUrl,proto3" json:"redirect_url,omitempty"`
+	// For Stripe.js (handleNextAction): the PaymentIntent's client secret.
+	ClientSecret  string `protobuf:"bytes,2,opt,name=client_secret,json=clientSecret,proto3" json:"client_secret,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextAction) Reset() {
+	*x = NextAction{}
+	mi := &file_settle_v1_order_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextAction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextAction) ProtoMessage() {}
+
+func (x *NextAction) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextAction.ProtoReflect.Descriptor instead.
+func (*NextAction) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *NextAction) GetRedirectUrl() string {
+	if x != nil {
+		return x.RedirectUrl
+	}
+	return ""
+}
+
+func (x *NextAction) GetClientSecret() string {
+	if x != nil {
+		return x.ClientSecret
+	}
+	return ""
+}
+
 // CreateAndChargeOrderRequest is a CreateOrderRequest with the
 // request_id of its first charge.
 type CreateAndChargeOrderRequest struct {
@@ -897,7 +994,7 @@ type CreateAndChargeOrderRequest struct {
 
 func (x *CreateAndChargeOrderRequest) Reset() {
 	*x = CreateAndChargeOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -909,7 +1006,7 @@ func (x *CreateAndChargeOrderRequest) String() string {
 func (*CreateAndChargeOrderRequest) ProtoMessage() {}
 
 func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -922,7 +1019,7 @@ func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAndChargeOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateAndChargeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CreateAndChargeOrderRequest) GetMerchantReference() string {
@@ -972,7 +1069,7 @@ type CreateAndChargeOrderResponse struct {
 
 func (x *CreateAndChargeOrderResponse) Reset() {
 	*x = CreateAndChargeOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1081,7 @@ func (x *CreateAndChargeOrderResponse) String() string {
 func (*CreateAndChargeOrderResponse) ProtoMessage() {}
 
 func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1094,7 @@ func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAndChargeOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateAndChargeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateAndChargeOrderResponse) GetOrder() *Order {
@@ -1041,7 +1138,7 @@ type Refund struct {
 
 func (x *Refund) Reset() {
 	*x = Refund{}
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1150,7 @@ func (x *Refund) String() string {
 func (*Refund) ProtoMessage() {}
 
 func (x *Refund) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1163,7 @@ func (x *Refund) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refund.ProtoReflect.Descriptor instead.
 func (*Refund) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Refund) GetId() string {
@@ -1178,7 +1275,7 @@ type RefundOrderRequest struct {
 
 func (x *RefundOrderRequest) Reset() {
 	*x = RefundOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1287,7 @@ func (x *RefundOrderRequest) String() string {
 func (*RefundOrderRequest) ProtoMessage() {}
 
 func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1300,7 @@ func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundOrderRequest.ProtoReflect.Descriptor instead.
 func (*RefundOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RefundOrderRequest) GetOrderId() string {
@@ -1246,7 +1343,7 @@ type RefundOrderResponse struct {
 
 func (x *RefundOrderResponse) Reset() {
 	*x = RefundOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1355,7 @@ func (x *RefundOrderResponse) String() string {
 func (*RefundOrderResponse) ProtoMessage() {}
 
 func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1368,7 @@ func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundOrderResponse.ProtoReflect.Descriptor instead.
 func (*RefundOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RefundOrderResponse) GetOrder() *Order {
@@ -1299,7 +1396,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1408,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1421,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1351,7 +1448,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1460,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1473,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1396,7 +1493,7 @@ type WatchOrderRequest struct {
 
 func (x *WatchOrderRequest) Reset() {
 	*x = WatchOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1408,7 +1505,7 @@ func (x *WatchOrderRequest) String() string {
 func (*WatchOrderRequest) ProtoMessage() {}
 
 func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1421,7 +1518,7 @@ func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderRequest.ProtoReflect.Descriptor instead.
 func (*WatchOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchOrderRequest) GetOrderId() string {
@@ -1441,7 +1538,7 @@ type WatchOrderResponse struct {
 
 func (x *WatchOrderResponse) Reset() {
 	*x = WatchOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1550,7 @@ func (x *WatchOrderResponse) String() string {
 func (*WatchOrderResponse) ProtoMessage() {}
 
 func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1563,7 @@ func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderResponse.ProtoReflect.Descriptor instead.
 func (*WatchOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchOrderResponse) GetOrder() *Order {
@@ -1489,7 +1586,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[18]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1501,7 +1598,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[18]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1514,7 +1611,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ListEventsRequest) GetAfterCursor() string {
@@ -1553,7 +1650,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_settle_v1_order_proto_msgTypes[19]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1565,7 +1662,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[19]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1578,7 +1675,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetId() string {
@@ -1636,7 +1733,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[20]
+	mi := &file_settle_v1_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1745,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[20]
+	mi := &file_settle_v1_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1758,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -1724,15 +1821,24 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12merchant_reference\x18\x02 \x01(\tH\x00R\x11merchantReferenceB\x05\n" +
 	"\x03key\":\n" +
 	"\x10GetOrderResponse\x12&\n" +
-	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"u\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"\xbf\x01\n" +
 	"\x12ChargeOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x02 \x01(\tR\trequestId\x12%\n" +
-	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\"k\n" +
+	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12)\n" +
+	"\x10customer_present\x18\x04 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
+	"\n" +
+	"return_url\x18\x05 \x01(\tR\treturnUrl\"\xa3\x01\n" +
 	"\x13ChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
-	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\"\xd6\x01\n" +
+	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
+	"\vnext_action\x18\x03 \x01(\v2\x15.settle.v1.NextActionR\n" +
+	"nextAction\"T\n" +
+	"\n" +
+	"NextAction\x12!\n" +
+	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\x12#\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xd6\x01\n" +
 	"\x1bCreateAndChargeOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
@@ -1793,7 +1899,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12ListEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.settle.v1.EventR\x06events\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor*\xe8\x01\n" +
+	"nextCursor*\x89\x02\n" +
 	"\n" +
 	"OrderState\x12\x1b\n" +
 	"\x17ORDER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -1803,7 +1909,8 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x14ORDER_STATE_CANCELED\x10\x04\x12\x1c\n" +
 	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05\x12\"\n" +
 	"\x1eORDER_STATE_PARTIALLY_REFUNDED\x10\a\x12\x18\n" +
-	"\x14ORDER_STATE_REFUNDED\x10\b*\xe5\x01\n" +
+	"\x14ORDER_STATE_REFUNDED\x10\b\x12\x1f\n" +
+	"\x1bORDER_STATE_REQUIRES_ACTION\x10\x06*\x8a\x02\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
@@ -1811,7 +1918,8 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x18ATTEMPT_OUTCOME_NOT_SENT\x10\x03\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x05\x12\x1b\n" +
-	"\x17ATTEMPT_OUTCOME_REFUSED\x10\x06*\xb5\x01\n" +
+	"\x17ATTEMPT_OUTCOME_REFUSED\x10\x06\x12#\n" +
+	"\x1fATTEMPT_OUTCOME_REQUIRES_ACTION\x10\a*\xb5\x01\n" +
 	"\vRefundState\x12\x1c\n" +
 	"\x18REFUND_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REFUND_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -1844,7 +1952,7 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_settle_v1_order_proto_goTypes = []any{
 	(OrderState)(0),                      // 0: settle.v1.OrderState
 	(AttemptOutcome)(0),                  // 1: settle.v1.AttemptOutcome
@@ -1858,71 +1966,73 @@ var file_settle_v1_order_proto_goTypes = []any{
 	(*GetOrderResponse)(nil),             // 9: settle.v1.GetOrderResponse
 	(*ChargeOrderRequest)(nil),           // 10: settle.v1.ChargeOrderRequest
 	(*ChargeOrderResponse)(nil),          // 11: settle.v1.ChargeOrderResponse
-	(*CreateAndChargeOrderRequest)(nil),  // 12: settle.v1.CreateAndChargeOrderRequest
-	(*CreateAndChargeOrderResponse)(nil), // 13: settle.v1.CreateAndChargeOrderResponse
-	(*Refund)(nil),                       // 14: settle.v1.Refund
-	(*RefundOrderRequest)(nil),           // 15: settle.v1.RefundOrderRequest
-	(*RefundOrderResponse)(nil),          // 16: settle.v1.RefundOrderResponse
-	(*CancelOrderRequest)(nil),           // 17: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),          // 18: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),            // 19: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),           // 20: settle.v1.WatchOrderResponse
-	(*ListEventsRequest)(nil),            // 21: settle.v1.ListEventsRequest
-	(*Event)(nil),                        // 22: settle.v1.Event
-	(*ListEventsResponse)(nil),           // 23: settle.v1.ListEventsResponse
-	(*timestamppb.Timestamp)(nil),        // 24: google.protobuf.Timestamp
+	(*NextAction)(nil),                   // 12: settle.v1.NextAction
+	(*CreateAndChargeOrderRequest)(nil),  // 13: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 14: settle.v1.CreateAndChargeOrderResponse
+	(*Refund)(nil),                       // 15: settle.v1.Refund
+	(*RefundOrderRequest)(nil),           // 16: settle.v1.RefundOrderRequest
+	(*RefundOrderResponse)(nil),          // 17: settle.v1.RefundOrderResponse
+	(*CancelOrderRequest)(nil),           // 18: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 19: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 20: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 21: settle.v1.WatchOrderResponse
+	(*ListEventsRequest)(nil),            // 22: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 23: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 24: settle.v1.ListEventsResponse
+	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
 	3,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	0,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	24, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	24, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	24, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	25, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	25, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	25, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
 	3,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
 	3,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
 	1,  // 7: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	24, // 8: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	25, // 8: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
 	3,  // 9: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
 	4,  // 10: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
 	4,  // 11: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
 	4,  // 12: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
 	5,  // 13: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	3,  // 14: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	4,  // 15: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 16: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	3,  // 17: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	2,  // 18: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	1,  // 19: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	24, // 20: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	24, // 21: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	24, // 22: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 23: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	14, // 24: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	4,  // 25: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 26: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	24, // 27: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	22, // 28: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	6,  // 29: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	8,  // 30: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	10, // 31: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	12, // 32: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	17, // 33: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	15, // 34: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	19, // 35: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	21, // 36: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	7,  // 37: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	9,  // 38: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	11, // 39: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	13, // 40: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	18, // 41: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	16, // 42: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	20, // 43: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	23, // 44: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	37, // [37:45] is the sub-list for method output_type
-	29, // [29:37] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	12, // 14: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 15: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	4,  // 16: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 17: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	3,  // 18: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	2,  // 19: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	1,  // 20: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	25, // 21: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	25, // 22: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	25, // 23: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 24: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	15, // 25: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	4,  // 26: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	4,  // 27: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	25, // 28: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	23, // 29: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	6,  // 30: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	8,  // 31: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	10, // 32: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	13, // 33: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	18, // 34: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	16, // 35: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	20, // 36: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	22, // 37: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	7,  // 38: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	9,  // 39: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	11, // 40: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	14, // 41: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	19, // 42: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	17, // 43: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	21, // 44: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	24, // 45: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	38, // [38:46] is the sub-list for method output_type
+	30, // [30:38] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -1940,7 +2050,7 @@ func file_settle_v1_order_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

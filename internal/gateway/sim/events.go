@@ -17,6 +17,10 @@ import (
 type Events struct {
 	// URL receives the events (POST); empty sends none.
 	URL string
+	// More are further receivers, as a load balancer's backends: event n
+	// goes first to receiver n (of URL and More, in turn), and each retry
+	// to the next.
+	More []string
 	// Secrets sign each event (one v1 per secret: two while one rotates).
 	Secrets []string
 	// Delay is added before each event is sent.
@@ -33,10 +37,11 @@ type Events struct {
 	Attempts int
 }
 
-// delivery is one event to send, when.
+// delivery is one event to send, when, and the receiver it goes to first.
 type delivery struct {
-	body []byte
-	at   time.Time
+	body  []byte
+	at    time.Time
+	first int
 }
 
 // eventsLocked plans the deliveries of the event for c, drawing the
@@ -57,20 +62,22 @@ func (s *Sim) eventsLocked(c Charge, visibleAt time.Time) []delivery {
 	if err != nil {
 		panic(err) // the simulator's own types always marshal
 	}
-	if s.rng.Float64() < ev.Loss {
+	// The events draw from a source of their own, so that the faults of
+	// the charges are the same with events or without.
+	if s.eventRng.Float64() < ev.Loss {
 		return nil
 	}
 	n := 1
-	if s.rng.Float64() < ev.Duplicate {
+	if s.eventRng.Float64() < ev.Duplicate {
 		n = 2
 	}
 	out := make([]delivery, n)
 	for i := range out {
 		at := visibleAt.Add(ev.Delay)
 		if ev.Reorder > 0 {
-			at = at.Add(time.Duration(s.rng.Int64N(int64(ev.Reorder) + 1)))
+			at = at.Add(time.Duration(s.eventRng.Int64N(int64(ev.Reorder) + 1)))
 		}
-		out[i] = delivery{body: body, at: at}
+		out[i] = delivery{body: body, at: at, first: s.eventSeq + i}
 	}
 	return out
 }
@@ -100,7 +107,8 @@ func (s *Sim) deliver(d delivery) {
 			return
 		case <-time.After(wait):
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.opts.Events.URL, bytes.NewReader(d.body))
+		urls := append([]string{s.opts.Events.URL}, s.opts.Events.More...)
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, urls[(d.first+i)%len(urls)], bytes.NewReader(d.body))
 		if err != nil {
 			return
 		}

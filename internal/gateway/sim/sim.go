@@ -178,6 +178,7 @@ type Sim struct {
 	records  []record       // the ledger, oldest first; guarded by mu
 	refunds  []refundRecord // the refund ledger, oldest first; guarded by mu
 	eventSeq int            // numbers the events; guarded by mu
+	eventRng *rand.Rand     // draws the events' faults; guarded by mu
 
 	// Event deliveries run until the simulator stops (Close, or the end
 	// of Serve), which waits for them.
@@ -202,6 +203,7 @@ func New(opts Options) *Sim {
 		opts: opts,
 		// The stream constant is arbitrary; only Seed varies the sequence.
 		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
+		eventRng: rand.New(rand.NewPCG(opts.Seed, 0xe7e47)),
 		client:   &http.Client{Timeout: 10 * time.Second},
 		stopping: make(chan struct{}),
 	}

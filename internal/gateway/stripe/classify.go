@@ -59,7 +59,7 @@ func (g *Gateway) classify(ctx context.Context, req order.ChargeRequest, amount 
 		if err := belongs(req, amount, se.PaymentIntent); err != nil {
 			return unknown(err)
 		}
-		return confirmedOutcome(se.PaymentIntent)
+		return confirmedOutcome(req, se.PaymentIntent)
 	case refusesSettle(se):
 		g.log.LogAttrs(ctx, slog.LevelError, "stripe refused Settle's API key or request: a configuration error, not a decline; nothing was charged",
 			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", step),
@@ -146,13 +146,17 @@ func belongs(req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) 
 
 // confirmedOutcome reads the outcome off the PaymentIntent a confirm
 // answered with.
-func confirmedOutcome(pi *stripego.PaymentIntent) (order.Result, error) {
+func confirmedOutcome(req order.ChargeRequest, pi *stripego.PaymentIntent) (order.Result, error) {
 	res := order.Result{Outcome: order.OutcomeDeclined}
 	switch pi.Status {
 	case stripego.PaymentIntentStatusSucceeded:
 		res.Outcome = order.OutcomeSucceeded
 	case stripego.PaymentIntentStatusRequiresAction:
-		// 3-D Secure or a redirect, with no customer to complete it.
+		if req.CustomerPresent {
+			// 3-D Secure: the checkout shows the customer the challenge.
+			return order.Result{Outcome: order.OutcomeRequiresAction, NextAction: nextAction(pi)}, nil
+		}
+		// A redirect with no customer to complete it.
 		res.DeclineCode = "requires_action"
 	case stripego.PaymentIntentStatusRequiresPaymentMethod:
 		res.DeclineCode = "requires_payment_method"
@@ -219,4 +223,15 @@ func clipTo(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// nextAction is what the customer must do for a requires_action intent: the
+// page to redirect to, when Stripe gave one, and the client secret that
+// Stripe.js takes instead.
+func nextAction(pi *stripego.PaymentIntent) order.NextAction {
+	na := order.NextAction{ClientSecret: pi.ClientSecret}
+	if pi.NextAction != nil && pi.NextAction.RedirectToURL != nil {
+		na.RedirectURL = pi.NextAction.RedirectToURL.URL
+	}
+	return na
 }

@@ -127,6 +127,15 @@ func TestContract(t *testing.T) {
 		t.Logf("stripe-mock answered %+v, %v", res, err)
 	})
 
+	t.Run("customer present: the confirm with a return_url is accepted", func(t *testing.T) {
+		present := req
+		present.AttemptID = order.NewID()
+		present.CustomerPresent, present.ReturnURL = true, "https://checkout.example/return?o=1"
+		res, err := g.Charge(t.Context(), present)
+		t.Logf("Charge = %+v, %v", res, err)
+		match(t, "POST /v1/payment_intents", "POST /v1/payment_intents/pi_[^/]+/confirm")
+	})
+
 	t.Run("lookup by id: retrieve and cancel are accepted and decode", func(t *testing.T) {
 		byID := req
 		byID.GatewayChargeID = "pi_123"

@@ -312,7 +312,7 @@ func (g *Gateway) charge(ctx context.Context, req order.ChargeRequest, amount in
 	} else if err = belongs(req, amount, confirmed.pi); err != nil {
 		res, err = unknown(err)
 	} else {
-		res, err = confirmedOutcome(confirmed.pi)
+		res, err = confirmedOutcome(req, confirmed.pi)
 	}
 	// Whatever the confirm came to, the PaymentIntent is known: the settle
 	// records its id for the reconciler.
@@ -405,6 +405,11 @@ func (g *Gateway) settled(ctx context.Context, req order.ChargeRequest, amount i
 		}
 	case stripego.PaymentIntentStatusRequiresConfirmation:
 	case stripego.PaymentIntentStatusRequiresAction:
+		if !req.CancelAwaitingAction {
+			// The customer may still complete the challenge: only the
+			// expiry cancels it.
+			return order.Result{Outcome: order.OutcomeRequiresAction, NextAction: nextAction(pi)}, nil
+		}
 		code = "requires_action"
 	default:
 		// processing, requires_capture: money may yet move. Ask later.
@@ -518,7 +523,15 @@ func createParams(req order.ChargeRequest, amount int64) *stripego.PaymentIntent
 // confirmParams is the confirm of an attempt's PaymentIntent: the one
 // request that moves money. Only Charge sends it.
 func confirmParams(req order.ChargeRequest) *stripego.PaymentIntentConfirmParams {
-	p := &stripego.PaymentIntentConfirmParams{OffSession: stripego.Bool(true)}
+	p := &stripego.PaymentIntentConfirmParams{}
+	if !req.CustomerPresent {
+		// A merchant-initiated charge: Stripe declines rather than asks a
+		// customer who is not there to authenticate.
+		p.OffSession = stripego.Bool(true)
+	}
+	if req.ReturnURL != "" {
+		p.ReturnURL = stripego.String(req.ReturnURL)
+	}
 	p.SetIdempotencyKey(req.AttemptID + confirmKey)
 	return p
 }

@@ -340,6 +340,7 @@ func TestLookupReadsTheIntent(t *testing.T) {
 		outcome     order.Outcome // unknown means an error
 		code        string
 		wantCancels int
+		expired     bool // CancelAwaitingAction
 	}{
 		{name: "succeeded", get: "succeeded", outcome: order.OutcomeSucceeded},
 		{name: "canceled", get: "canceled", outcome: order.OutcomeDeclined, code: "canceled"},
@@ -350,8 +351,11 @@ func TestLookupReadsTheIntent(t *testing.T) {
 		{name: "requires_payment_method without an error", get: "requires_payment_method",
 			cancel:  func() (int, string) { return 200, intentBody("pi_1", "canceled") },
 			outcome: order.OutcomeDeclined, code: "canceled_unconfirmed", wantCancels: 1},
-		{name: "requires_action", get: "requires_action", cancel: func() (int, string) { return 200, intentBody("pi_1", "canceled") },
-			outcome: order.OutcomeDeclined, code: "requires_action", wantCancels: 1},
+		{name: "requires_action", get: "requires_action", outcome: order.OutcomeRequiresAction},
+		{name: "requires_action past its expiry", get: "requires_action", cancel: func() (int, string) { return 200, intentBody("pi_1", "canceled") },
+			outcome: order.OutcomeDeclined, code: "requires_action", wantCancels: 1, expired: true},
+		{name: "completed as its expiry cancels", get: "requires_action", cancel: func() (int, string) { return 400, unexpected("succeeded") },
+			outcome: order.OutcomeSucceeded, wantCancels: 1, expired: true},
 		{name: "a confirm won the race with the cancel", get: "requires_confirmation",
 			cancel:  func() (int, string) { return 400, unexpected("succeeded") },
 			outcome: order.OutcomeSucceeded, wantCancels: 1},
@@ -377,6 +381,7 @@ func TestLookupReadsTheIntent(t *testing.T) {
 			g := newGateway(t, stripe.Config{BaseURL: url})
 			req := chargeReq("pm_card_visa")
 			req.GatewayChargeID = "pi_1"
+			req.CancelAwaitingAction = tt.expired
 			res, err := g.Lookup(t.Context(), req)
 			if tt.outcome == order.OutcomeUnknown {
 				if err == nil || res.Outcome != order.OutcomeUnknown {
@@ -799,5 +804,74 @@ func TestAmounts(t *testing.T) {
 		if res.Outcome != order.OutcomeSucceeded || len(pis) != 1 || pis[0].Amount != tt.sent {
 			t.Errorf("Charge of %+v = %+v, %v, intents %+v; want succeeded for %d", tt.money, res, err, pis, tt.sent)
 		}
+	}
+}
+
+// TestThreeDSecure: a customer-present charge that Stripe challenges is
+// reported as requiring action, with the redirect and the client secret;
+// the confirm carries the return URL and no off_session. Completed, a
+// lookup says succeeded; failed, declined; a lookup never cancels it before
+// its expiry, and cancels it after.
+func TestThreeDSecure(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t, stripetest.Options{})
+	g := newGateway(t, stripe.Config{BaseURL: url})
+	present := func() order.ChargeRequest {
+		req := chargeReq(stripetest.TokenRequiresAction)
+		req.CustomerPresent, req.ReturnURL = true, "https://checkout.example/return"
+		return req
+	}
+	for _, tt := range []struct {
+		name    string
+		finish  func(id string)
+		outcome order.Outcome
+		code    string
+	}{
+		{"completed", func(id string) {
+			resp, err := http.Get(url + "/fake/3ds/" + id)
+			if err != nil || resp.StatusCode != http.StatusOK {
+				t.Errorf("opening the challenge page: %v %v", resp, err)
+			}
+			if resp != nil {
+				resp.Body.Close()
+			}
+		}, order.OutcomeSucceeded, ""},
+		{"failed", func(id string) { fake.Authenticate(id, false) }, order.OutcomeDeclined, "payment_intent_authentication_failure"},
+	} {
+		req := present()
+		res, err := g.Charge(t.Context(), req)
+		if err != nil || res.Outcome != order.OutcomeRequiresAction || res.ChargeID == "" ||
+			res.NextAction.RedirectURL != url+"/fake/3ds/"+res.ChargeID || res.NextAction.ClientSecret == "" {
+			t.Fatalf("%s: Charge = %+v, %v; want requires_action with the redirect and the client secret", tt.name, res, err)
+		}
+		req.GatewayChargeID = res.ChargeID
+		if again, err := g.Lookup(t.Context(), req); err != nil || again.Outcome != order.OutcomeRequiresAction {
+			t.Fatalf("%s: Lookup while waiting = %+v, %v; want requires_action", tt.name, again, err)
+		}
+		tt.finish(res.ChargeID)
+		if got, err := g.Lookup(t.Context(), req); err != nil || got.Outcome != tt.outcome || got.DeclineCode != tt.code {
+			t.Errorf("%s: Lookup after = %+v, %v; want %s %q", tt.name, got, err, tt.outcome, tt.code)
+		}
+	}
+	if n := fake.Count(http.MethodPost, "/cancel"); n != 0 {
+		t.Errorf("lookups before the expiry sent %d cancels", n)
+	}
+
+	// Abandoned: the expiry's lookup cancels it, and it can no longer be
+	// completed.
+	req := present()
+	res, _ := g.Charge(t.Context(), req)
+	req.GatewayChargeID, req.CancelAwaitingAction = res.ChargeID, true
+	if got, err := g.Lookup(t.Context(), req); err != nil || got.Outcome != order.OutcomeDeclined {
+		t.Fatalf("Lookup at the expiry = %+v, %v; want declined (canceled)", got, err)
+	}
+	if fake.Authenticate(res.ChargeID, true) {
+		t.Error("a canceled intent was authenticated")
+	}
+
+	// Off session, the same card is declined: nobody can act.
+	off := chargeReq(stripetest.TokenRequiresAction)
+	if res, err := g.Charge(t.Context(), off); err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode != "requires_action" {
+		t.Errorf("off-session Charge = %+v, %v; want declined requires_action", res, err)
 	}
 }

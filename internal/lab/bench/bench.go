@@ -29,6 +29,9 @@ type Config struct {
 	// OneCallConcurrency lists those of them at which the one-call path
 	// (CreateAndChargeOrder) is also measured, against its own floor.
 	OneCallConcurrency []int
+	// RefundConcurrency lists those of them at which refunds (RefundOrder)
+	// are also measured, against their own floor.
+	RefundConcurrency []int
 	// Duration is the length of one run of the floor, the naive floor and
 	// Settle; TransportDuration that of one run of the health checks.
 	Duration, TransportDuration time.Duration
@@ -36,6 +39,13 @@ type Config struct {
 	Runs int
 	// DrainOrders is how many due orders the reconciler drains (0: skip).
 	DrainOrders int
+	// DeliverEvents is how many events the delivery worker delivers
+	// against its floor (0: skip).
+	DeliverEvents int
+	// Deliver makes the server deliver its events (order.paid, …) to a
+	// local endpoint during the Settle runs, for a comparison with
+	// delivery off.
+	Deliver bool
 	// Server runs `settle bench-server`.
 	Server Server
 	// ClientProcs is GOMAXPROCS of this process while its load client
@@ -53,6 +63,10 @@ type Config struct {
 	Profile bool
 	// Log receives progress lines; nil means none.
 	Log io.Writer
+	// Citus runs Settle alone (no SQL floors, no transport series, no
+	// drain) against a throwaway Citus cluster, a coordinator and two
+	// workers, and logs each node's CPU per order.
+	Citus bool
 }
 
 func (c *Config) validate() error {
@@ -67,6 +81,11 @@ func (c *Config) validate() error {
 	for _, n := range c.OneCallConcurrency {
 		if !slices.Contains(c.Concurrency, n) {
 			return fmt.Errorf("bench: one-call concurrency %d is not one of the concurrencies measured", n)
+		}
+	}
+	for _, n := range c.RefundConcurrency {
+		if !slices.Contains(c.Concurrency, n) {
+			return fmt.Errorf("bench: refund concurrency %d is not one of the concurrencies measured", n)
 		}
 	}
 	if c.Duration < time.Second || c.TransportDuration < time.Second {
@@ -124,8 +143,28 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		ServerEnv:         cfg.Server.Env,
 		LoadAverageStart:  loadAverage(),
 	}
-	fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
-	db, err := startDB(ctx, cfg.StatementCounts)
+	if cfg.Deliver {
+		sink, err := StartSink(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer sink.Close()
+		cfg.Server.Env = append(slices.Clone(cfg.Server.Env), "SETTLE_EVENT_WEBHOOKS="+sink.Endpoint())
+		b.cfg = cfg
+		rep.DeliveryOn = true
+		defer func() { rep.Delivered = sink.Delivered() }()
+	}
+	var db *benchDB
+	var err error
+	if cfg.Citus {
+		fmt.Fprintf(cfg.Log, "bench: starting a throwaway Citus cluster, a coordinator and two workers (fsync and synchronous_commit on)...\n")
+		db, err = startCitusDB(ctx)
+		cfg.DrainOrders, cfg.OneCallConcurrency = 0, nil
+		b.cfg = cfg
+	} else {
+		fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
+		db, err = startDB(ctx, cfg.StatementCounts)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +181,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("concurrency %d: %w", c, err)
 		}
 		rep.Points = append(rep.Points, p)
+	}
+	if cfg.DeliverEvents > 0 {
+		d, err := b.deliveryDrain(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("delivery drain: %w", err)
+		}
+		rep.Delivery = d
 	}
 	if cfg.DrainOrders > 0 {
 		d, err := b.drain(ctx)
@@ -181,9 +227,30 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if _, err := b.load(ctx, c, min(2*time.Second, b.cfg.Duration/3), orderOp(srv.conn, fmt.Sprintf("warm%d", b.seq))); err != nil {
 		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
 	}
-	var floor, naive, transport, settle, oneFloor, oneSettle []Measurement
+	var floor, naive, transport, settle, oneFloor, oneSettle, refundFloor, refundSettle []Measurement
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
+	refunds := slices.Contains(b.cfg.RefundConcurrency, c)
+	var refundable []string
+	if refunds {
+		// The refund floor's orders, one per pgbench client, and Settle's,
+		// one per worker: PAID, with more than any run refunds.
+		if err := b.db.refundFloorOrders(ctx, c); err != nil {
+			return p, err
+		}
+		b.seq++
+		if refundable, err = refundableOrders(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c); err != nil {
+			return p, fmt.Errorf("refund series: %w\nserver log: %s", err, srv.logTail())
+		}
+	}
 	for r := range b.cfg.Runs {
+		if b.cfg.Citus {
+			sr, err := b.citusRun(ctx, srv, c)
+			if err != nil {
+				return p, err
+			}
+			settle = append(settle, sr)
+			continue
+		}
 		fr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor.sql", c) })
 		if err != nil {
 			return p, fmt.Errorf("floor: %w", err)
@@ -223,6 +290,24 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		floor, naive, transport, settle = append(floor, fr), append(naive, nr), append(transport, tr), append(settle, sr)
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
 			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
+		if refunds {
+			rfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_refund.sql", c) })
+			if err != nil {
+				return p, fmt.Errorf("refund floor: %w", err)
+			}
+			b.seq++
+			prefix := fmt.Sprintf("bench%d", b.seq)
+			rsr, err := b.measure(ctx, srv, true, func() (work, error) {
+				return loadWork(b.load(ctx, c, b.cfg.Duration, refundOp(srv.conn, prefix, refundable)))
+			})
+			if err != nil {
+				return p, fmt.Errorf("settle refunds: %w\nserver log: %s", err, srv.logTail())
+			}
+			rfr.ServerCPUCores, rfr.ServerCPUPerOpUs = 0, 0
+			refundFloor, refundSettle = append(refundFloor, rfr), append(refundSettle, rsr)
+			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: refund floor %.0f/s, settle refunds %.0f/s (p50 %.2fms)\n",
+				c, r+1, b.cfg.Runs, rfr.PerSecond, rsr.PerSecond, rsr.P50Ms)
+		}
 		if !oneCall {
 			continue
 		}
@@ -243,9 +328,17 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: one-call floor %.0f/s, settle one-call %.0f/s (p50 %.2fms)\n",
 			c, r+1, b.cfg.Runs, ofr.PerSecond, osr.PerSecond, osr.P50Ms)
 	}
+	if b.cfg.Citus {
+		p.Settle = summarize(settle) // the only series measured on Citus
+		return p, nil
+	}
 	p.Floor, p.Naive, p.Transport, p.Settle = summarize(floor), summarize(naive), summarize(transport), summarize(settle)
 	p.SettleVsFloor = ratio(p.Settle.Median.PerSecond, p.Floor.Median.PerSecond)
 	p.SettleVsNaive = ratio(p.Settle.Median.PerSecond, p.Naive.Median.PerSecond)
+	if refunds {
+		p.Refund = &OneCall{Floor: summarize(refundFloor), Settle: summarize(refundSettle)}
+		p.Refund.SettleVsFloor = ratio(p.Refund.Settle.Median.PerSecond, p.Refund.Floor.Median.PerSecond)
+	}
 	if oneCall {
 		p.OneCall = &OneCall{Floor: summarize(oneFloor), Settle: summarize(oneSettle)}
 		p.OneCall.SettleVsFloor = ratio(p.OneCall.Settle.Median.PerSecond, p.OneCall.Floor.Median.PerSecond)
@@ -388,3 +481,33 @@ func percentileMs(lat []time.Duration, p float64) float64 {
 }
 
 func mb(bytes int64) float64 { return round(float64(bytes)/(1<<20), 1) }
+
+// citusRun is one Settle run on Citus, with the CPU per order of each node.
+func (b *benchmark) citusRun(ctx context.Context, srv *serverProc, c int) (Measurement, error) {
+	b.seq++
+	prefix := fmt.Sprintf("bench%d", b.seq)
+	before, err := b.db.nodeCPU()
+	if err != nil {
+		return Measurement{}, err
+	}
+	sr, err := b.measure(ctx, srv, true, func() (work, error) {
+		return loadWork(b.load(ctx, c, b.cfg.Duration, orderOp(srv.conn, prefix)))
+	})
+	if err != nil {
+		return sr, fmt.Errorf("settle: %w\nserver log: %s", err, srv.logTail())
+	}
+	after, err := b.db.nodeCPU()
+	if err != nil {
+		return sr, err
+	}
+	line := fmt.Sprintf("bench: c=%d citus: settle %.0f/s (p50 %.2fms), CPU per order:", c, sr.PerSecond, sr.P50Ms)
+	for i := range after {
+		name := fmt.Sprintf("worker %d", i)
+		if i == 0 {
+			name = "coordinator"
+		}
+		line += fmt.Sprintf(" %s %.0fus", name, float64((after[i]-before[i]).Microseconds())/float64(max(sr.Ops, 1)))
+	}
+	fmt.Fprintln(b.cfg.Log, line+fmt.Sprintf(", server %.0fus", sr.ServerCPUPerOpUs))
+	return sr, nil
+}

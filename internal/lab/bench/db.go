@@ -15,13 +15,17 @@ import (
 // benchDB is the benchmark's own view of the database under test: it
 // empties it between runs and reads the counters that say what a run cost.
 type benchDB struct {
-	cluster *pgcluster.Cluster
+	cluster *pgcluster.Cluster // the coordinator, on Citus
+	citus   *pgcluster.Citus   // nil on plain PostgreSQL
 	url     string
 	pool    *pgxpool.Pool
 	// pgss says whether pg_stat_statements counts statements (round trips).
 	pgss       bool
 	postmaster int
-	version    string
+	// nodes are the postmasters of the coordinator and the workers, on
+	// Citus; postmaster is then the coordinator's.
+	nodes   []int
+	version string
 }
 
 // dbName is the database every part of the benchmark uses.
@@ -41,6 +45,29 @@ func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
 			cluster.Stop()
 		}
 	}()
+	return setupDB(ctx, cluster, nil, pgss)
+}
+
+// startCitusDB is startDB on a throwaway Citus cluster (a coordinator and
+// two workers, durable, Citus's default 32 shards per table), without
+// pg_stat_statements.
+func startCitusDB(ctx context.Context) (_ *benchDB, err error) {
+	cc, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("start Citus: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			cc.Stop()
+		}
+	}()
+	if err := cc.CreateDatabase(ctx, dbName, ""); err != nil {
+		return nil, err
+	}
+	return setupDB(ctx, cc.Coordinator, cc, false)
+}
+
+func setupDB(ctx context.Context, cluster *pgcluster.Cluster, cc *pgcluster.Citus, pgss bool) (_ *benchDB, err error) {
 	admin, err := postgres.Open(ctx, cluster.URL("postgres"), 1)
 	if err != nil {
 		return nil, err
@@ -69,10 +96,12 @@ func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
 			defer admin.Close()
 		}
 	}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
-		return nil, fmt.Errorf("create database: %w", err)
+	if cc == nil {
+		if _, err := admin.Exec(ctx, "CREATE DATABASE "+dbName); err != nil {
+			return nil, fmt.Errorf("create database: %w", err)
+		}
 	}
-	db := &benchDB{cluster: cluster, url: cluster.URL(dbName), pgss: pgss}
+	db := &benchDB{cluster: cluster, citus: cc, url: cluster.URL(dbName), pgss: pgss}
 	if db.pool, err = postgres.Open(ctx, db.url, 2); err != nil {
 		return nil, err
 	}
@@ -100,6 +129,16 @@ func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
 		db.pool.Close()
 		return nil, err
 	}
+	if cc != nil {
+		for _, n := range cc.Nodes() {
+			pid, err := postmasterPID(filepath.Join(n.Dir(), "data"))
+			if err != nil {
+				db.pool.Close()
+				return nil, err
+			}
+			db.nodes = append(db.nodes, pid)
+		}
+	}
 	return db, nil
 }
 
@@ -108,7 +147,8 @@ func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
 const historyOrders = 50_000
 
 // seedSQL makes historyOrders PAID orders, each with its attempt and its
-// three events, as the charge path leaves them.
+// three events, as the charge path leaves them, their order.paid events
+// long delivered (deliver_at NULL).
 var seedSQL = []string{
 	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
 	 SELECT gen_random_uuid(), 'default', 'history-' || i, 100 + i, 'GBP', 'tok_ok', 'instant', 'PAID'
@@ -116,9 +156,11 @@ var seedSQL = []string{
 	`INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency, outcome, gateway_charge_id, settled_at)
 	 SELECT gen_random_uuid(), id, merchant_id, 'req-' || merchant_reference, payment_method, amount_minor, currency, 'succeeded', 'ch_history', now()
 	 FROM orders`,
-	`UPDATE orders SET current_attempt = a.id FROM charge_attempts a WHERE a.order_id = orders.id`,
-	`INSERT INTO order_events (order_id, from_state, to_state, event, actor, attempt_id)
-	 SELECT o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END
+	`UPDATE orders SET current_attempt = a.id FROM charge_attempts a
+	 WHERE a.merchant_id = orders.merchant_id AND a.order_id = orders.id`,
+	`INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id, deliver_at)
+	 SELECT o.merchant_id, o.id, e.from_state, e.to_state, e.event, 'api', CASE WHEN e.event <> 'create' THEN o.current_attempt END,
+	   NULL
 	 FROM orders o, (VALUES (1, NULL, 'PENDING', 'create'), (2, 'PENDING', 'CHARGING', 'charge'), (3, 'CHARGING', 'PAID', 'succeed'))
 	   AS e(n, from_state, to_state, event)
 	 ORDER BY o.id, e.n`,
@@ -146,9 +188,42 @@ func (db *benchDB) seed(ctx context.Context) error {
 	return nil
 }
 
+// refundFloorOrders makes the PAID orders of the refund floor, one per
+// pgbench client (merchant reference refund-floor-<client_id>), with an
+// amount no run refunds in full.
+func (db *benchDB) refundFloorOrders(ctx context.Context, clients int) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency,
+		payment_method, gateway, state)
+	SELECT gen_random_uuid(), 'default', 'refund-floor-' || n, 1000000000000, 'GBP', 'tok_ok', 'instant', 'PAID'
+	FROM generate_series(0, $1 - 1) AS n
+	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING`, clients)
+	if err != nil {
+		return fmt.Errorf("make the refund floor's orders: %w", err)
+	}
+	return nil
+}
+
 func (db *benchDB) close() {
 	db.pool.Close()
+	if db.citus != nil {
+		db.citus.Stop()
+		return
+	}
 	db.cluster.Stop()
+}
+
+// nodeCPU returns the CPU time of each Citus node (coordinator first), or
+// nil on plain PostgreSQL.
+func (db *benchDB) nodeCPU() ([]time.Duration, error) {
+	var out []time.Duration
+	for _, pid := range db.nodes {
+		d, err := treeCPU(pid)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // checkpoint checkpoints, so that no run pays for full-page images that the
@@ -196,6 +271,16 @@ func (db *benchDB) counters(ctx context.Context) (counters, error) {
 	var err error
 	if c.cpu, err = treeCPU(db.postmaster); err != nil {
 		return c, fmt.Errorf("read PostgreSQL's CPU time: %w", err)
+	}
+	if db.citus != nil {
+		nodes, err := db.nodeCPU()
+		if err != nil {
+			return c, fmt.Errorf("read the Citus nodes' CPU time: %w", err)
+		}
+		c.cpu = 0
+		for _, d := range nodes {
+			c.cpu += d
+		}
 	}
 	return c, nil
 }

@@ -33,7 +33,12 @@ type Report struct {
 	LoadAverageEnd    float64  `json:"load_average_end"`
 	Points            []Point  `json:"points"`
 	Drain             *Drain   `json:"reconciler_drain,omitempty"`
-	Targets           []Target `json:"targets"`
+	// DeliveryOn says the server delivered its events to a local endpoint
+	// during the Settle runs; Delivered counts them.
+	DeliveryOn bool           `json:"delivery_on"`
+	Delivered  int64          `json:"events_delivered,omitempty"`
+	Delivery   *DeliveryDrain `json:"delivery_drain,omitempty"`
+	Targets    []Target       `json:"targets"`
 }
 
 // Point is one concurrency: each series is the median of its runs.
@@ -51,6 +56,8 @@ type Point struct {
 	SettleVsNaive float64 `json:"settle_vs_naive"`
 	// OneCall is the one-call path, where it was measured.
 	OneCall *OneCall `json:"one_call,omitempty"`
+	// Refund is the refund series, where it was measured.
+	Refund *OneCall `json:"refund,omitempty"`
 }
 
 // OneCall is the one-call path at one concurrency: Floor is pgbench running
@@ -109,6 +116,20 @@ type Drain struct {
 	Floor      Series  `json:"floor"`
 	Clients    int     `json:"floor_clients"`
 	Ratio      float64 `json:"ratio"`
+}
+
+// DeliveryDrain is one delivery worker POSTing one merchant's events
+// against its SQL floor.
+type DeliveryDrain struct {
+	Events int `json:"events"`
+	// Worker is an in-process delivery worker with the defaults POSTing
+	// to a local endpoint that verifies each signature; Floor is pgbench
+	// running bench/deliver_floor.sql (its lease and record statements,
+	// no POST) with one client, Batch events per transaction.
+	Worker Series  `json:"worker"`
+	Floor  Series  `json:"floor"`
+	Batch  int     `json:"batch"`
+	Ratio  float64 `json:"ratio"`
 }
 
 // Target is one of the issue's targets and where Settle stands.
@@ -340,9 +361,34 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		b.WriteString("(commits and round trips per order: floor / settle)\n")
 	}
 
+	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Refund != nil }) {
+		b.WriteString("\nrefunds (RefundOrder of 1 from each client's own PAID order) against their own floor (bench/floor_refund.sql):\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/refund\tround trips/refund\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per refund: settle client + server + PostgreSQL\t")
+		for _, p := range rep.Points {
+			if p.Refund == nil {
+				continue
+			}
+			f, s := p.Refund.Floor.Median, p.Refund.Settle.Median
+			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
+				p.Refund.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
+				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
+		}
+		tw.Flush()
+		b.WriteString("(commits and round trips per refund: floor / settle)\n")
+	}
+
 	if d := rep.Drain; d != nil {
 		fmt.Fprintf(&b, "\nreconciler: drained %d due orders at %.0f orders/s; its settle floor (pgbench, %d clients) %.0f orders/s: %.2f×\n",
 			d.Orders, d.Reconciler.Median.PerSecond, d.Clients, d.Floor.Median.PerSecond, d.Ratio)
+	}
+
+	if d := rep.Delivery; d != nil {
+		fmt.Fprintf(&b, "delivery: one worker delivered %d events at %.0f events/s; its SQL floor (pgbench, 1 client, %d a batch) %.0f events/s: %.2f×\n",
+			d.Events, d.Worker.Median.PerSecond, d.Batch, d.Floor.Median.PerSecond, d.Ratio)
+	}
+	if rep.DeliveryOn {
+		fmt.Fprintf(&b, "delivery was on during the Settle runs: %d events delivered to a local endpoint\n", rep.Delivered)
 	}
 
 	b.WriteString("\ntargets:\n")

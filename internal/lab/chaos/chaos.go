@@ -68,7 +68,22 @@ const (
 	// refuses (503), and eventSecret its signing secret.
 	eventRefusalRate = 0.05
 	eventSecret      = "evsec_chaos_0123456789abcdef"
+	// gatewayEvents is how the simulator pushes its events to the
+	// replicas' webhook listeners: some delayed, duplicated, out of order,
+	// some lost (and more lost to replicas killed while they arrive);
+	// gatewayEventSecret signs them.
+	gatewayEventSecret = "whsec_chaos_0123456789abcdef"
 )
+
+// gatewayEvents sets how the simulator's events misbehave.
+var gatewayEvents = sim.Events{
+	Secrets:   []string{gatewayEventSecret},
+	Delay:     50 * time.Millisecond,
+	Reorder:   time.Second,
+	Duplicate: 0.2,
+	Loss:      0.1,
+	Attempts:  3,
+}
 
 // Config configures a run. Zero fields take the defaults noted.
 type Config struct {
@@ -96,6 +111,10 @@ type Config struct {
 	// LogDir receives every process's log; default a temporary directory,
 	// removed after a run with nothing to report.
 	LogDir string
+	// Citus runs Settle on a throwaway Citus cluster (a coordinator and two
+	// workers, tables distributed by merchant); the database restarts then
+	// crash and restart a worker, in turn, instead of the one server.
+	Citus bool
 	// Log receives the run's progress: each fault as it happens, every
 	// violation with the order's history. Nil discards it.
 	Log io.Writer

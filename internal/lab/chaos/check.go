@@ -245,8 +245,8 @@ func check(s snapshot, hist *history) []Violation {
 
 	// 4. Nothing left CHARGING, and 5. every history a path of the table.
 	for _, o := range s.orders {
-		if o.state == string(order.StateCharging) {
-			report(InvNoCharging, o.id, "still CHARGING (attempt %s) after quiescence", o.current)
+		if order.State(o.state).AwaitsGateway() {
+			report(InvNoCharging, o.id, "still %s (attempt %s) after quiescence", o.state, o.current)
 		}
 		for _, msg := range checkHistory(o, events[o.id], attemptsOf[o.id]) {
 			report(InvHistory, o.id, "%s", msg)

@@ -30,8 +30,9 @@ import (
 type harness struct {
 	cfg     Config
 	dir     string
-	start   atomic.Int64 // unix nanoseconds: the start of the run, then of the workload
-	cluster *pgcluster.Cluster
+	start   atomic.Int64       // unix nanoseconds: the start of the run, then of the workload
+	cluster *pgcluster.Cluster // the coordinator, on Citus
+	citus   *pgcluster.Citus   // nil on plain PostgreSQL
 	dbName  string
 	pool    *pgxpool.Pool // the harness's own, named settle-chaos
 	dbMu    sync.Mutex    // one database restart at a time
@@ -100,14 +101,27 @@ func (h *harness) run(ctx context.Context) error {
 	// A durable PostgreSQL (fsync on), so that an immediate shutdown is a
 	// real crash and recovery.
 	var err error
-	h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		return fmt.Errorf("start PostgreSQL: %w", err)
+	if cfg.Citus {
+		if h.citus, err = pgcluster.StartCitus(ctx, pgcluster.CitusOptions{}); err != nil {
+			return fmt.Errorf("start Citus: %w", err)
+		}
+		h.cluster = h.citus.Coordinator
+		defer func() {
+			for i, n := range h.citus.Nodes() {
+				copyFile(filepath.Join(n.Dir(), "postgres.log"), filepath.Join(h.dir, fmt.Sprintf("postgres-%d.log", i)))
+			}
+			h.citus.Stop()
+		}()
+	} else {
+		h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer func() {
+			copyFile(filepath.Join(h.cluster.Dir(), "postgres.log"), filepath.Join(h.dir, "postgres.log"))
+			h.cluster.Stop()
+		}()
 	}
-	defer func() {
-		copyFile(filepath.Join(h.cluster.Dir(), "postgres.log"), filepath.Join(h.dir, "postgres.log"))
-		h.cluster.Stop()
-	}()
 	if err := h.createDB(ctx); err != nil {
 		return err
 	}
@@ -116,8 +130,23 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	defer h.pool.Close()
 
+	// The replicas' webhook listeners, where the simulator sends its
+	// events, as to a load balancer's backends.
+	hookAddrs := make([]string, cfg.Replicas)
+	events := gatewayEvents
+	for i := range hookAddrs {
+		if hookAddrs[i], err = freePort(); err != nil {
+			return err
+		}
+		url := "http://" + hookAddrs[i] + "/webhooks/refpsp"
+		if i == 0 {
+			events.URL = url
+		} else {
+			events.More = append(events.More, url)
+		}
+	}
 	// The gateway simulator, in this process so that its ledger is at hand.
-	gw := sim.New(sim.Options{Seed: cfg.Seed, Random: cfg.Gateway, ClientTimeout: simHold})
+	gw := sim.New(sim.Options{Seed: cfg.Seed, Random: cfg.Gateway, ClientTimeout: simHold, Events: events})
 	simLis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -168,7 +197,7 @@ func (h *harness) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		p := newProcess(h, fmt.Sprintf("serve-%d", i), env, "serve", "--listen", addr)
+		p := newProcess(h, fmt.Sprintf("serve-%d", i), env, "serve", "--listen", addr, "--webhook-listen", hookAddrs[i])
 		h.replicas = append(h.replicas, p)
 		conn, err := dial(addr, key)
 		if err != nil {
@@ -221,6 +250,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.waitDelivered(ctx); err != nil {
 		return err
 	}
+	h.logGatewayEvents(ctx)
 	stopProcs()
 	keepers.Wait()
 	// Stop the simulator only once the processes are gone, so that the
@@ -239,6 +269,17 @@ func (h *harness) run(ctx context.Context) error {
 
 // createDB creates the run's database and migrates it.
 func (h *harness) createDB(ctx context.Context) error {
+	if h.citus != nil {
+		if err := h.citus.CreateDatabase(ctx, h.dbName, ""); err != nil {
+			return err
+		}
+		pool, err := postgres.Open(ctx, h.cluster.URL(h.dbName), 2)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return postgres.Migrate(ctx, pool)
+	}
 	conn, err := pgx.Connect(ctx, h.cluster.URL("postgres"))
 	if err != nil {
 		return err
@@ -282,6 +323,7 @@ func (h *harness) env(simURL, key, eventsURL string) []string {
 		"SETTLE_EVENT_DELIVERY_POLL="+pollInterval.String(),
 		"SETTLE_EVENT_DELIVERY_TIMEOUT=1s",
 		"SETTLE_EVENT_DELIVERY_BATCH=8",
+		"SETTLE_REFPSP_WEBHOOK_SECRETS="+gatewayEventSecret,
 	)
 }
 
@@ -389,4 +431,26 @@ func copyFile(from, to string) {
 	if b, err := os.ReadFile(from); err == nil {
 		_ = os.WriteFile(to, b, 0o644)
 	}
+}
+
+// logGatewayEvents writes to chaos.log what the simulator's events came
+// to, by result (woken, duplicate, ignored, review, ...).
+func (h *harness) logGatewayEvents(ctx context.Context) {
+	rows, err := h.pool.Query(ctx, "SELECT result, count(*) FROM gateway_events GROUP BY result ORDER BY result")
+	if err != nil {
+		h.logf("gateway events: %v", err)
+		return
+	}
+	defer rows.Close()
+	var parts []string
+	for rows.Next() {
+		var result string
+		var n int64
+		if err := rows.Scan(&result, &n); err != nil {
+			h.logf("gateway events: %v", err)
+			return
+		}
+		parts = append(parts, fmt.Sprintf("%s=%d", result, n))
+	}
+	h.logf("gateway events recorded: %s", strings.Join(parts, " "))
 }

@@ -34,48 +34,66 @@ type Mutation struct {
 // Build builds the package pkg (such as "./cmd/settle") of the module that
 // contains dir into the binary out, with m applied.
 func Build(ctx context.Context, dir, pkg, out string, m Mutation) error {
+	var err error
+	if out, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	_, err = runGo(ctx, dir, m, "build", "-o", out, pkg)
+	return err
+}
+
+// Test runs `go test -count=1 -run run pkg` in the module that contains
+// dir, with m applied, and returns its output. The error is nil only when
+// the tests passed: a mutant the tests catch returns an error (and so does
+// a mutant that does not build; the output tells which).
+func Test(ctx context.Context, dir, pkg, run string, m Mutation) ([]byte, error) {
+	return runGo(ctx, dir, m, "test", "-count=1", "-run", run, pkg)
+}
+
+// runGo runs the go command with args and m applied through -overlay,
+// which follows the subcommand.
+func runGo(ctx context.Context, dir string, m Mutation, args ...string) ([]byte, error) {
 	gobin := goBinary()
 	root, err := moduleRoot(ctx, gobin, dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	orig := filepath.Join(root, filepath.FromSlash(m.File))
 	src, err := os.ReadFile(orig)
 	if err != nil {
-		return fmt.Errorf("mutant: %w", err)
+		return nil, fmt.Errorf("mutant: %w", err)
 	}
 	mutated, err := Apply(string(src), m)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	tmp, err := os.MkdirTemp("", "settle-mutant-")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer os.RemoveAll(tmp)
 	// The copy keeps the original's name: the compiler reports positions
 	// and reads build constraints by it.
 	copyPath := filepath.Join(tmp, filepath.Base(orig))
 	if err := os.WriteFile(copyPath, []byte(mutated), 0o644); err != nil {
-		return err
+		return nil, err
 	}
 	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {orig: copyPath}})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	overlayPath := filepath.Join(tmp, "overlay.json")
 	if err := os.WriteFile(overlayPath, overlay, 0o644); err != nil {
-		return err
+		return nil, err
 	}
-	if out, err = filepath.Abs(out); err != nil {
-		return err
-	}
-	cmd := exec.CommandContext(ctx, gobin, "build", "-overlay", overlayPath, "-o", out, pkg)
+	full := append([]string{args[0], "-overlay", overlayPath}, args[1:]...)
+	cmd := exec.CommandContext(ctx, gobin, full...)
 	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("mutant: go build %s with %s mutated: %w\n%s", pkg, m.File, err, b)
+	b, err := cmd.CombinedOutput()
+	if err != nil {
+		return b, fmt.Errorf("mutant: go %s with %s mutated: %w\n%s", strings.Join(args, " "), m.File, err, b)
 	}
-	return nil
+	return b, nil
 }
 
 // Apply returns src with m applied, or an error if m.Old does not occur

@@ -1,10 +1,10 @@
--- Lease up to @limit due CHARGING orders, oldest first, skipping those
+-- Lease up to @limit due CHARGING or REQUIRES_ACTION orders, oldest first, skipping those
 -- another reconciler holds: push their reconcile_at forward by the lease and
 -- return them with their current attempts and the attempts' age in database
 -- time. The statement commits the lease; a reconciler that dies holding it
 -- lets it expire.
 WITH due AS (
-	SELECT merchant_id, id FROM orders WHERE state = 'CHARGING' AND reconcile_at <= now()
+	SELECT merchant_id, id FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION') AND reconcile_at <= now()
 	ORDER BY reconcile_at LIMIT @limit FOR UPDATE SKIP LOCKED
 ), upd AS (
 	UPDATE orders o SET reconcile_at = now() + @lease::interval FROM due WHERE o.merchant_id = due.merchant_id AND o.id = due.id RETURNING o.*

@@ -1,14 +1,14 @@
--- Lease one CHARGING order now, due or not (an operator asked; or, with
+-- Lease one CHARGING or REQUIRES_ACTION order now, due or not (an operator asked; or, with
 -- due_only, only if it is due: the second half of the reconciler's lease on
 -- Citus, see due_orders.sql), waiting for any other holder of its row: push
 -- its reconcile_at forward by the lease and return it with its current
 -- attempt and the attempt's age in database time, as claim_due.sql does. No
--- row when the order is not CHARGING (or not due). Two reconcilers that
+-- row when the order is neither CHARGING nor REQUIRES_ACTION (or not due). Two reconcilers that
 -- both read a due order do not both lease it: the second waits for the
 -- first's row lock and then finds reconcile_at moved past now().
 WITH due AS (
 	SELECT merchant_id, id FROM orders
-	WHERE merchant_id = @merchant_id AND id = @id AND state = 'CHARGING'
+	WHERE merchant_id = @merchant_id AND id = @id AND state IN ('CHARGING', 'REQUIRES_ACTION')
 		AND (NOT @due_only::bool OR reconcile_at <= now())
 	FOR UPDATE
 ), upd AS (

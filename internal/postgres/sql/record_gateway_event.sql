@@ -27,7 +27,7 @@ WITH att AS (
 ), verdict AS (
 	SELECT ord.id, ord.merchant_id, ord.attempt_id, CASE
 		WHEN ord.id IS NULL THEN 'unknown_object'
-		WHEN ord.state IN ('CHARGING', 'NEEDS_REVIEW') AND ord.current_attempt = ord.attempt_id THEN 'woken'
+		WHEN ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') AND ord.current_attempt = ord.attempt_id THEN 'woken'
 		WHEN @succeeded::bool AND NOT (ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')
 			AND ord.current_attempt = ord.attempt_id) THEN 'review'
 		ELSE 'ignored' END AS result
@@ -42,7 +42,7 @@ WITH att AS (
 	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now())
 	FROM ins
 	WHERE ins.result = 'woken' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
-		AND o.state IN ('CHARGING', 'NEEDS_REVIEW') AND o.current_attempt = ins.attempt_id
+		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') AND o.current_attempt = ins.attempt_id
 	RETURNING o.id
 ), review AS (
 	INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)

@@ -19,16 +19,20 @@ WITH lockedo AS MATERIALIZED (
 	FOR UPDATE
 ), lockedr AS MATERIALIZED (
 	SELECT * FROM refunds WHERE merchant_id = @merchant_id AND id = @refund_id FOR UPDATE
+), clock AS (
+	-- The times are read here rather than in the UPDATEs' SET lists: Citus
+	-- refuses a stable function (now()) inside a CASE in an UPDATE's SET list.
+	SELECT now() AS now, now() + @recheck_in::interval AS recheck_at
 ), upr AS (
 	UPDATE refunds r SET
 		state = @to_state,
 		outcome = @outcome, decline_code = @decline_code, gateway_refund_id = @gateway_refund_id,
-		reconcile_at = CASE WHEN @to_state::text = 'REFUNDING' THEN now() + @recheck_in::interval END,
+		reconcile_at = CASE WHEN @to_state::text = 'REFUNDING' THEN clock.recheck_at END,
 		reconcile_count = lockedr.reconcile_count + @checked::bool::int,
 		last_error = @last_error,
-		updated_at = CASE WHEN @to_state::text = 'REFUNDING' THEN lockedr.updated_at ELSE now() END,
-		settled_at = CASE WHEN @to_state::text = 'REFUNDING' THEN NULL ELSE now() END
-	FROM lockedr
+		updated_at = CASE WHEN @to_state::text = 'REFUNDING' THEN lockedr.updated_at ELSE clock.now END,
+		settled_at = CASE WHEN @to_state::text = 'REFUNDING' THEN NULL ELSE clock.now END
+	FROM lockedr, clock
 	WHERE r.merchant_id = lockedr.merchant_id AND r.id = lockedr.id AND lockedr.state = @from_state
 	RETURNING r.*
 ), nxt AS (
@@ -56,8 +60,8 @@ WITH lockedo AS MATERIALIZED (
 	-- version look already settled (two refunds of one amount), leaving
 	-- the order's reservation behind.
 	UPDATE orders o SET refunded_minor = nxt.refunded, refunding_minor = nxt.refunding, state = nxt.to_state,
-		updated_at = CASE WHEN nxt.event = '' THEN nxt.updated_at ELSE now() END
-	FROM nxt
+		updated_at = CASE WHEN nxt.event = '' THEN nxt.updated_at ELSE clock.now END
+	FROM nxt, clock
 	WHERE o.merchant_id = @merchant_id AND o.id = nxt.id AND nxt.changed
 	RETURNING o.*
 ), oev AS (

@@ -1,10 +1,11 @@
 -- Record gateways' answers for one or many orders in one statement, so one
 -- round trip and one commit however many it settles. Element i of each
 -- array is the i-th settlement, and the row returned for it carries i. Each
--- row is guarded by its order still being CHARGING for its attempt: of a
--- late server response and a reconciler, exactly one wins and writes one
--- event. A settlement with no event leaves its order CHARGING, to be
--- checked again after its recheck_in. No order may appear twice: which of
+-- row is guarded by its order still being in from_state (CHARGING, or
+-- REQUIRES_ACTION) for its attempt: of a late server response, a returning
+-- customer and a reconciler, exactly one wins and writes one event. A
+-- settlement with no event leaves its order in from_state (to_state is
+-- from_state), to be checked again after its recheck_in. No order may appear twice: which of
 -- two settlements of one order a single UPDATE applies is undefined.
 --
 -- locked takes the orders' row locks in id order before anything is
@@ -23,9 +24,9 @@
 WITH st AS (
 	SELECT * FROM unnest(@merchant_id::text[], @order_id::uuid[], @attempt_id::uuid[], @to_state::text[], @recheck_in::interval[],
 		@checked::bool[], @last_error::text[], @outcome::text[], @decline_code::text[], @charge_id::text[],
-		@event::text[], @actor::text[], @reason::text[]) WITH ORDINALITY
+		@event::text[], @actor::text[], @reason::text[], @from_state::text[]) WITH ORDINALITY
 		AS st(merchant_id, order_id, attempt_id, to_state, recheck_in, checked, last_error,
-			outcome, decline_code, charge_id, event, actor, reason, i)
+			outcome, decline_code, charge_id, event, actor, reason, from_state, i)
 ), timed AS (
 	-- The times are read here rather than in the UPDATEs' SET lists: Citus
 	-- refuses a stable function (now(), timestamptz + interval) applied to a
@@ -37,22 +38,22 @@ WITH st AS (
 ), upd AS (
 	UPDATE orders o SET
 		state = st.to_state,
-		reconcile_at = CASE WHEN st.to_state = 'CHARGING' THEN st.recheck_at END,
+		reconcile_at = CASE WHEN st.to_state IN ('CHARGING', 'REQUIRES_ACTION') THEN st.recheck_at END,
 		reconcile_count = o.reconcile_count + st.checked::int,
 		last_error = st.last_error,
-		updated_at = CASE WHEN st.to_state = 'CHARGING' THEN o.updated_at ELSE st.now END
+		updated_at = CASE WHEN st.to_state = st.from_state THEN o.updated_at ELSE st.now END
 	FROM locked JOIN timed st ON st.merchant_id = locked.merchant_id AND st.order_id = locked.id
 	WHERE o.merchant_id = locked.merchant_id AND o.id = locked.id
-		AND locked.state = 'CHARGING' AND locked.current_attempt = st.attempt_id
-	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason, st.now
+		AND locked.state = st.from_state AND locked.current_attempt = st.attempt_id
+	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason, st.now, st.from_state
 ), att AS (
 	UPDATE charge_attempts a SET outcome = upd.outcome, decline_code = upd.decline_code,
 		gateway_charge_id = upd.charge_id,
-		settled_at = CASE WHEN upd.state = 'CHARGING' THEN NULL ELSE upd.now END
+		settled_at = CASE WHEN upd.state IN ('CHARGING', 'REQUIRES_ACTION') THEN NULL ELSE upd.now END
 	FROM upd WHERE a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt
 ), ev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
-	SELECT merchant_id, id, 'CHARGING', state, event, actor, reason, current_attempt FROM upd WHERE event <> ''
+	SELECT merchant_id, id, from_state, state, event, actor, reason, current_attempt FROM upd WHERE event <> ''
 )
 SELECT i,
 	id::text, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,

@@ -29,7 +29,10 @@
 //	pm_card_visa                             succeeded
 //	pm_card_chargeDeclined                   402 card_error card_declined, decline_code generic_decline
 //	pm_card_chargeDeclinedInsufficientFunds  402 card_error card_declined, decline_code insufficient_funds
-//	pm_card_threeDSecure2Required            200, status requires_action (*)
+//	pm_card_threeDSecure2Required            200, status requires_action (*), with a redirect to
+//	                                         GET /fake/3ds/<pi> when confirmed with a return_url:
+//	                                         opening it authenticates (?fail=1 fails), as
+//	                                         Authenticate does
 //	pm_card_settle_timeout                   succeeded, then the answer is held for Options.Hold
 //	pm_card_settle_drop                      succeeded, then the answer is cut off halfway
 //	pm_card_settle_500                       succeeded, then 500 api_error (saved, as Stripe saves it)
@@ -111,7 +114,10 @@ type PaymentIntent struct {
 	DeclineCode string
 	// Confirmations counts the confirms executed (replays not included).
 	Confirmations int
-	Created       time.Time
+	// RedirectURL is the challenge page of a requires_action intent
+	// confirmed with a return_url.
+	RedirectURL string
+	Created     time.Time
 }
 
 // Request is one request the fake received.
@@ -155,6 +161,7 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.retrieve)
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", s.post(s.confirm))
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.post(s.cancel))
+	s.mux.HandleFunc("GET /fake/3ds/{id}", s.challenge)
 	s.mux.HandleFunc("POST /v1/refunds", s.createRefund)
 	s.mux.HandleFunc("GET /v1/refunds", s.listRefunds)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -170,7 +177,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reqID := fmt.Sprintf("req_fake_%06d", len(s.requests))
 	s.mu.Unlock()
 	w.Header().Set("Request-Id", reqID)
-	if key, ok := s.authorized(r); !ok {
+	// The challenge page is the customer's, opened without an API key.
+	if key, ok := s.authorized(r); !ok && !strings.HasPrefix(r.URL.Path, "/fake/3ds/") {
 		writeError(w, http.StatusUnauthorized, apiError{Type: "invalid_request_error",
 			Message: fmt.Sprintf("Invalid API Key provided: %s", key)})
 		return
@@ -441,6 +449,10 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 	case TokenRequiresAction:
 		pi.Status = "requires_action"
 		pi.Confirmations++
+		if ret := form.Get("return_url"); ret != "" {
+			// Stripe's hosted challenge page; here, the fake's own.
+			pi.RedirectURL = "http://" + r.Host + "/fake/3ds/" + pi.ID
+		}
 		a.body = intentJSON(*pi)
 		return a
 	case TokenProcessing:
@@ -523,8 +535,16 @@ func intentMap(pi PaymentIntent) map[string]any {
 		m["amount_received"] = pi.Amount
 	case "requires_action":
 		m["next_action"] = map[string]any{"type": "use_stripe_sdk"}
+		if pi.RedirectURL != "" {
+			m["next_action"] = map[string]any{"type": "redirect_to_url",
+				"redirect_to_url": map[string]any{"url": pi.RedirectURL, "return_url": "https://checkout.example/return"}}
+		}
 	case "requires_payment_method":
-		if pi.DeclineCode != "" {
+		switch {
+		case pi.DeclineCode == authenticationFailure:
+			m["last_payment_error"] = map[string]any{"type": "invalid_request_error", "code": authenticationFailure,
+				"message": "The provided PaymentMethod has failed authentication."}
+		case pi.DeclineCode != "":
 			m["last_payment_error"] = map[string]any{"type": "card_error", "code": "card_declined",
 				"decline_code": pi.DeclineCode, "message": "Your card was declined.", "charge": pi.LatestCharge}
 		}
@@ -584,4 +604,40 @@ func writeBody(w http.ResponseWriter, status int, body []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	w.Write(body)
+}
+
+// authenticationFailure is Stripe's error code for a failed 3-D Secure
+// challenge.
+const authenticationFailure = "payment_intent_authentication_failure"
+
+// Authenticate ends the customer's 3-D Secure challenge of a requires_action
+// intent: ok charges it, otherwise it fails authentication and needs a new
+// payment method. It reports false when the intent is not waiting for the
+// customer (canceled meanwhile, say), and then changes nothing.
+func (s *Server) Authenticate(id string, ok bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pi, found := s.byID[id]
+	if !found || pi.Status != "requires_action" {
+		return false
+	}
+	if ok {
+		s.charges++
+		pi.LatestCharge = fmt.Sprintf("ch_fake_%06d", s.charges)
+		pi.Status = "succeeded"
+	} else {
+		pi.Status, pi.DeclineCode = "requires_payment_method", authenticationFailure
+	}
+	return true
+}
+
+// challenge is the challenge page a redirect sends the customer to:
+// opening it completes the authentication, or fails it with ?fail=1.
+func (s *Server) challenge(w http.ResponseWriter, r *http.Request) {
+	if !s.Authenticate(r.PathValue("id"), r.URL.Query().Get("fail") == "") {
+		http.Error(w, "this PaymentIntent is not waiting for authentication", http.StatusConflict)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Write([]byte("authentication done; return to the checkout\n"))
 }

@@ -1,0 +1,101 @@
+package grpcapi_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/gateway/stripe"
+	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/order"
+)
+
+// newStripeStack is the stack with a "stripe" gateway on the Stripe fake,
+// which accepts only sk_test_settle; key is Settle's.
+func newStripeStack(t *testing.T, key string) (*stack, *stripetest.Server) {
+	t.Helper()
+	fake := stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})
+	hs := httptest.NewServer(fake)
+	t.Cleanup(hs.Close)
+	gw, err := stripe.New(stripe.Config{SecretKey: key, BaseURL: hs.URL, Timeout: gatewayTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"stripe": gw}), fake
+}
+
+func (s *stack) createOn(t *testing.T, gateway, ref, token string) *settlev1.Order {
+	t.Helper()
+	resp, err := s.orders.CreateOrder(context.Background(), &settlev1.CreateOrderRequest{
+		MerchantReference: ref, Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: token, Gateway: gateway,
+	})
+	if err != nil {
+		t.Fatalf("CreateOrder(%s): %v", ref, err)
+	}
+	return resp.GetOrder()
+}
+
+// TestGatewayRefusedIsAConfigurationError: Stripe refuses Settle's key.
+// The checkout gets INTERNAL with a message that says so, not a decline;
+// the order is PENDING and its attempt refused.
+func TestGatewayRefusedIsAConfigurationError(t *testing.T) {
+	t.Parallel()
+	s, _ := newStripeStack(t, "sk_test_revoked")
+	o := s.createOn(t, "stripe", "refused-1", stripetest.TokenVisa)
+	_, err := s.orders.ChargeOrder(context.Background(), &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "refused-req-1"})
+	st := status.Convert(err)
+	if st.Code() != codes.Internal || !strings.Contains(st.Message(), "refused Settle's credentials") {
+		t.Fatalf("ChargeOrder = %v; want INTERNAL saying the gateway refused Settle's credentials", err)
+	}
+	got, err := s.orders.GetOrder(context.Background(), &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_Id{Id: o.GetId()}})
+	if err != nil || got.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_PENDING {
+		t.Fatalf("GetOrder = %v, %v; want PENDING", got, err)
+	}
+	if !strings.Contains(s.logs.String(), "level=ERROR") {
+		t.Errorf("nothing logged at ERROR:\n%s", s.logs.String())
+	}
+}
+
+// TestThreeDSecureThroughTheAPI: a customer-present charge that Stripe
+// challenges answers REQUIRES_ACTION with the next action; once the
+// customer has opened the redirect, ChargeOrder with the same request_id
+// answers PAID.
+func TestThreeDSecureThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	s, _ := newStripeStack(t, "sk_test_settle")
+	ctx := context.Background()
+	o := s.createOn(t, "stripe", "tds-1", stripetest.TokenRequiresAction)
+	req := &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "tds-req-1", CustomerPresent: true,
+		ReturnUrl: "https://checkout.example/return?order=tds-1"}
+	resp, err := s.orders.ChargeOrder(ctx, req)
+	if err != nil || resp.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION ||
+		resp.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REQUIRES_ACTION ||
+		resp.GetNextAction().GetRedirectUrl() == "" || resp.GetNextAction().GetClientSecret() == "" {
+		t.Fatalf("ChargeOrder = %v, %v; want REQUIRES_ACTION with a redirect and a client secret", resp, err)
+	}
+	if strings.Contains(s.logs.String(), resp.GetNextAction().GetClientSecret()) {
+		t.Error("the client secret was logged")
+	}
+	page, err := http.Get(resp.GetNextAction().GetRedirectUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	resp, err = s.orders.ChargeOrder(ctx, req)
+	if err != nil || resp.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_PAID || resp.GetNextAction() != nil {
+		t.Fatalf("ChargeOrder after the challenge = %v, %v; want PAID", resp, err)
+	}
+
+	bad := &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "tds-req-2", ReturnUrl: "javascript:alert(1)"}
+	if _, err := s.orders.ChargeOrder(ctx, bad); status.Code(err) != codes.InvalidArgument {
+		t.Errorf("ChargeOrder with a bad return_url = %v; want INVALID_ARGUMENT", err)
+	}
+}

@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/settlepay/settle/internal/delivery"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+)
+
+// deliverBatch is the delivery worker's default batch per merchant, which
+// bench/deliver_floor.sql also leases.
+const deliverBatch = 32
+
+// Sink is a merchant's endpoint for events out that verifies each
+// delivery's signature and counts it: the benchmark's receiver.
+type Sink struct {
+	// URL is where to POST; Secret the signing secret.
+	URL, Secret string
+	ok, bad     atomic.Int64
+	srv         *http.Server
+}
+
+// StartSink starts a Sink on a loopback port.
+func StartSink(ctx context.Context) (*Sink, error) {
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{URL: "http://" + lis.Addr().String() + "/events", Secret: "evsec_bench_0123456789abcdef"}
+	s.srv = &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil || delivery.Verify(r.Header.Get(delivery.SignatureHeader), body, []string{s.Secret}, 5*time.Minute) != nil {
+			s.bad.Add(1)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		s.ok.Add(1)
+	})}
+	go func() { _ = s.srv.Serve(lis) }()
+	return s, nil
+}
+
+// Delivered counts the deliveries that verified; Refused those that did not.
+func (s *Sink) Delivered() int64 { return s.ok.Load() }
+
+// Refused counts the deliveries whose signature did not verify.
+func (s *Sink) Refused() int64 { return s.bad.Load() }
+
+// Close stops the sink.
+func (s *Sink) Close() error { return s.srv.Close() }
+
+// Endpoint is the default merchant's SETTLE_EVENT_WEBHOOKS entry for s.
+func (s *Sink) Endpoint() string { return order.DefaultMerchant + " " + s.URL + " " + s.Secret }
+
+// deliverSetupSQL makes n ($1) canceled orders tagged $2, each with its
+// order.canceled event due for delivery.
+var deliverSetupSQL = []string{
+	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
+	 SELECT md5('deliver-' || $2::text || '-' || i)::uuid, 'default', 'deliver-' || $2::text || '-' || i, 100, 'GBP', 'tok_ok', 'instant', 'CANCELED'
+	 FROM generate_series(1, $1::int) i`,
+	`INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor)
+	 SELECT 'default', md5('deliver-' || $2::text || '-' || i)::uuid, 'PENDING', 'CANCELED', 'cancel', 'bench'
+	 FROM generate_series(1, $1::int) i`,
+}
+
+// deliveryDrain measures one delivery worker POSTing DeliverEvents events
+// of one merchant to a local endpoint, and pgbench running the worker's
+// statements alone (bench/deliver_floor.sql, one client: one merchant's
+// lane), Runs times each, alternately.
+func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
+	n := b.cfg.DeliverEvents
+	d := &DeliveryDrain{Events: n, Batch: deliverBatch}
+	sink, err := StartSink(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer sink.Close()
+	var worker, floor []Measurement
+	for r := range b.cfg.Runs {
+		if err := b.prepareDeliveries(ctx, n, fmt.Sprintf("w%d", r)); err != nil {
+			return nil, err
+		}
+		wr, err := b.measure(ctx, nil, false, func() (work, error) { return b.deliverAll(ctx, sink, n) })
+		if err != nil {
+			return nil, err
+		}
+		if err := b.prepareDeliveries(ctx, n, fmt.Sprintf("f%d", r)); err != nil {
+			return nil, err
+		}
+		fr, err := b.measure(ctx, nil, false, func() (work, error) {
+			res, err := b.pg.run(ctx, "deliver_floor.sql", 1, 0, (n+deliverBatch-1)/deliverBatch)
+			if err != nil {
+				return work{}, err
+			}
+			return work{ops: n, perSecond: float64(n) / res.elapsed.Seconds(), latencies: res.latencies, clientCPU: res.cpu}, nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		left, err := b.undelivered(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if left != 0 {
+			return nil, fmt.Errorf("delivery floor left %d events undelivered", left)
+		}
+		worker, floor = append(worker, wr), append(floor, fr)
+		fmt.Fprintf(b.cfg.Log, "bench: delivery run %d/%d: worker %.0f events/s, its SQL floor %.0f events/s\n",
+			r+1, b.cfg.Runs, wr.PerSecond, fr.PerSecond)
+	}
+	d.Worker, d.Floor = summarize(worker), summarize(floor)
+	d.Ratio = ratio(d.Worker.Median.PerSecond, d.Floor.Median.PerSecond)
+	return d, nil
+}
+
+func (b *benchmark) prepareDeliveries(ctx context.Context, n int, tag string) error {
+	// The events of the Settle runs (undelivered unless -deliver) are set
+	// aside, so that the worker and the floor deliver these n alone.
+	if _, err := b.db.pool.Exec(ctx, `UPDATE order_events SET deliver_at = NULL WHERE deliver_at IS NOT NULL AND type IS NOT NULL`); err != nil {
+		return fmt.Errorf("set earlier events aside: %w", err)
+	}
+	for _, q := range deliverSetupSQL {
+		if _, err := b.db.pool.Exec(ctx, q, n, tag); err != nil {
+			return fmt.Errorf("make events: %w", err)
+		}
+	}
+	for _, q := range []string{`VACUUM ANALYZE orders, order_events`, `CHECKPOINT`} {
+		if _, err := b.db.pool.Exec(ctx, q); err != nil {
+			return fmt.Errorf("make events: %s: %w", q, err)
+		}
+	}
+	return nil
+}
+
+func (b *benchmark) undelivered(ctx context.Context) (int, error) {
+	var n int
+	err := b.db.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL`).Scan(&n)
+	return n, err
+}
+
+// deliverAll runs one delivery worker, in this process, until every event
+// is delivered.
+func (b *benchmark) deliverAll(ctx context.Context, sink *Sink, n int) (work, error) {
+	pool, err := postgres.Open(ctx, b.db.url, 4)
+	if err != nil {
+		return work{}, err
+	}
+	defer pool.Close()
+	d, err := delivery.New(postgres.NewStore(pool), delivery.Config{
+		Endpoints: []delivery.Endpoint{{MerchantID: order.DefaultMerchant, URL: sink.URL, Secrets: []string{sink.Secret}}},
+	}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
+	if err != nil {
+		return work{}, err
+	}
+	before := sink.Delivered()
+	start := time.Now()
+	for {
+		got, err := d.RunOnce(ctx)
+		if err != nil {
+			return work{}, err
+		}
+		if got == 0 {
+			break
+		}
+	}
+	elapsed := time.Since(start)
+	if got := sink.Delivered() - before; got != int64(n) {
+		return work{}, fmt.Errorf("the endpoint verified %d deliveries of %d events (%d refused)", got, n, sink.Refused())
+	}
+	return work{ops: n, perSecond: float64(n) / elapsed.Seconds()}, nil
+}

@@ -1,0 +1,62 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/reconcile"
+)
+
+// BenchmarkTimedOutChargeToPaid measures, for a charge whose call times
+// out after the gateway has charged, the time from the gateway's outcome
+// (the simulator's charge) to the order's PAID: with the simulator's event
+// waking the reconciler, against without (the reconciler's first scheduled
+// check, reconcile.DefaultSchedule[0] after the call's timeout, found by its
+// 1 s poll). Settle's gateway deadline is 1 s here (10 s by default, which
+// adds 9 s to the figure without events and nothing to the one with).
+// Each iteration is one order; run with -benchtime=Nx:
+//
+//	go test -run '^$' -bench TimedOutChargeToPaid -benchtime 10x ./internal/webhook
+func BenchmarkTimedOutChargeToPaid(b *testing.B) {
+	for _, events := range []bool{true, false} {
+		b.Run(fmt.Sprintf("events=%v", events), func(b *testing.B) {
+			fo := fixtureOptions{gatewayTimeout: time.Second, simHold: 3 * time.Second,
+				schedule: reconcile.DefaultSchedule, poll: time.Second}
+			if events {
+				fo.events = sim.Events{Secrets: []string{refpspSecret}}
+			}
+			f := newFixture(b, fo)
+			f.runReconciler(b)
+			ctx := context.Background()
+			var took []time.Duration
+			for i := 0; b.Loop(); i++ {
+				ref := fmt.Sprintf("bench-%v-%d", events, i)
+				o, err := f.svc.Create(ctx, merchant, order.NewOrder{MerchantReference: ref,
+					Amount: order.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_timeout"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				returned := make(chan struct{})
+				go func() {
+					defer close(returned)
+					_, _, _ = f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: ref + "-request"})
+				}()
+				for f.order(b, o.ID).State != order.StatePaid {
+					time.Sleep(2 * time.Millisecond)
+				}
+				paid := time.Now()
+				ledger := f.sim.Ledger()
+				took = append(took, paid.Sub(ledger[len(ledger)-1].Created))
+				<-returned
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Milliseconds()), "p50-ms-to-paid")
+			b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms-to-paid")
+		})
+	}
+}
