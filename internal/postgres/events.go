@@ -114,8 +114,15 @@ var leaseDeliveriesSQL string
 // LeaseDeliveries leases up to perMerchant due events of each merchant for
 // lease; an event not recorded by then is leased again.
 func (s *Store) LeaseDeliveries(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error) {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("lease deliveries: %w", err)
+	}
+	if citus {
+		return s.leaseDeliveriesEach(ctx, merchants, perMerchant, lease)
+	}
 	var out []order.Notification
-	err := retry(ctx, func() error {
+	err = retry(ctx, func() error {
 		rows, err := queryAll[notificationRow](ctx, s.pool, leaseDeliveriesSQL, pgx.StrictNamedArgs{
 			"merchant_id": merchants, "per_merchant": perMerchant, "lease": lease,
 		})
@@ -127,6 +134,33 @@ func (s *Store) LeaseDeliveries(ctx context.Context, merchants []string, perMerc
 	})
 	if err != nil {
 		return nil, fmt.Errorf("lease deliveries: %w", err)
+	}
+	return out, nil
+}
+
+//go:embed sql/lease_merchant_deliveries.sql
+var leaseMerchantDeliveriesSQL string
+
+// leaseDeliveriesEach is LeaseDeliveries on Citus: one statement per
+// merchant, each on the merchant's shard.
+func (s *Store) leaseDeliveriesEach(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error) {
+	var out []order.Notification
+	for _, m := range merchants {
+		var got []order.Notification
+		err := retry(ctx, func() error {
+			rows, err := queryAll[notificationRow](ctx, s.pool, leaseMerchantDeliveriesSQL, pgx.StrictNamedArgs{
+				"merchant_id": m, "per_merchant": perMerchant, "lease": lease,
+			})
+			if err != nil {
+				return err
+			}
+			got, err = notifications(rows)
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("lease deliveries: %w", err)
+		}
+		out = append(out, got...)
 	}
 	return out, nil
 }

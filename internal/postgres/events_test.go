@@ -161,9 +161,6 @@ func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 // its backoff; past its retry window it fails, and a resend brings it back.
 func TestDeliveryLeaseAndRecord(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		t.Skip("on Citus the delivery lease is not yet distributed: it locks rows of several merchants in one statement (see docs/operations.md, Settle on Citus)")
-	}
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
 	s := postgres.NewStore(pool)

@@ -158,17 +158,16 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 func (r *Reconciler) lease() time.Duration { return 2*r.cfg.LookupTimeout + 5*time.Second }
 
 // Wake makes Run look for due orders now instead of at its next poll: a
-// gateway's event has made order orderID due. Wakes that come while Run is
-// busy collapse into one, so it never blocks.
+// gateway's event has made order orderID due. The check of the order that
+// follows uses up none of its schedule. Wakes that come while Run is busy
+// collapse into one, so it never blocks.
 func (r *Reconciler) Wake(orderID string) {
 	if orderID != "" {
 		r.mu.Lock()
 		if len(r.woken) >= maxWoken {
 			r.forgetOldestLocked()
 		}
-		if _, ok := r.woken[orderID]; !ok {
-			r.woken[orderID] = time.Now()
-		}
+		r.woken[orderID] = time.Now()
 		r.mu.Unlock()
 	}
 	select {
@@ -238,12 +237,15 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// A check a gateway's event asked for is not one of the
+			// schedule's: it uses none of it.
+			wokenAt, woken := r.takeWoken(d.Order.ID)
 			res, lookupErr := r.lookup(ctx, d)
 			<-sem
 			// A settle that fails leaves the order leased: it is checked
 			// again when the lease expires, which is safe, because a check
 			// settles only the attempt it looked up, under the guard.
-			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, true)); err != nil {
+			if _, err := r.settle(ctx, r.decide(d, res, lookupErr, !woken), wokenAt); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -312,13 +314,28 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 		return order.Order{}, false, err
 	}
 	res, err := r.lookup(ctx, due)
-	o, err := r.settle(ctx, r.decide(due, res, err, false))
+	o, err := r.settle(ctx, r.decide(due, res, err, false), time.Time{})
 	return o, true, err
 }
 
+// takeWoken reports whether a gateway's event made order id due lately
+// (within a lease: a wake older than that was another reconciler's to
+// check), and when; it forgets the wake, which one check answers.
+func (r *Reconciler) takeWoken(id string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.woken[id]
+	delete(r.woken, id)
+	if !ok || time.Since(at) > r.lease() {
+		return time.Time{}, false
+	}
+	return at, true
+}
+
 // settle settles what a check learned, and tells OnCheck and the log what
-// it came to.
-func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Order, error) {
+// it came to; wokenAt is when a gateway's event asked for the check, if
+// one did.
+func (r *Reconciler) settle(ctx context.Context, st order.Settlement, wokenAt time.Time) (order.Order, error) {
 	o, ok, err := r.store.Settle(ctx, st)
 	if err != nil {
 		return order.Order{}, fmt.Errorf("settle order %s attempt %s: %w", st.OrderID, st.AttemptID, err)
@@ -330,12 +347,8 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement) (order.Ord
 		r.cfg.OnCheck("recheck")
 	default:
 		r.cfg.OnCheck(string(st.Event))
-		r.mu.Lock()
-		at, ok := r.woken[st.OrderID]
-		delete(r.woken, st.OrderID)
-		r.mu.Unlock()
-		if ok {
-			r.cfg.OnEventSettled(time.Since(at))
+		if !wokenAt.IsZero() {
+			r.cfg.OnEventSettled(time.Since(wokenAt))
 		}
 		order.Transition{OrderID: st.OrderID, AttemptID: st.AttemptID, From: cmp.Or(st.From, order.StateCharging), To: st.To,
 			Event: st.Event, Actor: st.Actor}.Log(ctx, r.log)

@@ -471,3 +471,35 @@ func TestReviewRecheckFindsLateCharge(t *testing.T) {
 		t.Fatalf("order in review for a minute is %s: looked up before its cadence", o.State)
 	}
 }
+
+// TestWokenCheckUsesUpNoSchedule: a check that a gateway's event asked
+// for (Wake) is not one of the schedule's, even when the gateway cannot
+// answer it; the schedule's own next check counts again.
+func TestWokenCheckUsesUpNoSchedule(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	addr := l.Addr().String()
+	l.Close()
+	dead, err := refpsp.New(refpsp.Config{BaseURL: "http://" + addr, APIKey: "sk_sim", Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := f.charging(t, "tok_ok", true)
+	r := f.reconciler(t, dead, reconcile.Config{Schedule: []time.Duration{time.Hour, time.Hour, time.Hour}})
+	for i, wake := range []bool{true, false} {
+		if _, err := f.pool.Exec(ctx, "UPDATE orders SET reconcile_at = now() WHERE id = $1", id); err != nil {
+			t.Fatal(err)
+		}
+		if wake {
+			r.Wake(id)
+		}
+		if n, _ := r.RunOnce(ctx); n != 1 {
+			t.Fatalf("RunOnce checked %d orders, want 1", n)
+		}
+		if o := f.order(t, id); o.ReconcileCount != i {
+			t.Fatalf("after a check (woken %v) %d checks counted, want %d", wake, o.ReconcileCount, i)
+		}
+	}
+}

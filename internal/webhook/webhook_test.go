@@ -454,3 +454,54 @@ func TestEventBeforeChargeReturns(t *testing.T) {
 		t.Fatalf("%d attempts, %d charges; want one of each", len(attempts), f.sim.Succeeded(attempts[0].ID))
 	}
 }
+
+// TestStripeEventMatchedByPaymentIntent: a Stripe event whose
+// PaymentIntent carries no attempt id in its metadata is matched by the
+// PaymentIntent's id, which the attempt records as its gateway charge id.
+func TestStripeEventMatchedByPaymentIntent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	o, a := f.charging(t, "stripe-pi-1", "tok_slow_60000")
+	if _, err := f.pool.Exec(context.Background(), "UPDATE charge_attempts SET gateway_charge_id = 'pi_known' WHERE id = $1", a.ID); err != nil {
+		t.Fatal(err)
+	}
+	body := stripeEvent("evt_pi1", "payment_intent.succeeded", "pi_known", "")
+	if code, res := f.post(t, "/webhooks/stripe", "Stripe-Signature", stripeSig(body, time.Now(), stripeSecret), body); code != 200 || res != string(order.EventWoken) {
+		t.Fatalf("event for the attempt's PaymentIntent: %d %q, want 200 woken", code, res)
+	}
+	if got := f.order(t, o.ID); got.ReconcileAt.After(time.Now()) {
+		t.Fatalf("order due at %v, want now", got.ReconcileAt)
+	}
+	body = stripeEvent("evt_pi2", "charge.refunded", "pi_known", "")
+	if code, res := f.post(t, "/webhooks/stripe", "Stripe-Signature", stripeSig(body, time.Now(), stripeSecret), body); code != 200 || res != "ignored_type" {
+		t.Fatalf("an event of another type: %d %q, want 200 ignored_type", code, res)
+	}
+}
+
+// TestEventForOrderInReview: an event about the current attempt of an
+// order in NEEDS_REVIEW makes its slow recheck due now; the lookup finds
+// the charge and the order is PAID.
+func TestEventForOrderInReview(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	ctx := context.Background()
+	o, a := f.charging(t, "review-1", "tok_timeout")
+	if _, err := f.pool.Exec(ctx, "UPDATE orders SET state = 'NEEDS_REVIEW', reconcile_at = NULL WHERE id = $1", o.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.order(t, o.ID); got.State != order.StateNeedsReview {
+		t.Fatalf("order in review is %s before any event, want NEEDS_REVIEW (its recheck is an hour away)", got.State)
+	}
+	if code, res := f.postRefpsp(t, refpspEvent("evt_r1", refpsp.EventSucceeded, a.ID)); code != 200 || res != string(order.EventWoken) {
+		t.Fatalf("event: %d %q, want 200 woken", code, res)
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.order(t, o.ID); got.State != order.StatePaid {
+		t.Fatalf("order is %s after the event, want PAID", got.State)
+	}
+}

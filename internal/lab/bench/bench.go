@@ -29,6 +29,9 @@ type Config struct {
 	// OneCallConcurrency lists those of them at which the one-call path
 	// (CreateAndChargeOrder) is also measured, against its own floor.
 	OneCallConcurrency []int
+	// RefundConcurrency lists those of them at which refunds (RefundOrder)
+	// are also measured, against their own floor.
+	RefundConcurrency []int
 	// Duration is the length of one run of the floor, the naive floor and
 	// Settle; TransportDuration that of one run of the health checks.
 	Duration, TransportDuration time.Duration
@@ -78,6 +81,11 @@ func (c *Config) validate() error {
 	for _, n := range c.OneCallConcurrency {
 		if !slices.Contains(c.Concurrency, n) {
 			return fmt.Errorf("bench: one-call concurrency %d is not one of the concurrencies measured", n)
+		}
+	}
+	for _, n := range c.RefundConcurrency {
+		if !slices.Contains(c.Concurrency, n) {
+			return fmt.Errorf("bench: refund concurrency %d is not one of the concurrencies measured", n)
 		}
 	}
 	if c.Duration < time.Second || c.TransportDuration < time.Second {
@@ -219,8 +227,21 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if _, err := b.load(ctx, c, min(2*time.Second, b.cfg.Duration/3), orderOp(srv.conn, fmt.Sprintf("warm%d", b.seq))); err != nil {
 		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
 	}
-	var floor, naive, transport, settle, oneFloor, oneSettle []Measurement
+	var floor, naive, transport, settle, oneFloor, oneSettle, refundFloor, refundSettle []Measurement
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
+	refunds := slices.Contains(b.cfg.RefundConcurrency, c)
+	var refundable []string
+	if refunds {
+		// The refund floor's orders, one per pgbench client, and Settle's,
+		// one per worker: PAID, with more than any run refunds.
+		if err := b.db.refundFloorOrders(ctx, c); err != nil {
+			return p, err
+		}
+		b.seq++
+		if refundable, err = refundableOrders(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c); err != nil {
+			return p, fmt.Errorf("refund series: %w\nserver log: %s", err, srv.logTail())
+		}
+	}
 	for r := range b.cfg.Runs {
 		if b.cfg.Citus {
 			sr, err := b.citusRun(ctx, srv, c)
@@ -269,6 +290,24 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		floor, naive, transport, settle = append(floor, fr), append(naive, nr), append(transport, tr), append(settle, sr)
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
 			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
+		if refunds {
+			rfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_refund.sql", c) })
+			if err != nil {
+				return p, fmt.Errorf("refund floor: %w", err)
+			}
+			b.seq++
+			prefix := fmt.Sprintf("bench%d", b.seq)
+			rsr, err := b.measure(ctx, srv, true, func() (work, error) {
+				return loadWork(b.load(ctx, c, b.cfg.Duration, refundOp(srv.conn, prefix, refundable)))
+			})
+			if err != nil {
+				return p, fmt.Errorf("settle refunds: %w\nserver log: %s", err, srv.logTail())
+			}
+			rfr.ServerCPUCores, rfr.ServerCPUPerOpUs = 0, 0
+			refundFloor, refundSettle = append(refundFloor, rfr), append(refundSettle, rsr)
+			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: refund floor %.0f/s, settle refunds %.0f/s (p50 %.2fms)\n",
+				c, r+1, b.cfg.Runs, rfr.PerSecond, rsr.PerSecond, rsr.P50Ms)
+		}
 		if !oneCall {
 			continue
 		}
@@ -289,9 +328,17 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: one-call floor %.0f/s, settle one-call %.0f/s (p50 %.2fms)\n",
 			c, r+1, b.cfg.Runs, ofr.PerSecond, osr.PerSecond, osr.P50Ms)
 	}
+	if b.cfg.Citus {
+		p.Settle = summarize(settle) // the only series measured on Citus
+		return p, nil
+	}
 	p.Floor, p.Naive, p.Transport, p.Settle = summarize(floor), summarize(naive), summarize(transport), summarize(settle)
 	p.SettleVsFloor = ratio(p.Settle.Median.PerSecond, p.Floor.Median.PerSecond)
 	p.SettleVsNaive = ratio(p.Settle.Median.PerSecond, p.Naive.Median.PerSecond)
+	if refunds {
+		p.Refund = &OneCall{Floor: summarize(refundFloor), Settle: summarize(refundSettle)}
+		p.Refund.SettleVsFloor = ratio(p.Refund.Settle.Median.PerSecond, p.Refund.Floor.Median.PerSecond)
+	}
 	if oneCall {
 		p.OneCall = &OneCall{Floor: summarize(oneFloor), Settle: summarize(oneSettle)}
 		p.OneCall.SettleVsFloor = ratio(p.OneCall.Settle.Median.PerSecond, p.OneCall.Floor.Median.PerSecond)

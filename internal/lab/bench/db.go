@@ -188,6 +188,21 @@ func (db *benchDB) seed(ctx context.Context) error {
 	return nil
 }
 
+// refundFloorOrders makes the PAID orders of the refund floor, one per
+// pgbench client (merchant reference refund-floor-<client_id>), with an
+// amount no run refunds in full.
+func (db *benchDB) refundFloorOrders(ctx context.Context, clients int) error {
+	_, err := db.pool.Exec(ctx, `INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency,
+		payment_method, gateway, state)
+	SELECT gen_random_uuid(), 'default', 'refund-floor-' || n, 1000000000000, 'GBP', 'tok_ok', 'instant', 'PAID'
+	FROM generate_series(0, $1 - 1) AS n
+	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING`, clients)
+	if err != nil {
+		return fmt.Errorf("make the refund floor's orders: %w", err)
+	}
+	return nil
+}
+
 func (db *benchDB) close() {
 	db.pool.Close()
 	if db.citus != nil {

@@ -16,10 +16,32 @@ import (
 type Instant struct {
 	mu      sync.Mutex
 	charges map[string]string // reference → charge id
+	refunds map[string]string // refund reference → refund id
 }
 
 // NewInstant returns an in-process gateway.
-func NewInstant() *Instant { return &Instant{charges: map[string]string{}} }
+func NewInstant() *Instant {
+	return &Instant{charges: map[string]string{}, refunds: map[string]string{}}
+}
+
+// Refund implements order.Refunder: it always succeeds.
+func (g *Instant) Refund(_ context.Context, req order.RefundRequest) (order.Result, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	id := fmt.Sprintf("re_inst_%d", len(g.refunds)+1)
+	g.refunds[req.RefundID] = id
+	return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: id}, nil
+}
+
+// LookupRefund implements order.Refunder.
+func (g *Instant) LookupRefund(_ context.Context, req order.RefundRequest) (order.Result, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if id, ok := g.refunds[req.RefundID]; ok {
+		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: id}, nil
+	}
+	return order.Result{Outcome: order.OutcomeNotFound}, nil
+}
 
 // Charge implements order.Gateway: it always succeeds.
 func (g *Instant) Charge(_ context.Context, req order.ChargeRequest) (order.Result, error) {

@@ -161,3 +161,49 @@ func oneCallOp(conn *grpc.ClientConn, prefix string) func(w int) op {
 		}
 	}
 }
+
+// refundableOrders makes one PAID order per worker for the refund series,
+// with an amount that its refunds of 1 never use up, and returns their ids.
+func refundableOrders(ctx context.Context, conn *grpc.ClientConn, prefix string, c int) ([]string, error) {
+	client := settlev1.NewOrderServiceClient(conn)
+	ids := make([]string, c)
+	for w := range c {
+		ref := prefix + "-refundable-" + strconv.Itoa(w)
+		resp, err := client.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{
+			MerchantReference: ref, Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1_000_000_000_000},
+			PaymentMethod: "tok_ok", RequestId: "req-" + ref,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("CreateAndChargeOrder: %w", err)
+		}
+		if st := resp.GetOrder().GetState(); st != settlev1.OrderState_ORDER_STATE_PAID {
+			return nil, fmt.Errorf("CreateAndChargeOrder: order %s is %s, want PAID", resp.GetOrder().GetId(), st)
+		}
+		ids[w] = resp.GetOrder().GetId()
+	}
+	return ids, nil
+}
+
+// refundOp returns worker w's refund: one RefundOrder of 1 minor unit of
+// the worker's own PAID order with a unique request id, checking that the
+// refund SUCCEEDED.
+func refundOp(conn *grpc.ClientConn, prefix string, orders []string) func(w int) op {
+	client := settlev1.NewOrderServiceClient(conn)
+	return func(w int) op {
+		req := &settlev1.RefundOrderRequest{OrderId: orders[w], AmountMinor: 1}
+		base := []byte(prefix + "-refund-" + strconv.Itoa(w) + "-")
+		buf := make([]byte, 0, len(base)+24)
+		return func(ctx context.Context, n int) error {
+			buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
+			req.RequestId = string(buf)
+			resp, err := client.RefundOrder(ctx, req)
+			if err != nil {
+				return fmt.Errorf("RefundOrder: %w", err)
+			}
+			if st := resp.GetRefund().GetState(); st != settlev1.RefundState_REFUND_STATE_SUCCEEDED {
+				return fmt.Errorf("RefundOrder: refund %s is %s, want SUCCEEDED", resp.GetRefund().GetId(), st)
+			}
+			return nil
+		}
+	}
+}

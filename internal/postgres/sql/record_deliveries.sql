@@ -9,20 +9,26 @@
 WITH r AS (
 	SELECT * FROM unnest(@merchant_id::text[], @id::bigint[], @outcome::text[], @status::int[], @backoff::interval[])
 		AS r(merchant_id, id, outcome, status, backoff)
+), t AS (
+	-- The times are read here rather than in the UPDATE: Citus refuses a
+	-- stable function (now(), timestamptz + interval) applied to a column,
+	-- or inside a CASE, in an UPDATE's SET list or RETURNING. An event whose
+	-- retry would come after @give_up from its writing has failed: written
+	-- before cutoff.
+	SELECT r.*, now() AS now, now() + r.backoff AS retry_at, now() + r.backoff - @give_up::interval AS cutoff FROM r
 ), upd AS (
 	UPDATE order_events e SET
-		deliver_at = CASE WHEN r.outcome IN ('retry', 'untried') AND e.created_at + @give_up::interval > now() + r.backoff
-			THEN now() + r.backoff END,
-		delivered_at = CASE WHEN r.outcome = 'delivered' THEN now() ELSE e.delivered_at END,
+		deliver_at = CASE WHEN t.outcome IN ('retry', 'untried') AND e.created_at > t.cutoff THEN t.retry_at END,
+		delivered_at = CASE WHEN t.outcome = 'delivered' THEN t.now ELSE e.delivered_at END,
 		failed_at = CASE
-			WHEN r.outcome = 'delivered' THEN NULL
-			WHEN r.outcome = 'failed' OR e.created_at + @give_up::interval <= now() + r.backoff THEN now()
+			WHEN t.outcome = 'delivered' THEN NULL
+			WHEN t.outcome = 'failed' OR e.created_at <= t.cutoff THEN t.now
 		END,
-		delivery_attempts = e.delivery_attempts - (r.outcome = 'untried')::int,
-		last_status = CASE WHEN r.outcome = 'untried' THEN e.last_status ELSE r.status END
-	FROM r
-	WHERE e.merchant_id = r.merchant_id AND e.id = r.id AND e.deliver_at IS NOT NULL
-	RETURNING e.id, e.merchant_id, r.outcome, e.failed_at IS NOT NULL AS failed,
-		extract(epoch FROM now() - e.created_at)::float8 AS latency_seconds
+		delivery_attempts = e.delivery_attempts - (t.outcome = 'untried')::int,
+		last_status = CASE WHEN t.outcome = 'untried' THEN e.last_status ELSE t.status END
+	FROM t
+	WHERE e.merchant_id = t.merchant_id AND e.id = t.id AND e.deliver_at IS NOT NULL
+	RETURNING e.id, e.merchant_id, t.outcome, e.failed_at IS NOT NULL AS failed,
+		extract(epoch FROM t.now - e.created_at)::float8 AS latency_seconds
 )
 SELECT id AS event_num, merchant_id, outcome, failed, latency_seconds FROM upd;

@@ -1,0 +1,24 @@
+-- Lease one NEEDS_REVIEW order of a merchant whose slow recheck has come,
+-- waiting for any other holder of its row: on Citus, the second half of
+-- the reconciler's review lease (see due_review.sql; the row is
+-- claim_review_due.sql's). An order another reconciler leased meanwhile is
+-- no longer due, and no row comes back.
+WITH due AS (
+	SELECT merchant_id, id FROM orders
+	WHERE merchant_id = @merchant_id AND id = @id AND state = 'NEEDS_REVIEW'
+		AND coalesce(reconcile_at, updated_at + @cadence::interval) <= now()
+	FOR UPDATE
+), upd AS (
+	UPDATE orders o SET reconcile_at = now() + @cadence::interval
+	FROM due WHERE o.merchant_id = due.merchant_id AND o.id = due.id RETURNING o.*
+)
+SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
+	upd.id::text, upd.merchant_id, upd.merchant_reference, upd.amount_minor, upd.currency, upd.payment_method,
+	upd.gateway, upd.state, coalesce(upd.current_attempt::text, '') AS current_attempt, upd.reconcile_at,
+	upd.reconcile_count, upd.last_error, upd.created_at, upd.updated_at,
+	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
+	a.payment_method AS attempt_payment_method, a.amount_minor AS attempt_amount_minor,
+	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
+	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
+	a.created_at AS attempt_created_at
+FROM upd JOIN charge_attempts a ON a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt;
