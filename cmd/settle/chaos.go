@@ -45,6 +45,7 @@ PostgreSQL crashes, terminated backends). Rerun a failing seed with -seed.
 	fs.IntVar(&cfg.Orders, "orders", 0, "orders to create over the run (0: 10 a second)")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "settle serve processes")
 	fs.IntVar(&cfg.Reconcilers, "reconcilers", 2, "settle reconcile processes")
+	fs.BoolVar(&cfg.Citus, "citus", false, "run on a throwaway Citus cluster (a coordinator and two workers); the database restarts crash a worker; needs scripts/citus-install")
 	fs.Float64Var(&faults.KillsPerMinute, "kill-rate", faults.KillsPerMinute, "SIGKILLs of a replica or reconciler per minute")
 	fs.Float64Var(&faults.FreezesPerMinute, "freeze-rate", faults.FreezesPerMinute, "SIGSTOPs of a replica (past its lease, within the no-show horizon) per minute")
 	fs.Float64Var(&faults.DBRestartsPerMinute, "db-restart-rate", faults.DBRestartsPerMinute, "PostgreSQL immediate-mode restarts per minute (at least 2 per run unless 0)")

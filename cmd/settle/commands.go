@@ -13,6 +13,7 @@ import (
 	"net/http/pprof"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,7 +33,7 @@ import (
 )
 
 var (
-	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof"}
+	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry"}
@@ -84,10 +85,15 @@ type app struct {
 	failpoints failpoint.Set
 	metrics    *telemetry.Metrics
 	tracing    *telemetry.Tracing
+	// dbReady is set once waitForDatabase has reached the database.
+	dbReady atomic.Bool
+	// durability is the last reading, to log the status line on change.
+	durabilityMu sync.Mutex
+	durability   postgres.Durability
 }
 
-// newApp connects to the database, refusing one that is behind, and sets up
-// the gateways: the refpsp adapter is registered as refpspName, and lab
+// newApp opens the database pool (without connecting: waitForDatabase
+// does) and sets up the gateways: the refpsp adapter is registered as refpspName, and lab
 // adds gateways only the lab runs (the benchmark's instant gateway); it is
 // nil for the product's commands.
 func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, lab map[string]order.Gateway, getenv func(string) string) (*app, error) {
@@ -140,14 +146,6 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if err != nil {
 		return nil, err
 	}
-	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
-		return nil, fmt.Errorf("connect to the database: %w", err)
-	}
-	if err := postgres.CheckMigrated(ctx, pool); err != nil {
-		pool.Close()
-		return nil, err
-	}
 	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, failpoints: fps,
 		metrics: metrics, tracing: tracing}
 	metrics.WatchStore(a.store.Stats, pool)
@@ -174,7 +172,7 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
 	}
-	h := a.metrics.Handler(a.pool.Ping)
+	h := a.metrics.Handler(a.ready)
 	if a.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
@@ -267,9 +265,12 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 	return d, nil
 }
 
-// serve runs the gRPC API (and a reconciler, when asked) until ctx ends,
-// then lets in-flight calls finish within the shutdown timeout.
-func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, opts grpcapi.Options) error {
+// serve waits for the database, then runs the gRPC API (and a reconciler,
+// when asked) on the listener that listen opens, until ctx ends; then it
+// lets in-flight calls finish within the shutdown timeout. The metrics
+// listener answers from the start, /readyz saying not ready until the
+// database is reached; the gRPC port opens only then.
+func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), withReconciler bool, opts grpcapi.Options) error {
 	svc, err := order.NewService(a.store, a.gateways, order.Config{
 		DefaultGateway: a.cfg.DefaultGateway,
 		GatewayTimeout: a.cfg.GatewayTimeout,
@@ -305,7 +306,15 @@ func (a *app) serve(ctx context.Context, lis net.Listener, withReconciler bool, 
 	if err := a.serveMetrics(bgCtx); err != nil {
 		return err
 	}
-	bg.Go(func() { srv.WatchHealth(bgCtx, a.pool.Ping, 2*time.Second) })
+	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	lis, err := listen()
+	if err != nil {
+		return err
+	}
+	bg.Go(func() { a.watchDurability(bgCtx) })
+	bg.Go(func() { srv.WatchHealth(bgCtx, a.ready, 2*time.Second) })
 	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
 	if withReconciler {
 		// Run ends with bgCtx, which is no failure to report.
@@ -372,11 +381,13 @@ func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, g
 		return err
 	}
 	defer a.close()
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	return a.serve(ctx, lis, cfg.WithReconciler, opts)
+	return a.serve(ctx, func() (net.Listener, error) {
+		lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		return lis, nil
+	}, cfg.WithReconciler, opts)
 }
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -401,6 +412,10 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err := a.serveMetrics(ctx); err != nil {
 		return err
 	}
+	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	go a.watchDurability(ctx)
 	log.Info("reconciling and delivering events", "batch", cfg.BatchSize, "poll", cfg.PollInterval)
 	// Gateways' events wake the reconciler through the database.
 	lctx, stop := context.WithCancel(ctx)
@@ -439,12 +454,6 @@ func runDeliver(ctx context.Context, args []string, getenv func(string) string, 
 	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), failpoints: fps,
 		metrics: telemetry.NewMetrics(), tracing: tracing}
 	defer a.close()
-	if err := pool.Ping(ctx); err != nil {
-		return fmt.Errorf("connect to the database: %w", err)
-	}
-	if err := postgres.CheckMigrated(ctx, pool); err != nil {
-		return err
-	}
 	del, err := a.deliverer()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -452,6 +461,10 @@ func runDeliver(ctx context.Context, args []string, getenv func(string) string, 
 	if err := a.serveMetrics(ctx); err != nil {
 		return err
 	}
+	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	go a.watchDurability(ctx)
 	log.Info("delivering events", "poll", cfg.DeliveryPoll)
 	return del.Run(ctx)
 }

@@ -71,6 +71,9 @@ type config struct {
 	DeliveryRetryFor  time.Duration
 	DeliveryPoll      time.Duration
 	DeliveryBatch     int
+	// AllowUnsafeDatabase lets a test start on a database with fsync or
+	// synchronous_commit off.
+	AllowUnsafeDatabase bool
 	// Stripe: the gateway named "stripe" is configured when a key is set.
 	StripeSecretKey     string
 	StripeSecretKeyFile string
@@ -98,7 +101,7 @@ type option struct {
 
 // options is the configuration reference; `settle config` prints it.
 var options = []option{
-	{"database-url", "DATABASE_URL", "", "PostgreSQL URL or DSN", setString(func(c *config) *string { return &c.DatabaseURL })},
+	{"database-url", "DATABASE_URL", "", "PostgreSQL URL or DSN; name every host of a cluster (postgres://db1,db2/settle): Settle writes to the one that accepts writes, and finds the new one after a failover", setString(func(c *config) *string { return &c.DatabaseURL })},
 	{"db-max-conns", "SETTLE_DB_MAX_CONNS", "16", "most database connections in the pool (opened as needed; each order holds one only while a statement runs)", setInt(func(c *config) *int { return &c.DBMaxConns })},
 	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
@@ -151,6 +154,7 @@ var options = []option{
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
+	{"allow-unsafe-database", "SETTLE_ALLOW_UNSAFE_DATABASE", "false", "tests only: start on a database with fsync or synchronous_commit off, which can lose acknowledged commits (refused otherwise)", setBool(func(c *config) *bool { return &c.AllowUnsafeDatabase })},
 	{"no-api-keys", "SETTLE_NO_API_KEYS", "false", "serve without API keys, every caller the default merchant with every role: for tests and benchmarks, refused unless listen is a loopback address", setBool(func(c *config) *bool { return &c.NoAPIKeys })},
 	{"webhook-listen", "SETTLE_WEBHOOK_LISTEN", "", "HTTP address for gateways' events: POST /webhooks/stripe and /webhooks/refpsp (empty: none)", setString(func(c *config) *string { return &c.WebhookListen })},
 	{"webhook-tls-cert", "SETTLE_WEBHOOK_TLS_CERT", "", "webhook listener's certificate (PEM): HTTPS", setString(func(c *config) *string { return &c.WebhookTLSCert })},

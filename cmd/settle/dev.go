@@ -141,13 +141,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer a.close()
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-	}
-	printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey,
-		cfg.WebhookListen, cfg.RefpspWebhookSecrets[0], hookURL)
-	err = a.serve(ctx, lis, true, opts)
+	err = a.serve(ctx, func() (net.Listener, error) {
+		lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		}
+		printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey,
+			cfg.WebhookListen, cfg.RefpspWebhookSecrets[0], hookURL)
+		return lis, nil
+	}, true, opts)
 	if simErr := <-simDone; err == nil {
 		err = simErr
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -92,15 +93,39 @@ func mapEnv(m map[string]string) func(string) string { return func(k string) str
 // proc is a settle subprocess.
 type proc struct {
 	cmd    *exec.Cmd
-	out    *bytes.Buffer
+	out    *lockedBuffer
 	exited chan struct{}
 }
+
+// lockedBuffer is a process's output, which a test may read while the
+// process still writes it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// output is what the process has written so far.
+func (p *proc) output() string { return p.out.String() }
 
 func start(t *testing.T, env []string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], args...)
-	cmd.Env = append(os.Environ(), append(env, "SETTLE_TEST_AS_MAIN=1")...)
-	p := &proc{cmd: cmd, out: &bytes.Buffer{}, exited: make(chan struct{})}
+	// The test cluster runs with fsync off; a test of the refusal sets
+	// SETTLE_ALLOW_UNSAFE_DATABASE=false in env, which comes later and wins.
+	cmd.Env = append(append(os.Environ(), "SETTLE_ALLOW_UNSAFE_DATABASE=true"), append(env, "SETTLE_TEST_AS_MAIN=1")...)
+	p := &proc{cmd: cmd, out: &lockedBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

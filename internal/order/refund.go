@@ -239,7 +239,7 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)
 	c, err := s.refunds.ClaimRefund(ctx, RefundClaim{
-		MerchantID: o.MerchantID, OrderID: o.ID, RequestID: in.RequestID, RefundID: NewID(),
+		MerchantID: o.MerchantID, OrderID: o.ID, RequestID: in.RequestID, RefundID: RefundID(o.MerchantID, o.ID, in.RequestID),
 		AmountMinor: in.AmountMinor, Reason: in.Reason, Actor: actor, Lease: s.cfg.GatewayTimeout + s.cfg.Grace,
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -287,7 +288,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		OrderID:       in.OrderID,
 		RequestID:     in.RequestID,
 		PaymentMethod: in.PaymentMethod,
-		AttemptID:     NewID(),
+		AttemptID:     AttemptID(merchantID, in.OrderID, in.RequestID),
 		From:          StatePending,
 		To:            MustNext(StatePending, EventCharge),
 		Event:         EventCharge,
@@ -339,7 +340,7 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)
 	o, a, created, err := s.store.CreateClaimed(ctx, fresh, Claim{
-		RequestID: requestID, AttemptID: NewID(), From: StatePending, To: MustNext(StatePending, EventCharge),
+		RequestID: requestID, AttemptID: AttemptID(merchantID, fresh.ID, requestID), From: StatePending, To: MustNext(StatePending, EventCharge),
 		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: ActorAPI,
 	})
 	if err != nil {
@@ -466,5 +467,40 @@ func (s *Service) Cancel(ctx context.Context, merchantID, id, reason string) (Or
 	return o, err
 }
 
-// NewID returns a new time-ordered id for an order or an attempt.
+// NewID returns a new time-ordered id, for an order (an attempt's and a
+// refund's are derived: AttemptID, RefundID).
 func NewID() string { return uuid.Must(uuid.NewV7()).String() }
+
+// Namespaces of the derived ids (UUIDv5): fixed forever, since a changed
+// namespace would give a replayed request a new gateway key.
+var (
+	attemptNamespace = uuid.MustParse("5e771e00-c4a7-4b1e-9a3d-a77e0a7c0001")
+	refundNamespace  = uuid.MustParse("5e771e00-c4a7-4b1e-9a3d-a77e0a7c0002")
+)
+
+// AttemptID is the id of the attempt that merchantID's request requestID
+// makes on order orderID: the same three always give the same id, which
+// is the attempt's gateway reference and idempotency key. A replay after a
+// claim was lost (an asynchronous standby promoted before it had the
+// commit) therefore sends the gateway the same key again, and a gateway
+// that honours keys (Stripe) charges once.
+func AttemptID(merchantID, orderID, requestID string) string {
+	return derivedID(attemptNamespace, merchantID, strings.ToLower(orderID), requestID)
+}
+
+// RefundID is the id of the refund that merchantID's request requestID
+// makes on order orderID, derived as AttemptID is, for the same reason: it
+// is the refund's gateway reference and idempotency key.
+func RefundID(merchantID, orderID, requestID string) string {
+	return derivedID(refundNamespace, merchantID, strings.ToLower(orderID), requestID)
+}
+
+// derivedID is the UUIDv5 of the parts under ns. Each part is prefixed
+// with its length, so that no two lists of parts give the same name.
+func derivedID(ns uuid.UUID, parts ...string) string {
+	var name []byte
+	for _, p := range parts {
+		name = fmt.Appendf(name, "%d:%s", len(p), p)
+	}
+	return uuid.NewSHA1(ns, name).String()
+}

@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
 	"github.com/settlepay/settle/internal/logtest"
@@ -26,6 +28,7 @@ import (
 type stripeFixture struct {
 	svc   *order.Service
 	store *postgres.Store
+	pool  *pgxpool.Pool
 	fake  *stripetest.Server
 	rec   *reconcile.Reconciler
 	logs  logtest.Buffer
@@ -41,7 +44,8 @@ func newStripeFixture(t *testing.T, key string) *stripeFixture {
 // newStripeFixtureExpiring gives customers expiry to act.
 func newStripeFixtureExpiring(t *testing.T, key string, expiry time.Duration) *stripeFixture {
 	t.Helper()
-	f := &stripeFixture{store: postgres.NewStore(postgrestest.Pool(t)), fake: stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})}
+	f := &stripeFixture{pool: postgrestest.Pool(t), fake: stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})}
+	f.store = postgres.NewStore(f.pool)
 	hs := httptest.NewServer(f.fake)
 	t.Cleanup(hs.Close)
 	gw, err := stripe.New(stripe.Config{SecretKey: key, BaseURL: hs.URL, Timeout: gatewayTimeout})

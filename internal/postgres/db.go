@@ -15,6 +15,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"strings"
 	"syscall"
 	"time"
 
@@ -25,12 +26,30 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// Open connects a pool to url with at most maxConns connections.
+// Open connects a pool to url with at most maxConns connections. The URL
+// may name several hosts (a cluster: postgres://h1,h2/settle); each new
+// connection goes to the first that accepts writes, unless the URL sets
+// target_session_attrs itself, so that after a failover the pool finds the
+// new primary without a restart. No connection is made until one is used.
 func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		// pgx's message can quote the URL, password included.
 		return nil, errors.New("DATABASE_URL is not a valid PostgreSQL URL or DSN")
+	}
+	// Every Settle process writes: a connection to a standby would only
+	// fail its statements with SQLSTATE 25006.
+	if !strings.Contains(url, "target_session_attrs") {
+		cfg.ConnConfig.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+	}
+	// A connection whose server answered "read-only" is on a demoted or
+	// fenced primary: it is handed to no one again, and the pool's next
+	// connection looks for the writable server. (PrepareConn runs when a
+	// connection is acquired; AfterRelease would cost a goroutine on every
+	// release.)
+	cfg.ConnConfig.Tracer = readOnlyTracer{}
+	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
+		return c.PgConn().CustomData()[readOnlyKey] == nil, nil
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
@@ -40,6 +59,23 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 		return nil, fmt.Errorf("open database pool: %w", err)
 	}
 	return pool, nil
+}
+
+const readOnlyKey = "settle.read_only"
+
+// readOnlyTracer marks a connection whose statement failed with SQLSTATE
+// 25006 (read_only_sql_transaction), for the pool to close it.
+type readOnlyTracer struct{}
+
+func (readOnlyTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+
+func (readOnlyTracer) TraceQueryEnd(_ context.Context, c *pgx.Conn, data pgx.TraceQueryEndData) {
+	var pgErr *pgconn.PgError
+	if errors.As(data.Err, &pgErr) && pgErr.Code == "25006" {
+		c.PgConn().CustomData()[readOnlyKey] = true
+	}
 }
 
 // maxRetries bounds the retries of a transaction refused with a
@@ -88,10 +124,17 @@ func translate(err error) error {
 		return err
 	case errors.As(err, &pgErr):
 		// Class 08 (connection), 57 (operator intervention, such as a
-		// terminated backend or a shutdown), 53 (insufficient resources)
-		// and 40 (retries exhausted) say nothing about the request itself.
+		// terminated backend or a shutdown), 53 (insufficient resources),
+		// 40 (retries exhausted) and 58 (system error: Citus's coordinator
+		// losing a worker mid-statement, "failed to COPY to shard") say
+		// nothing about the request itself.
+		// Neither does 25006 (read_only_sql_transaction), a statement sent
+		// to a primary that has been demoted or fenced during a failover.
+		if pgErr.Code == "25006" {
+			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
+		}
 		switch pgErr.Code[:2] {
-		case "08", "57", "53", "40":
+		case "08", "57", "53", "40", "58":
 			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		}
 		return err

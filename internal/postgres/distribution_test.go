@@ -104,6 +104,8 @@ var fanOut = map[string]string{
 	"due_review.sql":            "the reconciler's review lease on Citus: a read of every shard's orders in review",
 	"due_refunds.sql":           "the reconciler's refund lease on Citus: a read of every shard's due refunds",
 	"is_citus.sql":              "asks the engine, not a table",
+	"durability.sql":            "asks the engine (its settings and standbys), not a table",
+	"writable.sql":              "asks the engine whether it accepts writes, not a table",
 	"gateway_event_attempt.sql": "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 }
 

@@ -30,6 +30,9 @@ type Metrics struct {
 	reconcileChecks *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
+	dbFsync         prometheus.Gauge
+	dbSyncCommit    *prometheus.GaugeVec
+	dbStandbys      *prometheus.GaugeVec
 	deliveries      *prometheus.CounterVec
 	deliveryLatency prometheus.Histogram
 	gatewayEvents   *prometheus.CounterVec
@@ -60,6 +63,15 @@ func NewMetrics() *Metrics {
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
+		dbFsync: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "settle_db_fsync", Help: "1 when the database forces its writes to disk (fsync on), as last read.",
+		}),
+		dbSyncCommit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "settle_db_synchronous_commit", Help: "1 for the database's synchronous_commit setting, as last read.",
+		}, []string{"setting"}),
+		dbStandbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "settle_db_standbys", Help: "Standbys streaming from the database, by sync_state: sync (a commit waits for them), async, or unknown (the role lacks pg_monitor).",
+		}, []string{"sync_state"}),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_event_deliveries_total", Help: "Deliveries of events to merchants by result: delivered, retry (to be tried again), untried (put back after another event's failure) or failed (retries exhausted).",
 		}, []string{"result"}),
@@ -80,7 +92,7 @@ func NewMetrics() *Metrics {
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
 		m.gatewayEvents, m.reviewItems, m.eventToSettled,
-		m.deliveries, m.deliveryLatency,
+		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -108,6 +120,22 @@ func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(re
 // MalformedRequest counts one request to method (a full method name) that
 // was not a valid protobuf message.
 func (m *Metrics) MalformedRequest(method string) { m.malformed.WithLabelValues(method).Inc() }
+
+// Durability records what the database promises about a commit, as last
+// read: fsync, synchronous_commit, and the standbys streaming from it
+// (synchronous, asynchronous, and of unknown state).
+func (m *Metrics) Durability(fsync bool, synchronousCommit string, sync, async, unknown int) {
+	v := 0.0
+	if fsync {
+		v = 1
+	}
+	m.dbFsync.Set(v)
+	m.dbSyncCommit.Reset()
+	m.dbSyncCommit.WithLabelValues(synchronousCommit).Set(1)
+	m.dbStandbys.WithLabelValues("sync").Set(float64(sync))
+	m.dbStandbys.WithLabelValues("async").Set(float64(async))
+	m.dbStandbys.WithLabelValues("unknown").Set(float64(unknown))
+}
 
 // EventDelivery counts one recorded delivery of an event to a merchant and, when delivered,
 // observes its latency from commit.

@@ -378,23 +378,6 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		b.WriteString("(commits and round trips per refund: floor / settle)\n")
 	}
 
-	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Refund != nil }) {
-		b.WriteString("\nrefunds (RefundOrder of 1 from each client's own PAID order) against their own floor (bench/floor_refund.sql):\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/refund\tround trips/refund\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per refund: settle client + server + PostgreSQL\t")
-		for _, p := range rep.Points {
-			if p.Refund == nil {
-				continue
-			}
-			f, s := p.Refund.Floor.Median, p.Refund.Settle.Median
-			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
-				p.Refund.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
-				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
-		}
-		tw.Flush()
-		b.WriteString("(commits and round trips per refund: floor / settle)\n")
-	}
-
 	if d := rep.Drain; d != nil {
 		fmt.Fprintf(&b, "\nreconciler: drained %d due orders at %.0f orders/s; its settle floor (pgbench, %d clients) %.0f orders/s: %.2f×\n",
 			d.Orders, d.Reconciler.Median.PerSecond, d.Clients, d.Floor.Median.PerSecond, d.Ratio)

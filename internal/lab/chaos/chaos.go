@@ -111,6 +111,10 @@ type Config struct {
 	// LogDir receives every process's log; default a temporary directory,
 	// removed after a run with nothing to report.
 	LogDir string
+	// Citus runs Settle on a throwaway Citus cluster (a coordinator and two
+	// workers, tables distributed by merchant); the database restarts then
+	// crash and restart a worker, in turn, instead of the one server.
+	Citus bool
 	// Log receives the run's progress: each fault as it happens, every
 	// violation with the order's history. Nil discards it.
 	Log io.Writer

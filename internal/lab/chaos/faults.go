@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -63,8 +64,15 @@ func (h *harness) fault(ctx context.Context, f Fault) {
 func (h *harness) restartDB(ctx context.Context, f Fault) {
 	h.dbMu.Lock()
 	defer h.dbMu.Unlock()
-	h.logf("%s", f)
-	h.cluster.Kill()
+	node, name := h.cluster, "PostgreSQL"
+	if h.citus != nil {
+		// On Citus the workers take the crashes, in turn: a worker holds
+		// its merchants' only copy, so its crash is the one that matters.
+		i := int(f.Seed % uint64(len(h.citus.Workers)))
+		node, name = h.citus.Workers[i], fmt.Sprintf("Citus worker %d", i+1)
+	}
+	h.logf("%s (%s)", f, name)
+	node.Kill()
 	t := time.NewTimer(f.Down)
 	select {
 	case <-t.C:
@@ -72,18 +80,18 @@ func (h *harness) restartDB(ctx context.Context, f Fault) {
 		t.Stop()
 	}
 	for try := 0; ; try++ {
-		err := h.cluster.Start(context.WithoutCancel(ctx))
+		err := node.Start(context.WithoutCancel(ctx))
 		if err == nil {
 			break
 		}
-		h.logf("PostgreSQL did not start again: %v", err)
+		h.logf("%s did not start again: %v", name, err)
 		if try == 2 {
-			h.problem("PostgreSQL did not start again after an immediate shutdown: %v", err)
+			h.problem("%s did not start again after an immediate shutdown: %v", name, err)
 			return
 		}
 	}
 	h.count(func(s *Summary) { s.DBRestarts++ })
-	h.logf("PostgreSQL is back")
+	h.logf("%s is back", name)
 }
 
 // killBackends terminates a share of the run database's backends, chosen by

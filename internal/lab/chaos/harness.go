@@ -30,8 +30,9 @@ import (
 type harness struct {
 	cfg     Config
 	dir     string
-	start   atomic.Int64 // unix nanoseconds: the start of the run, then of the workload
-	cluster *pgcluster.Cluster
+	start   atomic.Int64       // unix nanoseconds: the start of the run, then of the workload
+	cluster *pgcluster.Cluster // the coordinator, on Citus
+	citus   *pgcluster.Citus   // nil on plain PostgreSQL
 	dbName  string
 	pool    *pgxpool.Pool // the harness's own, named settle-chaos
 	dbMu    sync.Mutex    // one database restart at a time
@@ -100,14 +101,27 @@ func (h *harness) run(ctx context.Context) error {
 	// A durable PostgreSQL (fsync on), so that an immediate shutdown is a
 	// real crash and recovery.
 	var err error
-	h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		return fmt.Errorf("start PostgreSQL: %w", err)
+	if cfg.Citus {
+		if h.citus, err = pgcluster.StartCitus(ctx, pgcluster.CitusOptions{}); err != nil {
+			return fmt.Errorf("start Citus: %w", err)
+		}
+		h.cluster = h.citus.Coordinator
+		defer func() {
+			for i, n := range h.citus.Nodes() {
+				copyFile(filepath.Join(n.Dir(), "postgres.log"), filepath.Join(h.dir, fmt.Sprintf("postgres-%d.log", i)))
+			}
+			h.citus.Stop()
+		}()
+	} else {
+		h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
+		if err != nil {
+			return fmt.Errorf("start PostgreSQL: %w", err)
+		}
+		defer func() {
+			copyFile(filepath.Join(h.cluster.Dir(), "postgres.log"), filepath.Join(h.dir, "postgres.log"))
+			h.cluster.Stop()
+		}()
 	}
-	defer func() {
-		copyFile(filepath.Join(h.cluster.Dir(), "postgres.log"), filepath.Join(h.dir, "postgres.log"))
-		h.cluster.Stop()
-	}()
 	if err := h.createDB(ctx); err != nil {
 		return err
 	}
@@ -255,6 +269,17 @@ func (h *harness) run(ctx context.Context) error {
 
 // createDB creates the run's database and migrates it.
 func (h *harness) createDB(ctx context.Context) error {
+	if h.citus != nil {
+		if err := h.citus.CreateDatabase(ctx, h.dbName, ""); err != nil {
+			return err
+		}
+		pool, err := postgres.Open(ctx, h.cluster.URL(h.dbName), 2)
+		if err != nil {
+			return err
+		}
+		defer pool.Close()
+		return postgres.Migrate(ctx, pool)
+	}
 	conn, err := pgx.Connect(ctx, h.cluster.URL("postgres"))
 	if err != nil {
 		return err

@@ -47,6 +47,13 @@ type Options struct {
 	// Config holds more server settings, each "name=value" (Citus's
 	// shared_preload_libraries, for one).
 	Config []string
+	// Rewindable makes a cluster that pg_rewind can rewind after a
+	// failover (Rejoin): initialized with data checksums, and keeping
+	// 256MB of WAL (pg_rewind reads the old primary's WAL back to the last
+	// checkpoint it shares with the new one). Both are in the data
+	// directory, not on the command line, since pg_rewind's own recovery
+	// run of a crashed old primary sees only the data directory.
+	Rewindable bool
 }
 
 // Start initializes (when needed) and starts a cluster.
@@ -86,11 +93,20 @@ func Start(ctx context.Context, opts Options) (*Cluster, error) {
 		}
 	}
 	if _, err := os.Stat(filepath.Join(c.dataDir, "PG_VERSION")); err != nil {
-		out, err := c.command("initdb", "-D", c.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8",
-			"--no-sync", "--locale=C").CombinedOutput()
+		args := []string{"-D", c.dataDir, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync", "--locale=C"}
+		if opts.Rewindable {
+			args = append(args, "--data-checksums")
+		}
+		out, err := c.command("initdb", args...).CombinedOutput()
 		if err != nil {
 			c.Stop()
 			return nil, fmt.Errorf("initdb: %w: %s", err, out)
+		}
+		if opts.Rewindable {
+			if err := c.appendConf("wal_keep_size = '256MB'"); err != nil {
+				c.Stop()
+				return nil, err
+			}
 		}
 	}
 	if err := c.Start(ctx); err != nil {
@@ -200,6 +216,11 @@ func (c *Cluster) chown(path string) error {
 // says, or under /usr/lib/postgresql (newest version first).
 func findBinDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// A link in PATH (Debian's /usr/local/bin/initdb) points into the
+		// directory that also holds pg_basebackup and pg_rewind.
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		return filepath.Dir(p), nil
 	}
 	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/settlepay/settle/internal/lab/pgcluster"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// TestWaitsForTheDatabase: serve and reconcile started while there is no
+// database wait for it (not ready, logging) instead of exiting, and become
+// ready once it starts.
+func TestWaitsForTheDatabase(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	// Durable: the migration must survive the crash that stops it.
+	c, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	url := c.URL("postgres")
+	pool, err := postgres.Open(ctx, url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = postgres.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Kill()
+
+	addr, serveMetrics, recMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
+	env := crashEnv(url, "http://127.0.0.1:1")
+	srv := start(t, append(env, "SETTLE_METRICS_LISTEN="+serveMetrics), "serve", "--listen", addr)
+	rec := start(t, append(env, "SETTLE_METRICS_LISTEN="+recMetrics), "reconcile")
+	for _, m := range []string{serveMetrics, recMetrics} {
+		waitReady(t, m, http.StatusServiceUnavailable)
+	}
+	time.Sleep(time.Second) // a few attempts, which a process that exits would not survive
+	for _, p := range []*proc{srv, rec} {
+		select {
+		case <-p.exited:
+			t.Fatalf("exited while the database was down:\n%s", p.out)
+		default:
+		}
+	}
+
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []string{serveMetrics, recMetrics} {
+		waitReady(t, m, http.StatusOK)
+	}
+	waitServing(t, dial(t, addr), srv)
+	if out := srv.output(); !strings.Contains(out, "waiting for a writable database") || !strings.Contains(out, "database reached") {
+		t.Fatalf("serve's log does not say it waited:\n%s", out)
+	}
+}
+
+// waitReady waits until the /readyz of the metrics listener at addr
+// answers with status want.
+func waitReady(t *testing.T, addr string, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == want {
+				return
+			}
+			last = resp.Status
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("/readyz at %s: %s after 30s, want %d", addr, last, want)
+}
+
+// TestRefusesUnsafeDatabase: the test cluster runs with fsync off, which
+// serve refuses unless told the database is a test's.
+func TestRefusesUnsafeDatabase(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": postgrestest.URL(t), "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_KEY": "k", "SETTLE_NO_API_KEYS": "true"}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var out bytes.Buffer
+	err := run(ctx, []string{"serve", "--listen", "127.0.0.1:0"}, mapEnv(env), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "refusing to start") || !strings.Contains(err.Error(), "fsync is off") {
+		t.Fatalf("serve on a database with fsync off: %v, want a refusal naming fsync", err)
+	}
+	if !strings.Contains(out.String(), `"msg":"database durability"`) {
+		t.Fatalf("no status line in the log:\n%s", out.String())
+	}
+}
