@@ -327,7 +327,7 @@ type chargeAnswer struct {
 // test if it does so before notBefore.
 func waitForLookup(t *testing.T, s *stack, r order.ChargeRequest, notBefore time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(notBefore.Sub(time.Now()) + 30*time.Second)
+	deadline := notBefore.Add(30 * time.Second)
 	for {
 		got, err := s.gw.Lookup(context.Background(), r)
 		if err != nil {
