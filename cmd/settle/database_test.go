@@ -101,3 +101,55 @@ func TestRefusesUnsafeDatabase(t *testing.T) {
 		t.Fatalf("no status line in the log:\n%s", out.String())
 	}
 }
+
+// TestWarnsOnAsynchronousStandby: a primary whose standby is asynchronous
+// can lose commits in a failover, which reconcile says loudly; with the
+// standby synchronous it says nothing of the kind.
+func TestWarnsOnAsynchronousStandby(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		config []string
+		want   string
+	}{
+		{"async", nil, "DATABASE CAN LOSE COMMITS IN A FAILOVER"},
+		{"sync", []string{"synchronous_standby_names=*"}, "sync_standbys=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			primary, err := pgcluster.Start(ctx, pgcluster.Options{Config: tc.config})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(primary.Stop)
+			standby, err := primary.StartStandby(ctx, "standby")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(standby.Stop)
+			url := pgcluster.URLs("postgres", primary, standby)
+			pool, err := postgres.Open(ctx, url, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = postgres.Migrate(ctx, pool)
+			pool.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := start(t, crashEnv(url, "http://127.0.0.1:1"), "reconcile")
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(rec.output(), tc.want) && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // a warning follows the status line at once
+			out := rec.output()
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("reconcile's log has no %q:\n%s", tc.want, out)
+			}
+			if tc.name == "sync" && strings.Contains(out, "LOSE COMMITS") {
+				t.Fatalf("a warning with a synchronous standby:\n%s", out)
+			}
+		})
+	}
+}
