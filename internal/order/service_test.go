@@ -36,8 +36,10 @@ type fixture struct {
 	store *postgres.Store
 	pool  *pgxpool.Pool
 	sim   *sim.Sim
-	rec   *reconcile.Reconciler
-	logs  logtest.Buffer
+	// simURL is the simulator's address.
+	simURL string
+	rec    *reconcile.Reconciler
+	logs   logtest.Buffer
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -46,6 +48,7 @@ func newFixture(t *testing.T) *fixture {
 	f.store = postgres.NewStore(f.pool)
 	hs := httptest.NewServer(f.sim)
 	t.Cleanup(hs.Close)
+	f.simURL = hs.URL
 	gw, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
 	if err != nil {
 		t.Fatal(err)

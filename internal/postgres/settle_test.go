@@ -263,7 +263,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 		})
 		done <- result{applied, err}
 	}()
-	time.Sleep(200 * time.Millisecond) // the call is now waiting for the rows
+	waitForLockWaiters(t, pool, 1) // the call is waiting for the rows
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -323,19 +323,7 @@ func groupedSettles(t *testing.T, s *postgres.Store, pool *pgxpool.Pool, counter
 	wg.Add(len(sts))
 	go settle(0)
 	// The leader is waiting for the lock once its backend is.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-		var waiting int
-		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the first settle never waited for the lock")
-		}
-	}
+	waitForLockWaiters(t, pool, 1)
 	for i := 1; i < len(sts); i++ {
 		go settle(i)
 	}
@@ -436,5 +424,26 @@ func TestSettleTruncatesToValidUTF8(t *testing.T) {
 	}
 	if !utf8.ValidString(got.LastError) || len(got.LastError) > 1000 || !strings.HasPrefix(got.LastError, "x€€") {
 		t.Errorf("last error %q (%d bytes), want valid UTF-8 within 1000 bytes", got.LastError, len(got.LastError))
+	}
+}
+
+// waitForLockWaiters waits until n backends of the test's database are
+// waiting for a lock: a call started in a goroutine has reached the rows
+// another transaction holds, however long a loaded machine took to get it
+// there.
+func waitForLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		var waiting int
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d backends waiting for a lock after 30s, want %d", waiting, n)
+		}
 	}
 }

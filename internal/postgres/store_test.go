@@ -180,7 +180,7 @@ func TestClaimWaitingForSettle(t *testing.T) {
 		}
 		done <- c
 	}()
-	time.Sleep(200 * time.Millisecond) // the claim is now waiting for the row
+	waitForLockWaiters(t, pool, 1) // the claim is waiting for the row
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -39,7 +39,7 @@ func classifyCharge(req order.ChargeRequest, ex exchange) (order.Result, error) 
 	}
 
 	switch s := ex.status; {
-	case s == http.StatusCreated || s == http.StatusPaymentRequired:
+	case s == http.StatusCreated || s == http.StatusPaymentRequired || s == http.StatusAccepted:
 		if ex.err != nil {
 			return unknown(fmt.Errorf("gateway answered %d but the body could not be read: %w", s, ex.err))
 		}
@@ -51,8 +51,11 @@ func classifyCharge(req order.ChargeRequest, ex exchange) (order.Result, error) 
 			return unknown(fmt.Errorf("gateway answered %d: %w", s, err))
 		}
 		want := StatusSucceeded
-		if s == http.StatusPaymentRequired {
+		switch s {
+		case http.StatusPaymentRequired:
 			want = StatusDeclined
+		case http.StatusAccepted:
+			want = StatusRequiresAction
 		}
 		if ch.Status != want {
 			return unknown(fmt.Errorf("gateway answered %d with a charge whose status is %q", s, clip(ch.Status)))
@@ -118,7 +121,7 @@ func parseCharge(body []byte) (ChargeObject, error) {
 		if ch.ID == "" {
 			return ChargeObject{}, errors.New("succeeded charge has no id")
 		}
-	case StatusDeclined:
+	case StatusDeclined, StatusRequiresAction:
 	default:
 		return ChargeObject{}, fmt.Errorf("charge has unknown status %q", clip(ch.Status))
 	}
@@ -140,8 +143,12 @@ func (ch ChargeObject) matches(req order.ChargeRequest) error {
 
 // result is the outcome ch stands for. parseCharge has checked its status.
 func (ch ChargeObject) result() order.Result {
-	if ch.Status == StatusSucceeded {
+	switch ch.Status {
+	case StatusSucceeded:
 		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: ch.ID}
+	case StatusRequiresAction:
+		return order.Result{Outcome: order.OutcomeRequiresAction, ChargeID: ch.ID,
+			NextAction: order.NextAction{RedirectURL: ch.NextActionURL}}
 	}
 	code := ch.DeclineCode
 	if code == "" {

@@ -159,11 +159,13 @@ func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (order.Res
 		return order.Result{Outcome: order.OutcomeNotSent}, errors.New("refpsp: charge: attempt id is required")
 	}
 	body, err := json.Marshal(ChargeBody{
-		Reference:     req.AttemptID,
-		Amount:        req.Amount.AmountMinor,
-		Currency:      req.Amount.Currency,
-		PaymentMethod: req.PaymentMethod,
-		Description:   req.MerchantReference,
+		Reference:       req.AttemptID,
+		Amount:          req.Amount.AmountMinor,
+		Currency:        req.Amount.Currency,
+		PaymentMethod:   req.PaymentMethod,
+		Description:     req.MerchantReference,
+		CustomerPresent: req.CustomerPresent,
+		ReturnURL:       req.ReturnURL,
 	})
 	if err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("refpsp: charge %s: encode request: %w", req.AttemptID, err)
@@ -202,10 +204,46 @@ func (c *Client) Lookup(ctx context.Context, req order.ChargeRequest) (order.Res
 	}
 
 	res, err := classifyLookup(req, c.do(hreq))
+	if err == nil && res.Outcome == order.OutcomeRequiresAction && req.CancelAwaitingAction {
+		// The customer did not authenticate in time: cancel, which proves
+		// the charge will not happen, or learn that it ended meanwhile.
+		res, err = c.cancel(ctx, req)
+	}
 	if err != nil {
 		err = fmt.Errorf("refpsp: lookup %s: %w", req.AttemptID, err)
 	}
 	return res, err
+}
+
+// cancel cancels a charge waiting for the customer (see CancelBody).
+func (c *Client) cancel(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	body, err := json.Marshal(CancelBody{Reference: req.AttemptID})
+	if err != nil {
+		return unknown(err)
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.chargesURL+"/cancel", bytes.NewReader(body))
+	if err != nil {
+		return unknown(err)
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	ex := c.do(hreq)
+	if ex.status != http.StatusOK && ex.status != http.StatusConflict {
+		return unknown(fmt.Errorf("cancel: gateway answered %d", ex.status))
+	}
+	if ex.err != nil {
+		return unknown(fmt.Errorf("cancel: %w", ex.err))
+	}
+	ch, err := parseCharge(ex.body)
+	if err != nil {
+		return unknown(fmt.Errorf("cancel: %w", err))
+	}
+	if err := ch.matches(req); err != nil {
+		return unknown(fmt.Errorf("cancel: %w", err))
+	}
+	if ch.Status == StatusRequiresAction {
+		return unknown(errors.New("cancel: the charge still waits for the customer"))
+	}
+	return ch.result(), nil
 }
 
 // do sends req with the API key and reports what came of it.

@@ -9,7 +9,20 @@ const (
 	StatusSucceeded = "succeeded"
 	// StatusDeclined: the gateway said no.
 	StatusDeclined = "declined"
+	// StatusRequiresAction: the gateway asks the customer to authenticate
+	// (3-D Secure) at NextActionURL before it charges. A charge answers it
+	// with 202; opening the page ends it succeeded or declined, and a
+	// cancel (POST /v1/charges/cancel) ends it declined "canceled".
+	StatusRequiresAction = "requires_action"
 )
+
+// CancelBody is the JSON body of POST /v1/charges/cancel: cancel the charge
+// with this reference while it waits for the customer. The gateway answers
+// 200 with the charge, declined "canceled"; 409 with the charge when it has
+// already ended (succeeded or declined); 404 when it has none.
+type CancelBody struct {
+	Reference string `json:"reference"`
+}
 
 // ChargeBody is the JSON body of POST /v1/charges.
 type ChargeBody struct {
@@ -22,6 +35,11 @@ type ChargeBody struct {
 	PaymentMethod string `json:"payment_method"`
 	// Description is the merchant's reference of the order.
 	Description string `json:"description"`
+	// CustomerPresent says the customer can authenticate; otherwise a
+	// charge that needs it is declined "authentication_required".
+	CustomerPresent bool `json:"customer_present,omitempty"`
+	// ReturnURL is where the authentication page sends the customer back.
+	ReturnURL string `json:"return_url,omitempty"`
 }
 
 // ChargeObject is the gateway's charge, as a charge (201, 402) or a lookup
@@ -35,6 +53,8 @@ type ChargeObject struct {
 	Amount      int64  `json:"amount"`
 	Currency    string `json:"currency"`
 	DeclineCode string `json:"decline_code,omitempty"`
+	// NextActionURL is the authentication page of a requires_action charge.
+	NextActionURL string `json:"next_action_url,omitempty"`
 }
 
 // The statuses a refund object can have.

@@ -22,6 +22,13 @@
 //	tok_refuse             429 rate limited; nothing charged.
 //	tok_reject             422 rejected; nothing charged.
 //	tok_random             like tok_ok, under the random faults below.
+//	tok_3ds                asks for 3-D Secure: with customer_present, 202 with
+//	                       status requires_action and a next_action_url served
+//	                       here (GET /v1/charges/<id>/authenticate, no key):
+//	                       opening it charges, ?fail=1 declines it
+//	                       "authentication_failed"; POST /v1/charges/cancel
+//	                       cancels it while it waits. Without customer_present,
+//	                       402 declined "authentication_required".
 //
 // A refused connection cannot be simulated by a handler: to test it, point
 // the client at a port nothing listens on.
@@ -85,6 +92,8 @@ const DefaultSlowMax = 2 * time.Second
 const (
 	StatusSucceeded = refpsp.StatusSucceeded
 	StatusDeclined  = refpsp.StatusDeclined
+	// StatusRequiresAction: waiting for the customer to authenticate.
+	StatusRequiresAction = refpsp.StatusRequiresAction
 )
 
 // maxBody bounds a charge request's body.
@@ -158,6 +167,9 @@ type Charge struct {
 	// Status is StatusSucceeded (money moved) or StatusDeclined.
 	Status      string `json:"status"`
 	DeclineCode string `json:"decline_code,omitempty"`
+	// NextActionURL is the authentication page of a charge waiting for
+	// the customer (StatusRequiresAction).
+	NextActionURL string `json:"next_action_url,omitempty"`
 	// Created is when the simulator made the charge, in UTC.
 	Created time.Time `json:"created"`
 }
@@ -210,6 +222,8 @@ func New(opts Options) *Sim {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
 	s.mux.HandleFunc("GET /v1/charges", s.handleLookup)
+	s.mux.HandleFunc("GET /v1/charges/{id}/authenticate", s.handleAuthenticate)
+	s.mux.HandleFunc("POST /v1/charges/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /v1/ledger", s.handleLedger)
 	s.mux.HandleFunc("POST /v1/refunds", s.handleRefund)
 	s.mux.HandleFunc("GET /v1/refunds", s.handleRefundLookup)
@@ -324,6 +338,7 @@ const (
 	faultHold        // tok_timeout, tok_slow_<ms>: charge, answer late
 	faultError       // 5xx after charging
 	faultDrop
+	faultAction // tok_3ds: the customer must authenticate
 )
 
 // plan is how one charge request is handled.
@@ -359,9 +374,9 @@ func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	p := s.accept(in)
+	p := s.accept(in, "http://"+r.Host)
 	switch p.fault {
-	case faultNone, faultReplay, faultDecline:
+	case faultNone, faultReplay, faultDecline, faultAction:
 		writeCharge(w, p.charge)
 	case faultRateLimit:
 		writeError(w, http.StatusTooManyRequests, "rate limited; nothing charged")
@@ -391,7 +406,7 @@ func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
 // accept decides what to do with a valid charge request and makes the
 // charge, if any, in one critical section: a Dedupe check and the charge it
 // guards cannot interleave with another request's.
-func (s *Sim) accept(in refpsp.ChargeBody) plan {
+func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opts.Dedupe {
@@ -422,11 +437,22 @@ func (s *Sim) accept(in refpsp.ChargeBody) plan {
 	if p.fault == faultDecline {
 		rec.Status, rec.DeclineCode = StatusDeclined, "card_declined"
 	}
+	if p.fault == faultAction {
+		rec.Status, rec.DeclineCode = StatusDeclined, "authentication_required"
+		if in.CustomerPresent {
+			rec.Status, rec.DeclineCode = StatusRequiresAction, ""
+			rec.NextActionURL = base + "/v1/charges/" + rec.ID + "/authenticate"
+		}
+	}
 	if p.hidden {
 		rec.visibleAt = now.Add(p.delay)
 	}
 	s.records = append(s.records, rec)
 	p.charge = rec.Charge
+	if rec.Status == StatusRequiresAction {
+		// Its event comes when the customer ends it.
+		return p
+	}
 	for _, d := range s.eventsLocked(rec.Charge, rec.visibleAt) {
 		s.senders.Add(1)
 		go s.deliver(d)
@@ -439,6 +465,8 @@ func (s *Sim) planLocked(token string) plan {
 	switch token {
 	case "tok_decline":
 		return plan{fault: faultDecline}
+	case "tok_3ds":
+		return plan{fault: faultAction}
 	case "tok_timeout":
 		return plan{fault: faultHold, delay: s.opts.ClientTimeout}
 	case "tok_5xx_after_charge":
@@ -546,7 +574,7 @@ func (s *Sim) authorized(r *http.Request) bool {
 func wireCharge(c Charge) refpsp.ChargeObject {
 	return refpsp.ChargeObject{
 		ID: c.ID, Reference: c.Reference, Status: c.Status,
-		Amount: c.Amount, Currency: c.Currency, DeclineCode: c.DeclineCode,
+		Amount: c.Amount, Currency: c.Currency, DeclineCode: c.DeclineCode, NextActionURL: c.NextActionURL,
 	}
 }
 
@@ -554,8 +582,11 @@ func wireCharge(c Charge) refpsp.ChargeObject {
 // it was declined.
 func writeCharge(w http.ResponseWriter, c Charge) {
 	code := http.StatusCreated
-	if c.Status == StatusDeclined {
+	switch c.Status {
+	case StatusDeclined:
 		code = http.StatusPaymentRequired
+	case StatusRequiresAction:
+		code = http.StatusAccepted
 	}
 	writeJSON(w, code, wireCharge(c))
 }
@@ -584,5 +615,70 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-ctx.Done():
 		return false
+	}
+}
+
+// endAction ends the charge with the id that waits for the customer: to
+// status, with declineCode. It reports false, changing nothing, when no
+// charge with the id waits.
+func (s *Sim) endAction(match func(Charge) bool, status, declineCode string) (Charge, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := len(s.records) - 1; i >= 0; i-- {
+		r := &s.records[i]
+		if !match(r.Charge) {
+			continue
+		}
+		if r.Status != StatusRequiresAction {
+			return r.Charge, false
+		}
+		r.Status, r.DeclineCode, r.NextActionURL = status, declineCode, ""
+		for _, d := range s.eventsLocked(r.Charge, time.Now().UTC()) {
+			s.senders.Add(1)
+			go s.deliver(d)
+		}
+		return r.Charge, true
+	}
+	return Charge{}, false
+}
+
+// handleAuthenticate is the authentication page of a tok_3ds charge, which
+// the customer opens without any key: it charges, or with ?fail=1 declines.
+func (s *Sim) handleAuthenticate(w http.ResponseWriter, r *http.Request) {
+	status, code := StatusSucceeded, ""
+	if r.URL.Query().Get("fail") != "" {
+		status, code = StatusDeclined, "authentication_failed"
+	}
+	id := r.PathValue("id")
+	c, ok := s.endAction(func(c Charge) bool { return c.ID == id }, status, code)
+	if !ok {
+		writeError(w, http.StatusConflict, "this charge is not waiting for authentication")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	fmt.Fprintf(w, "authentication %s; return to the checkout\n", c.Status)
+}
+
+// handleCancel cancels a charge that waits for the customer (see
+// refpsp.CancelBody).
+func (s *Sim) handleCancel(w http.ResponseWriter, r *http.Request) {
+	if !s.authorized(r) {
+		writeError(w, http.StatusUnauthorized, "missing or wrong API key")
+		return
+	}
+	var in refpsp.CancelBody
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil || json.Unmarshal(body, &in) != nil || in.Reference == "" {
+		writeError(w, http.StatusBadRequest, "malformed cancel")
+		return
+	}
+	c, ok := s.endAction(func(c Charge) bool { return c.Reference == in.Reference }, StatusDeclined, "canceled")
+	switch {
+	case ok:
+		writeJSON(w, http.StatusOK, wireCharge(c))
+	case c.ID != "":
+		writeJSON(w, http.StatusConflict, wireCharge(c))
+	default:
+		writeError(w, http.StatusNotFound, "no charge with this reference")
 	}
 }

@@ -231,40 +231,111 @@ func TestDedupeReplaysADecline(t *testing.T) {
 	}
 }
 
+// inFlightHold is how long the in-flight tests' charges are held and hidden
+// from lookups. The test gives up on the charge as soon as the ledger shows
+// it and then looks it up once while it is in flight, so the hold only has to
+// outlast those two steps, which a loaded machine running -race can stretch
+// to hundreds of milliseconds.
+const inFlightHold = 2 * time.Second
+
 // TestSlowChargeIsInFlight shows a lookup saying 404 about a charge that has
 // happened, until its answer is due.
 func TestSlowChargeIsInFlight(t *testing.T) {
 	t.Parallel()
-	const slow = 400 * time.Millisecond
-	s := newStack(t, sim.Options{}, 50*time.Millisecond)
-	ctx := context.Background()
-	start := time.Now()
-	r := req("att_1", fmt.Sprintf("tok_slow_%d", slow.Milliseconds()))
+	s := newStack(t, sim.Options{}, 10*time.Second)
+	r := req("att_1", fmt.Sprintf("tok_slow_%d", inFlightHold.Milliseconds()))
+	testInFlight(t, s, r)
+}
 
-	if got, _ := s.gw.Charge(ctx, r); got.Outcome != order.OutcomeUnknown {
-		t.Fatalf("Charge() = %+v, want unknown (the client gave up first)", got)
+func TestRandomTimeoutInFlight(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{
+		ClientTimeout: inFlightHold,
+		Random:        sim.RandomFaults{Timeout: 1, LookupNotFoundWhileInFlight: 1},
+	}, 10*time.Second)
+	testInFlight(t, s, req("att_1", "tok_ok"))
+}
+
+// testInFlight charges r, whose answer the simulator holds for inFlightHold,
+// and hangs up once the charge is made. Lookups must say 404 until the
+// answer is due and then find the charge.
+func testInFlight(t *testing.T, s *stack, r order.ChargeRequest) {
+	t.Helper()
+	// The client hangs up when the ledger shows the charge rather than after
+	// a short timeout of its own: a timeout could end the request before the
+	// simulator had read it on a loaded machine, and nothing would be charged.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	answered := make(chan chargeAnswer, 1)
+	go func() {
+		res, err := s.gw.Charge(ctx, r)
+		answered <- chargeAnswer{res, err}
+	}()
+	made := waitForCharge(t, s, r.AttemptID, answered)
+	cancel()
+	if a := <-answered; a.res.Outcome != order.OutcomeUnknown {
+		t.Fatalf("Charge() = %+v, %v; want unknown (the client gave up first)", a.res, a.err)
 	}
-	if st := s.statuses("att_1"); !reflect.DeepEqual(st, []string{"succeeded"}) {
-		t.Fatalf("ledger = %v, want the charge made", st)
+	if made.Status != sim.StatusSucceeded {
+		t.Fatalf("ledger holds %+v, want the charge made", made)
 	}
-	got, err := s.gw.Lookup(ctx, r)
-	if time.Since(start) < slow && (err != nil || got.Outcome != order.OutcomeNotFound) {
-		t.Errorf("Lookup() while in flight = %+v, %v; want not found", got, err)
+
+	// The simulator hides the charge until made.Created+inFlightHold by its
+	// own clock, which is this process's; a lookup that returned before then
+	// was answered while the charge was in flight.
+	due := made.Created.Add(inFlightHold)
+	got, err := s.gw.Lookup(context.Background(), r)
+	if answeredBy := time.Now(); answeredBy.Before(due) {
+		if err != nil || got.Outcome != order.OutcomeNotFound {
+			t.Errorf("Lookup() while in flight = %+v, %v; want not found", got, err)
+		}
+	} else {
+		t.Logf("the lookup came back %s after the answer was due; nothing to check while in flight", answeredBy.Sub(due))
 	}
-	waitForLookup(t, s, r, start.Add(slow))
+	waitForLookup(t, s, r, due)
+}
+
+// waitForCharge waits until the simulator's ledger holds a charge with the
+// reference and returns it. It fails the test if the charge's answer comes
+// first, which would mean the simulator answered without holding it.
+func waitForCharge(t *testing.T, s *stack, ref string, answered <-chan chargeAnswer) sim.Charge {
+	t.Helper()
+	deadline := time.After(30 * time.Second)
+	for {
+		for _, c := range s.sim.Ledger() {
+			if c.Reference == ref {
+				return c
+			}
+		}
+		select {
+		case a := <-answered:
+			t.Fatalf("Charge() = %+v, %v before the ledger showed the charge; want it held", a.res, a.err)
+		case <-deadline:
+			t.Fatal("the ledger never showed the charge")
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// chargeAnswer is what a Charge call returned.
+type chargeAnswer struct {
+	res order.Result
+	err error
 }
 
 // waitForLookup waits until a lookup of r finds the charge, and fails the
 // test if it does so before notBefore.
 func waitForLookup(t *testing.T, s *stack, r order.ChargeRequest, notBefore time.Time) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := notBefore.Add(30 * time.Second)
 	for {
-		now := time.Now()
 		got, err := s.gw.Lookup(context.Background(), r)
 		if err != nil {
 			t.Fatal(err)
 		}
+		// Read after the lookup returned: the simulator decided before
+		// then, so a find before notBefore is one the simulator made early.
+		now := time.Now()
 		if got.Outcome == order.OutcomeSucceeded {
 			if now.Before(notBefore) {
 				t.Fatalf("lookup found the charge %s before it was due", notBefore.Sub(now))
@@ -272,29 +343,10 @@ func waitForLookup(t *testing.T, s *stack, r order.ChargeRequest, notBefore time
 			return
 		}
 		if now.After(deadline) {
-			t.Fatalf("lookup still says %s after the charge was due", got.Outcome)
+			t.Fatalf("lookup still says %s %s after the charge was due", got.Outcome, now.Sub(notBefore))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func TestRandomTimeoutInFlight(t *testing.T) {
-	t.Parallel()
-	const hold = 400 * time.Millisecond
-	s := newStack(t, sim.Options{
-		ClientTimeout: hold,
-		Random:        sim.RandomFaults{Timeout: 1, LookupNotFoundWhileInFlight: 1},
-	}, 50*time.Millisecond)
-	start := time.Now()
-	r := req("att_1", "tok_ok")
-	if got, _ := s.gw.Charge(context.Background(), r); got.Outcome != order.OutcomeUnknown {
-		t.Fatalf("Charge() = %+v, want unknown", got)
-	}
-	got, err := s.gw.Lookup(context.Background(), r)
-	if time.Since(start) < hold && (err != nil || got.Outcome != order.OutcomeNotFound) {
-		t.Errorf("Lookup() while in flight = %+v, %v; want not found", got, err)
-	}
-	waitForLookup(t, s, r, start.Add(hold))
 }
 
 func TestRandomFaultsAreDeterministic(t *testing.T) {
