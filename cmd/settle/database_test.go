@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -151,5 +152,28 @@ func TestWarnsOnAsynchronousStandby(t *testing.T) {
 				t.Fatalf("a warning with a synchronous standby:\n%s", out)
 			}
 		})
+	}
+}
+
+// TestDevStandby: settle dev --standby runs on a primary and a synchronous
+// standby, and connects to both.
+func TestDevStandby(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--standby", "--listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0"}, mapEnv(nil), &out, &out)
+	}()
+	for !strings.Contains(out.String(), "Settle is running") && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("dev --standby: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "sync_standbys=1") || !strings.Contains(s, "settle-pg-standby-") {
+		t.Fatalf("dev --standby did not run on a synchronous standby:\n%s", s)
 	}
 }
