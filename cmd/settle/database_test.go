@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"testing"
@@ -99,5 +100,80 @@ func TestRefusesUnsafeDatabase(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), `"msg":"database durability"`) {
 		t.Fatalf("no status line in the log:\n%s", out.String())
+	}
+}
+
+// TestWarnsOnAsynchronousStandby: a primary whose standby is asynchronous
+// can lose commits in a failover, which reconcile says loudly; with the
+// standby synchronous it says nothing of the kind.
+func TestWarnsOnAsynchronousStandby(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		config []string
+		want   string
+	}{
+		{"async", nil, "DATABASE CAN LOSE COMMITS IN A FAILOVER"},
+		{"sync", []string{"synchronous_standby_names=*"}, "sync_standbys=1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			primary, err := pgcluster.Start(ctx, pgcluster.Options{Config: tc.config})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(primary.Stop)
+			standby, err := primary.StartStandby(ctx, "standby")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(standby.Stop)
+			url := pgcluster.URLs("postgres", primary, standby)
+			pool, err := postgres.Open(ctx, url, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = postgres.Migrate(ctx, pool)
+			pool.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec := start(t, crashEnv(url, "http://127.0.0.1:1"), "reconcile")
+			deadline := time.Now().Add(30 * time.Second)
+			for !strings.Contains(rec.output(), tc.want) && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+			}
+			time.Sleep(200 * time.Millisecond) // a warning follows the status line at once
+			out := rec.output()
+			if !strings.Contains(out, tc.want) {
+				t.Fatalf("reconcile's log has no %q:\n%s", tc.want, out)
+			}
+			if tc.name == "sync" && strings.Contains(out, "LOSE COMMITS") {
+				t.Fatalf("a warning with a synchronous standby:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestDevStandby: settle dev --standby runs on a primary and a synchronous
+// standby, and connects to both.
+func TestDevStandby(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var out lockedBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"dev", "--standby", "--listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0"}, mapEnv(nil), &out, &out)
+	}()
+	for !strings.Contains(out.String(), "Settle is running") && ctx.Err() == nil {
+		time.Sleep(100 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("dev --standby: %v\n%s", err, out.String())
+	}
+	if s := out.String(); !strings.Contains(s, "sync_standbys=1") || !strings.Contains(s, "settle-pg-standby-") {
+		t.Fatalf("dev --standby did not run on a synchronous standby:\n%s", s)
 	}
 }

@@ -26,6 +26,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	fs := flag.NewFlagSet("settle dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "keep the database here across runs (default: a temp dir, removed on exit)")
+	standby := fs.Bool("standby", false, "also start a synchronous standby streaming from the throwaway PostgreSQL, and connect to both (the production topology, on one machine)")
 	citus := fs.Bool("citus", false, "run on a throwaway Citus cluster (a coordinator and two workers, tables distributed by merchant) instead; needs scripts/citus-install")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
@@ -92,6 +93,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	}
 	log := cfg.logger(stderr)
 
+	if *standby && (*citus || *dataDir != "") {
+		return errors.New("--standby goes with neither --citus nor --data-dir: the pair is always throwaway")
+	}
 	if *citus {
 		if *dataDir != "" {
 			return errors.New("--data-dir and --citus: the Citus cluster is always throwaway")
@@ -108,12 +112,27 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		cfg.DatabaseURL = cc.URL("settle")
 	} else {
 		fmt.Fprintln(stdout, "starting a throwaway PostgreSQL...")
-		cluster, err := pgcluster.Start(ctx, pgcluster.Options{DataDir: *dataDir})
+		opts := pgcluster.Options{DataDir: *dataDir}
+		if *standby {
+			// Every commit waits for the standby, which can be promoted
+			// without losing one; the primary can be rewound to follow it.
+			opts.Rewindable, opts.Config = true, []string{"synchronous_standby_names=*"}
+		}
+		cluster, err := pgcluster.Start(ctx, opts)
 		if err != nil {
 			return err
 		}
 		defer cluster.Stop()
 		cfg.DatabaseURL = cluster.URL("postgres")
+		if *standby {
+			fmt.Fprintln(stdout, "starting its synchronous standby...")
+			sb, err := cluster.StartStandby(ctx, "standby")
+			if err != nil {
+				return err
+			}
+			defer sb.Stop()
+			cfg.DatabaseURL = pgcluster.URLs("postgres", cluster, sb)
+		}
 	}
 	migratePool, err := postgres.Open(ctx, cfg.DatabaseURL, 2)
 	if err != nil {

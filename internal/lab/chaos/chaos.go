@@ -106,6 +106,13 @@ type Config struct {
 	Replicas, Reconcilers int
 	// Faults are the fault rates (zero value: DefaultFaults).
 	Faults Faults
+	// Failover, when set, runs PostgreSQL as a primary and a standby, and
+	// each database restart of the schedule becomes a failover: the
+	// primary is killed, the standby promoted, the old primary rewound and
+	// rejoined as the standby. FailoverSync makes the standby synchronous
+	// (no committed claim can be lost); FailoverAsync leaves it
+	// asynchronous, which can lose claims: expect violations.
+	Failover FailoverMode
 	// Gateway are the simulator's fault rates (zero value: DefaultGateway).
 	Gateway sim.RandomFaults
 	// LogDir receives every process's log; default a temporary directory,

@@ -53,7 +53,11 @@ func (h *harness) fault(ctx context.Context, f Fault) {
 			h.count(func(s *Summary) { s.Freezes++ })
 		}
 	case DBRestart:
-		h.restartDB(ctx, f)
+		if h.standby != nil {
+			h.failover(ctx, f)
+		} else {
+			h.restartDB(ctx, f)
+		}
 	case BackendKill:
 		h.killBackends(ctx, f)
 	}

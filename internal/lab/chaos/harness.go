@@ -33,6 +33,11 @@ type harness struct {
 	start   atomic.Int64       // unix nanoseconds: the start of the run, then of the workload
 	cluster *pgcluster.Cluster // the coordinator, on Citus
 	citus   *pgcluster.Citus   // nil on plain PostgreSQL
+	// standby is the primary's standby when cfg.Failover is set, and names
+	// each cluster's application_name.
+	standby *pgcluster.Cluster
+	names   map[*pgcluster.Cluster]string
+	clients []settlev1.OrderServiceClient
 	dbName  string
 	pool    *pgxpool.Pool // the harness's own, named settle-chaos
 	dbMu    sync.Mutex    // one database restart at a time
@@ -113,19 +118,15 @@ func (h *harness) run(ctx context.Context) error {
 			h.citus.Stop()
 		}()
 	} else {
-		h.cluster, err = pgcluster.Start(ctx, pgcluster.Options{})
-		if err != nil {
-			return fmt.Errorf("start PostgreSQL: %w", err)
+		if err := h.startDB(ctx); err != nil {
+			return err
 		}
-		defer func() {
-			copyFile(filepath.Join(h.cluster.Dir(), "postgres.log"), filepath.Join(h.dir, "postgres.log"))
-			h.cluster.Stop()
-		}()
+		defer h.stopDB()
 	}
 	if err := h.createDB(ctx); err != nil {
 		return err
 	}
-	if h.pool, err = postgres.Open(ctx, h.cluster.URL(h.dbName)+"&application_name=settle-chaos", 4); err != nil {
+	if h.pool, err = postgres.Open(ctx, h.dbURL(h.dbName)+"&application_name=settle-chaos", 4); err != nil {
 		return err
 	}
 	defer h.pool.Close()
@@ -216,6 +217,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.waitServing(ctx, clients, 60*time.Second); err != nil {
 		return err
 	}
+	h.clients = clients
 
 	// The workload and the faults, side by side.
 	h.start.Store(time.Now().UnixNano())
@@ -305,7 +307,7 @@ func (h *harness) env(simURL, key, eventsURL string) []string {
 		steps[i] = recheckStep.String()
 	}
 	return append(slices.Clone(h.cfg.Env),
-		"DATABASE_URL="+h.cluster.URL(h.dbName),
+		"DATABASE_URL="+h.dbURL(h.dbName),
 		"SETTLE_DB_MAX_CONNS=4",
 		"SETTLE_LOG_FORMAT=text",
 		"SETTLE_DEFAULT_GATEWAY=refpsp",

@@ -31,6 +31,11 @@ type Summary struct {
 	Freezes      int
 	DBRestarts   int
 	BackendKills int
+	// Failovers counts the failovers; NoPrimary is how long each left no
+	// primary (kill to promotion), and ServeAgain how long until a
+	// replica wrote again (kill to an order created).
+	Failovers             int
+	NoPrimary, ServeAgain []time.Duration
 	// States counts the orders in each state at the end.
 	States map[string]int
 	// Charged counts the gateway's successful charges.
@@ -65,6 +70,10 @@ func (s Summary) String() string {
 			parts = append(parts, fmt.Sprintf("%d:%s=%d", inv, invariantNames[inv], n[inv]))
 		}
 		line += " (" + strings.Join(parts, " ") + ")"
+	}
+	if s.Failovers > 0 {
+		line += fmt.Sprintf(" failovers=%d no_primary_median=%s serve_again_median=%s",
+			s.Failovers, median(s.NoPrimary).Round(time.Millisecond), median(s.ServeAgain).Round(time.Millisecond))
 	}
 	if len(s.Problems) > 0 {
 		line += fmt.Sprintf(" problems=%d", len(s.Problems))
