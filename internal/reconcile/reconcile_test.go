@@ -164,7 +164,9 @@ func TestNotFoundWaitsForTheHorizon(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	id, att := f.charging(t, "tok_ok", false)
-	horizon := 1500 * time.Millisecond
+	// The first check and the look at its next one must come within half
+	// the horizon of the charge: long enough for a loaded machine.
+	horizon := 3 * time.Second
 	r := f.reconciler(t, f.gw, reconcile.Config{NoShowHorizon: horizon, Schedule: []time.Duration{time.Millisecond, time.Millisecond, time.Millisecond}})
 	if _, err := r.RunOnce(context.Background()); err != nil {
 		t.Fatal(err)
