@@ -83,7 +83,9 @@ func TestThreeDSecureExpiresWithTheSimulator(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const expiry = 200 * time.Millisecond
+	// The check before the expiry has to come within it, after the order is
+	// created and the action presented: long enough for a loaded machine.
+	const expiry = 2 * time.Second
 	rec, err := reconcile.New(f.store, map[string]order.Gateway{"sim": gw}, reconcile.Config{
 		Schedule: []time.Duration{time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
 		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour, ActionExpiry: expiry,
