@@ -82,6 +82,7 @@ takes about 13 minutes; -duration 3s -runs 1 is a quick look.
 	fs.StringVar(&jsonPath, "json", "", "also write the report, every run included, as JSON to this file")
 	fs.StringVar(&cfg.Dir, "dir", "", "keep the server logs here (default: a temp dir, removed)")
 	fs.BoolVar(&cfg.Profile, "profile", false, "write a CPU profile of the server during the last Settle run of each point into -dir (go tool pprof reads it)")
+	fs.BoolVar(&cfg.Standby, "standby", false, "measure with a synchronous standby on the same machine: every commit waits for it")
 	fs.BoolVar(&cfg.Citus, "citus", false, "measure Settle alone (no SQL floors, transport or drain) on a throwaway Citus cluster, a coordinator and two workers, with each node's CPU per order; needs scripts/citus-install")
 	fs.Func("server-env", "KEY=VALUE added to the server's environment, e.g. GOMAXPROCS=1 (repeatable)", func(s string) error {
 		if !strings.Contains(s, "=") {

@@ -46,6 +46,9 @@ type Config struct {
 	// local endpoint during the Settle runs, for a comparison with
 	// delivery off.
 	Deliver bool
+	// Standby measures with a synchronous standby streaming from the
+	// throwaway PostgreSQL: every commit waits for it.
+	Standby bool
 	// Server runs `settle bench-server`.
 	Server Server
 	// ClientProcs is GOMAXPROCS of this process while its load client
@@ -162,8 +165,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		cfg.DrainOrders, cfg.OneCallConcurrency = 0, nil
 		b.cfg = cfg
 	} else {
-		fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on)...\n")
-		db, err = startDB(ctx, cfg.StatementCounts)
+		fmt.Fprintf(cfg.Log, "bench: starting a throwaway PostgreSQL (fsync and synchronous_commit on, synchronous standby %v)...\n", cfg.Standby)
+		db, err = startDB(ctx, cfg.StatementCounts, cfg.Standby)
 	}
 	if err != nil {
 		return nil, err

@@ -17,6 +17,8 @@ import (
 type benchDB struct {
 	cluster *pgcluster.Cluster // the coordinator, on Citus
 	citus   *pgcluster.Citus   // nil on plain PostgreSQL
+	// standby is the primary's synchronous standby, when measured with one.
+	standby *pgcluster.Cluster
 	url     string
 	pool    *pgxpool.Pool
 	// pgss says whether pg_stat_statements counts statements (round trips).
@@ -35,17 +37,38 @@ const dbName = "settle_bench"
 // synchronous_commit on), creates and migrates the benchmark's database
 // and, when pgss, restarts the cluster once with pg_stat_statements loaded
 // so that round trips can be counted.
-func startDB(ctx context.Context, pgss bool) (_ *benchDB, err error) {
-	cluster, err := pgcluster.Start(ctx, pgcluster.Options{})
+//
+// With standby, every commit also waits for a synchronous standby (on the
+// same machine: the figure is the cost of the protocol, not of a network).
+func startDB(ctx context.Context, pgss, standby bool) (_ *benchDB, err error) {
+	opts := pgcluster.Options{}
+	if standby {
+		opts.Config = []string{"synchronous_standby_names=*"}
+	}
+	cluster, err := pgcluster.Start(ctx, opts)
 	if err != nil {
 		return nil, fmt.Errorf("start PostgreSQL: %w", err)
 	}
+	var sb *pgcluster.Cluster
 	defer func() {
 		if err != nil {
+			if sb != nil {
+				sb.Stop()
+			}
 			cluster.Stop()
 		}
 	}()
-	return setupDB(ctx, cluster, nil, pgss)
+	if standby {
+		if sb, err = cluster.StartStandby(ctx, "bench-standby"); err != nil {
+			return nil, fmt.Errorf("start the standby: %w", err)
+		}
+	}
+	db, err := setupDB(ctx, cluster, nil, pgss)
+	if err != nil {
+		return nil, err
+	}
+	db.standby = sb
+	return db, nil
 }
 
 // startCitusDB is startDB on a throwaway Citus cluster (a coordinator and
@@ -210,6 +233,9 @@ func (db *benchDB) close() {
 		return
 	}
 	db.cluster.Stop()
+	if db.standby != nil {
+		db.standby.Stop()
+	}
 }
 
 // nodeCPU returns the CPU time of each Citus node (coordinator first), or
