@@ -262,7 +262,13 @@ func TestRateAndConcurrencyLimits(t *testing.T) {
 		_, err := c.orders.ChargeOrder(with(keyA), &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "slow-req-1"})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond)
+	// The charge holds the key's one slot from when the gateway has it
+	// until the gateway's deadline: wait for the first, not for a guess.
+	for deadline := time.Now().Add(30 * time.Second); len(c.sim.Ledger()) == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the slow charge never reached the gateway")
+		}
+	}
 	_, err := c.orders.GetOrder(with(keyA), &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_Id{Id: o.GetId()}})
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("second call while one is in flight: %v, want ResourceExhausted", err)
