@@ -433,9 +433,15 @@ func TestSettleTruncatesToValidUTF8(t *testing.T) {
 // there.
 func waitForLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
 	t.Helper()
+	// On Citus the statement waits on the worker that holds the order's
+	// shard, which citus_stat_activity shows from the coordinator.
+	activity := "pg_stat_activity"
+	if postgrestest.Citus() {
+		activity = "citus_stat_activity"
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {
 		var waiting int
-		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+		if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM `+activity+`
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
