@@ -34,11 +34,11 @@ SELECT id AS order_id, current_attempt AS attempt_id, state AS order_state FROM 
 -- Settle: the gateway said succeeded; guarded by state and attempt.
 WITH upd AS (
 	UPDATE orders SET state = 'PAID', reconcile_at = NULL, last_error = '', updated_at = now()
-	WHERE id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid
+	WHERE merchant_id = 'default' AND id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid
 	RETURNING merchant_id, id, state
 ), att AS (
 	UPDATE charge_attempts SET outcome = 'succeeded', gateway_charge_id = 'ch_floor', settled_at = now()
-	WHERE id = :attempt_id::uuid AND EXISTS (SELECT 1 FROM upd)
+	WHERE merchant_id = 'default' AND id = :attempt_id::uuid AND EXISTS (SELECT 1 FROM upd)
 ), ev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
 	SELECT merchant_id, id, :order_state, state, 'succeed', 'api', '', :attempt_id::uuid FROM upd

@@ -29,7 +29,7 @@ WITH ord AS (
 ), upd AS (
 	UPDATE orders o SET refunding_minor = ord.refunding_minor + ins.amount_minor
 	FROM ord JOIN ins ON ins.order_id = ord.id
-	WHERE o.id = ord.id
+	WHERE o.merchant_id = 'default' AND o.id = ord.id
 ), ev AS (
 	INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor)
 	SELECT 'default', order_id, id, NULL, 'PENDING', 'create', 'api' FROM ins
@@ -53,7 +53,7 @@ WITH lockedo AS MATERIALIZED (
 	UPDATE orders o SET refunded_minor = lockedo.refunded_minor + upr.amount_minor,
 		refunding_minor = lockedo.refunding_minor - upr.amount_minor, state = 'PARTIALLY_REFUNDED', updated_at = now()
 	FROM lockedo JOIN upr ON upr.order_id = lockedo.id
-	WHERE o.id = lockedo.id
+	WHERE o.merchant_id = 'default' AND o.id = lockedo.id
 ), oev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, refund_id)
 	SELECT 'default', lockedo.id, lockedo.state, 'PARTIALLY_REFUNDED', 'refund_partial', 'api', upr.id

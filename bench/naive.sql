@@ -31,7 +31,7 @@ RETURNING id AS attempt_id
 \gset
 UPDATE orders SET state = 'CHARGING', current_attempt = :attempt_id::uuid, reconcile_at = now() + interval '15 seconds',
 	reconcile_count = 0, last_error = '', updated_at = now()
-WHERE id = :order_id::uuid AND state = :order_state;
+WHERE merchant_id = 'default' AND id = :order_id::uuid AND state = :order_state;
 INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
 VALUES ('default', :order_id::uuid, 'PENDING', 'CHARGING', 'charge', 'api', :attempt_id::uuid);
 COMMIT;
@@ -39,13 +39,13 @@ COMMIT;
 -- Settle (6 round trips): lock and read the order, then write.
 BEGIN;
 SELECT state AS order_state, current_attempt FROM orders
-WHERE id = :order_id::uuid
+WHERE merchant_id = 'default' AND id = :order_id::uuid
 FOR UPDATE
 \gset
 UPDATE orders SET state = 'PAID', reconcile_at = NULL, last_error = '', updated_at = now()
-WHERE id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid;
+WHERE merchant_id = 'default' AND id = :order_id::uuid AND state = :order_state AND current_attempt = :attempt_id::uuid;
 UPDATE charge_attempts SET outcome = 'succeeded', gateway_charge_id = 'ch_naive', settled_at = now()
-WHERE id = :attempt_id::uuid;
+WHERE merchant_id = 'default' AND id = :attempt_id::uuid;
 INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
 VALUES ('default', :order_id::uuid, 'CHARGING', 'PAID', 'succeed', 'api', '', :attempt_id::uuid);
 COMMIT;

@@ -15,12 +15,12 @@
 WITH upd AS (
 	UPDATE orders SET state = 'PAID', reconcile_at = NULL, reconcile_count = reconcile_count + 1,
 		last_error = '', updated_at = now()
-	WHERE id = md5('drain-' || :tag || '-' || :n::bigint)::uuid AND state = :charging
+	WHERE merchant_id = 'default' AND id = md5('drain-' || :tag || '-' || :n::bigint)::uuid AND state = :charging
 		AND current_attempt = md5('drain-attempt-' || :tag || '-' || :n::bigint)::uuid
 	RETURNING merchant_id, id, current_attempt
 ), att AS (
 	UPDATE charge_attempts SET outcome = 'succeeded', gateway_charge_id = 'ch_floor', settled_at = now()
-	WHERE id = (SELECT current_attempt FROM upd)
+	WHERE merchant_id = 'default' AND id = (SELECT current_attempt FROM upd)
 ), ev AS (
 	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id)
 	SELECT merchant_id, id, :charging, 'PAID', 'succeed', 'reconciler', 'gateway has the charge', current_attempt FROM upd
