@@ -122,57 +122,42 @@ var brokenClaimGuard = mutant.Mutation{
 	New:  "true",
 }
 
-// TestChaosCatchesBrokenBuild runs a short chaos run against a build whose
-// claims ignore the order's state (brokenClaimGuard, applied at build
-// time): the harness must catch it, or its green runs prove nothing.
-func TestChaosCatchesBrokenBuild(t *testing.T) {
+// TestChaosCatchesMutants runs a short chaos run against each build with
+// one guard broken on purpose (applied at build time by internal/lab/mutant):
+// the harness must see each through the invariant that guards it, or its
+// green runs prove nothing.
+func TestChaosCatchesMutants(t *testing.T) {
 	if testing.Short() {
-		t.Skip("chaos runs for a minute; skipped with -short")
+		t.Skip("chaos runs for a minute per mutant; skipped with -short")
 	}
-	bin := filepath.Join(t.TempDir(), "settle-mutant")
-	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, brokenClaimGuard); err != nil {
-		t.Fatalf("build the mutant: %v", err)
-	}
-	sum := runChaosTest(t, chaos.Config{
-		Binary:   bin,
-		Seed:     chaosSeed,
-		Duration: 20 * time.Second,
-		Clients:  8,
-		Orders:   200,
-		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
-		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
-	})
-	if len(sum.Violations) == 0 {
-		t.Fatalf("the harness found no violation in a build that charges orders twice: %s", sum)
-	}
-	if !hasInvariant(sum, chaos.InvOneCharge) {
-		t.Errorf("the harness did not see the double charges: %s", sum)
-	}
-}
-
-// TestChaosCatchesUndeliveredEvents runs a short chaos run against a build
-// that records a delivery the endpoint refused as delivered
-// (deliveredBeforeAccepted): the harness's endpoint refuses some, and the
-// events invariant must see them never arrive.
-func TestChaosCatchesUndeliveredEvents(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos runs for a minute; skipped with -short")
-	}
-	bin := filepath.Join(t.TempDir(), "settle-mutant")
-	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, deliveredBeforeAccepted); err != nil {
-		t.Fatalf("build the mutant: %v", err)
-	}
-	sum := runChaosTest(t, chaos.Config{
-		Binary:   bin,
-		Seed:     chaosSeed,
-		Duration: 20 * time.Second,
-		Clients:  8,
-		Orders:   200,
-		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
-		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
-	})
-	if !hasInvariant(sum, chaos.InvEvents) {
-		t.Fatalf("the harness did not see refused deliveries recorded as delivered: %s", sum)
+	for _, tc := range []struct {
+		name string
+		m    mutant.Mutation
+		inv  int // the invariant that must report it
+		what string
+	}{
+		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state"},
+		{"UndeliveredEvents", deliveredBeforeAccepted, chaos.InvEvents, "refused deliveries recorded as delivered"},
+		{"BrokenRefundGuard", brokenRefundGuard, chaos.InvRefunds, "refunds beyond the charge in a build that admits them"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "settle-mutant")
+			if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, tc.m); err != nil {
+				t.Fatalf("build the mutant: %v", err)
+			}
+			sum := runChaosTest(t, chaos.Config{
+				Binary:   bin,
+				Seed:     chaosSeed,
+				Duration: 20 * time.Second,
+				Clients:  8,
+				Orders:   200,
+				Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
+				LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
+			})
+			if !hasInvariant(sum, tc.inv) {
+				t.Fatalf("the harness did not see %s: %s", tc.what, sum)
+			}
+		})
 	}
 }
 
@@ -183,30 +168,6 @@ var brokenRefundGuard = mutant.Mutation{
 	File: "internal/postgres/sql/refund_claim.sql",
 	Old:  "AND want.amount <= want.left_minor",
 	New:  "AND true",
-}
-
-// TestChaosCatchesBrokenRefundGuard is TestChaosCatchesBrokenBuild for the
-// refund claim's amount guard: the refund invariants must catch it.
-func TestChaosCatchesBrokenRefundGuard(t *testing.T) {
-	if testing.Short() {
-		t.Skip("chaos runs for a minute; skipped with -short")
-	}
-	bin := filepath.Join(t.TempDir(), "settle-mutant")
-	if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, brokenRefundGuard); err != nil {
-		t.Fatalf("build the mutant: %v", err)
-	}
-	sum := runChaosTest(t, chaos.Config{
-		Binary:   bin,
-		Seed:     chaosSeed,
-		Duration: 20 * time.Second,
-		Clients:  8,
-		Orders:   200,
-		Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
-		LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
-	})
-	if !hasInvariant(sum, chaos.InvRefunds) {
-		t.Fatalf("the harness did not see refunds beyond the charge in a build that admits them: %s", sum)
-	}
 }
 
 func hasInvariant(s chaos.Summary, inv int) bool {

@@ -112,29 +112,7 @@ func (s *Sim) handleRefund(w http.ResponseWriter, r *http.Request) {
 		writeError(w, code, msg+"; nothing refunded")
 		return
 	}
-	switch p.fault {
-	case faultNone, faultReplay, faultDecline:
-		writeRefund(w, p.refund)
-	case faultRateLimit:
-		writeError(w, http.StatusTooManyRequests, "rate limited; nothing refunded")
-	case faultReject:
-		writeError(w, http.StatusUnprocessableEntity, "refund rejected; nothing refunded")
-	case faultUnavailable:
-		writeError(w, http.StatusServiceUnavailable, "unavailable; nothing refunded")
-	case faultHold:
-		if !sleep(r.Context(), p.delay) {
-			panic(http.ErrAbortHandler)
-		}
-		writeRefund(w, p.refund)
-	case faultError:
-		writeError(w, http.StatusInternalServerError, "internal error")
-	case faultDrop:
-		conn, _, err := http.NewResponseController(w).Hijack()
-		if err != nil {
-			panic(http.ErrAbortHandler)
-		}
-		conn.Close()
-	}
+	p.answer(w, r, "refund rejected", "refunded", func() { writeRefund(w, p.refund) })
 }
 
 // refundPlan is how one refund request is handled: a charge's plan, with

@@ -375,22 +375,29 @@ func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
 	}
 
 	p := s.accept(in, "http://"+r.Host)
+	p.answer(w, r, "payment method rejected", "charged", func() { writeCharge(w, p.charge) })
+}
+
+// answer writes what the plan's fault makes of a request (a charge or a
+// refund): ok writes the object made or found; rejected and undone word the
+// refusals ("… rejected; nothing <undone>").
+func (p plan) answer(w http.ResponseWriter, r *http.Request, rejected, undone string, ok func()) {
 	switch p.fault {
 	case faultNone, faultReplay, faultDecline, faultAction:
-		writeCharge(w, p.charge)
+		ok()
 	case faultRateLimit:
-		writeError(w, http.StatusTooManyRequests, "rate limited; nothing charged")
+		writeError(w, http.StatusTooManyRequests, "rate limited; nothing "+undone)
 	case faultReject:
-		writeError(w, http.StatusUnprocessableEntity, "payment method rejected; nothing charged")
+		writeError(w, http.StatusUnprocessableEntity, rejected+"; nothing "+undone)
 	case faultUnavailable:
-		writeError(w, http.StatusServiceUnavailable, "unavailable; nothing charged")
+		writeError(w, http.StatusServiceUnavailable, "unavailable; nothing "+undone)
 	case faultHold:
 		if !sleep(r.Context(), p.delay) {
 			// The client hung up or the server is shutting down. Abort
 			// rather than return, which would send an empty 200.
 			panic(http.ErrAbortHandler)
 		}
-		writeCharge(w, p.charge)
+		ok()
 	case faultError:
 		writeError(w, http.StatusInternalServerError, "internal error")
 	case faultDrop:
