@@ -67,6 +67,7 @@ type attemptRow struct {
 	OrderID         string    `db:"attempt_order_id"`
 	RequestID       string    `db:"attempt_request_id"`
 	PaymentMethod   string    `db:"attempt_payment_method"`
+	Customer        string    `db:"attempt_customer"`
 	AmountMinor     int64     `db:"attempt_amount_minor"`
 	Currency        string    `db:"attempt_currency"`
 	Outcome         string    `db:"attempt_outcome"`
@@ -81,6 +82,7 @@ func (r attemptRow) attempt() order.Attempt {
 		OrderID:         r.OrderID,
 		RequestID:       r.RequestID,
 		PaymentMethod:   r.PaymentMethod,
+		Customer:        r.Customer,
 		Amount:          order.Money{Currency: r.Currency, AmountMinor: r.AmountMinor},
 		Outcome:         order.Outcome(r.Outcome),
 		DeclineCode:     r.DeclineCode,
