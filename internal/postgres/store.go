@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -17,12 +16,15 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// Store is order.Store on PostgreSQL. The charge path's claim and settle are
-// one statement each (data-modifying CTEs), so each costs one round trip and
-// one commit (concurrent settles share theirs: see newSettles); a row lock
-// is held only for the length of that statement.
+// Store is order.Store on PostgreSQL. The charge path's create, claim and
+// settle are one statement each (data-modifying CTEs), so each costs one
+// round trip and one commit, which concurrent calls of one kind share (see
+// newCreates, newClaims and newSettles); a row lock is held only for the
+// length of that statement.
 type Store struct {
 	pool    *pgxpool.Pool
+	creates *batch.Batcher[string, order.Order, created]
+	claims  *batch.Batcher[string, order.Claim, claimed]
 	settles *batch.Batcher[string, order.Settlement, settled]
 	engine  engine
 }
@@ -64,50 +66,8 @@ func (s *Store) onCitus(ctx context.Context) (bool, error) {
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool}
-	s.settles = newSettles(s)
+	s.creates, s.claims, s.settles = newCreates(s), newClaims(s), newSettles(s)
 	return s
-}
-
-//go:embed sql/create_order.sql
-var createOrderSQL string
-
-// createdRow is what create_order.sql returns.
-type createdRow struct {
-	Created bool `db:"created"`
-	orderRow
-}
-
-// CreateOrder implements order.Store.
-func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, error) {
-	var r createdRow
-	err := retry(ctx, func() error {
-		// A concurrent insert of the same reference that commits after this
-		// statement's snapshot conflicts but is invisible to the fallback
-		// SELECT; the next run of the statement sees it.
-		for range 3 {
-			var err error
-			r, err = queryOne[createdRow](ctx, s.pool, createOrderSQL, pgx.StrictNamedArgs{
-				"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
-				"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
-				"gateway": o.Gateway, "state": o.State, "event": order.EventCreate,
-			})
-			if !errors.Is(err, order.ErrNotFound) {
-				return err
-			}
-		}
-		return errors.New("create order: conflicting insert never became visible")
-	})
-	if err != nil {
-		return order.Order{}, fmt.Errorf("create order: %w", err)
-	}
-	got := r.order()
-	if !r.Created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
-		// The message does not repeat the reference: a client chose it, and
-		// error messages are logged.
-		return order.Order{}, &order.ConflictError{
-			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
-	}
-	return got, nil
 }
 
 //go:embed sql/order_by_id.sql
@@ -151,54 +111,6 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 		return err
 	})
 	return r.attempt(), err
-}
-
-// claimSQL claims an order in one statement; its comments say how it
-// serializes claims and why its guard is checked where it is.
-//
-//go:embed sql/claim.sql
-var claimSQL string
-
-// claimRow is what claim.sql returns; an attempt ID of ” means no attempt.
-type claimRow struct {
-	Claimed bool `db:"claimed"`
-	orderRow
-	attemptRow
-}
-
-// Claim implements order.Store.
-func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
-	var res order.ClaimResult
-	err := retry(ctx, func() error {
-		r, err := queryOne[claimRow](ctx, s.pool, claimSQL, pgx.StrictNamedArgs{
-			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
-			"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
-			"event": c.Event, "actor": c.Actor,
-		})
-		if err != nil {
-			return err
-		}
-		res = order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
-		if r.attemptRow.ID != "" {
-			a := r.attempt()
-			res.Attempt = &a
-			return nil
-		}
-		// Not claimed and no earlier attempt seen: the request id may have
-		// been used by a claim that committed after this statement began.
-		a, err := queryOne[attemptRow](ctx, s.pool, attemptByRequestSQL,
-			pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
-		switch {
-		case errors.Is(err, order.ErrNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		at := a.attempt()
-		res.Attempt = &at
-		return nil
-	})
-	return res, err
 }
 
 //go:embed sql/attempt_by_request.sql
