@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/settlepay/settle/internal/batch"
 	"github.com/settlepay/settle/internal/order"
@@ -392,4 +393,142 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 		res[i], errs[i] = r.res, r.err
 	}
 	return res, errs, nil
+}
+
+// createClaimedManySQL creates orders already claimed for their first
+// attempts in one statement; createClaimedSQL is the same statement for one
+// order, generated from it.
+//
+//go:generate go run gen_onerow.go sql/create_claimed_many.sql sql/create_claimed.sql
+//go:embed sql/create_claimed_many.sql
+var createClaimedManySQL string
+
+//go:embed sql/create_claimed.sql
+var createClaimedSQL string
+
+// createClaimedRow is what create_claimed_many.sql returns for the i-th
+// order (from 1).
+type createClaimedRow struct {
+	I int `db:"i"`
+	orderRow
+	attemptRow
+}
+
+// newClaimed is an order to create already claimed, and its claim.
+type newClaimed struct {
+	order order.Order
+	claim order.Claim
+}
+
+// createdClaimed is one order's result in a grouped create-and-claim:
+// the order and its attempt, or created false when its reference was taken.
+type createdClaimed struct {
+	order   order.Order
+	attempt order.Attempt
+	created bool
+}
+
+// newCreateClaims returns the batcher of s's CreateClaimed calls: one row
+// per merchant reference in each group. A request id that is taken fails
+// the group's statement, which is then run again order by order, so that
+// only the order that took it fails.
+func newCreateClaims(s *Store) *batch.Batcher[string, newClaimed, createdClaimed] {
+	return batch.New(batch.Config[string, newClaimed, createdClaimed]{
+		Run:     s.createClaimedMany,
+		Key:     func(n newClaimed) string { return n.order.MerchantID + "\x00" + n.order.MerchantReference },
+		MaxSize: maxGroup,
+		Isolate: isolate,
+	})
+}
+
+// CreateClaimed implements order.Store: the order shares a statement with
+// whatever other CreateClaimed calls are waiting (see package batch).
+func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim) (order.Order, order.Attempt, bool, error) {
+	var (
+		r   createdClaimed
+		err error
+	)
+	if citus, cerr := s.onCitus(ctx); cerr != nil {
+		return order.Order{}, order.Attempt{}, false, cerr
+	} else if citus {
+		// On Citus each runs alone on its merchant's shard, as each settle
+		// does (see Settle).
+		var rs []createdClaimed
+		if rs, err = s.createClaimedMany(ctx, []newClaimed{{o, c}}); err == nil {
+			r = rs[0]
+		}
+	} else {
+		r, err = s.createClaims.Do(ctx, newClaimed{o, c})
+	}
+	var pgErr *pgconn.PgError
+	switch {
+	case errors.As(err, &pgErr) && pgErr.Code == "23505" && isRequestKey(pgErr):
+		// The reference was free (its insert went through), so the request
+		// id names an attempt of another order. The statement failed as a
+		// whole: nothing was created.
+		return order.Order{}, order.Attempt{}, false, &order.ConflictError{Msg: order.MsgRequestIDOtherOrder}
+	case err != nil:
+		return order.Order{}, order.Attempt{}, false, err
+	}
+	return r.order, r.attempt, r.created, nil
+}
+
+// createClaimedMany runs create_claimed_many.sql for ns, whose merchant
+// references differ, and returns each one's result.
+func (s *Store) createClaimedMany(ctx context.Context, ns []newClaimed) ([]createdClaimed, error) {
+	n := len(ns)
+	var (
+		ids      = make([]string, n)
+		merchant = make([]string, n)
+		ref      = make([]string, n)
+		amount   = make([]int64, n)
+		currency = make([]string, n)
+		method   = make([]string, n)
+		gateway  = make([]string, n)
+		to       = make([]string, n)
+		attIDs   = make([]string, n)
+		lease    = make([]time.Duration, n)
+		request  = make([]string, n)
+		from     = make([]string, n)
+		event    = make([]string, n)
+		actor    = make([]string, n)
+	)
+	for i, nc := range ns {
+		o, c := nc.order, nc.claim
+		ids[i], merchant[i], ref[i], amount[i] = o.ID, o.MerchantID, o.MerchantReference, o.Amount.AmountMinor
+		currency[i], method[i], gateway[i], to[i] = o.Amount.Currency, o.PaymentMethod, o.Gateway, string(c.To)
+		attIDs[i], lease[i], request[i], from[i] = c.AttemptID, c.Lease, c.RequestID, string(c.From)
+		event[i], actor[i] = string(c.Event), string(c.Actor)
+	}
+	idUUIDs, err := uuids(ids)
+	if err != nil {
+		return nil, fmt.Errorf("create claimed: order %w", err)
+	}
+	attUUIDs, err := uuids(attIDs)
+	if err != nil {
+		return nil, fmt.Errorf("create claimed: attempt %w", err)
+	}
+	args := pgx.StrictNamedArgs{
+		"id": idUUIDs, "merchant_id": merchant, "merchant_reference": ref, "amount_minor": amount, "currency": currency,
+		"payment_method": method, "gateway": gateway, "to_state": to, "attempt_id": attUUIDs, "lease": lease,
+		"request_id": request, "from_state": from, "create_event": order.EventCreate, "claim_event": event, "actor": actor,
+	}
+	sql := createClaimedManySQL
+	if n == 1 {
+		sql = createClaimedSQL
+		oneRow(args)
+	}
+	var rows []createClaimedRow
+	err = retry(ctx, func() (err error) {
+		rows, err = queryAll[createClaimedRow](ctx, s.pool, sql, args)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]createdClaimed, n)
+	for _, r := range rows {
+		out[r.I-1] = createdClaimed{order: r.order(), attempt: r.attempt(), created: true}
+	}
+	return out, nil
 }

@@ -177,3 +177,69 @@ func TestConcurrentClaimsGrouped(t *testing.T) {
 		}
 	}
 }
+
+// TestCreateClaimedFailsOnlyItsOrder: of concurrent CreateClaimed calls
+// (grouped while a statement is in flight), the one whose request id
+// another order's attempt holds fails alone with a conflict and creates
+// nothing; one whose reference is taken creates nothing; the others are
+// created and claimed.
+func TestCreateClaimedFailsOnlyItsOrder(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	taken, err := s.CreateOrder(ctx, newOrder("taken-ref"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Claim(ctx, claimOf(taken, "req-taken")); err != nil || !c.Claimed {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	const n = 24
+	type result struct {
+		o       order.Order
+		a       order.Attempt
+		created bool
+		err     error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for round := range 3 { // several rounds, so that some calls meet in a group
+		for i := range n {
+			wg.Go(func() {
+				ref, req := fmt.Sprintf("ref-%d-%d", round, i), fmt.Sprintf("req-%d-%d", round, i)
+				switch i {
+				case 0:
+					req = "req-taken"
+				case 1:
+					ref = "taken-ref"
+				}
+				o := newOrder(ref)
+				c := claimOf(o, req)
+				c.AttemptID = order.AttemptID(o.MerchantID, o.ID, req)
+				var r result
+				r.o, r.a, r.created, r.err = s.CreateClaimed(ctx, o, c)
+				results[i] = r
+			})
+		}
+		wg.Wait()
+		for i, r := range results {
+			var conflict *order.ConflictError
+			switch {
+			case i == 0:
+				if !errors.As(r.err, &conflict) || r.created {
+					t.Errorf("round %d: a taken request id: %+v", round, r)
+				}
+			case i == 1:
+				if r.err != nil || r.created {
+					t.Errorf("round %d: a taken reference: %+v", round, r)
+				}
+			case r.err != nil || !r.created || r.o.State != order.StateCharging || r.a.OrderID != r.o.ID ||
+				r.o.CurrentAttempt != r.a.ID:
+				t.Errorf("round %d, order %d: %+v", round, i, r)
+			}
+		}
+	}
+	if _, err := s.OrderByReference(ctx, order.DefaultMerchant, "ref-0-0"); !errors.Is(err, order.ErrNotFound) {
+		t.Errorf("the conflicting call left an order: %v", err)
+	}
+}

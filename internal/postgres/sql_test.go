@@ -84,9 +84,10 @@ func stripComments(sql string) string {
 func TestOneRowGenerated(t *testing.T) {
 	t.Parallel()
 	for src, dst := range map[string]string{
-		"sql/settle.sql":        "sql/settle_one.sql",
-		"sql/claims.sql":        "sql/claim.sql",
-		"sql/create_orders.sql": "sql/create_order.sql",
+		"sql/settle.sql":              "sql/settle_one.sql",
+		"sql/claims.sql":              "sql/claim.sql",
+		"sql/create_orders.sql":       "sql/create_order.sql",
+		"sql/create_claimed_many.sql": "sql/create_claimed.sql",
 	} {
 		b, err := os.ReadFile(src)
 		if err != nil {

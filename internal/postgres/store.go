@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	_ "embed"
-	"errors"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -19,14 +18,15 @@ import (
 // Store is order.Store on PostgreSQL. The charge path's create, claim and
 // settle are one statement each (data-modifying CTEs), so each costs one
 // round trip and one commit, which concurrent calls of one kind share (see
-// newCreates, newClaims and newSettles); a row lock is held only for the
-// length of that statement.
+// newCreates, newClaims, newCreateClaims and newSettles); a row lock is held
+// only for the length of that statement.
 type Store struct {
-	pool    *pgxpool.Pool
-	creates *batch.Batcher[string, order.Order, created]
-	claims  *batch.Batcher[string, order.Claim, claimed]
-	settles *batch.Batcher[string, order.Settlement, settled]
-	engine  engine
+	pool         *pgxpool.Pool
+	creates      *batch.Batcher[string, order.Order, created]
+	claims       *batch.Batcher[string, order.Claim, claimed]
+	createClaims *batch.Batcher[string, newClaimed, createdClaimed]
+	settles      *batch.Batcher[string, order.Settlement, settled]
+	engine       engine
 }
 
 // engine remembers whether the database is Citus, asked once.
@@ -67,6 +67,7 @@ func (s *Store) onCitus(ctx context.Context) (bool, error) {
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool}
 	s.creates, s.claims, s.settles = newCreates(s), newClaims(s), newSettles(s)
+	s.createClaims = newCreateClaims(s)
 	return s
 }
 
@@ -115,46 +116,6 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 
 //go:embed sql/attempt_by_request.sql
 var attemptByRequestSQL string
-
-// createClaimedSQL creates an order already claimed for its first attempt,
-// in one statement and one commit.
-//
-//go:embed sql/create_claimed.sql
-var createClaimedSQL string
-
-// createClaimedRow is what create_claimed.sql returns.
-type createClaimedRow struct {
-	orderRow
-	attemptRow
-}
-
-// CreateClaimed implements order.Store.
-func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim) (order.Order, order.Attempt, bool, error) {
-	var r createClaimedRow
-	err := retry(ctx, func() (err error) {
-		r, err = queryOne[createClaimedRow](ctx, s.pool, createClaimedSQL, pgx.StrictNamedArgs{
-			"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
-			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
-			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
-			"request_id": c.RequestID, "from_state": c.From, "create_event": order.EventCreate,
-			"claim_event": c.Event, "actor": c.Actor,
-		})
-		return err
-	})
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, order.ErrNotFound):
-		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && isRequestKey(pgErr):
-		// The reference was free (its insert went through), so the request
-		// id names an attempt of another order. The statement failed as a
-		// whole: nothing was created.
-		return order.Order{}, order.Attempt{}, false, &order.ConflictError{Msg: order.MsgRequestIDOtherOrder}
-	case err != nil:
-		return order.Order{}, order.Attempt{}, false, err
-	}
-	return r.order(), r.attempt(), true, nil
-}
 
 //go:embed sql/lock_order.sql
 var lockOrderSQL string
