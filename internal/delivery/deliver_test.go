@@ -30,6 +30,7 @@ type receiver struct {
 	mu     sync.Mutex
 	ids    []string // event ids in the order received, verified or not
 	types  []string
+	bodies [][]byte
 	answer func(n int, r *http.Request) int
 	*httptest.Server
 }
@@ -54,6 +55,7 @@ func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receive
 		n := len(rc.ids)
 		rc.ids = append(rc.ids, ev.ID)
 		rc.types = append(rc.types, ev.Type)
+		rc.bodies = append(rc.bodies, body)
 		rc.mu.Unlock()
 		w.WriteHeader(rc.answer(n, r))
 	}))
@@ -267,5 +269,72 @@ func TestDownEndpointIsNotAskedPerEvent(t *testing.T) {
 	runOnce(t, d)
 	if got := rc.received(); len(got) != 1 {
 		t.Fatalf("a down endpoint was asked %d times in one lane", len(got))
+	}
+}
+
+// refundedOrder makes an order.paid, a refund.succeeded and an
+// order.refunded event for merchant and returns the refund's id.
+func refundedOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.CreateOrder(ctx, order.Order{ID: order.NewID(), MerchantID: merchant, MerchantReference: ref,
+		Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok", Gateway: "sim", State: order.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, order.Claim{MerchantID: merchant, OrderID: o.ID, RequestID: "req-" + ref, AttemptID: order.NewID(),
+		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: time.Minute, Actor: "test"})
+	if err != nil || !c.Claimed {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	if _, _, err := s.SettleMany(ctx, []order.Settlement{{MerchantID: merchant, OrderID: o.ID, AttemptID: c.Attempt.ID,
+		Event: order.EventSucceed, To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"},
+		Actor: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.ClaimRefund(ctx, order.RefundClaim{MerchantID: merchant, OrderID: o.ID, RequestID: "refund-" + ref,
+		RefundID: order.NewID(), Actor: "test", Lease: time.Minute})
+	if err != nil || !rc.Claimed {
+		t.Fatalf("claim refund: %+v %v", rc, err)
+	}
+	st := order.RefundSettlementFor(merchant, rc.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
+	st.Actor = "test"
+	if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
+		t.Fatalf("settle refund: %v %v", ok, err)
+	}
+	return rc.Refund.ID
+}
+
+// TestRefundEventsAreDelivered: a refund's event goes out with its order's,
+// signed the same way (the receiver verifies each with the documented
+// snippet), its payload the refund with its order's id.
+func TestRefundEventsAreDelivered(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	rc := newReceiver(t, ok)
+	refundID := refundedOrder(t, s, "m1", "ref-1")
+	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
+	if n := runOnce(t, d); n != 3 {
+		t.Fatalf("delivered %d, want 3 (order.paid, refund.succeeded, order.refunded); received %v", n, rc.types)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var body []byte
+	for i, typ := range rc.types {
+		if typ == "refund.succeeded" {
+			body = rc.bodies[i]
+		}
+	}
+	var ev struct {
+		Type   string `json:"type"`
+		Refund struct {
+			ID      string `json:"id"`
+			OrderID string `json:"order_id"`
+			State   string `json:"state"`
+		} `json:"refund"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.Refund.ID != refundID ||
+		ev.Refund.State != "SUCCEEDED" || ev.Refund.OrderID == "" {
+		t.Fatalf("refund.succeeded body %s: %v", body, err)
 	}
 }
