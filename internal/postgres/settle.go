@@ -83,8 +83,16 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
 		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
 	}
+	orderUUIDs, err := uuids(orderIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("settle: order %w", err)
+	}
+	attUUIDs, err := uuids(attIDs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("settle: attempt %w", err)
+	}
 	args := pgx.StrictNamedArgs{
-		"merchant_id": merchant, "order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
+		"merchant_id": merchant, "order_id": orderUUIDs, "attempt_id": attUUIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
 		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
 		"event": event, "actor": actor, "reason": reason, "from_state": from,
 	}
@@ -97,7 +105,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		}
 	}
 	orders, applied := make([]order.Order, n), make([]bool, n)
-	err := retry(ctx, func() error {
+	err = retry(ctx, func() error {
 		clear(orders)
 		clear(applied)
 		rows, err := queryAll[settledRow](ctx, s.pool, sql, args)
