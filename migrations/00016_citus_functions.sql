@@ -59,7 +59,7 @@ $$;
 -- claim.sql: the guard is checked on the row held locked.
 -- +goose StatementBegin
 CREATE FUNCTION settle_claim(p_merchant_id text, p_order_id uuid, p_request_id text, p_attempt_id uuid,
-    p_payment_method text, p_from_state text, p_to_state text, p_lease interval, p_event text, p_actor text)
+    p_payment_method text, p_customer text, p_from_state text, p_to_state text, p_lease interval, p_event text, p_actor text)
 RETURNS TABLE (claimed boolean, ord orders, att charge_attempts) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -75,9 +75,10 @@ BEGIN
     END IF;
     SELECT * INTO v_a FROM charge_attempts WHERE merchant_id = p_merchant_id AND request_id = p_request_id;
     IF NOT FOUND AND v_o.state = p_from_state THEN
-        INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency)
+        INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor,
+            currency)
         VALUES (p_attempt_id, p_order_id, p_merchant_id, p_request_id,
-            coalesce(nullif(p_payment_method, ''), v_o.payment_method), v_o.amount_minor, v_o.currency)
+            coalesce(nullif(p_payment_method, ''), v_o.payment_method), p_customer, v_o.amount_minor, v_o.currency)
         ON CONFLICT (merchant_id, request_id) DO NOTHING
         RETURNING * INTO v_a;
         IF FOUND THEN
@@ -389,7 +390,7 @@ BEGIN
     END IF;
     PERFORM create_distributed_function('settle_create_order(text,uuid,text,bigint,text,text,text,text,text)',
         'p_merchant_id', colocate_with => 'orders');
-    PERFORM create_distributed_function('settle_claim(text,uuid,text,uuid,text,text,text,interval,text,text)',
+    PERFORM create_distributed_function('settle_claim(text,uuid,text,uuid,text,text,text,text,interval,text,text)',
         'p_merchant_id', colocate_with => 'orders');
     PERFORM create_distributed_function(
         'settle_create_claimed(text,uuid,text,bigint,text,text,text,text,uuid,interval,text,text,text,text,text)',
@@ -418,5 +419,5 @@ DROP FUNCTION settle_settle_orders(text, uuid[], uuid[], text[], interval[], boo
     text[], text[], text[], text[]);
 DROP FUNCTION settle_create_claimed(text, uuid, text, bigint, text, text, text, text, uuid, interval, text, text, text,
     text, text);
-DROP FUNCTION settle_claim(text, uuid, text, uuid, text, text, text, interval, text, text);
+DROP FUNCTION settle_claim(text, uuid, text, uuid, text, text, text, text, interval, text, text);
 DROP FUNCTION settle_create_order(text, uuid, text, bigint, text, text, text, text, text);

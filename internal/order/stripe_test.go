@@ -424,3 +424,88 @@ func TestStripeThreeDSecureRace(t *testing.T) {
 	}
 	t.Logf("%d paid, %d expired", paid, pending)
 }
+
+// TestStripeSavedCardCustomer: a charge of a saved card names its Stripe
+// Customer. The customer is sent with the create and kept with the
+// attempt, so that when the create's answer is lost the reconciler's
+// replay of it carries the same parameters: Stripe finds the PaymentIntent
+// (no idempotency_error), the reconciler cancels it, and the order is
+// PENDING. The same request_id with another customer is a conflict, and
+// the id is never logged.
+func TestStripeSavedCardCustomer(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	ctx := context.Background()
+	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), stripetest.TokenCreateDropped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const customer = "cus_SavedCard4242"
+	in := order.ChargeInput{OrderID: o.ID, RequestID: "saved-" + o.ID, Customer: customer}
+	charged, a, err := f.svc.Charge(ctx, merchant, in)
+	if err != nil || charged.State != order.StateCharging || a.GatewayChargeID != "" || a.Customer != customer {
+		t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with no PaymentIntent id, for %s", charged, a, err, customer)
+	}
+	pis := f.fake.Intents(a.ID)
+	if len(pis) != 1 || pis[0].Customer != customer {
+		t.Fatalf("PaymentIntents = %+v; want one, for %s", pis, customer)
+	}
+	if _, att := f.load(t, o.ID); att.Customer != customer {
+		t.Fatalf("stored attempt %+v; want customer %s", att, customer)
+	}
+
+	got, att := f.check(t, o)
+	if got.State != order.StatePending || att.Outcome != order.OutcomeDeclined || att.DeclineCode != "canceled_unconfirmed" ||
+		att.GatewayChargeID != pis[0].ID {
+		t.Fatalf("after a check: order %s, attempt %+v; want PENDING, declined canceled_unconfirmed, %s recorded", got.State, att, pis[0].ID)
+	}
+	if n := len(f.fake.Ledger()); n != 1 {
+		t.Errorf("the fake created %d PaymentIntents, want the one", n)
+	}
+
+	other := in
+	other.Customer = "cus_SomeoneElse"
+	var conflict *order.ConflictError
+	if _, _, err := f.svc.Charge(ctx, merchant, other); !errors.As(err, &conflict) {
+		t.Errorf("the same request_id with another customer: err = %v; want a ConflictError", err)
+	}
+	if strings.Contains(f.logs.String(), customer) {
+		t.Errorf("the logs quote the customer:\n%s", f.logs.String())
+	}
+
+	// A new attempt of the order with its saved card is charged, for the customer.
+	paid, a2, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "saved-again-" + o.ID,
+		PaymentMethod: stripetest.TokenVisa, Customer: customer})
+	if err != nil || paid.State != order.StatePaid || a2.Customer != customer {
+		t.Fatalf("a new charge = %+v, %+v, %v; want PAID for %s", paid, a2, err, customer)
+	}
+	if pis := f.fake.Intents(a2.ID); len(pis) != 1 || pis[0].Customer != customer {
+		t.Errorf("PaymentIntents of the new attempt = %+v; want one, for %s", pis, customer)
+	}
+}
+
+// TestChargeCustomerValidated: a customer that is not a Stripe Customer
+// id is refused before anything is claimed, naming the field and not the
+// value.
+func TestChargeCustomerValidated(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	ctx := context.Background()
+	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), stripetest.TokenVisa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"cus_", "cust_42", "42", "cus_4242 4242", "cus_42/../x", "cus_" + strings.Repeat("a", 252), "pm_card_visa"} {
+		_, _, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "bad-customer-" + o.ID, Customer: bad})
+		var verr *order.ValidationError
+		if !errors.As(err, &verr) || verr.Field != "customer" || (bad != "cus_" && strings.Contains(verr.Error(), bad)) {
+			t.Errorf("customer %q: err = %v; want a ValidationError of customer that does not repeat it", bad, err)
+		}
+	}
+	if got, err := f.store.Order(ctx, order.AnyMerchant, o.ID); err != nil || got.State != order.StatePending {
+		t.Errorf("order = %+v, %v; want it PENDING, nothing claimed", got, err)
+	}
+	if n := len(f.fake.Ledger()); n != 0 {
+		t.Errorf("the fake holds %d PaymentIntents, want none", n)
+	}
+}

@@ -64,7 +64,10 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 	for i := range all {
 		all[i] = i
 	}
-	args := settleArgs(sts, all)
+	args, err := settleArgs(sts, all)
+	if err != nil {
+		return nil, nil, err
+	}
 	sql := settleSQL
 	if n == 1 {
 		// The one-row form takes each array's only element.
@@ -94,7 +97,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 
 // settleArgs returns settle.sql's arguments for the settlements sts[i] of
 // idx, in that order: one array per column.
-func settleArgs(sts []order.Settlement, idx []int) pgx.StrictNamedArgs {
+func settleArgs(sts []order.Settlement, idx []int) (pgx.StrictNamedArgs, error) {
 	var (
 		n        = len(idx)
 		merchant = make([]string, n)
@@ -124,11 +127,19 @@ func settleArgs(sts []order.Settlement, idx []int) pgx.StrictNamedArgs {
 		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
 		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
 	}
+	orderUUIDs, err := uuids(orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("settle: order %w", err)
+	}
+	attUUIDs, err := uuids(attIDs)
+	if err != nil {
+		return nil, fmt.Errorf("settle: attempt %w", err)
+	}
 	return pgx.StrictNamedArgs{
-		"merchant_id": merchant, "order_id": orderIDs, "attempt_id": attIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
+		"merchant_id": merchant, "order_id": orderUUIDs, "attempt_id": attUUIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
 		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
 		"event": event, "actor": actor, "reason": reason, "from_state": from,
-	}
+	}, nil
 }
 
 // maxSettleGroup bounds the settlements that share one statement.
@@ -211,9 +222,12 @@ func (s *Store) settleEachMerchant(ctx context.Context, sts []order.Settlement) 
 		idx := byMerchant[m]
 		// The function takes the merchant once, as the argument Citus
 		// routes the call by.
-		args := settleArgs(sts, idx)
+		args, err := settleArgs(sts, idx)
+		if err != nil {
+			return nil, nil, err
+		}
 		args["merchant_id"] = m
-		err := retry(ctx, func() error {
+		err = retry(ctx, func() error {
 			for _, i := range idx {
 				orders[i], applied[i] = order.Order{}, false
 			}

@@ -200,7 +200,7 @@ func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, er
 	err = retry(ctx, func() error {
 		r, err := queryOne[claimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
-			"payment_method": c.PaymentMethod, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
+			"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
 			"event": c.Event, "actor": c.Actor,
 		})
 		if err != nil {

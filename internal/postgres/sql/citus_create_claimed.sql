@@ -8,6 +8,7 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	(r.ord).created_at AS created_at, (r.ord).updated_at AS updated_at,
 	coalesce((r.att).id::text, '') AS attempt_id, coalesce((r.att).order_id::text, '') AS attempt_order_id,
 	coalesce((r.att).request_id, '') AS attempt_request_id, coalesce((r.att).payment_method, '') AS attempt_payment_method,
+	coalesce((r.att).customer, '') AS attempt_customer,
 	coalesce((r.att).amount_minor, 0) AS attempt_amount_minor, coalesce((r.att).currency, '') AS attempt_currency,
 	coalesce((r.att).outcome, '') AS attempt_outcome, coalesce((r.att).decline_code, '') AS attempt_decline_code,
 	coalesce((r.att).gateway_charge_id, '') AS attempt_gateway_charge_id,

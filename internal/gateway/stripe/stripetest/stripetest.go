@@ -8,7 +8,9 @@
 //
 // The endpoints:
 //
-//	POST /v1/payment_intents               create (confirm=true is refused: Settle never sends it)
+//	POST /v1/payment_intents               create (confirm=true is refused: Settle never sends it);
+//	                                       a customer=cus_... exists unless it begins with
+//	                                       CustomerMissing, recorded on the intent
 //	GET  /v1/payment_intents/{id}          retrieve, as it stands now
 //	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
 //	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
@@ -105,8 +107,10 @@ type PaymentIntent struct {
 	Amount         int64
 	Currency       string
 	PaymentMethod  string
-	Status         string
-	Metadata       map[string]string
+	// Customer is the Customer the create named (a saved card's), or "".
+	Customer string
+	Status   string
+	Metadata map[string]string
 	// LatestCharge is the id of the last charge tried, if any; the
 	// customer paid only if Status is succeeded.
 	LatestCharge string
@@ -369,6 +373,14 @@ func (s *Server) respond(w http.ResponseWriter, a answer) {
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
+// CustomerMissing begins every Customer id the fake does not know (400
+// resource_missing, quoting the id as Stripe does); it knows every other
+// id of a Customer's shape.
+const CustomerMissing = "cus_missing"
+
+// customerRE is the shape of a Customer id.
+var customerRE = regexp.MustCompile(`^cus_[A-Za-z0-9]+$`)
+
 // knownMethods are the payment methods the create accepts.
 var knownMethods = map[string]bool{
 	TokenVisa: true, TokenDeclined: true, TokenInsufficientFunds: true, TokenRequiresAction: true,
@@ -392,13 +404,16 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 	case form.Get("confirm") == "true":
 		return rejected(apiError{Type: "invalid_request_error", Param: "confirm",
 			Message: "This fake creates PaymentIntents unconfirmed only: Settle confirms in a second request."})
+	case form.Has("customer") && (!customerRE.MatchString(form.Get("customer")) || strings.HasPrefix(form.Get("customer"), CustomerMissing)):
+		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "customer",
+			Message: fmt.Sprintf("No such customer: '%s'", form.Get("customer"))})
 	case !knownMethods[pm]:
 		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "payment_method",
 			Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm)})
 	}
 	pi := &PaymentIntent{
 		IdempotencyKey: r.Header.Get("Idempotency-Key"), Amount: amount, Currency: form.Get("currency"),
-		PaymentMethod: pm, Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
+		PaymentMethod: pm, Customer: form.Get("customer"), Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
 	}
 	for name, v := range form {
 		if k, ok := strings.CutPrefix(name, "metadata["); ok && strings.HasSuffix(k, "]") && len(v) > 0 {
@@ -526,6 +541,10 @@ func intentMap(pi PaymentIntent) map[string]any {
 		"capture_method": "automatic", "confirmation_method": "automatic", "metadata": pi.Metadata,
 		"created": pi.Created.Unix(), "livemode": false, "client_secret": pi.ID + "_secret_fake",
 		"amount_received": 0, "latest_charge": nil, "last_payment_error": nil, "next_action": nil,
+		"customer": nil,
+	}
+	if pi.Customer != "" {
+		m["customer"] = pi.Customer
 	}
 	if pi.LatestCharge != "" {
 		m["latest_charge"] = pi.LatestCharge
