@@ -63,7 +63,7 @@ func TestChaos(t *testing.T) {
 	}
 	// The run must have been the storm it claims to be.
 	if duration >= 90*time.Second {
-		if sum.Orders < 1000 || sum.Kills < 30 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 {
+		if sum.Orders < 1000 || sum.Kills < 30 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 || sum.Actions < 10 {
 			t.Errorf("too little happened: %s", sum)
 		}
 	}
@@ -140,6 +140,8 @@ func TestChaosCatchesMutants(t *testing.T) {
 		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state"},
 		{"UndeliveredEvents", deliveredBeforeAccepted, chaos.InvEvents, "refused deliveries recorded as delivered"},
 		{"BrokenRefundGuard", brokenRefundGuard, chaos.InvRefunds, "refunds beyond the charge in a build that admits them"},
+		{"ExpiryWithoutCancel", expiryWithoutCancel, chaos.InvActionCharge,
+			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -169,6 +171,16 @@ var brokenRefundGuard = mutant.Mutation{
 	File: "internal/postgres/sql/refund_claim.sql",
 	Old:  "AND want.amount <= want.left_minor",
 	New:  "AND true",
+}
+
+// expiryWithoutCancel makes the expiry of a 3-D Secure challenge take the
+// attempt for canceled without canceling it at the gateway: the order is
+// PENDING again while the customer can still complete the challenge and be
+// charged.
+var expiryWithoutCancel = mutant.Mutation{
+	File: "internal/gateway/refpsp/refpsp.go",
+	Old:  "res, err = c.cancel(ctx, req)",
+	New:  `res, err = order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "canceled"}, nil`,
 }
 
 func hasInvariant(s chaos.Summary, inv int) bool {

@@ -54,6 +54,11 @@ const (
 	// than the gateway timeout) and, for some, hides the charge from
 	// lookups.
 	simHold = 1500 * time.Millisecond
+	// actionExpiry is how long a customer has to complete a 3-D Secure
+	// challenge before the reconcilers cancel the attempt: short, so that
+	// abandoned challenges expire, and late customers race the cancel,
+	// within a run.
+	actionExpiry = 3 * time.Second
 	// merchant is the merchant of the clients' API key.
 	merchant = "chaos"
 	// quiesceTimeout bounds the wait for the reconcilers to settle every

@@ -2,7 +2,8 @@
 // Settle uses, for tests: PaymentIntents created unconfirmed, confirmed,
 // read and canceled, under idempotency keys. It is a real HTTP server (an
 // http.Handler to put behind httptest.NewServer) speaking Stripe's wire
-// format, with a ledger of every PaymentIntent and of every charge made.
+// format, with a ledger of every PaymentIntent (each with the statuses it
+// took, in order, and when: PaymentIntent.Changes) and of every charge made.
 // stripe-mock checks the wire format against Stripe's schema but is
 // stateless; this fake has the state.
 //
@@ -62,9 +63,11 @@ package stripetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,6 +125,32 @@ type PaymentIntent struct {
 	// confirmed with a return_url.
 	RedirectURL string
 	Created     time.Time
+	// Changes are the statuses the intent took, in order, each with when
+	// the fake made the change: requires_confirmation, then processing and
+	// succeeded for a payment that took its time (Succeed), say. A test
+	// reads when Stripe had the payment from it.
+	Changes []StatusChange
+}
+
+// StatusChange is one status a PaymentIntent took, and when.
+type StatusChange struct {
+	Status string
+	At     time.Time
+}
+
+// noteLocked records pi's status in its Changes when it is new.
+func noteLocked(pi *PaymentIntent) {
+	if n := len(pi.Changes); n == 0 || pi.Changes[n-1].Status != pi.Status {
+		pi.Changes = append(pi.Changes, StatusChange{Status: pi.Status, At: time.Now().UTC()})
+	}
+}
+
+// snapshot is pi as it stands, sharing nothing with the ledger.
+func snapshot(pi *PaymentIntent) PaymentIntent {
+	c := *pi
+	c.Changes = slices.Clone(pi.Changes)
+	c.Metadata = maps.Clone(pi.Metadata)
+	return c
 }
 
 // Request is one request the fake received.
@@ -197,7 +226,7 @@ func (s *Server) Ledger() []PaymentIntent {
 	defer s.mu.Unlock()
 	out := make([]PaymentIntent, len(s.ledger))
 	for i, pi := range s.ledger {
-		out[i] = *pi
+		out[i] = snapshot(pi)
 	}
 	return out
 }
@@ -219,7 +248,7 @@ func (s *Server) Intent(id string) (PaymentIntent, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pi, ok := s.byID[id]; ok {
-		return *pi, true
+		return snapshot(pi), true
 	}
 	return PaymentIntent{}, false
 }
@@ -269,6 +298,7 @@ func (s *Server) Succeed(id string) bool {
 		return false
 	}
 	pi.Status = "succeeded"
+	noteLocked(pi)
 	return true
 }
 
@@ -281,6 +311,7 @@ func (s *Server) Fail(id, declineCode string) bool {
 		return false
 	}
 	pi.Status, pi.DeclineCode = "requires_payment_method", declineCode
+	noteLocked(pi)
 	return true
 }
 
@@ -421,6 +452,7 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 		}
 	}
 	s.mu.Lock()
+	noteLocked(pi)
 	pi.ID = fmt.Sprintf("pi_fake_%06d", len(s.ledger)+1)
 	s.ledger = append(s.ledger, pi)
 	s.byID[pi.ID] = pi
@@ -456,6 +488,7 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 	if pi.Status != "requires_confirmation" && pi.Status != "requires_payment_method" {
 		return s.unexpectedState(pi, "confirm")
 	}
+	defer noteLocked(pi)
 	a := answer{status: http.StatusOK, save: true}
 	switch pi.PaymentMethod {
 	case TokenRateLimited:
@@ -517,6 +550,7 @@ func (s *Server) cancel(r *http.Request, form url.Values) answer {
 		return s.unexpectedState(pi, "cancel")
 	}
 	pi.Status = "canceled"
+	noteLocked(pi)
 	return answer{status: http.StatusOK, body: intentJSON(*pi), save: true}
 }
 
@@ -647,6 +681,7 @@ func (s *Server) Authenticate(id string, ok bool) bool {
 	} else {
 		pi.Status, pi.DeclineCode = "requires_payment_method", authenticationFailure
 	}
+	noteLocked(pi)
 	return true
 }
 
