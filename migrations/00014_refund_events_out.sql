@@ -40,8 +40,11 @@ ALTER TABLE refund_events
     ADD COLUMN delivered_at timestamptz,
     ADD COLUMN failed_at timestamptz,
     ADD COLUMN last_status integer NOT NULL DEFAULT 0;
--- Citus takes a default from a sequence only in a command of its own.
-ALTER TABLE refund_events ALTER COLUMN event_id SET DEFAULT nextval(pg_get_serial_sequence('order_events', 'id')::regclass);
+-- The sequence is named, not looked up (pg_get_serial_sequence): Citus
+-- gives its workers a default only when it names its sequence, and takes
+-- one only in a command of its own. order_events_id_seq is the sequence of
+-- order_events' identity column (00002).
+ALTER TABLE refund_events ALTER COLUMN event_id SET DEFAULT nextval('order_events_id_seq'::regclass);
 ALTER TABLE refund_events
     ALTER COLUMN txid SET DEFAULT pg_current_xact_id(),
     ALTER COLUMN deliver_at SET DEFAULT now();

@@ -116,7 +116,7 @@ func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error)
 // chargeInputFromProto is a ChargeOrder request as the domain takes it.
 func chargeInputFromProto(req *settlev1.ChargeOrderRequest) order.ChargeInput {
 	return order.ChargeInput{OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod(),
-		CustomerPresent: req.GetCustomerPresent(), ReturnURL: req.GetReturnUrl()}
+		CustomerPresent: req.GetCustomerPresent(), ReturnURL: req.GetReturnUrl(), Customer: req.GetCustomer()}
 }
 
 // nextActionToProto is the next action of an attempt waiting for the

@@ -99,3 +99,33 @@ func TestThreeDSecureThroughTheAPI(t *testing.T) {
 		t.Errorf("ChargeOrder with a bad return_url = %v; want INVALID_ARGUMENT", err)
 	}
 }
+
+// TestChargeCustomerThroughTheAPI: ChargeOrder's customer reaches Stripe's
+// create; a customer that is not a Stripe Customer id is INVALID_ARGUMENT
+// naming the field, and another customer under the same request_id is
+// ALREADY_EXISTS.
+func TestChargeCustomerThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	s, fake := newStripeStack(t, "sk_test_settle")
+	ctx := context.Background()
+	o := s.createOn(t, "stripe", "saved-1", stripetest.TokenVisa)
+	bad := &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "saved-req-0", Customer: "customer 42"}
+	if _, err := s.orders.ChargeOrder(ctx, bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "customer") {
+		t.Errorf("ChargeOrder with a bad customer = %v; want INVALID_ARGUMENT naming customer", err)
+	}
+	req := &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "saved-req-1", Customer: "cus_Api4242"}
+	resp, err := s.orders.ChargeOrder(ctx, req)
+	if err != nil || resp.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_PAID {
+		t.Fatalf("ChargeOrder = %v, %v; want PAID", resp, err)
+	}
+	if pis := fake.Intents(resp.GetAttempt().GetId()); len(pis) != 1 || pis[0].Customer != "cus_Api4242" {
+		t.Errorf("PaymentIntents = %+v; want one, for cus_Api4242", pis)
+	}
+	req.Customer = "cus_Other"
+	if _, err := s.orders.ChargeOrder(ctx, req); status.Code(err) != codes.AlreadyExists {
+		t.Errorf("ChargeOrder with the same request_id and another customer = %v; want ALREADY_EXISTS", err)
+	}
+	if strings.Contains(s.logs.String(), "cus_Api4242") {
+		t.Errorf("the customer was logged:\n%s", s.logs.String())
+	}
+}

@@ -64,6 +64,11 @@ type ChargeRequest struct {
 	// ReturnURL is where the gateway sends the customer back after a
 	// redirect. Charge only.
 	ReturnURL string
+	// Customer is the gateway's customer the payment method is saved to
+	// (a Stripe Customer), or empty. Charge and Lookup: it is the
+	// attempt's, kept with it, because a Stripe Lookup may replay the
+	// create, which must carry the same parameters as the first one.
+	Customer string
 	// CancelAwaitingAction tells Lookup that an attempt waiting for the
 	// customer has expired: it cancels it, proving it uncharged, instead of
 	// reporting OutcomeRequiresAction.

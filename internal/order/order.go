@@ -103,7 +103,10 @@ type Attempt struct {
 	OrderID       string
 	RequestID     string
 	PaymentMethod string
-	Amount        Money
+	// Customer is the gateway's customer the payment method is saved to
+	// (a Stripe Customer id), or empty.
+	Customer string
+	Amount   Money
 	// Outcome is empty while the first call is in flight.
 	Outcome         Outcome
 	DeclineCode     string

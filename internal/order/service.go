@@ -59,11 +59,13 @@ type Claim struct {
 	OrderID       string
 	RequestID     string
 	PaymentMethod string // empty: the order's
-	AttemptID     string
-	From, To      State
-	Event         EventName
-	Lease         time.Duration
-	Actor         Actor
+	// Customer is the gateway's customer for the new attempt, or empty.
+	Customer  string
+	AttemptID string
+	From, To  State
+	Event     EventName
+	Lease     time.Duration
+	Actor     Actor
 }
 
 // ClaimResult is the order after a claim, and the attempt that the request
@@ -221,7 +223,7 @@ func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attem
 	start := time.Now()
 	res, gerr := gw.Lookup(ctx, ChargeRequest{
 		AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference, Amount: a.Amount,
-		PaymentMethod: a.PaymentMethod, CreatedAt: a.CreatedAt, GatewayChargeID: a.GatewayChargeID,
+		PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: a.CreatedAt, GatewayChargeID: a.GatewayChargeID,
 	})
 	GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome,
 		Latency: time.Since(start), Err: gerr}.Log(ctx, s.log)
@@ -288,6 +290,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		OrderID:       in.OrderID,
 		RequestID:     in.RequestID,
 		PaymentMethod: in.PaymentMethod,
+		Customer:      in.Customer,
 		AttemptID:     AttemptID(merchantID, in.OrderID, in.RequestID),
 		From:          StatePending,
 		To:            MustNext(StatePending, EventCharge),
@@ -306,6 +309,9 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 			}
 			if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
 				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
+			}
+			if in.Customer != "" && in.Customer != a.Customer {
+				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another customer"}
 			}
 		}
 		if a := c.Attempt; a != nil && a.Outcome == OutcomeRefused {
@@ -366,6 +372,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 		MerchantReference: o.MerchantReference,
 		Amount:            a.Amount,
 		PaymentMethod:     a.PaymentMethod,
+		Customer:          a.Customer,
 		CreatedAt:         a.CreatedAt,
 		CustomerPresent:   in.CustomerPresent,
 		ReturnURL:         in.ReturnURL,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,8 +161,10 @@ func TestStripeCrashBetweenCreateAndConfirm(t *testing.T) {
 
 // TestStripeUnknownsSettleOnceStripeKnows: a confirm answered with a saved
 // 500, and an intent still processing, are PAID at the first check after
-// Stripe has the payment, read by the PaymentIntent id the charge path
-// recorded with its settle.
+// Stripe has the payment (the fake's ledger says when: its status changes),
+// read by the PaymentIntent id the charge path recorded with its settle.
+// While the intent is processing, checks leave the order CHARGING and never
+// cancel it.
 func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
 	t.Parallel()
 	t.Run("saved 500", func(t *testing.T) {
@@ -170,6 +173,10 @@ func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
 		o, a, err := f.charge(t, stripetest.TokenServerErrorAfterCreate)
 		if err != nil || o.State != order.StateCharging || !strings.HasPrefix(a.GatewayChargeID, "pi_") {
 			t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with the PaymentIntent id recorded", o, a, err)
+		}
+		// Stripe had the payment when it answered the confirm with its 500.
+		if got := intentStatuses(t, f.fake, a.GatewayChargeID); !slices.Equal(got, []string{"requires_confirmation", "succeeded"}) {
+			t.Fatalf("the fake's ledger: %v; want requires_confirmation, then succeeded", got)
 		}
 		if got, att := f.check(t, o); got.State != order.StatePaid || att.GatewayChargeID != a.GatewayChargeID {
 			t.Fatalf("after a check: %s, %+v; want PAID with %s", got.State, att, a.GatewayChargeID)
@@ -185,15 +192,44 @@ func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
 		if err != nil || o.State != order.StateCharging || a.GatewayChargeID == "" {
 			t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with the PaymentIntent id recorded", o, a, err)
 		}
-		got, att := f.check(t, o)
-		if got.State != order.StateCharging || att.GatewayChargeID != a.GatewayChargeID {
-			t.Fatalf("while processing: %s, %+v; want CHARGING, the id kept", got.State, att)
+		for range 3 {
+			got, att := f.check(t, o)
+			if got.State != order.StateCharging || att.GatewayChargeID != a.GatewayChargeID {
+				t.Fatalf("while processing: %s, %+v; want CHARGING, the id kept", got.State, att)
+			}
 		}
-		f.fake.Succeed(a.GatewayChargeID)
-		if got, _ := f.check(t, o); got.State != order.StatePaid {
-			t.Fatalf("once succeeded: %s; want PAID", got.State)
+		if got := intentStatuses(t, f.fake, a.GatewayChargeID); !slices.Equal(got, []string{"requires_confirmation", "processing"}) {
+			t.Fatalf("the fake's ledger while processing: %v; want requires_confirmation, processing", got)
+		}
+		if !f.fake.Succeed(a.GatewayChargeID) {
+			t.Fatal("the fake's intent is not processing")
+		}
+		if got := intentStatuses(t, f.fake, a.GatewayChargeID); !slices.Equal(got, []string{"requires_confirmation", "processing", "succeeded"}) {
+			t.Fatalf("the fake's ledger once succeeded: %v; want requires_confirmation, processing, succeeded", got)
+		}
+		// The first check after the change settles it.
+		if got, att := f.check(t, o); got.State != order.StatePaid || att.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("once succeeded: %s, %+v; want PAID", got.State, att)
+		}
+		if n, c := f.fake.Count(http.MethodPost, "/confirm"), f.fake.Count(http.MethodPost, "/cancel"); n != 1 || c != 0 {
+			t.Errorf("the fake saw %d confirms and %d cancels; want the charge's one confirm and no cancel", n, c)
 		}
 	})
+}
+
+// intentStatuses lists the statuses the fake's PaymentIntent id took, in
+// order.
+func intentStatuses(t *testing.T, fake *stripetest.Server, id string) []string {
+	t.Helper()
+	pi, ok := fake.Intent(id)
+	if !ok {
+		t.Fatalf("the fake has no PaymentIntent %s", id)
+	}
+	var out []string
+	for _, c := range pi.Changes {
+		out = append(out, c.Status)
+	}
+	return out
 }
 
 // TestStripeRateLimitedIsNotSent: a 429 to the only confirm sent is
@@ -423,4 +459,89 @@ func TestStripeThreeDSecureRace(t *testing.T) {
 		}
 	}
 	t.Logf("%d paid, %d expired", paid, pending)
+}
+
+// TestStripeSavedCardCustomer: a charge of a saved card names its Stripe
+// Customer. The customer is sent with the create and kept with the
+// attempt, so that when the create's answer is lost the reconciler's
+// replay of it carries the same parameters: Stripe finds the PaymentIntent
+// (no idempotency_error), the reconciler cancels it, and the order is
+// PENDING. The same request_id with another customer is a conflict, and
+// the id is never logged.
+func TestStripeSavedCardCustomer(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	ctx := context.Background()
+	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), stripetest.TokenCreateDropped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const customer = "cus_SavedCard4242"
+	in := order.ChargeInput{OrderID: o.ID, RequestID: "saved-" + o.ID, Customer: customer}
+	charged, a, err := f.svc.Charge(ctx, merchant, in)
+	if err != nil || charged.State != order.StateCharging || a.GatewayChargeID != "" || a.Customer != customer {
+		t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with no PaymentIntent id, for %s", charged, a, err, customer)
+	}
+	pis := f.fake.Intents(a.ID)
+	if len(pis) != 1 || pis[0].Customer != customer {
+		t.Fatalf("PaymentIntents = %+v; want one, for %s", pis, customer)
+	}
+	if _, att := f.load(t, o.ID); att.Customer != customer {
+		t.Fatalf("stored attempt %+v; want customer %s", att, customer)
+	}
+
+	got, att := f.check(t, o)
+	if got.State != order.StatePending || att.Outcome != order.OutcomeDeclined || att.DeclineCode != "canceled_unconfirmed" ||
+		att.GatewayChargeID != pis[0].ID {
+		t.Fatalf("after a check: order %s, attempt %+v; want PENDING, declined canceled_unconfirmed, %s recorded", got.State, att, pis[0].ID)
+	}
+	if n := len(f.fake.Ledger()); n != 1 {
+		t.Errorf("the fake created %d PaymentIntents, want the one", n)
+	}
+
+	other := in
+	other.Customer = "cus_SomeoneElse"
+	var conflict *order.ConflictError
+	if _, _, err := f.svc.Charge(ctx, merchant, other); !errors.As(err, &conflict) {
+		t.Errorf("the same request_id with another customer: err = %v; want a ConflictError", err)
+	}
+	if strings.Contains(f.logs.String(), customer) {
+		t.Errorf("the logs quote the customer:\n%s", f.logs.String())
+	}
+
+	// A new attempt of the order with its saved card is charged, for the customer.
+	paid, a2, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "saved-again-" + o.ID,
+		PaymentMethod: stripetest.TokenVisa, Customer: customer})
+	if err != nil || paid.State != order.StatePaid || a2.Customer != customer {
+		t.Fatalf("a new charge = %+v, %+v, %v; want PAID for %s", paid, a2, err, customer)
+	}
+	if pis := f.fake.Intents(a2.ID); len(pis) != 1 || pis[0].Customer != customer {
+		t.Errorf("PaymentIntents of the new attempt = %+v; want one, for %s", pis, customer)
+	}
+}
+
+// TestChargeCustomerValidated: a customer that is not a Stripe Customer
+// id is refused before anything is claimed, naming the field and not the
+// value.
+func TestChargeCustomerValidated(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	ctx := context.Background()
+	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), stripetest.TokenVisa))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{"cus_", "cust_42", "42", "cus_4242 4242", "cus_42/../x", "cus_" + strings.Repeat("a", 252), "pm_card_visa"} {
+		_, _, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: "bad-customer-" + o.ID, Customer: bad})
+		var verr *order.ValidationError
+		if !errors.As(err, &verr) || verr.Field != "customer" || (bad != "cus_" && strings.Contains(verr.Error(), bad)) {
+			t.Errorf("customer %q: err = %v; want a ValidationError of customer that does not repeat it", bad, err)
+		}
+	}
+	if got, err := f.store.Order(ctx, order.AnyMerchant, o.ID); err != nil || got.State != order.StatePending {
+		t.Errorf("order = %+v, %v; want it PENDING, nothing claimed", got, err)
+	}
+	if n := len(f.fake.Ledger()); n != 0 {
+		t.Errorf("the fake holds %d PaymentIntents, want none", n)
+	}
 }

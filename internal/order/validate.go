@@ -75,10 +75,17 @@ type ChargeInput struct {
 	// ReturnURL, when set, is where the gateway sends the customer back
 	// after a redirect.
 	ReturnURL string
+	// Customer, when set, is the gateway's customer (a Stripe Customer,
+	// cus_...) the payment method is saved to. It is kept with the attempt,
+	// so that a replay of the attempt's first request carries it again.
+	Customer string
 }
 
 // MaxReturnURLLen bounds a return URL.
 const MaxReturnURLLen = 2048
+
+// MaxCustomerLen bounds a customer id: Stripe's ids are far shorter.
+const MaxCustomerLen = 255
 
 // Validate checks every field of a charge request.
 func (c ChargeInput) Validate() error {
@@ -100,6 +107,25 @@ func (c ChargeInput) Validate() error {
 		u, err := url.Parse(c.ReturnURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
 			return &ValidationError{Field: "return_url", Reason: "must be an absolute http or https URL without credentials"}
+		}
+	}
+	if c.Customer != "" {
+		return CheckCustomer(c.Customer)
+	}
+	return nil
+}
+
+// CheckCustomer validates a customer id: a Stripe Customer's shape, cus_
+// followed by 1 to MaxCustomerLen-4 letters and digits. The reason never
+// repeats the value.
+func CheckCustomer(id string) error {
+	rest, ok := strings.CutPrefix(id, "cus_")
+	if !ok || rest == "" || len(id) > MaxCustomerLen {
+		return &ValidationError{Field: "customer", Reason: "must be a Stripe Customer id: cus_ followed by letters and digits"}
+	}
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; ('0' > c || c > '9') && ('a' > c || c > 'z') && ('A' > c || c > 'Z') {
+			return &ValidationError{Field: "customer", Reason: "must be a Stripe Customer id: cus_ followed by letters and digits"}
 		}
 	}
 	return nil

@@ -18,9 +18,6 @@ import (
 // claims are not events.
 func TestEventsAreTheHistory(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		t.Skip("on Citus the events feed is not yet distributed: its cursor compares transaction ids of different nodes (see docs/operations.md, Settle on Citus)")
-	}
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
 	s := postgres.NewStore(pool)
@@ -110,9 +107,6 @@ func TestEventsAreTheHistory(t *testing.T) {
 // until the older transaction has ended.
 func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		t.Skip("on Citus the events feed is not yet distributed: its cursor compares transaction ids of different nodes (see docs/operations.md, Settle on Citus)")
-	}
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
 	s := postgres.NewStore(pool)

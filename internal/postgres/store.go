@@ -24,7 +24,10 @@ import (
 type Store struct {
 	pool    *pgxpool.Pool
 	settles *batch.Batcher[string, order.Settlement, settled]
-	engine  engine
+	// citusSettles holds, on Citus, one settle batcher per merchant (see
+	// merchantSettles).
+	citusSettles sync.Map
+	engine       engine
 }
 
 // engine remembers whether the database is Citus, asked once.
@@ -61,6 +64,17 @@ func (s *Store) onCitus(ctx context.Context) (bool, error) {
 	return s.engine.citus, nil
 }
 
+// forEngine returns plain on PostgreSQL and, on Citus, citus: the same
+// work as a call of a function that Citus runs whole on the merchant's
+// worker (migration 00016 says why).
+func (s *Store) forEngine(ctx context.Context, plain, citus string) (string, error) {
+	on, err := s.onCitus(ctx)
+	if on {
+		return citus, err
+	}
+	return plain, err
+}
+
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool}
@@ -71,6 +85,9 @@ func NewStore(pool *pgxpool.Pool) *Store {
 //go:embed sql/create_order.sql
 var createOrderSQL string
 
+//go:embed sql/citus_create_order.sql
+var citusCreateOrderSQL string
+
 // createdRow is what create_order.sql returns.
 type createdRow struct {
 	Created bool `db:"created"`
@@ -79,14 +96,18 @@ type createdRow struct {
 
 // CreateOrder implements order.Store.
 func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, error) {
+	sql, err := s.forEngine(ctx, createOrderSQL, citusCreateOrderSQL)
+	if err != nil {
+		return order.Order{}, fmt.Errorf("create order: %w", err)
+	}
 	var r createdRow
-	err := retry(ctx, func() error {
+	err = retry(ctx, func() error {
 		// A concurrent insert of the same reference that commits after this
 		// statement's snapshot conflicts but is invisible to the fallback
 		// SELECT; the next run of the statement sees it.
 		for range 3 {
 			var err error
-			r, err = queryOne[createdRow](ctx, s.pool, createOrderSQL, pgx.StrictNamedArgs{
+			r, err = queryOne[createdRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 				"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 				"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 				"gateway": o.Gateway, "state": o.State, "event": order.EventCreate,
@@ -159,6 +180,9 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 //go:embed sql/claim.sql
 var claimSQL string
 
+//go:embed sql/citus_claim.sql
+var citusClaimSQL string
+
 // claimRow is what claim.sql returns; an attempt ID of ” means no attempt.
 type claimRow struct {
 	Claimed bool `db:"claimed"`
@@ -168,11 +192,15 @@ type claimRow struct {
 
 // Claim implements order.Store.
 func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
+	sql, err := s.forEngine(ctx, claimSQL, citusClaimSQL)
+	if err != nil {
+		return order.ClaimResult{}, err
+	}
 	var res order.ClaimResult
-	err := retry(ctx, func() error {
-		r, err := queryOne[claimRow](ctx, s.pool, claimSQL, pgx.StrictNamedArgs{
+	err = retry(ctx, func() error {
+		r, err := queryOne[claimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
-			"payment_method": c.PaymentMethod, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
+			"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
 			"event": c.Event, "actor": c.Actor,
 		})
 		if err != nil {
@@ -210,6 +238,9 @@ var attemptByRequestSQL string
 //go:embed sql/create_claimed.sql
 var createClaimedSQL string
 
+//go:embed sql/citus_create_claimed.sql
+var citusCreateClaimedSQL string
+
 // createClaimedRow is what create_claimed.sql returns.
 type createClaimedRow struct {
 	orderRow
@@ -218,9 +249,13 @@ type createClaimedRow struct {
 
 // CreateClaimed implements order.Store.
 func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim) (order.Order, order.Attempt, bool, error) {
+	sql, err := s.forEngine(ctx, createClaimedSQL, citusCreateClaimedSQL)
+	if err != nil {
+		return order.Order{}, order.Attempt{}, false, err
+	}
 	var r createClaimedRow
-	err := retry(ctx, func() (err error) {
-		r, err = queryOne[createClaimedRow](ctx, s.pool, createClaimedSQL, pgx.StrictNamedArgs{
+	err = retry(ctx, func() (err error) {
+		r, err = queryOne[createClaimedRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
@@ -250,9 +285,16 @@ var lockOrderSQL string
 //go:embed sql/transition.sql
 var transitionSQL string
 
+//go:embed sql/citus_transition.sql
+var citusTransitionSQL string
+
 // Transition implements order.Store.
 func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error) {
 	merchantID, err := s.merchantOf(ctx, scope, id)
+	if err != nil {
+		return order.Order{}, err
+	}
+	sql, err := s.forEngine(ctx, transitionSQL, citusTransitionSQL)
 	if err != nil {
 		return order.Order{}, err
 	}
@@ -271,7 +313,7 @@ func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, de
 		if m.Attempt != nil {
 			res = *m.Attempt
 		}
-		r, err := queryOne[orderRow](ctx, tx, transitionSQL, pgx.StrictNamedArgs{
+		r, err := queryOne[orderRow](ctx, tx, sql, pgx.StrictNamedArgs{
 			"merchant_id": cur.MerchantID, "id": cur.ID, "from_state": cur.State, "to_state": m.To, "outcome": res.Outcome,
 			"decline_code": res.DeclineCode, "charge_id": res.ChargeID, "event": m.Event, "actor": m.Actor,
 			"reason": truncate(m.Reason, 1000),

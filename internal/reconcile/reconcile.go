@@ -370,6 +370,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		MerchantReference: d.Order.MerchantReference,
 		Amount:            d.Attempt.Amount,
 		PaymentMethod:     d.Attempt.PaymentMethod,
+		// The attempt's customer: a replay of Stripe's create must carry
+		// every parameter of the first.
+		Customer: d.Attempt.Customer,
 		// From the attempt's age in database time, so that no two clocks
 		// are compared.
 		CreatedAt: time.Now().Add(-d.AttemptAge),

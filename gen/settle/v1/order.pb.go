@@ -788,7 +788,12 @@ type ChargeOrderRequest struct {
 	CustomerPresent bool `protobuf:"varint,4,opt,name=customer_present,json=customerPresent,proto3" json:"customer_present,omitempty"`
 	// Optional: where the gateway sends the customer back after a redirect
 	// (an absolute http or https URL, at most 2048 characters).
-	ReturnUrl     string `protobuf:"bytes,5,opt,name=return_url,json=returnUrl,proto3" json:"return_url,omitempty"`
+	ReturnUrl string `protobuf:"bytes,5,opt,name=return_url,json=returnUrl,proto3" json:"return_url,omitempty"`
+	// Optional: the Stripe Customer (cus_ followed by letters and digits) the
+	// payment method is saved to, for a saved card. It is sent with the
+	// charge and kept with the attempt; other gateways ignore it. The same
+	// request_id with another customer is ALREADY_EXISTS.
+	Customer      string `protobuf:"bytes,6,opt,name=customer,proto3" json:"customer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,6 +859,13 @@ func (x *ChargeOrderRequest) GetCustomerPresent() bool {
 func (x *ChargeOrderRequest) GetReturnUrl() string {
 	if x != nil {
 		return x.ReturnUrl
+	}
+	return ""
+}
+
+func (x *ChargeOrderRequest) GetCustomer() string {
+	if x != nil {
+		return x.Customer
 	}
 	return ""
 }
@@ -1821,7 +1833,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12merchant_reference\x18\x02 \x01(\tH\x00R\x11merchantReferenceB\x05\n" +
 	"\x03key\":\n" +
 	"\x10GetOrderResponse\x12&\n" +
-	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"\xbf\x01\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"\xdb\x01\n" +
 	"\x12ChargeOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
 	"\n" +
@@ -1829,7 +1841,8 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12)\n" +
 	"\x10customer_present\x18\x04 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
 	"\n" +
-	"return_url\x18\x05 \x01(\tR\treturnUrl\"\xa3\x01\n" +
+	"return_url\x18\x05 \x01(\tR\treturnUrl\x12\x1a\n" +
+	"\bcustomer\x18\x06 \x01(\tR\bcustomer\"\xa3\x01\n" +
 	"\x13ChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +

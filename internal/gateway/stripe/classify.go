@@ -209,10 +209,11 @@ func (g *Gateway) describe(se *stripego.Error) string {
 	return b.String()
 }
 
-// redact clips s and removes the secret key from it: servers quote what
-// they were sent (stripe-mock quotes a rejected Authorization header whole).
+// redact clips s and removes the secret key and any Customer id from it:
+// servers quote what they were sent (stripe-mock quotes a rejected
+// Authorization header whole, Stripe a Customer it does not know).
 func (g *Gateway) redact(s string) string {
-	return clipTo(strings.ReplaceAll(s, g.key, "[redacted]"), 200)
+	return clipTo(scrub(s, g.key), 200)
 }
 
 // clip shortens a string from a response for an error message.

@@ -12,14 +12,20 @@
 //
 //	POST /v1/payment_intents                  Idempotency-Key: <attempt id>:create
 //	  amount=<Stripe units>  currency=<lowercased>  payment_method=<token>
-//	  payment_method_types[0]=card
+//	  payment_method_types[0]=card  [customer=<cus_...>, for a saved card]
 //	  metadata[order_id]  metadata[attempt_id]  metadata[merchant_reference]
 //	POST /v1/payment_intents/<pi>/confirm     Idempotency-Key: <attempt id>:confirm
 //	  off_session=true
 //
-// Settle charges off-session, so there is nobody to complete a redirect or a
-// 3-D Secure challenge; payment_method_types=[card] keeps redirect and
-// asynchronous ("processing" for days) payment methods out, which
+//	  [off_session=true, for a merchant-initiated charge]  [return_url]
+//
+// The customer is the attempt's (order.ChargeRequest.Customer, kept with the
+// attempt by Settle), so that Lookup's replay of the create sends it again:
+// Stripe answers a replay with other parameters with idempotency_error.
+// off_session is sent only when the customer is not at the checkout (a
+// merchant-initiated charge), and then Stripe declines rather than asks for
+// 3-D Secure; payment_method_types=[card] keeps redirect and asynchronous
+// ("processing" for days) payment methods out, which
 // automatic_payment_methods would let in.
 //
 // ChargeID is the PaymentIntent's id (pi_...), reported as soon as the
@@ -31,7 +37,8 @@
 //
 //	Stripe's answer                                      outcome
 //	confirm 200, PaymentIntent succeeded                 succeeded
-//	confirm 200, requires_action                         declined "requires_action"
+//	confirm 200, requires_action, customer present       requires_action, with the next action
+//	confirm 200, requires_action, off-session            declined "requires_action"
 //	confirm 200, requires_payment_method, canceled       declined (last_payment_error's decline code or
 //	                                                     code, else the status)
 //	confirm 200, processing, requires_capture, other     unknown
@@ -67,9 +74,10 @@
 //	succeeded                                            succeeded
 //	canceled                                             declined "canceled"
 //	requires_payment_method after a failed confirm       declined (its decline code)
+//	requires_action, before the expiry                   requires_action: the customer may still act
 //	requires_confirmation, requires_payment_method       never confirmed: Lookup cancels it; canceled,
-//	  without an error, requires_action                  declined "canceled_unconfirmed" ("requires_action");
-//	                                                     a cancel refused because it succeeded meanwhile,
+//	  without an error, requires_action past the         declined "canceled_unconfirmed" ("requires_action");
+//	  expiry (CancelAwaitingAction)                      a cancel refused because it succeeded meanwhile,
 //	                                                     succeeded
 //	processing, requires_capture                         unknown: money may yet move; ask later
 //	an error answer, no answer                           unknown
@@ -513,6 +521,11 @@ func createParams(req order.ChargeRequest, amount int64) *stripego.PaymentIntent
 			"attempt_id":         req.AttemptID,
 			"merchant_reference": req.MerchantReference,
 		},
+	}
+	if req.Customer != "" {
+		// A saved card is used with the Customer it is attached to. The
+		// attempt keeps the customer, so that Lookup's replay sends it too.
+		p.Customer = stripego.String(req.Customer)
 	}
 	// Without this stripe-go would make up a fresh key for every call, and a
 	// replay would create a second PaymentIntent.

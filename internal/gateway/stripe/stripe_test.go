@@ -875,3 +875,75 @@ func TestThreeDSecure(t *testing.T) {
 		t.Errorf("off-session Charge = %+v, %v; want declined requires_action", res, err)
 	}
 }
+
+// TestCustomerIsSentAndReplayed: a saved card's Customer goes with the
+// create, and Lookup's replay of the create (its answer lost, so the
+// PaymentIntent's id never recorded) sends it again: Stripe answers with
+// the saved PaymentIntent, which Lookup cancels, instead of
+// idempotency_error. A replay without the customer is another request.
+func TestCustomerIsSentAndReplayed(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t, stripetest.Options{})
+	g := newGateway(t, stripe.Config{BaseURL: url})
+	req := chargeReq(stripetest.TokenCreateDropped)
+	req.Customer = "cus_Saved4242"
+
+	res, err := g.Charge(t.Context(), req)
+	if res.Outcome != order.OutcomeUnknown || res.ChargeID != "" || err == nil {
+		t.Fatalf("Charge = %+v, %v; want unknown without an id", res, err)
+	}
+	pis := fake.Intents(req.AttemptID)
+	if len(pis) != 1 || pis[0].Customer != req.Customer {
+		t.Fatalf("PaymentIntents of the attempt = %+v; want one, for customer %s", pis, req.Customer)
+	}
+	without := req
+	without.Customer = ""
+	if res, err := g.Lookup(t.Context(), without); err == nil || res.Outcome != order.OutcomeUnknown {
+		t.Errorf("Lookup replaying the create without its customer = %+v, %v; want unknown (idempotency_error)", res, err)
+	}
+	res, err = g.Lookup(t.Context(), req)
+	if err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode != "canceled_unconfirmed" || res.ChargeID != pis[0].ID {
+		t.Fatalf("Lookup = %+v, %v; want declined canceled_unconfirmed for %s", res, err, pis[0].ID)
+	}
+	if n := len(fake.Ledger()); n != 1 {
+		t.Errorf("the fake created %d PaymentIntents, want 1", n)
+	}
+	checkNeverCharged(t, fake, req.AttemptID)
+
+	paid := chargeReq(stripetest.TokenVisa)
+	paid.Customer = "cus_Saved4242"
+	if res, err := g.Charge(t.Context(), paid); err != nil || res.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Charge of a saved card = %+v, %v; want succeeded", res, err)
+	}
+	if pis := fake.Intents(paid.AttemptID); len(pis) != 1 || pis[0].Customer != paid.Customer || pis[0].Status != "succeeded" {
+		t.Errorf("PaymentIntents = %+v; want one, succeeded, for customer %s", pis, paid.Customer)
+	}
+}
+
+// TestCustomerNeverLogged: Stripe quotes a Customer it does not know in
+// its error; like the key, the id reaches neither the error nor the logs.
+func TestCustomerNeverLogged(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t, stripetest.Options{})
+	var logs logtest.Buffer
+	g := newGateway(t, stripe.Config{BaseURL: url, Logger: logs.Logger()})
+	req := chargeReq(stripetest.TokenVisa)
+	req.Customer = stripetest.CustomerMissing + "Gone42"
+
+	res, err := g.Charge(t.Context(), req)
+	if res.Outcome != order.OutcomeDeclined || res.DeclineCode != "rejected_resource_missing" || err == nil {
+		t.Fatalf("Charge for an unknown customer = %+v, %v; want declined rejected_resource_missing, with an error", res, err)
+	}
+	if strings.Contains(err.Error(), req.Customer) {
+		t.Errorf("the error quotes the customer: %v", err)
+	}
+	if strings.Contains(logs.String(), req.Customer) {
+		t.Errorf("the logs quote the customer:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String()+err.Error(), "cus_[redacted]") {
+		t.Errorf("neither the error nor the logs show Stripe's (scrubbed) message: %v\n%s", err, logs.String())
+	}
+	if n := len(fake.Ledger()); n != 0 {
+		t.Errorf("the fake holds %d PaymentIntents, want none", n)
+	}
+}

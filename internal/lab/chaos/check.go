@@ -56,12 +56,23 @@ const (
 	// simulator does not deduplicate), and every refund at the gateway is
 	// one of Settle's, for its order's charge.
 	InvRefundOnce = 10
+	// InvActionExit: no order leaves REQUIRES_ACTION but by a move of the
+	// transition table (succeed, fail, escalate) recorded from
+	// REQUIRES_ACTION, for the attempt that asked the customer to act, and
+	// backed by the gateway: a fail only when the gateway declined or
+	// canceled that charge, a succeed only when it charged it.
+	InvActionExit = 11
+	// InvActionCharge: no charge succeeds at the gateway for an order that
+	// is PENDING or CANCELED at the end, and no charge still waits for the
+	// customer (which they could yet complete) unless its order waits in
+	// REQUIRES_ACTION for it (or in NEEDS_REVIEW, still looked up).
+	InvActionCharge = 12
 )
 
 var invariantNames = map[int]string{
 	InvOneCharge: "one-charge", InvChargeSettled: "charge-settled", InvSums: "sums", InvNoCharging: "no-charging",
 	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id", InvEvents: "events",
-	InvRefunds: "refunds", InvRefundOnce: "refund-once",
+	InvRefunds: "refunds", InvRefundOnce: "refund-once", InvActionExit: "action-exit", InvActionCharge: "action-charge",
 }
 
 // Violation is one broken invariant.
@@ -329,6 +340,7 @@ func check(s snapshot, hist *history) []Violation {
 		}
 	}
 	out = append(out, checkRefunds(s, hist, attempts)...)
+	out = append(out, checkActions(s, orders, attempts, events)...)
 	slices.SortStableFunc(out, func(a, b Violation) int { return cmp.Compare(a.Invariant, b.Invariant) })
 	return out
 }
@@ -435,6 +447,84 @@ func checkRefunds(s snapshot, hist *history, attempts map[string]dbAttempt) []Vi
 			if r, ok := byRequest[rid]; !ok || r.id != id || r.order != req.order {
 				report(InvRefunds, req.order, "an answer to refund request_id %s named refund %s; the database says %q", rid, id, r.id)
 			}
+		}
+	}
+	return out
+}
+
+// checkActions checks the 3-D Secure invariants: how orders left
+// REQUIRES_ACTION, against the gateway's ledger, and that no charge is
+// taken, or can still be taken, for an order that is not to be paid.
+func checkActions(s snapshot, orders map[string]dbOrder, attempts map[string]dbAttempt, events map[string][]dbEvent) []Violation {
+	var out []Violation
+	report := func(inv int, orderID, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, Order: orderID, Msg: fmt.Sprintf(format, args...)})
+	}
+	// The gateway's last word on each attempt (the simulator does not
+	// deduplicate, so an attempt may have several charges: any succeeded
+	// one counts, else any that still waits, else a decline).
+	gateway := map[string]string{}
+	rank := map[string]int{sim.StatusSucceeded: 3, sim.StatusRequiresAction: 2, sim.StatusDeclined: 1}
+	for _, c := range s.ledger {
+		if rank[c.Status] > rank[gateway[c.Reference]] {
+			gateway[c.Reference] = c.Status
+		}
+	}
+
+	// 11. Out of REQUIRES_ACTION only by a guarded move of the table.
+	for _, id := range slices.Sorted(maps.Keys(events)) {
+		evs := events[id]
+		asked := "" // the attempt that asked the customer to act
+		for i, e := range evs {
+			if order.EventName(e.event) == order.EventRequireAction {
+				asked = e.attempt
+				if gateway[e.attempt] == "" {
+					report(InvActionExit, id, "event %d: REQUIRES_ACTION for attempt %s, which the gateway never saw", i, e.attempt)
+				}
+				continue
+			}
+			if e.from != string(order.StateRequiresAction) {
+				continue
+			}
+			if _, err := order.Next(order.StateRequiresAction, order.EventName(e.event)); err != nil {
+				report(InvActionExit, id, "event %d: %s (by %s) leaves REQUIRES_ACTION, which the transition table refuses", i, e.event, e.actor)
+				continue
+			}
+			if i == 0 || evs[i-1].to != string(order.StateRequiresAction) || e.attempt != asked {
+				report(InvActionExit, id, "event %d: %s leaves REQUIRES_ACTION for attempt %s; the order was waiting for attempt %s (previous event to %s)",
+					i, e.event, e.attempt, asked, evs[max(i-1, 0)].to)
+			}
+			switch st := gateway[e.attempt]; order.EventName(e.event) {
+			case order.EventFail:
+				if st != sim.StatusDeclined {
+					report(InvActionExit, id, "event %d: fail (%s) out of REQUIRES_ACTION, but the gateway has attempt %s %q, not declined or canceled",
+						i, e.reason, e.attempt, st)
+				}
+			case order.EventSucceed:
+				if st != sim.StatusSucceeded {
+					report(InvActionExit, id, "event %d: succeed out of REQUIRES_ACTION, but the gateway has attempt %s %q", i, e.attempt, st)
+				}
+			}
+		}
+	}
+
+	// 12. No charge taken, or still open to the customer, for an order that
+	// is not to be paid.
+	for _, ref := range slices.Sorted(maps.Keys(gateway)) {
+		a, ok := attempts[ref]
+		if !ok {
+			continue // InvOneCharge reports it
+		}
+		o := orders[a.order]
+		switch st := gateway[ref]; {
+		case st == sim.StatusSucceeded && (o.state == string(order.StatePending) || o.state == string(order.StateCanceled)):
+			report(InvActionCharge, o.id, "the gateway charged attempt %s; the order is %s", ref, o.state)
+		case st == sim.StatusRequiresAction && o.state == string(order.StateNeedsReview):
+			// A person decides; the reconciler still looks, and a charge
+			// the customer completes meanwhile makes the order PAID.
+		case st == sim.StatusRequiresAction && (o.state != string(order.StateRequiresAction) || o.current != ref):
+			report(InvActionCharge, o.id, "the gateway's charge for attempt %s still waits for the customer, who can complete it; the order is %s (attempt %s)",
+				ref, o.state, o.current)
 		}
 	}
 	return out

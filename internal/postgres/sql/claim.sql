@@ -22,9 +22,9 @@ WITH ord AS (
 ), prior AS (
 	SELECT * FROM charge_attempts WHERE merchant_id = @merchant_id AND request_id = @request_id
 ), att AS (
-	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency)
+	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency)
 	SELECT @attempt_id, ord.id, @merchant_id, @request_id, coalesce(nullif(@payment_method, ''), ord.payment_method),
-		ord.amount_minor, ord.currency
+		@customer, ord.amount_minor, ord.currency
 	FROM ord
 	WHERE
 		ord.state = @from_state
@@ -52,6 +52,7 @@ SELECT cur.claimed,
 	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at,
 	coalesce(a.id::text, '') AS attempt_id, coalesce(a.order_id::text, '') AS attempt_order_id,
 	coalesce(a.request_id, '') AS attempt_request_id, coalesce(a.payment_method, '') AS attempt_payment_method,
+	coalesce(a.customer, '') AS attempt_customer,
 	coalesce(a.amount_minor, 0) AS attempt_amount_minor, coalesce(a.currency, '') AS attempt_currency,
 	coalesce(a.outcome, '') AS attempt_outcome, coalesce(a.decline_code, '') AS attempt_decline_code,
 	coalesce(a.gateway_charge_id, '') AS attempt_gateway_charge_id,

@@ -24,7 +24,7 @@ SELECT o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.curren
 	o.state, coalesce(o.current_attempt::text, '') AS current_attempt, o.reconcile_at, o.reconcile_count,
 	o.last_error, o.created_at, o.updated_at,
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
-	a.payment_method AS attempt_payment_method, a.amount_minor AS attempt_amount_minor,
+	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
 	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
 	a.created_at AS attempt_created_at

@@ -2,13 +2,16 @@
 // Settle uses, for tests: PaymentIntents created unconfirmed, confirmed,
 // read and canceled, under idempotency keys. It is a real HTTP server (an
 // http.Handler to put behind httptest.NewServer) speaking Stripe's wire
-// format, with a ledger of every PaymentIntent and of every charge made.
+// format, with a ledger of every PaymentIntent (each with the statuses it
+// took, in order, and when: PaymentIntent.Changes) and of every charge made.
 // stripe-mock checks the wire format against Stripe's schema but is
 // stateless; this fake has the state.
 //
 // The endpoints:
 //
-//	POST /v1/payment_intents               create (confirm=true is refused: Settle never sends it)
+//	POST /v1/payment_intents               create (confirm=true is refused: Settle never sends it);
+//	                                       a customer=cus_... exists unless it begins with
+//	                                       CustomerMissing, recorded on the intent
 //	GET  /v1/payment_intents/{id}          retrieve, as it stands now
 //	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
 //	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
@@ -60,9 +63,11 @@ package stripetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -105,8 +110,10 @@ type PaymentIntent struct {
 	Amount         int64
 	Currency       string
 	PaymentMethod  string
-	Status         string
-	Metadata       map[string]string
+	// Customer is the Customer the create named (a saved card's), or "".
+	Customer string
+	Status   string
+	Metadata map[string]string
 	// LatestCharge is the id of the last charge tried, if any; the
 	// customer paid only if Status is succeeded.
 	LatestCharge string
@@ -118,6 +125,32 @@ type PaymentIntent struct {
 	// confirmed with a return_url.
 	RedirectURL string
 	Created     time.Time
+	// Changes are the statuses the intent took, in order, each with when
+	// the fake made the change: requires_confirmation, then processing and
+	// succeeded for a payment that took its time (Succeed), say. A test
+	// reads when Stripe had the payment from it.
+	Changes []StatusChange
+}
+
+// StatusChange is one status a PaymentIntent took, and when.
+type StatusChange struct {
+	Status string
+	At     time.Time
+}
+
+// noteLocked records pi's status in its Changes when it is new.
+func noteLocked(pi *PaymentIntent) {
+	if n := len(pi.Changes); n == 0 || pi.Changes[n-1].Status != pi.Status {
+		pi.Changes = append(pi.Changes, StatusChange{Status: pi.Status, At: time.Now().UTC()})
+	}
+}
+
+// snapshot is pi as it stands, sharing nothing with the ledger.
+func snapshot(pi *PaymentIntent) PaymentIntent {
+	c := *pi
+	c.Changes = slices.Clone(pi.Changes)
+	c.Metadata = maps.Clone(pi.Metadata)
+	return c
 }
 
 // Request is one request the fake received.
@@ -193,7 +226,7 @@ func (s *Server) Ledger() []PaymentIntent {
 	defer s.mu.Unlock()
 	out := make([]PaymentIntent, len(s.ledger))
 	for i, pi := range s.ledger {
-		out[i] = *pi
+		out[i] = snapshot(pi)
 	}
 	return out
 }
@@ -215,7 +248,7 @@ func (s *Server) Intent(id string) (PaymentIntent, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pi, ok := s.byID[id]; ok {
-		return *pi, true
+		return snapshot(pi), true
 	}
 	return PaymentIntent{}, false
 }
@@ -265,6 +298,7 @@ func (s *Server) Succeed(id string) bool {
 		return false
 	}
 	pi.Status = "succeeded"
+	noteLocked(pi)
 	return true
 }
 
@@ -277,6 +311,7 @@ func (s *Server) Fail(id, declineCode string) bool {
 		return false
 	}
 	pi.Status, pi.DeclineCode = "requires_payment_method", declineCode
+	noteLocked(pi)
 	return true
 }
 
@@ -369,6 +404,14 @@ func (s *Server) respond(w http.ResponseWriter, a answer) {
 
 var currencyRE = regexp.MustCompile(`^[a-z]{3}$`)
 
+// CustomerMissing begins every Customer id the fake does not know (400
+// resource_missing, quoting the id as Stripe does); it knows every other
+// id of a Customer's shape.
+const CustomerMissing = "cus_missing"
+
+// customerRE is the shape of a Customer id.
+var customerRE = regexp.MustCompile(`^cus_[A-Za-z0-9]+$`)
+
 // knownMethods are the payment methods the create accepts.
 var knownMethods = map[string]bool{
 	TokenVisa: true, TokenDeclined: true, TokenInsufficientFunds: true, TokenRequiresAction: true,
@@ -392,13 +435,16 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 	case form.Get("confirm") == "true":
 		return rejected(apiError{Type: "invalid_request_error", Param: "confirm",
 			Message: "This fake creates PaymentIntents unconfirmed only: Settle confirms in a second request."})
+	case form.Has("customer") && (!customerRE.MatchString(form.Get("customer")) || strings.HasPrefix(form.Get("customer"), CustomerMissing)):
+		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "customer",
+			Message: fmt.Sprintf("No such customer: '%s'", form.Get("customer"))})
 	case !knownMethods[pm]:
 		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "payment_method",
 			Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm)})
 	}
 	pi := &PaymentIntent{
 		IdempotencyKey: r.Header.Get("Idempotency-Key"), Amount: amount, Currency: form.Get("currency"),
-		PaymentMethod: pm, Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
+		PaymentMethod: pm, Customer: form.Get("customer"), Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
 	}
 	for name, v := range form {
 		if k, ok := strings.CutPrefix(name, "metadata["); ok && strings.HasSuffix(k, "]") && len(v) > 0 {
@@ -406,6 +452,7 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 		}
 	}
 	s.mu.Lock()
+	noteLocked(pi)
 	pi.ID = fmt.Sprintf("pi_fake_%06d", len(s.ledger)+1)
 	s.ledger = append(s.ledger, pi)
 	s.byID[pi.ID] = pi
@@ -441,6 +488,7 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 	if pi.Status != "requires_confirmation" && pi.Status != "requires_payment_method" {
 		return s.unexpectedState(pi, "confirm")
 	}
+	defer noteLocked(pi)
 	a := answer{status: http.StatusOK, save: true}
 	switch pi.PaymentMethod {
 	case TokenRateLimited:
@@ -502,6 +550,7 @@ func (s *Server) cancel(r *http.Request, form url.Values) answer {
 		return s.unexpectedState(pi, "cancel")
 	}
 	pi.Status = "canceled"
+	noteLocked(pi)
 	return answer{status: http.StatusOK, body: intentJSON(*pi), save: true}
 }
 
@@ -526,6 +575,10 @@ func intentMap(pi PaymentIntent) map[string]any {
 		"capture_method": "automatic", "confirmation_method": "automatic", "metadata": pi.Metadata,
 		"created": pi.Created.Unix(), "livemode": false, "client_secret": pi.ID + "_secret_fake",
 		"amount_received": 0, "latest_charge": nil, "last_payment_error": nil, "next_action": nil,
+		"customer": nil,
+	}
+	if pi.Customer != "" {
+		m["customer"] = pi.Customer
 	}
 	if pi.LatestCharge != "" {
 		m["latest_charge"] = pi.LatestCharge
@@ -628,6 +681,7 @@ func (s *Server) Authenticate(id string, ok bool) bool {
 	} else {
 		pi.Status, pi.DeclineCode = "requires_payment_method", authenticationFailure
 	}
+	noteLocked(pi)
 	return true
 }
 
