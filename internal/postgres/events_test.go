@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -241,5 +242,46 @@ func listEvents(t *testing.T, s *postgres.Store, after order.EventCursor, limit,
 		if len(evs) >= want || time.Now().After(deadline) {
 			return evs
 		}
+	}
+}
+
+// TestEventsListedOnCitus: on Citus a merchant's events are listed in its
+// worker's transaction ids, whatever the coordinator's are. A cursor that
+// compared the coordinator's ids of the writing transactions with the
+// worker's oldest running one would hide every event while the
+// coordinator's counter is ahead; here it is put ahead on purpose.
+func TestEventsListedOnCitus(t *testing.T) {
+	t.Parallel()
+	if !postgrestest.Citus() {
+		t.Skip("transaction ids of several nodes: runs with SETTLE_TEST_CITUS=1")
+	}
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	var coordinator, worker int64
+	if err := pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint,
+		(SELECT max(result::bigint) FROM run_command_on_workers('SELECT pg_current_xact_id()'))`).Scan(&coordinator, &worker); err != nil {
+		t.Fatal(err)
+	}
+	// Each loop commits, and so uses a transaction id of the coordinator.
+	if ahead := worker - coordinator + 5000; ahead > 0 {
+		if _, err := pool.Exec(ctx, fmt.Sprintf(`DO $$ BEGIN FOR i IN 1..%d LOOP PERFORM pg_current_xact_id(); COMMIT; END LOOP; END $$`, ahead)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	paid, att := chargingOrder(t, s, "ref-citus-paid")
+	if _, ok, err := s.Settle(ctx, order.Settlement{MerchantID: order.DefaultMerchant, OrderID: paid.ID, AttemptID: att,
+		Event: order.EventSucceed, To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded}, Actor: "test"}); err != nil || !ok {
+		t.Fatalf("settle: %v %v", ok, err)
+	}
+	var evs []order.Notification
+	for deadline := time.Now().Add(5 * time.Second); len(evs) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if evs, err = s.ListEvents(ctx, order.DefaultMerchant, order.EventCursor{}, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(evs) != 1 || evs[0].Order.ID != paid.ID || evs[0].Type != "order.paid" {
+		t.Fatalf("events listed: %+v, want the order's order.paid", evs)
 	}
 }
