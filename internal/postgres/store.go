@@ -27,7 +27,10 @@ type Store struct {
 	// citusSettles holds, on Citus, one settle batcher per merchant (see
 	// merchantSettles).
 	citusSettles sync.Map
-	engine       engine
+	// polled holds, on Citus, the orders that this process's WatchOrder
+	// streams watch (see pollWatched).
+	polled pollWatches
+	engine engine
 }
 
 // engine remembers whether the database is Citus, asked once.

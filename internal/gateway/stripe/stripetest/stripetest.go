@@ -92,9 +92,14 @@ const defaultHold = 2 * time.Second
 
 // Options configure a Server.
 type Options struct {
-	// SecretKey, when set, is the only API key accepted. Otherwise any key
-	// that looks like a test key (sk_test_ or rk_test_) is.
+	// SecretKey, when set, is the only API key accepted (with
+	// RestrictedKey). Otherwise any key that looks like a test key
+	// (sk_test_ or rk_test_) is.
 	SecretKey string
+	// RestrictedKey, when set, is a restricted key (rk_...) that is
+	// accepted but lacks the permission to write PaymentIntents: every
+	// POST with it is answered 403, as Stripe answers such a key.
+	RestrictedKey string
 	// Hold is how long the answer to TokenTimeout is held after the
 	// PaymentIntent is confirmed: longer than the client's timeout. The
 	// request completes then whether or not the client is still waiting,
@@ -211,9 +216,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Request-Id", reqID)
 	// The challenge page is the customer's, opened without an API key.
-	if key, ok := s.authorized(r); !ok && !strings.HasPrefix(r.URL.Path, "/fake/3ds/") {
+	key, ok := s.authorized(r)
+	if !ok && !strings.HasPrefix(r.URL.Path, "/fake/3ds/") {
 		writeError(w, http.StatusUnauthorized, apiError{Type: "invalid_request_error",
 			Message: fmt.Sprintf("Invalid API Key provided: %s", key)})
+		return
+	}
+	if ok && key == s.opts.RestrictedKey && r.Method == http.MethodPost {
+		writeError(w, http.StatusForbidden, apiError{Type: "invalid_request_error",
+			Message: fmt.Sprintf("The provided key '%s' does not have the required permissions for this endpoint on account 'acct_fake'.", key)})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -622,6 +633,9 @@ func (s *Server) authorized(r *http.Request) (string, bool) {
 	}
 	if !ok || key == "" {
 		return key, false
+	}
+	if s.opts.RestrictedKey != "" && key == s.opts.RestrictedKey {
+		return key, true
 	}
 	if s.opts.SecretKey != "" {
 		return key, key == s.opts.SecretKey
