@@ -338,3 +338,67 @@ func TestRefundEventsAreDelivered(t *testing.T) {
 		t.Fatalf("refund.succeeded body %s: %v", body, err)
 	}
 }
+
+// TestPullOnlyMerchantIsLeftAlone: a merchant without an endpoint pulls its
+// events. While another merchant's endpoint refuses everything until its
+// events fail, the worker never leases the pull-only merchant's events
+// (none tried, none failed), its backlog counts only the merchant with an
+// endpoint, and the pull-only merchant still lists its events.
+func TestPullOnlyMerchantIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusServiceUnavailable })
+	canceledOrder(t, s, "m1", "ref-1")
+	canceledOrder(t, s, "pull", "ref-2")
+	refundedOrder(t, s, "pull", "ref-3")
+	var failed int
+	d := newDeliverer(t, s, delivery.Config{RetryFor: time.Millisecond,
+		Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}},
+		OnRecord: func(r order.DeliveryRecord) {
+			if r.Failed {
+				failed++
+			}
+			if r.MerchantID != "m1" {
+				t.Errorf("recorded a delivery of merchant %s's event", r.MerchantID)
+			}
+		}})
+	bl, err := d.Backlog(ctx)
+	if err != nil || len(bl) != 1 || bl[0].MerchantID != "m1" || bl[0].Pending != 1 {
+		t.Fatalf("backlog %+v, %v; want m1's one event alone", bl, err)
+	}
+	for range 3 {
+		runOnce(t, d)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if failed != 1 {
+		t.Fatalf("failed %d events, want m1's one", failed)
+	}
+	var tried, failedPull int
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(delivery_attempts), 0) FROM order_events WHERE merchant_id = 'pull')
+			+ (SELECT coalesce(sum(delivery_attempts), 0) FROM refund_events WHERE merchant_id = 'pull'),
+		(SELECT count(*) FROM order_events WHERE merchant_id = 'pull' AND failed_at IS NOT NULL)
+			+ (SELECT count(*) FROM refund_events WHERE merchant_id = 'pull' AND failed_at IS NOT NULL)`).Scan(&tried, &failedPull); err != nil {
+		t.Fatal(err)
+	}
+	if tried != 0 || failedPull != 0 {
+		t.Fatalf("the pull-only merchant's events: %d tries, %d failed; want none", tried, failedPull)
+	}
+	if bl, err := d.Backlog(ctx); err != nil || len(bl) != 1 || bl[0].MerchantID != "m1" || bl[0].Pending != 0 {
+		t.Fatalf("backlog after m1's event failed: %+v, %v", bl, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		evs, err := s.ListEvents(ctx, "pull", order.EventCursor{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 4 { // order.canceled; order.paid, refund.succeeded, order.refunded
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pull-only merchant lists %d events, want 4", len(evs))
+		}
+	}
+}
