@@ -59,7 +59,7 @@ PostgreSQL crashes, terminated backends). Rerun a failing seed with -seed.
 	fs.Float64Var(&gw.Slow, "gw-slow", gw.Slow, "gateway: rate of slow answers")
 	fs.DurationVar(&gw.SlowMax, "gw-slow-max", gw.SlowMax, "gateway: slowest answer (well under the 1s gateway timeout)")
 	fs.Float64Var(&gw.LookupNotFoundWhileInFlight, "gw-hide-timeouts", gw.LookupNotFoundWhileInFlight, "gateway: share of timeouts whose charge lookups do not see until the held answer is due")
-	fs.Func("failover", "sync or async: run PostgreSQL as a primary and a (synchronous or asynchronous) standby, and make each database restart a failover (async is expected to find violations)", func(v string) error {
+	fs.Func("failover", "sync or async: run PostgreSQL as a primary and a (synchronous or asynchronous) standby, and make each database restart a failover, the standby cut off for 1-2s before the primary is killed (async is expected to find violations)", func(v string) error {
 		if v != string(chaos.FailoverSync) && v != string(chaos.FailoverAsync) {
 			return errors.New("want sync or async")
 		}

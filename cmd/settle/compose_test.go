@@ -100,7 +100,7 @@ func loadCompose(t *testing.T) *types.Project {
 func settleServices(p *types.Project) map[string]types.ServiceConfig {
 	out := map[string]types.ServiceConfig{}
 	for name, s := range p.Services {
-		if name != "postgres" {
+		if !isPostgres(s) {
 			out[name] = s
 		}
 	}
@@ -109,12 +109,14 @@ func settleServices(p *types.Project) map[string]types.ServiceConfig {
 
 func TestComposeLoads(t *testing.T) {
 	p := loadCompose(t)
-	want := []string{"gatewaysim", "migrate", "postgres", "reconcile", "serve"}
+	want := []string{"gatewaysim", "migrate", "postgres", "postgres-standby", "reconcile", "serve"}
 	if got := slices.Sorted(maps.Keys(p.Services)); !slices.Equal(got, want) {
 		t.Fatalf("services = %v, want %v", got, want)
 	}
-	if img := p.Services["postgres"].Image; !strings.HasPrefix(img, "postgres:15") {
-		t.Errorf("postgres image = %q, want postgres:15", img)
+	for _, name := range []string{"postgres", "postgres-standby"} {
+		if img := p.Services[name].Image; !strings.HasPrefix(img, "postgres:15") {
+			t.Errorf("%s image = %q, want postgres:15", name, img)
+		}
 	}
 	built := map[string]bool{}
 	for name, s := range settleServices(p) {
@@ -320,8 +322,8 @@ func TestComposeHealthAndRestart(t *testing.T) {
 			t.Errorf("%s: no health check", svc)
 			continue
 		}
-		if svc == "postgres" {
-			continue
+		if isPostgres(s) {
+			continue // TestComposeReplication checks the standby's
 		}
 		// The image is distroless: CMD-SHELL would find no shell.
 		test := s.HealthCheck.Test
@@ -341,11 +343,12 @@ func TestComposeHealthAndRestart(t *testing.T) {
 	// Start order: the database is up, the schema migrated, the gateway
 	// answering, before anything uses them.
 	wantDeps := map[string]map[string]string{
-		"migrate":    {"postgres": types.ServiceConditionHealthy},
-		"serve":      {"migrate": types.ServiceConditionCompletedSuccessfully, "gatewaysim": types.ServiceConditionHealthy},
-		"reconcile":  {"migrate": types.ServiceConditionCompletedSuccessfully, "gatewaysim": types.ServiceConditionHealthy},
-		"gatewaysim": {},
-		"postgres":   {},
+		"migrate":          {"postgres": types.ServiceConditionHealthy, "postgres-standby": types.ServiceConditionHealthy},
+		"serve":            {"migrate": types.ServiceConditionCompletedSuccessfully, "gatewaysim": types.ServiceConditionHealthy},
+		"reconcile":        {"migrate": types.ServiceConditionCompletedSuccessfully, "gatewaysim": types.ServiceConditionHealthy},
+		"gatewaysim":       {},
+		"postgres":         {},
+		"postgres-standby": {"postgres": types.ServiceConditionHealthy},
 	}
 	for svc, want := range wantDeps {
 		got := map[string]string{}

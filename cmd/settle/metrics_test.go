@@ -5,12 +5,20 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
@@ -101,4 +109,134 @@ func grepSettle(body string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestRefusedMetricAndAlert: Stripe refusing Settle's key, with a 401 (a
+// revoked or wrong key) or a 403 (a restricted key without the
+// permission), is counted by settle_gateway_calls_total with
+// outcome="refused", and the alert rule SettleGatewayRefusedCredentials
+// selects exactly that series, grouped by labels it has, so the alert
+// fires on the first refusal.
+func TestRefusedMetricAndAlert(t *testing.T) {
+	t.Parallel()
+	expr := alertExpr(t, "SettleGatewayRefusedCredentials")
+	for _, tc := range []struct {
+		name, key string
+		status    int
+	}{
+		{"401 revoked key", "sk_test_revoked", http.StatusUnauthorized},
+		{"403 restricted key", "rk_test_readonly", http.StatusForbidden},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			fake := stripetest.New(stripetest.Options{SecretKey: "sk_test_settle", RestrictedKey: "rk_test_readonly"})
+			fs := httptest.NewServer(fake)
+			t.Cleanup(fs.Close)
+			hs := httptest.NewServer(sim.New(sim.Options{ClientTimeout: time.Second}))
+			t.Cleanup(hs.Close)
+			addr, metricsAddr := freeAddr(t), freeAddr(t)
+			srv := start(t, append(crashEnv(postgrestest.URL(t), hs.URL), "SETTLE_METRICS_LISTEN="+metricsAddr,
+				"STRIPE_SECRET_KEY="+tc.key, "STRIPE_API_BASE="+fs.URL), "serve", "--listen", addr)
+			c := dial(t, addr)
+			waitServing(t, c, srv)
+			ctx := context.Background()
+			o, err := c.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "refused-" + tc.key,
+				Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: stripetest.TokenVisa, Gateway: "stripe"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = c.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetOrder().GetId(), RequestId: "refused-req-1"})
+			if status.Code(err) != codes.Internal {
+				t.Fatalf("ChargeOrder = %v; want INTERNAL (a refusal of Settle's key)", err)
+			}
+			if n := fake.Count(http.MethodPost, ""); n != 1 {
+				t.Fatalf("the fake saw %d POSTs, want the one it refused with %d", n, tc.status)
+			}
+			series := `settle_gateway_calls_total{gateway="stripe",op="charge",outcome="refused"}`
+			body := scrape(t, "http://"+metricsAddr+"/metrics")
+			if !strings.Contains(body, series+" 1\n") {
+				t.Fatalf("/metrics lacks %s 1:\n%s", series, grepSettle(body))
+			}
+			checkAlertSelects(t, expr, series)
+		})
+	}
+}
+
+// alertExpr is the expression of the alert rule name in
+// deploy/prometheus/alerts.yml.
+func alertExpr(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "alerts.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				Expr  string `yaml:"expr"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(b, &file); err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range file.Groups {
+		for _, r := range g.Rules {
+			if r.Alert == name {
+				return r.Expr
+			}
+		}
+	}
+	t.Fatalf("alerts.yml has no rule %s", name)
+	return ""
+}
+
+var (
+	// selectorRE matches a PromQL series selector with label matchers, and
+	// matcherRE one equality matcher in it.
+	selectorRE = regexp.MustCompile(`([a-zA-Z_:][a-zA-Z0-9_:]*)\{([^}]*)\}`)
+	matcherRE  = regexp.MustCompile(`^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!=|!~|=)\s*"([^"]*)"\s*$`)
+	byRE       = regexp.MustCompile(`by\s*\(([^)]*)\)`)
+)
+
+// checkAlertSelects checks that every series selector of expr selects the
+// series (a line of /metrics, name{labels}), by name and equality
+// matchers, and that it groups by labels the series has.
+func checkAlertSelects(t *testing.T, expr, series string) {
+	t.Helper()
+	name, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+	have := map[string]string{}
+	for _, kv := range strings.Split(labels, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		have[k] = strings.Trim(v, `"`)
+	}
+	sels := selectorRE.FindAllStringSubmatch(expr, -1)
+	if len(sels) == 0 {
+		t.Fatalf("alert expression %q selects no series with matchers", expr)
+	}
+	for _, sel := range sels {
+		if sel[1] != name {
+			t.Errorf("alert expression selects %s, not %s", sel[1], name)
+			continue
+		}
+		for _, m := range strings.Split(sel[2], ",") {
+			mm := matcherRE.FindStringSubmatch(m)
+			switch {
+			case mm == nil:
+				t.Errorf("alert expression: matcher %q does not parse", m)
+			case mm[2] != "=":
+				t.Errorf("alert expression: matcher %q is not an equality; this test reads only those", m)
+			case have[mm[1]] != mm[3]:
+				t.Errorf("alert expression: %s=%q does not select %s", mm[1], mm[3], series)
+			}
+		}
+	}
+	for _, by := range byRE.FindAllStringSubmatch(expr, -1) {
+		for _, l := range strings.Split(by[1], ",") {
+			if l = strings.TrimSpace(l); have[l] == "" {
+				t.Errorf("alert expression groups by %q, which %s does not have", l, series)
+			}
+		}
+	}
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/settlepay/settle/internal/order"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // paid creates an order of 1250 GBP with token and charges it to PAID.
@@ -134,12 +133,6 @@ func TestRefundOfUnpaidOrder(t *testing.T) {
 // what is left.
 func TestRefundConcurrentOverRefund(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		// Known gap: on Citus, concurrent refunds of one order never refund
-		// too much, but some are left REFUNDING for the reconciler instead
-		// of settled at once (docs/operations.md, "Settle on Citus").
-		t.Skip("concurrent refund settles are not yet all applied at once on Citus")
-	}
 	f := newFixture(t)
 	o := f.paid(t, "refund-race", "tok_ok")
 	var (

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -160,8 +161,10 @@ func TestStripeCrashBetweenCreateAndConfirm(t *testing.T) {
 
 // TestStripeUnknownsSettleOnceStripeKnows: a confirm answered with a saved
 // 500, and an intent still processing, are PAID at the first check after
-// Stripe has the payment, read by the PaymentIntent id the charge path
-// recorded with its settle.
+// Stripe has the payment (the fake's ledger says when: its status changes),
+// read by the PaymentIntent id the charge path recorded with its settle.
+// While the intent is processing, checks leave the order CHARGING and never
+// cancel it.
 func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
 	t.Parallel()
 	t.Run("saved 500", func(t *testing.T) {
@@ -170,6 +173,10 @@ func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
 		o, a, err := f.charge(t, stripetest.TokenServerErrorAfterCreate)
 		if err != nil || o.State != order.StateCharging || !strings.HasPrefix(a.GatewayChargeID, "pi_") {
 			t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with the PaymentIntent id recorded", o, a, err)
+		}
+		// Stripe had the payment when it answered the confirm with its 500.
+		if got := intentStatuses(t, f.fake, a.GatewayChargeID); !slices.Equal(got, []string{"requires_confirmation", "succeeded"}) {
+			t.Fatalf("the fake's ledger: %v; want requires_confirmation, then succeeded", got)
 		}
 		if got, att := f.check(t, o); got.State != order.StatePaid || att.GatewayChargeID != a.GatewayChargeID {
 			t.Fatalf("after a check: %s, %+v; want PAID with %s", got.State, att, a.GatewayChargeID)
@@ -185,15 +192,44 @@ func TestStripeUnknownsSettleOnceStripeKnows(t *testing.T) {
 		if err != nil || o.State != order.StateCharging || a.GatewayChargeID == "" {
 			t.Fatalf("Charge = %+v, %+v, %v; want CHARGING with the PaymentIntent id recorded", o, a, err)
 		}
-		got, att := f.check(t, o)
-		if got.State != order.StateCharging || att.GatewayChargeID != a.GatewayChargeID {
-			t.Fatalf("while processing: %s, %+v; want CHARGING, the id kept", got.State, att)
+		for range 3 {
+			got, att := f.check(t, o)
+			if got.State != order.StateCharging || att.GatewayChargeID != a.GatewayChargeID {
+				t.Fatalf("while processing: %s, %+v; want CHARGING, the id kept", got.State, att)
+			}
 		}
-		f.fake.Succeed(a.GatewayChargeID)
-		if got, _ := f.check(t, o); got.State != order.StatePaid {
-			t.Fatalf("once succeeded: %s; want PAID", got.State)
+		if got := intentStatuses(t, f.fake, a.GatewayChargeID); !slices.Equal(got, []string{"requires_confirmation", "processing"}) {
+			t.Fatalf("the fake's ledger while processing: %v; want requires_confirmation, processing", got)
+		}
+		if !f.fake.Succeed(a.GatewayChargeID) {
+			t.Fatal("the fake's intent is not processing")
+		}
+		if got := intentStatuses(t, f.fake, a.GatewayChargeID); !slices.Equal(got, []string{"requires_confirmation", "processing", "succeeded"}) {
+			t.Fatalf("the fake's ledger once succeeded: %v; want requires_confirmation, processing, succeeded", got)
+		}
+		// The first check after the change settles it.
+		if got, att := f.check(t, o); got.State != order.StatePaid || att.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("once succeeded: %s, %+v; want PAID", got.State, att)
+		}
+		if n, c := f.fake.Count(http.MethodPost, "/confirm"), f.fake.Count(http.MethodPost, "/cancel"); n != 1 || c != 0 {
+			t.Errorf("the fake saw %d confirms and %d cancels; want the charge's one confirm and no cancel", n, c)
 		}
 	})
+}
+
+// intentStatuses lists the statuses the fake's PaymentIntent id took, in
+// order.
+func intentStatuses(t *testing.T, fake *stripetest.Server, id string) []string {
+	t.Helper()
+	pi, ok := fake.Intent(id)
+	if !ok {
+		t.Fatalf("the fake has no PaymentIntent %s", id)
+	}
+	var out []string
+	for _, c := range pi.Changes {
+		out = append(out, c.Status)
+	}
+	return out
 }
 
 // TestStripeRateLimitedIsNotSent: a 429 to the only confirm sent is

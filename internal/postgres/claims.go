@@ -96,15 +96,9 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 	if citus, cerr := s.onCitus(ctx); cerr != nil {
 		return order.Order{}, fmt.Errorf("create order: %w", cerr)
 	} else if citus {
-		// On Citus each create runs alone on its merchant's shard, as each
-		// settle does (see Settle).
-		var (
-			got   []order.Order
-			isNew []bool
-		)
-		if got, isNew, err = s.CreateOrders(ctx, []order.Order{o}); err == nil {
-			r = created{got[0], isNew[0]}
-		}
+		// On Citus each create runs alone, whole on its merchant's worker
+		// (migration 00016 says why).
+		r, err = s.createOrderCitus(ctx, o)
 	} else {
 		r, err = s.creates.Do(ctx, o)
 	}
@@ -272,15 +266,9 @@ func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, er
 	if citus, cerr := s.onCitus(ctx); cerr != nil {
 		return order.ClaimResult{}, cerr
 	} else if citus {
-		// On Citus each claim runs alone on its merchant's shard, as each
-		// settle does (see Settle).
-		var (
-			rs   []order.ClaimResult
-			errs []error
-		)
-		if rs, errs, err = s.ClaimMany(ctx, []order.Claim{c}); err == nil {
-			r = claimed{rs[0], errs[0]}
-		}
+		// On Citus each claim runs alone, whole on its merchant's worker
+		// (migration 00016 says why).
+		return s.claimCitus(ctx, c)
 	} else {
 		r, err = s.claims.Do(ctx, c)
 	}
@@ -451,12 +439,9 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 	if citus, cerr := s.onCitus(ctx); cerr != nil {
 		return order.Order{}, order.Attempt{}, false, cerr
 	} else if citus {
-		// On Citus each runs alone on its merchant's shard, as each settle
-		// does (see Settle).
-		var rs []createdClaimed
-		if rs, err = s.createClaimedMany(ctx, []newClaimed{{o, c}}); err == nil {
-			r = rs[0]
-		}
+		// On Citus each runs alone, whole on its merchant's worker
+		// (migration 00016 says why).
+		r, err = s.createClaimedCitus(ctx, o, c)
 	} else {
 		r, err = s.createClaims.Do(ctx, newClaimed{o, c})
 	}

@@ -19,6 +19,9 @@ import (
 //go:embed sql/record_gateway_event.sql
 var recordGatewayEventSQL string
 
+//go:embed sql/citus_record_gateway_event.sql
+var citusRecordGatewayEventSQL string
+
 // RecordGatewayEvent records a verified gateway event once, in the same
 // transaction (one statement) as what it triggers: the attempt's order made
 // due now, or a possible double charge raised for review. A repeat of an
@@ -31,8 +34,12 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 	if _, err := uuid.Parse(ev.AttemptID); err == nil {
 		attemptID = &ev.AttemptID
 	}
+	sql, err := s.forEngine(ctx, recordGatewayEventSQL, citusRecordGatewayEventSQL)
+	if err != nil {
+		return order.RecordedEvent{}, err
+	}
 	var r recordedRow
-	err := retry(ctx, func() error {
+	err = retry(ctx, func() error {
 		// The merchant first, then everything on its shard. An event
 		// about no attempt of ours is recorded under merchant "".
 		a, err := queryOne[eventAttemptRow](ctx, s.pool, gatewayEventAttemptSQL,
@@ -47,7 +54,7 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 		if a.AttemptID != "" {
 			found = &a.AttemptID
 		}
-		r, err = queryOne[recordedRow](ctx, s.pool, recordGatewayEventSQL, pgx.StrictNamedArgs{
+		r, err = queryOne[recordedRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"merchant_id": a.MerchantID, "attempt_id": found, "gateway": ev.Gateway, "event_id": ev.ID,
 			"event_type": ev.Type, "object_id": ev.ObjectID, "succeeded": ev.Succeeded,
 		})

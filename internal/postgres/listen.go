@@ -18,8 +18,25 @@ var listenSQL string
 // ListenOrders calls fn with the id of every order that changes, until ctx
 // ends. It holds one connection of the pool, and reconnects after a failure;
 // changes made while it reconnects are not reported, so callers also look
-// again now and then. missed is called after each reconnection.
+// again now and then. missed is called after each reconnection. On Citus
+// it reads the watched orders every second instead (see pollWatched).
 func (s *Store) ListenOrders(ctx context.Context, log *slog.Logger, fn func(orderID string), missed func()) {
+	for {
+		citus, err := s.onCitus(ctx)
+		if err == nil && citus {
+			s.pollWatched(ctx, fn, missed)
+			return
+		}
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		log.WarnContext(ctx, "cannot tell the database's engine; order notifications wait", "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := s.listen(ctx, fn, missed)
@@ -88,8 +105,14 @@ var sweepWatchersSQL string
 // function is called; only watched orders are notified (see migrations
 // 00003 and 00004). An order of another merchant, or none, is
 // order.ErrNotFound, and registers nothing. The registration is refreshed
-// until the returned function is called or ctx ends.
+// until the returned function is called or ctx ends. On Citus the
+// registration is in this process only (see pollWatched).
 func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), error) {
+	if citus, err := s.onCitus(ctx); err != nil {
+		return nil, err
+	} else if citus {
+		return s.watchOnCitus(ctx, merchantID, orderID)
+	}
 	watcher := uuid.NewString()
 	err := retry(ctx, func() error {
 		_, err := queryOne[struct {

@@ -69,6 +69,9 @@ func (r refundRow) refund() order.Refund {
 //go:embed sql/refund_claim.sql
 var refundClaimSQL string
 
+//go:embed sql/citus_refund_claim.sql
+var citusRefundClaimSQL string
+
 // refundClaimRow is what refund_claim.sql returns; a refund ID of ” means
 // no refund.
 type refundClaimRow struct {
@@ -95,9 +98,13 @@ var refundByRequestSQL string
 
 // ClaimRefund implements order.RefundStore.
 func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
+	sql, err := s.forEngine(ctx, refundClaimSQL, citusRefundClaimSQL)
+	if err != nil {
+		return order.RefundClaimResult{}, err
+	}
 	var res order.RefundClaimResult
-	err := retry(ctx, func() error {
-		r, err := queryOne[refundClaimRow](ctx, s.pool, refundClaimSQL, pgx.StrictNamedArgs{
+	err = retry(ctx, func() error {
+		r, err := queryOne[refundClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
 			"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
 			"refundable": refundableStates, "from_state": order.RefundPending,
@@ -133,6 +140,9 @@ func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.Ref
 //go:embed sql/refund_settle.sql
 var refundSettleSQL string
 
+//go:embed sql/citus_refund_settle.sql
+var citusRefundSettleSQL string
+
 // refundSettledRow is what refund_settle.sql returns.
 type refundSettledRow struct {
 	refundedOrderRow
@@ -155,8 +165,12 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 	if from == "" {
 		from = order.RefundRefunding
 	}
-	err := retry(ctx, func() (err error) {
-		r, err = queryOne[refundSettledRow](ctx, s.pool, refundSettleSQL, pgx.StrictNamedArgs{
+	sql, err := s.forEngine(ctx, refundSettleSQL, citusRefundSettleSQL)
+	if err != nil {
+		return order.Order{}, order.Refund{}, false, err
+	}
+	err = retry(ctx, func() (err error) {
+		r, err = queryOne[refundSettledRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": from,
 			"to_state": to, "outcome": outcome, "decline_code": st.Result.DeclineCode,
 			"gateway_refund_id": st.Result.ChargeID, "recheck_in": st.RecheckIn, "checked": st.Checked,

@@ -26,6 +26,12 @@ var settleSQL string
 //go:embed sql/settle_one.sql
 var settleOneSQL string
 
+// citusSettleSQL is settle.sql on Citus, for one merchant's settlements: a
+// call that Citus runs whole on the merchant's worker.
+//
+//go:embed sql/citus_settle.sql
+var citusSettleSQL string
+
 // settledRow is what settle.sql returns: the i-th settlement's order (from
 // 1), for each settlement whose guard held.
 type settledRow struct {
@@ -39,62 +45,28 @@ type settledRow struct {
 // which of two settlements of one order a single UPDATE would apply is
 // undefined, so SettleMany refuses the call.
 func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
-	var (
-		n        = len(sts)
-		seen     = make(map[string]bool, n)
-		merchant = make([]string, n)
-		orderIDs = make([]string, n)
-		attIDs   = make([]string, n)
-		to       = make([]string, n)
-		from     = make([]string, n)
-		recheck  = make([]time.Duration, n)
-		checked  = make([]bool, n)
-		lastErr  = make([]string, n)
-		outcome  = make([]string, n)
-		decline  = make([]string, n)
-		chargeID = make([]string, n)
-		event    = make([]string, n)
-		actor    = make([]string, n)
-		reason   = make([]string, n)
-	)
+	n := len(sts)
+	seen := make(map[string]bool, n)
 	for _, st := range sts {
 		if seen[st.OrderID] {
 			return nil, nil, fmt.Errorf("settle: order %s appears twice", st.OrderID)
 		}
 		seen[st.OrderID] = true
 	}
-	if n > 1 {
-		citus, err := s.onCitus(ctx)
-		if err != nil {
-			return nil, nil, err
-		}
-		if citus {
-			return s.settleEach(ctx, sts)
-		}
-	}
-	for i, st := range sts {
-		from[i] = string(cmp.Or(st.From, order.StateCharging))
-		to[i] = string(st.To)
-		if st.Event == "" {
-			to[i] = from[i]
-		}
-		merchant[i], orderIDs[i], attIDs[i], recheck[i], checked[i] = st.MerchantID, st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
-		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
-		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
-		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
-	}
-	orderUUIDs, err := uuids(orderIDs)
+	citus, err := s.onCitus(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("settle: order %w", err)
+		return nil, nil, err
 	}
-	attUUIDs, err := uuids(attIDs)
+	if citus {
+		return s.settleEachMerchant(ctx, sts)
+	}
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	args, err := settleArgs(sts, all)
 	if err != nil {
-		return nil, nil, fmt.Errorf("settle: attempt %w", err)
-	}
-	args := pgx.StrictNamedArgs{
-		"merchant_id": merchant, "order_id": orderUUIDs, "attempt_id": attUUIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
-		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
-		"event": event, "actor": actor, "reason": reason, "from_state": from,
+		return nil, nil, err
 	}
 	sql := settleSQL
 	if n == 1 {
@@ -121,6 +93,53 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 		return nil, nil, err
 	}
 	return orders, applied, nil
+}
+
+// settleArgs returns settle.sql's arguments for the settlements sts[i] of
+// idx, in that order: one array per column.
+func settleArgs(sts []order.Settlement, idx []int) (pgx.StrictNamedArgs, error) {
+	var (
+		n        = len(idx)
+		merchant = make([]string, n)
+		orderIDs = make([]string, n)
+		attIDs   = make([]string, n)
+		to       = make([]string, n)
+		from     = make([]string, n)
+		recheck  = make([]time.Duration, n)
+		checked  = make([]bool, n)
+		lastErr  = make([]string, n)
+		outcome  = make([]string, n)
+		decline  = make([]string, n)
+		chargeID = make([]string, n)
+		event    = make([]string, n)
+		actor    = make([]string, n)
+		reason   = make([]string, n)
+	)
+	for i, j := range idx {
+		st := sts[j]
+		from[i] = string(cmp.Or(st.From, order.StateCharging))
+		to[i] = string(st.To)
+		if st.Event == "" {
+			to[i] = from[i]
+		}
+		merchant[i], orderIDs[i], attIDs[i], recheck[i], checked[i] = st.MerchantID, st.OrderID, st.AttemptID, st.RecheckIn, st.Checked
+		lastErr[i], outcome[i] = truncate(st.LastError, 1000), string(st.Result.Outcome)
+		decline[i], chargeID[i] = truncate(st.Result.DeclineCode, 255), truncate(st.Result.ChargeID, 255)
+		event[i], actor[i], reason[i] = string(st.Event), string(st.Actor), truncate(st.Reason, 1000)
+	}
+	orderUUIDs, err := uuids(orderIDs)
+	if err != nil {
+		return nil, fmt.Errorf("settle: order %w", err)
+	}
+	attUUIDs, err := uuids(attIDs)
+	if err != nil {
+		return nil, fmt.Errorf("settle: attempt %w", err)
+	}
+	return pgx.StrictNamedArgs{
+		"merchant_id": merchant, "order_id": orderUUIDs, "attempt_id": attUUIDs, "to_state": to, "recheck_in": recheck, "checked": checked,
+		"last_error": lastErr, "outcome": outcome, "decline_code": decline, "charge_id": chargeID,
+		"event": event, "actor": actor, "reason": reason, "from_state": from,
+	}, nil
 }
 
 // maxSettleGroup bounds the settlements that share one statement.
@@ -160,34 +179,71 @@ func newSettles(s *Store) *batch.Batcher[string, order.Settlement, settled] {
 // Settle implements order.Store: the settlement shares a statement with
 // whatever other settlements are waiting (see package batch).
 func (s *Store) Settle(ctx context.Context, st order.Settlement) (order.Order, bool, error) {
-	if citus, err := s.onCitus(ctx); err != nil {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
 		return order.Order{}, false, err
-	} else if citus {
-		// On Citus a settle runs alone on its merchant's shard, not in a
-		// group: a statement that locks rows on several shards is refused,
-		// and one over several merchants would be a two-phase commit.
-		orders, applied, err := s.SettleMany(ctx, []order.Settlement{st})
-		if err != nil {
-			return order.Order{}, false, err
-		}
-		return orders[0], applied[0], nil
 	}
-	r, err := s.settles.Do(ctx, st)
+	settles := s.settles
+	if citus {
+		settles = s.merchantSettles(st.MerchantID)
+	}
+	r, err := settles.Do(ctx, st)
 	return r.order, r.applied, err
 }
 
-// settleEach is SettleMany on Citus: each settlement alone, a single-shard
-// statement on its merchant's shard. Citus prunes no shards for
-// merchant_id = ANY(array), so settle.sql would be a multi-shard statement,
-// which may not lock rows; each settlement is guarded alone anyway.
-func (s *Store) settleEach(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
+// merchantSettles returns the batcher of merchant's settles on Citus: a
+// group holds one merchant's settlements only, so that its statement is one
+// call on the merchant's worker and one local commit there (a group of
+// several merchants would lock rows on several workers and commit in two
+// phases). One batcher per merchant that has settled since the process
+// started; merchants are API clients, few.
+func (s *Store) merchantSettles(merchant string) *batch.Batcher[string, order.Settlement, settled] {
+	if b, ok := s.citusSettles.Load(merchant); ok {
+		return b.(*batch.Batcher[string, order.Settlement, settled])
+	}
+	b, _ := s.citusSettles.LoadOrStore(merchant, newSettles(s))
+	return b.(*batch.Batcher[string, order.Settlement, settled])
+}
+
+// settleEachMerchant is SettleMany on Citus: one call per merchant, each
+// run whole on the merchant's worker (citus_settle.sql). A merchant's
+// settlements commit together; different merchants' do not.
+func (s *Store) settleEachMerchant(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
 	orders, applied := make([]order.Order, len(sts)), make([]bool, len(sts))
-	for i := range sts {
-		o, ok, err := s.SettleMany(ctx, sts[i:i+1])
+	byMerchant := map[string][]int{}
+	var merchants []string
+	for i, st := range sts {
+		if _, ok := byMerchant[st.MerchantID]; !ok {
+			merchants = append(merchants, st.MerchantID)
+		}
+		byMerchant[st.MerchantID] = append(byMerchant[st.MerchantID], i)
+	}
+	for _, m := range merchants {
+		idx := byMerchant[m]
+		// The function takes the merchant once, as the argument Citus
+		// routes the call by.
+		args, err := settleArgs(sts, idx)
 		if err != nil {
 			return nil, nil, err
 		}
-		orders[i], applied[i] = o[0], ok[0]
+		args["merchant_id"] = m
+		err = retry(ctx, func() error {
+			for _, i := range idx {
+				orders[i], applied[i] = order.Order{}, false
+			}
+			rows, err := queryAll[settledRow](ctx, s.pool, citusSettleSQL, args)
+			if err != nil {
+				return err
+			}
+			for _, r := range rows {
+				i := idx[r.I-1]
+				orders[i], applied[i] = r.order(), true
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, err
+		}
 	}
 	return orders, applied, nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"errors"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -26,7 +27,13 @@ type Store struct {
 	claims       *batch.Batcher[string, order.Claim, claimed]
 	createClaims *batch.Batcher[string, newClaimed, createdClaimed]
 	settles      *batch.Batcher[string, order.Settlement, settled]
-	engine       engine
+	// citusSettles holds, on Citus, one settle batcher per merchant (see
+	// merchantSettles).
+	citusSettles sync.Map
+	// polled holds, on Citus, the orders that this process's WatchOrder
+	// streams watch (see pollWatched).
+	polled pollWatches
+	engine engine
 }
 
 // engine remembers whether the database is Citus, asked once.
@@ -63,12 +70,57 @@ func (s *Store) onCitus(ctx context.Context) (bool, error) {
 	return s.engine.citus, nil
 }
 
+// forEngine returns plain on PostgreSQL and, on Citus, citus: the same
+// work as a call of a function that Citus runs whole on the merchant's
+// worker (migration 00016 says why).
+func (s *Store) forEngine(ctx context.Context, plain, citus string) (string, error) {
+	on, err := s.onCitus(ctx)
+	if on {
+		return citus, err
+	}
+	return plain, err
+}
+
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool}
 	s.creates, s.claims, s.settles = newCreates(s), newClaims(s), newSettles(s)
 	s.createClaims = newCreateClaims(s)
 	return s
+}
+
+//go:embed sql/citus_create_order.sql
+var citusCreateOrderSQL string
+
+// citusCreatedRow is what citus_create_order.sql returns.
+type citusCreatedRow struct {
+	Created bool `db:"created"`
+	orderRow
+}
+
+// createOrderCitus is CreateOrder on Citus: one order alone, through the
+// function that Citus runs whole on the merchant's worker. It returns the
+// order that holds the reference and whether it created it.
+func (s *Store) createOrderCitus(ctx context.Context, o order.Order) (created, error) {
+	var r citusCreatedRow
+	err := retry(ctx, func() error {
+		// A concurrent insert of the same reference that commits after this
+		// statement's snapshot conflicts but is invisible to the fallback
+		// SELECT; the next run of the statement sees it.
+		for range 3 {
+			var err error
+			r, err = queryOne[citusCreatedRow](ctx, s.pool, citusCreateOrderSQL, pgx.StrictNamedArgs{
+				"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
+				"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
+				"gateway": o.Gateway, "state": o.State, "event": order.EventCreate,
+			})
+			if !errors.Is(err, order.ErrNotFound) {
+				return err
+			}
+		}
+		return errors.New("create order: conflicting insert never became visible")
+	})
+	return created{order: r.order(), created: r.Created}, err
 }
 
 //go:embed sql/order_by_id.sql
@@ -114,8 +166,85 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 	return r.attempt(), err
 }
 
+//go:embed sql/citus_claim.sql
+var citusClaimSQL string
+
+// citusClaimRow is what citus_claim.sql returns; an attempt ID of ” means
+// no attempt.
+type citusClaimRow struct {
+	Claimed bool `db:"claimed"`
+	orderRow
+	attemptRow
+}
+
+// claimCitus is Claim on Citus: one claim alone, through the function
+// that Citus runs whole on the merchant's worker.
+func (s *Store) claimCitus(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
+	var res order.ClaimResult
+	err := retry(ctx, func() error {
+		r, err := queryOne[citusClaimRow](ctx, s.pool, citusClaimSQL, pgx.StrictNamedArgs{
+			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
+			"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
+			"event": c.Event, "actor": c.Actor,
+		})
+		if err != nil {
+			return err
+		}
+		res = order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
+		if r.attemptRow.ID != "" {
+			a := r.attempt()
+			res.Attempt = &a
+			return nil
+		}
+		// Not claimed and no earlier attempt seen: the request id may have
+		// been used by a claim that committed after this statement began.
+		a, err := queryOne[attemptRow](ctx, s.pool, attemptByRequestSQL,
+			pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
+		switch {
+		case errors.Is(err, order.ErrNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		at := a.attempt()
+		res.Attempt = &at
+		return nil
+	})
+	return res, err
+}
+
 //go:embed sql/attempt_by_request.sql
 var attemptByRequestSQL string
+
+//go:embed sql/citus_create_claimed.sql
+var citusCreateClaimedSQL string
+
+// citusCreateClaimedRow is what citus_create_claimed.sql returns.
+type citusCreateClaimedRow struct {
+	orderRow
+	attemptRow
+}
+
+// createClaimedCitus is CreateClaimed on Citus: one order alone, through
+// the function that Citus runs whole on the merchant's worker; see
+// CreateClaimed for what it returns.
+func (s *Store) createClaimedCitus(ctx context.Context, o order.Order, c order.Claim) (createdClaimed, error) {
+	var r citusCreateClaimedRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[citusCreateClaimedRow](ctx, s.pool, citusCreateClaimedSQL, pgx.StrictNamedArgs{
+			"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
+			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
+			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
+			"request_id": c.RequestID, "from_state": c.From, "create_event": order.EventCreate,
+			"claim_event": c.Event, "actor": c.Actor,
+		})
+		return err
+	})
+	if errors.Is(err, order.ErrNotFound) {
+		return createdClaimed{}, nil // the reference is taken
+	}
+	return createdClaimed{order: r.order(), attempt: r.attempt(), created: err == nil}, err
+}
 
 //go:embed sql/lock_order.sql
 var lockOrderSQL string
@@ -123,9 +252,16 @@ var lockOrderSQL string
 //go:embed sql/transition.sql
 var transitionSQL string
 
+//go:embed sql/citus_transition.sql
+var citusTransitionSQL string
+
 // Transition implements order.Store.
 func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, decide func(order.Order) (order.Move, error)) (order.Order, error) {
 	merchantID, err := s.merchantOf(ctx, scope, id)
+	if err != nil {
+		return order.Order{}, err
+	}
+	sql, err := s.forEngine(ctx, transitionSQL, citusTransitionSQL)
 	if err != nil {
 		return order.Order{}, err
 	}
@@ -144,7 +280,7 @@ func (s *Store) Transition(ctx context.Context, scope order.Scope, id string, de
 		if m.Attempt != nil {
 			res = *m.Attempt
 		}
-		r, err := queryOne[orderRow](ctx, tx, transitionSQL, pgx.StrictNamedArgs{
+		r, err := queryOne[orderRow](ctx, tx, sql, pgx.StrictNamedArgs{
 			"merchant_id": cur.MerchantID, "id": cur.ID, "from_state": cur.State, "to_state": m.To, "outcome": res.Outcome,
 			"decline_code": res.DeclineCode, "charge_id": res.ChargeID, "event": m.Event, "actor": m.Actor,
 			"reason": truncate(m.Reason, 1000),

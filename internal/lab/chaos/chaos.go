@@ -54,6 +54,11 @@ const (
 	// than the gateway timeout) and, for some, hides the charge from
 	// lookups.
 	simHold = 1500 * time.Millisecond
+	// actionExpiry is how long a customer has to complete a 3-D Secure
+	// challenge before the reconcilers cancel the attempt: short, so that
+	// abandoned challenges expire, and late customers race the cancel,
+	// within a run.
+	actionExpiry = 3 * time.Second
 	// merchant is the merchant of the clients' API key.
 	merchant = "chaos"
 	// quiesceTimeout bounds the wait for the reconcilers to settle every
@@ -108,10 +113,12 @@ type Config struct {
 	Faults Faults
 	// Failover, when set, runs PostgreSQL as a primary and a standby, and
 	// each database restart of the schedule becomes a failover: the
-	// primary is killed, the standby promoted, the old primary rewound and
-	// rejoined as the standby. FailoverSync makes the standby synchronous
-	// (no committed claim can be lost); FailoverAsync leaves it
-	// asynchronous, which can lose claims: expect violations.
+	// standby is cut off for 1 to 2 seconds (the primary's WAL sender
+	// frozen), then the primary is killed, the standby promoted, the old
+	// primary rewound and rejoined as the standby. FailoverSync makes the
+	// standby synchronous (commits wait during the cut; no committed claim
+	// can be lost); FailoverAsync leaves it asynchronous, which loses the
+	// commits of the cut: expect violations.
 	Failover FailoverMode
 	// Gateway are the simulator's fault rates (zero value: DefaultGateway).
 	Gateway sim.RandomFaults

@@ -9,18 +9,23 @@ import (
 
 // A small world: order o1 paid by attempt a1 (request r1) after a decline
 // of attempt a0 (request r0); order o2 pending, never charged; order o3
-// paid by attempt a3, and 400 of its 1000 refunded by refund f1.
+// paid by attempt a3, and 400 of its 1000 refunded by refund f1, whose
+// refund.succeeded event (evt_17, the last delivery) was delivered; order
+// o4 pending again after its attempt a4 asked for 3-D Secure and expired,
+// the gateway's charge canceled.
 func cleanWorld() (snapshot, *history) {
 	s := snapshot{
 		orders: []dbOrder{
 			{id: "o1", state: "PAID", currency: "GBP", current: "a1", amount: 500},
 			{id: "o2", state: "PENDING", currency: "EUR", amount: 700},
 			{id: "o3", state: "PARTIALLY_REFUNDED", currency: "GBP", current: "a3", amount: 1000, refunded: 400},
+			{id: "o4", state: "PENDING", currency: "EUR", current: "a4", amount: 900},
 		},
 		attempts: []dbAttempt{
 			{id: "a0", order: "o1", request: "r0", outcome: "declined", currency: "GBP", amount: 500},
 			{id: "a1", order: "o1", request: "r1", outcome: "succeeded", chargeID: "ch_2", currency: "GBP", amount: 500},
 			{id: "a3", order: "o3", request: "r3", outcome: "succeeded", chargeID: "ch_3", currency: "GBP", amount: 1000},
+			{id: "a4", order: "o4", request: "r4", outcome: "declined", chargeID: "ch_4", currency: "EUR", amount: 900},
 		},
 		events: []dbEvent{
 			{id: 1, order: "o1", to: "PENDING", event: "create"},
@@ -33,6 +38,12 @@ func cleanWorld() (snapshot, *history) {
 			{id: 8, order: "o3", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a3"},
 			{id: 9, order: "o3", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a3", typ: "order.paid", delivered: true},
 			{id: 10, order: "o3", from: "PAID", to: "PARTIALLY_REFUNDED", event: "refund_partial", typ: "order.partially_refunded", delivered: true},
+			{id: 11, order: "o4", to: "PENDING", event: "create"},
+			{id: 12, order: "o4", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a4"},
+			{id: 13, order: "o4", from: "CHARGING", to: "REQUIRES_ACTION", event: "require_action", attempt: "a4",
+				typ: "order.requires_action", delivered: true},
+			{id: 14, order: "o4", from: "REQUIRES_ACTION", to: "PENDING", event: "fail", attempt: "a4", reason: "expired",
+				typ: "order.payment_failed", delivered: true},
 		},
 		received: []receiver.Delivery{
 			{EventID: "evt_3", Type: "order.payment_failed", OrderID: "o1", State: "PENDING", Verified: true},
@@ -40,11 +51,20 @@ func cleanWorld() (snapshot, *history) {
 			{EventID: "evt_5", Type: "order.paid", OrderID: "o1", State: "PAID", Verified: true}, // at least once
 			{EventID: "evt_9", Type: "order.paid", OrderID: "o3", State: "PAID", Verified: true},
 			{EventID: "evt_10", Type: "order.partially_refunded", OrderID: "o3", State: "PARTIALLY_REFUNDED", Verified: true},
+			{EventID: "evt_13", Type: "order.requires_action", OrderID: "o4", State: "REQUIRES_ACTION", Verified: true},
+			{EventID: "evt_14", Type: "order.payment_failed", OrderID: "o4", State: "PENDING", Verified: true},
+			{EventID: "evt_17", Type: "refund.succeeded", OrderID: "o3", RefundID: "f1", State: "SUCCEEDED", Verified: true},
+		},
+		refundEvents: []dbRefundEvent{
+			{id: 15, refund: "f1", order: "o3", to: "PENDING", event: "create"},
+			{id: 16, refund: "f1", order: "o3", from: "PENDING", to: "REFUNDING", event: "refund"},
+			{id: 17, refund: "f1", order: "o3", from: "REFUNDING", to: "SUCCEEDED", event: "succeed", typ: "refund.succeeded", delivered: true},
 		},
 		ledger: []sim.Charge{
 			{ID: "ch_1", Reference: "a0", Amount: 500, Currency: "GBP", Status: "declined"},
 			{ID: "ch_2", Reference: "a1", Amount: 500, Currency: "GBP", Status: "succeeded"},
 			{ID: "ch_3", Reference: "a3", Amount: 1000, Currency: "GBP", Status: "succeeded"},
+			{ID: "ch_4", Reference: "a4", Amount: 900, Currency: "EUR", PaymentMethod: "tok_3ds", Status: "declined", DeclineCode: "canceled"},
 		},
 		refunds: []dbRefund{{id: "f1", order: "o3", request: "rf1", state: "SUCCEEDED", currency: "GBP", amount: 400}},
 		refundLedger: []sim.Refund{
@@ -106,6 +126,19 @@ func TestCheck(t *testing.T) {
 		}, InvEvents},
 		{"claim announced", func(s *snapshot, _ *history) { s.events[1].typ = "order.payment_failed" }, InvEvents},
 		{"paid announced as something else", func(s *snapshot, _ *history) { s.events[4].typ = "order.canceled" }, InvEvents},
+		{"refund succeeded without its event", func(s *snapshot, _ *history) { s.refundEvents[2].typ = "" }, InvEvents},
+		{"refund event never delivered", func(s *snapshot, _ *history) { s.refundEvents[2].delivered = false }, InvEvents},
+		{"refund event never received", func(s *snapshot, _ *history) { s.received = s.received[:len(s.received)-1] }, InvEvents},
+		{"refund claim announced", func(s *snapshot, _ *history) { s.refundEvents[1].typ = "refund.refunding" }, InvEvents},
+		{"refund event for a move not made", func(s *snapshot, _ *history) {
+			s.refundEvents = append(s.refundEvents, dbRefundEvent{id: 18, refund: "f1", order: "o3", from: "REFUNDING", to: "SUCCEEDED",
+				event: "succeed", typ: "refund.succeeded", delivered: true})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_18", Type: "refund.succeeded", OrderID: "o3", RefundID: "f1",
+				State: "SUCCEEDED", Verified: true})
+		}, InvEvents},
+		{"refund history ends elsewhere", func(s *snapshot, _ *history) { s.refundEvents = s.refundEvents[:2] }, InvEvents},
+		{"received another refund's event", func(s *snapshot, _ *history) { s.received[len(s.received)-1].RefundID = "f2" }, InvEvents},
+		{"refund event sharing a number", func(s *snapshot, _ *history) { s.refundEvents[2].id = 10 }, InvEvents},
 		{"paid answer not kept", func(_ *snapshot, h *history) { h.paid["o2"] = true }, InvAnswers},
 		{"order lost", func(_ *snapshot, h *history) { h.orders["o9"] = "ref-9" }, InvAnswers},
 		{"request named two attempts", func(_ *snapshot, h *history) { h.requests["r1"].attempts["a0"] = 1 }, InvRequestID},
@@ -135,6 +168,29 @@ func TestCheck(t *testing.T) {
 		{"refunded total off", func(s *snapshot, _ *history) { s.orders[2].refunded = 300 }, InvRefunds},
 		{"state not what is refunded", func(s *snapshot, _ *history) { s.orders[2].state = "REFUNDED" }, InvRefunds},
 		{"refund answer not kept", func(_ *snapshot, h *history) { h.refunded["f9"] = true }, InvRefunds},
+		{"expired without canceling the challenge", func(s *snapshot, _ *history) {
+			s.ledger[3].Status, s.ledger[3].DeclineCode = "requires_action", ""
+		}, InvActionCharge},
+		{"challenge completed after the expiry", func(s *snapshot, _ *history) {
+			s.ledger[3].Status, s.ledger[3].DeclineCode = "succeeded", ""
+		}, InvActionCharge},
+		{"challenge open for a canceled order", func(s *snapshot, _ *history) {
+			s.ledger[3].Status, s.ledger[3].DeclineCode = "requires_action", ""
+			s.orders[3].state = "CANCELED"
+			s.events = append(s.events, dbEvent{id: 15, order: "o4", from: "PENDING", to: "CANCELED", event: "cancel",
+				typ: "order.canceled", delivered: true})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_15", Type: "order.canceled", OrderID: "o4", State: "CANCELED", Verified: true})
+		}, InvActionCharge},
+		{"fail out of REQUIRES_ACTION while the gateway waits", func(s *snapshot, _ *history) {
+			s.ledger[3].Status, s.ledger[3].DeclineCode = "requires_action", ""
+		}, InvActionExit},
+		{"REQUIRES_ACTION left for another attempt", func(s *snapshot, _ *history) { s.events[13].attempt = "a3" }, InvActionExit},
+		{"REQUIRES_ACTION left by a move the table refuses", func(s *snapshot, _ *history) {
+			s.events[13].event, s.events[13].to, s.events[13].typ = "cancel", "CANCELED", "order.canceled"
+			s.orders[3].state = "CANCELED"
+			s.received[6] = receiver.Delivery{EventID: "evt_14", Type: "order.canceled", OrderID: "o4", State: "CANCELED", Verified: true}
+		}, InvActionExit},
+		{"REQUIRES_ACTION for a charge the gateway never saw", func(s *snapshot, _ *history) { s.ledger = s.ledger[:3] }, InvActionExit},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, h := cleanWorld()

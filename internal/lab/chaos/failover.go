@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/lab/pgcluster"
 )
@@ -74,22 +76,46 @@ func (h *harness) dbURL(db string) string {
 	return pgcluster.URLs(db, h.cluster, h.standby)
 }
 
-// failover loses the primary's machine (an immediate shutdown, which is
-// what its clients see of a dead machine), promotes the standby after the
-// fault's downtime (the failover manager's detection), measures until a
-// replica writes again, and rewinds the old primary to follow the new one.
+// failover cuts the standby off from the primary for a while (its WAL
+// sender frozen), then loses the primary's machine (an immediate
+// shutdown, which is what its clients see of a dead machine), promotes
+// the standby after the fault's downtime (the failover manager's
+// detection), measures until a replica writes again, and rewinds the old
+// primary to follow the new one.
+//
+// On one machine a standby keeps up, so without the cut an asynchronous
+// standby would lose nothing and the async run would prove nothing. With
+// it, an asynchronous standby lacks every commit of the cut, which the
+// primary acknowledged to Settle and Settle to its clients; a synchronous
+// standby's primary holds those commits unacknowledged, so Settle answers
+// UNAVAILABLE during the cut and nothing it said is lost.
 func (h *harness) failover(ctx context.Context, f Fault) {
 	h.dbMu.Lock()
 	defer h.dbMu.Unlock()
-	h.logf("%s: failover from %s to %s", f, h.names[h.cluster], h.names[h.standby])
-	killed := time.Now()
 	old, next := h.cluster, h.standby
+	cut := failoverCut(f)
+	h.logf("%s: failover from %s to %s, cut off from it for %s first", f, h.names[old], h.names[next], cut.Round(time.Millisecond))
+	if err := old.FreezeSender(ctx, h.names[next]); err != nil {
+		h.logf("failover: %v; failing over without the cut", err)
+	} else {
+		select {
+		case <-time.After(cut):
+		case <-ctx.Done():
+		}
+	}
+	behind := walPosition(ctx, old, "pg_current_wal_lsn()")
+	killed := time.Now()
 	old.Kill()
 	select {
 	case <-time.After(f.Down):
 	case <-ctx.Done():
 	}
 	bg := context.WithoutCancel(ctx)
+	if behind != "" {
+		if lost := walPosition(bg, next, "pg_wal_lsn_diff('"+behind+"', pg_last_wal_receive_lsn())"); lost != "" {
+			h.logf("failover: %s never received %s bytes of %s's WAL", h.names[next], lost, h.names[old])
+		}
+	}
 	if err := next.Promote(bg); err != nil {
 		h.problem("failover: promote %s: %v", h.names[next], err)
 		return
@@ -110,6 +136,28 @@ func (h *harness) failover(ctx context.Context, f Fault) {
 		s.ServeAgain = append(s.ServeAgain, serveAgain)
 	})
 	h.logf("failover done: no primary for %s, Settle wrote again after %s", noPrimary.Round(time.Millisecond), serveAgain.Round(time.Millisecond))
+}
+
+// failoverCut is how long a failover cuts the standby off before the
+// primary is lost: 1 to 2 seconds, drawn from the fault's seed, so that
+// the sync and async runs of one seed cut at the same instants.
+func failoverCut(f Fault) time.Duration {
+	return time.Second + time.Duration(f.Seed%uint64(time.Second))
+}
+
+// walPosition evaluates expr, a WAL position or a distance between two,
+// on c; "" when c cannot say.
+func walPosition(ctx context.Context, c *pgcluster.Cluster, expr string) string {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var v string
+	if err := conn.QueryRow(ctx, "SELECT ("+expr+")::text").Scan(&v); err != nil {
+		return ""
+	}
+	return v
 }
 
 // probe creates orders through the replicas, in turn, until one is

@@ -224,7 +224,9 @@ func (h *harness) run(ctx context.Context) error {
 	h.logf("clients start")
 	hist := newHistory()
 	w := &workload{seed: cfg.Seed, clients: clients, hist: hist,
-		interval: time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders))}
+		interval:     time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders)),
+		web:          &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
+		actionExpiry: actionExpiry}
 	stopClients := make(chan struct{})
 	var clientsDone sync.WaitGroup
 	for i := range cfg.Clients {
@@ -316,6 +318,7 @@ func (h *harness) env(simURL, key, eventsURL string) []string {
 		"SETTLE_GATEWAY_TIMEOUT="+gatewayTimeout.String(),
 		"SETTLE_CLAIM_GRACE="+claimGrace.String(),
 		"SETTLE_NO_SHOW_HORIZON="+noShowHorizon.String(),
+		"SETTLE_ACTION_EXPIRY="+actionExpiry.String(),
 		"SETTLE_RECONCILE_SCHEDULE="+strings.Join(steps, ","),
 		"SETTLE_RECONCILE_POLL="+pollInterval.String(),
 		"SETTLE_SHUTDOWN_TIMEOUT=2s",
@@ -374,17 +377,17 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 	return nil
 }
 
-// quiesce waits, within quiesceTimeout, until no order is CHARGING and no
-// refund REFUNDING.
+// quiesce waits, within quiesceTimeout, until no order is CHARGING or
+// REQUIRES_ACTION (abandoned challenges expire) and no refund REFUNDING.
 func (h *harness) quiesce(ctx context.Context) error {
 	deadline := time.Now().Add(quiesceTimeout)
 	last := int64(-1)
 	for {
 		var n, refunding int64
-		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state = 'CHARGING'),
+		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION')),
 			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')`).Scan(&n, &refunding)
 		if err == nil && n+refunding != last {
-			h.logf("%d orders CHARGING, %d refunds REFUNDING", n, refunding)
+			h.logf("%d orders CHARGING or REQUIRES_ACTION, %d refunds REFUNDING", n, refunding)
 			last = n + refunding
 		}
 		n += refunding
@@ -395,7 +398,7 @@ func (h *harness) quiesce(ctx context.Context) error {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			h.logf("orders still CHARGING or refunds REFUNDING after %s", quiesceTimeout)
+			h.logf("orders still CHARGING or REQUIRES_ACTION, or refunds REFUNDING, after %s", quiesceTimeout)
 			return nil // the check reports them
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -409,7 +412,8 @@ func (h *harness) waitDelivered(ctx context.Context) error {
 	last := int64(-1)
 	for {
 		var n int64
-		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL`).Scan(&n)
+		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL)
+			+ (SELECT count(*) FROM refund_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL)`).Scan(&n)
 		if err == nil && n != last {
 			h.logf("%d events to deliver", n)
 			last = n

@@ -20,6 +20,8 @@ type Summary struct {
 	// Charges counts the ChargeOrder calls the clients made, and Refunds
 	// the RefundOrder calls.
 	Charges, Refunds int
+	// Actions counts the ChargeOrder answers REQUIRES_ACTION (3-D Secure).
+	Actions int
 	// Kills counts processes killed with SIGKILL, by the harness or by an
 	// armed failpoint.
 	Kills int
@@ -58,8 +60,8 @@ func (s Summary) OK() bool { return len(s.Violations) == 0 && len(s.Problems) ==
 
 // String is the run's one summary line.
 func (s Summary) String() string {
-	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d events=%d deliveries=%d violations=%d",
-		s.Seed, s.Orders, s.Charges, s.Refunds, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, s.Events, s.Deliveries, len(s.Violations))
+	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d actions=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d events=%d deliveries=%d violations=%d",
+		s.Seed, s.Orders, s.Charges, s.Refunds, s.Actions, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, s.Events, s.Deliveries, len(s.Violations))
 	if len(s.Violations) > 0 {
 		n := map[int]int{}
 		for _, v := range s.Violations {
@@ -86,7 +88,7 @@ func (s Summary) String() string {
 func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 	h.mu.Lock()
 	s := &h.sum
-	s.Orders, s.Charges, s.Refunds = len(hist.orders), hist.charges, hist.refundCalls
+	s.Orders, s.Charges, s.Refunds, s.Actions = len(hist.orders), hist.charges, hist.refundCalls, hist.actions
 	s.Violations = violations
 	for _, o := range snap.orders {
 		s.States[o.state]++
@@ -105,6 +107,11 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 		refunded[r.Status]++
 	}
 	for _, e := range snap.events {
+		if e.typ != "" {
+			s.Events++
+		}
+	}
+	for _, e := range snap.refundEvents {
 		if e.typ != "" {
 			s.Events++
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -23,6 +24,12 @@ const (
 	callTries = 5
 	// maxClicks bounds the charge requests (request_ids) of one checkout.
 	maxClicks = 4
+	// tok3DS is the simulator's card that asks for 3-D Secure, and
+	// returnURL where its challenge page would send the customer back.
+	tok3DS    = "tok_3ds"
+	returnURL = "https://shop.example/return"
+	// pageTimeout bounds a customer's visit to the challenge page.
+	pageTimeout = 2 * time.Second
 )
 
 var currencies = []string{"GBP", "EUR", "USD"}
@@ -50,6 +57,10 @@ type history struct {
 	// refundCalls counts RefundOrder calls; overRefunds the answers
 	// FAILED_PRECONDITION (nothing, or too little, left to refund).
 	refundCalls, overRefunds int
+	// actions counts the answers REQUIRES_ACTION; then what the customers
+	// did at the challenge page: completed, failed, abandoned, or came
+	// back to it around the expiry (late).
+	actions, completed, failedAuth, abandoned, late int
 }
 
 // refundRequest is what the RefundOrder calls with one request_id answered.
@@ -116,12 +127,22 @@ func (h *history) charged(orderID, requestID string, resp *settlev1.ChargeOrderR
 		return
 	}
 	r.answers++
+	if resp.GetOrder().GetState() == settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION {
+		h.actions++
+	}
 	if id := resp.GetAttempt().GetId(); id != "" {
 		r.attempts[id]++
 	}
 	if resp.GetOrder().GetState() == settlev1.OrderState_ORDER_STATE_PAID {
 		h.paid[orderID] = true
 	}
+}
+
+// acted records what a customer did at a challenge page.
+func (h *history) acted(what *int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*what++
 }
 
 func (h *history) canceledOrder(orderID string) {
@@ -151,8 +172,9 @@ func (h *history) stats() string {
 			resent++
 		}
 	}
-	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED; %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; errors %v",
+	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED, %d REQUIRES_ACTION (3-D Secure: %d completed, %d failed, %d abandoned, %d opened around the expiry); %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; errors %v",
 		len(h.orders), h.charges, len(h.requests), resent, h.doubles, h.reclicks, len(h.paid), len(h.canceled),
+		h.actions, h.completed, h.failedAuth, h.abandoned, h.late,
 		h.refundCalls, len(h.refundReqs), len(h.refunded), h.overRefunds, h.errors)
 }
 
@@ -168,6 +190,10 @@ type workload struct {
 	clients  []settlev1.OrderServiceClient // one per replica
 	hist     *history
 	interval time.Duration // between the checkouts of one client
+	// web is the customers' browser, for the simulator's challenge pages.
+	web *http.Client
+	// actionExpiry is how long Settle gives a customer to act.
+	actionExpiry time.Duration
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -196,6 +222,9 @@ type checkout struct {
 	rng    *rand.Rand
 	client int
 	stop   <-chan struct{}
+	// present says the customer is at the checkout (a 3-D Secure card's
+	// charges are sent with customer_present and a return_url).
+	present bool
 }
 
 func (c *checkout) stopped() bool {
@@ -216,9 +245,13 @@ func (c *checkout) replica() settlev1.OrderServiceClient {
 // checkouts make.
 func (c *checkout) run(ctx context.Context, n int) {
 	token := "tok_ok" // with random faults at the simulator
-	if c.rng.Float64() < 0.1 {
+	switch x := c.rng.Float64(); {
+	case x < 0.1:
 		token = "tok_decline"
+	case x < 0.2:
+		token = tok3DS
 	}
+	c.present = token == tok3DS
 	o := c.create(ctx, &settlev1.CreateOrderRequest{
 		MerchantReference: fmt.Sprintf("chaos-%d-%d", c.client, n),
 		Amount:            &settlev1.Money{Currency: currencies[c.rng.IntN(len(currencies))], AmountMinor: 100 + c.rng.Int64N(50_000)},
@@ -238,8 +271,8 @@ func (c *checkout) run(ctx context.Context, n int) {
 		}
 		requestID := fmt.Sprintf("req-%d-%d-%d", c.client, n, click)
 		pm := ""
-		if state == settlev1.OrderState_ORDER_STATE_PENDING && token == "tok_decline" && click > 0 && c.rng.Float64() < 0.7 {
-			pm = "tok_ok" // another card after a decline
+		if state == settlev1.OrderState_ORDER_STATE_PENDING && token != "tok_ok" && click > 0 && c.rng.Float64() < 0.7 {
+			pm = "tok_ok" // another card after a decline (or a failed or expired challenge)
 		}
 		var resp *settlev1.ChargeOrderResponse
 		double := c.rng.Float64() < 0.15
@@ -253,6 +286,12 @@ func (c *checkout) run(ctx context.Context, n int) {
 			return // gave up; the order is left as it is
 		}
 		state = resp.GetOrder().GetState()
+		if state == settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION {
+			if resp = c.act(ctx, o.GetId(), requestID, pm, resp); resp == nil {
+				return // abandoned: the reconciler's expiry cancels the attempt
+			}
+			state = resp.GetOrder().GetState()
+		}
 		x := c.rng.Float64()
 		switch state {
 		case settlev1.OrderState_ORDER_STATE_PAID:
@@ -281,6 +320,58 @@ func (c *checkout) run(ctx context.Context, n int) {
 	}
 }
 
+// act is the customer at the gateway's 3-D Secure challenge: they
+// complete it or fail it and come back to the checkout, which asks again
+// with the same request_id; or they abandon it, left to the reconciler's
+// expiry, and some open the page anyway around the expiry, racing the
+// cancel. It returns the answer after the customer's return, or nil when
+// the customer left.
+func (c *checkout) act(ctx context.Context, orderID, requestID, pm string, resp *settlev1.ChargeOrderResponse) *settlev1.ChargeOrderResponse {
+	page := resp.GetNextAction().GetRedirectUrl()
+	h := c.w.hist
+	switch x := c.rng.Float64(); {
+	case page == "":
+		h.acted(&h.abandoned)
+		return nil
+	case x < 0.5:
+		h.acted(&h.completed)
+		c.open(ctx, page)
+	case x < 0.7:
+		h.acted(&h.failedAuth)
+		c.open(ctx, page+"?fail=1")
+	case x < 0.85:
+		h.acted(&h.abandoned)
+		return nil
+	default:
+		// Back at the page when the reconciler expires the attempt, give or
+		// take: a completion racing the cancel must end PAID or not charge.
+		h.acted(&h.late)
+		wait := c.w.actionExpiry - 500*time.Millisecond + time.Duration(c.rng.Int64N(int64(2*time.Second)))
+		select {
+		case <-ctx.Done():
+		case <-c.stop:
+		case <-time.After(wait):
+			c.open(ctx, page)
+		}
+		return nil
+	}
+	return c.charge(ctx, c.replica(), orderID, requestID, pm)
+}
+
+// open is the customer's browser opening a page of the simulator's: the
+// answer does not matter (a challenge already ended answers 409).
+func (c *checkout) open(ctx context.Context, url string) {
+	ctx, cancel := context.WithTimeout(ctx, pageTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return
+	}
+	if resp, err := c.w.web.Do(req); err == nil {
+		resp.Body.Close()
+	}
+}
+
 func (c *checkout) create(ctx context.Context, req *settlev1.CreateOrderRequest) *settlev1.Order {
 	for try := range callTries {
 		if try > 0 && !c.pause(ctx, try) {
@@ -306,6 +397,9 @@ func (c *checkout) create(ctx context.Context, req *settlev1.CreateOrderRequest)
 // answer does.
 func (c *checkout) charge(ctx context.Context, to settlev1.OrderServiceClient, orderID, requestID, pm string) *settlev1.ChargeOrderResponse {
 	req := &settlev1.ChargeOrderRequest{OrderId: orderID, RequestId: requestID, PaymentMethod: pm}
+	if c.present {
+		req.CustomerPresent, req.ReturnUrl = true, returnURL
+	}
 	for try := range callTries {
 		if try > 0 {
 			if !c.pause(ctx, try) {
@@ -347,7 +441,7 @@ func (c *checkout) doubleClick(ctx context.Context, orderID, requestID, pm strin
 		req string
 	}{{c.w.clients[i], requestID}, {c.w.clients[j], second}} {
 		wg.Go(func() {
-			cc := &checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 1)), client: c.client, stop: c.stop}
+			cc := &checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 1)), client: c.client, stop: c.stop, present: c.present}
 			resps[k] = cc.charge(ctx, r.to, orderID, r.req, pm)
 		})
 	}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -35,6 +36,12 @@ type Cluster struct {
 	ownsDir bool
 	fast    bool
 	config  []string
+
+	// frozen holds the WAL senders FreezeSender stopped, which Kill and
+	// Stop end with SIGKILL: a stopped process neither takes the
+	// postmaster's SIGQUIT nor sends anything more.
+	frozenMu sync.Mutex
+	frozen   []int
 }
 
 // Options configure Start.
@@ -187,6 +194,12 @@ func (c *Cluster) signal(sig syscall.Signal) {
 	if c.cmd == nil || c.cmd.Process == nil {
 		return
 	}
+	c.frozenMu.Lock()
+	for _, pid := range c.frozen {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	c.frozen = nil
+	c.frozenMu.Unlock()
 	c.cmd.Process.Signal(sig)
 	select {
 	case <-c.done:

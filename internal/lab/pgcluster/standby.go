@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -84,6 +86,47 @@ func (c *Cluster) Rejoin(ctx context.Context, primary *Cluster, name string) err
 		return err
 	}
 	return c.Start(ctx)
+}
+
+// FreezeSender stops (SIGSTOP) the WAL sender that streams c's WAL to the
+// standby named name, waiting up to 30 seconds for the standby to stream
+// first: from then on the standby receives nothing, as when the link
+// between the two machines fails or the standby's host stalls. An
+// asynchronous standby falls behind while c goes on committing; c's
+// commits wait for a synchronous one. Stopping the sender rather than the
+// standby's receiver leaves nothing in flight between them to arrive
+// later. The freeze lasts until c stops: Kill and Stop end the frozen
+// sender with SIGKILL (c's machine is lost with everything the standby
+// never received).
+func (c *Cluster) FreezeSender(ctx context.Context, name string) error {
+	conn, err := pgx.Connect(ctx, c.URL("postgres"))
+	if err != nil {
+		return fmt.Errorf("freeze the WAL sender to %s: %w", name, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var pid int
+		err := conn.QueryRow(ctx, `SELECT pid FROM pg_stat_replication
+			WHERE application_name = $1 AND state = 'streaming'`, name).Scan(&pid)
+		if err == nil {
+			c.frozenMu.Lock()
+			defer c.frozenMu.Unlock()
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				return fmt.Errorf("freeze the WAL sender to %s (pid %d): %w", name, pid, err)
+			}
+			c.frozen = append(c.frozen, pid)
+			return nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) || time.Now().After(deadline) {
+			return fmt.Errorf("freeze the WAL sender to %s: no sender streaming to it: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 // follow configures c as a standby streaming from primary under name.

@@ -2,7 +2,8 @@
 // Settle uses, for tests: PaymentIntents created unconfirmed, confirmed,
 // read and canceled, under idempotency keys. It is a real HTTP server (an
 // http.Handler to put behind httptest.NewServer) speaking Stripe's wire
-// format, with a ledger of every PaymentIntent and of every charge made.
+// format, with a ledger of every PaymentIntent (each with the statuses it
+// took, in order, and when: PaymentIntent.Changes) and of every charge made.
 // stripe-mock checks the wire format against Stripe's schema but is
 // stateless; this fake has the state.
 //
@@ -62,9 +63,11 @@ package stripetest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -89,9 +92,14 @@ const defaultHold = 2 * time.Second
 
 // Options configure a Server.
 type Options struct {
-	// SecretKey, when set, is the only API key accepted. Otherwise any key
-	// that looks like a test key (sk_test_ or rk_test_) is.
+	// SecretKey, when set, is the only API key accepted (with
+	// RestrictedKey). Otherwise any key that looks like a test key
+	// (sk_test_ or rk_test_) is.
 	SecretKey string
+	// RestrictedKey, when set, is a restricted key (rk_...) that is
+	// accepted but lacks the permission to write PaymentIntents: every
+	// POST with it is answered 403, as Stripe answers such a key.
+	RestrictedKey string
 	// Hold is how long the answer to TokenTimeout is held after the
 	// PaymentIntent is confirmed: longer than the client's timeout. The
 	// request completes then whether or not the client is still waiting,
@@ -122,6 +130,32 @@ type PaymentIntent struct {
 	// confirmed with a return_url.
 	RedirectURL string
 	Created     time.Time
+	// Changes are the statuses the intent took, in order, each with when
+	// the fake made the change: requires_confirmation, then processing and
+	// succeeded for a payment that took its time (Succeed), say. A test
+	// reads when Stripe had the payment from it.
+	Changes []StatusChange
+}
+
+// StatusChange is one status a PaymentIntent took, and when.
+type StatusChange struct {
+	Status string
+	At     time.Time
+}
+
+// noteLocked records pi's status in its Changes when it is new.
+func noteLocked(pi *PaymentIntent) {
+	if n := len(pi.Changes); n == 0 || pi.Changes[n-1].Status != pi.Status {
+		pi.Changes = append(pi.Changes, StatusChange{Status: pi.Status, At: time.Now().UTC()})
+	}
+}
+
+// snapshot is pi as it stands, sharing nothing with the ledger.
+func snapshot(pi *PaymentIntent) PaymentIntent {
+	c := *pi
+	c.Changes = slices.Clone(pi.Changes)
+	c.Metadata = maps.Clone(pi.Metadata)
+	return c
 }
 
 // Request is one request the fake received.
@@ -182,9 +216,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Unlock()
 	w.Header().Set("Request-Id", reqID)
 	// The challenge page is the customer's, opened without an API key.
-	if key, ok := s.authorized(r); !ok && !strings.HasPrefix(r.URL.Path, "/fake/3ds/") {
+	key, ok := s.authorized(r)
+	if !ok && !strings.HasPrefix(r.URL.Path, "/fake/3ds/") {
 		writeError(w, http.StatusUnauthorized, apiError{Type: "invalid_request_error",
 			Message: fmt.Sprintf("Invalid API Key provided: %s", key)})
+		return
+	}
+	if ok && key == s.opts.RestrictedKey && r.Method == http.MethodPost {
+		writeError(w, http.StatusForbidden, apiError{Type: "invalid_request_error",
+			Message: fmt.Sprintf("The provided key '%s' does not have the required permissions for this endpoint on account 'acct_fake'.", key)})
 		return
 	}
 	s.mux.ServeHTTP(w, r)
@@ -197,7 +237,7 @@ func (s *Server) Ledger() []PaymentIntent {
 	defer s.mu.Unlock()
 	out := make([]PaymentIntent, len(s.ledger))
 	for i, pi := range s.ledger {
-		out[i] = *pi
+		out[i] = snapshot(pi)
 	}
 	return out
 }
@@ -219,7 +259,7 @@ func (s *Server) Intent(id string) (PaymentIntent, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if pi, ok := s.byID[id]; ok {
-		return *pi, true
+		return snapshot(pi), true
 	}
 	return PaymentIntent{}, false
 }
@@ -269,6 +309,7 @@ func (s *Server) Succeed(id string) bool {
 		return false
 	}
 	pi.Status = "succeeded"
+	noteLocked(pi)
 	return true
 }
 
@@ -281,6 +322,7 @@ func (s *Server) Fail(id, declineCode string) bool {
 		return false
 	}
 	pi.Status, pi.DeclineCode = "requires_payment_method", declineCode
+	noteLocked(pi)
 	return true
 }
 
@@ -421,6 +463,7 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 		}
 	}
 	s.mu.Lock()
+	noteLocked(pi)
 	pi.ID = fmt.Sprintf("pi_fake_%06d", len(s.ledger)+1)
 	s.ledger = append(s.ledger, pi)
 	s.byID[pi.ID] = pi
@@ -456,6 +499,7 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 	if pi.Status != "requires_confirmation" && pi.Status != "requires_payment_method" {
 		return s.unexpectedState(pi, "confirm")
 	}
+	defer noteLocked(pi)
 	a := answer{status: http.StatusOK, save: true}
 	switch pi.PaymentMethod {
 	case TokenRateLimited:
@@ -517,6 +561,7 @@ func (s *Server) cancel(r *http.Request, form url.Values) answer {
 		return s.unexpectedState(pi, "cancel")
 	}
 	pi.Status = "canceled"
+	noteLocked(pi)
 	return answer{status: http.StatusOK, body: intentJSON(*pi), save: true}
 }
 
@@ -589,6 +634,9 @@ func (s *Server) authorized(r *http.Request) (string, bool) {
 	if !ok || key == "" {
 		return key, false
 	}
+	if s.opts.RestrictedKey != "" && key == s.opts.RestrictedKey {
+		return key, true
+	}
 	if s.opts.SecretKey != "" {
 		return key, key == s.opts.SecretKey
 	}
@@ -647,6 +695,7 @@ func (s *Server) Authenticate(id string, ok bool) bool {
 	} else {
 		pi.Status, pi.DeclineCode = "requires_payment_method", authenticationFailure
 	}
+	noteLocked(pi)
 	return true
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -206,6 +207,25 @@ func TestProcessing(t *testing.T) {
 	if r := send(t, http.MethodGet, base, apiKey, "", "/v1/payment_intents/"+id, nil); r.body["status"] != "succeeded" {
 		t.Fatalf("retrieve = %+v, want succeeded", r)
 	}
+	// The ledger keeps the way there, in order, and when.
+	pi, _ := fake.Intent(id)
+	if got := statuses(pi); !slices.Equal(got, []string{"requires_confirmation", "processing", "succeeded"}) {
+		t.Fatalf("changes = %v, want requires_confirmation, processing, succeeded", got)
+	}
+	for i := 1; i < len(pi.Changes); i++ {
+		if pi.Changes[i].At.Before(pi.Changes[i-1].At) {
+			t.Errorf("change %d (%s) at %s, before change %d", i, pi.Changes[i].Status, pi.Changes[i].At, i-1)
+		}
+	}
+}
+
+// statuses lists the statuses an intent took.
+func statuses(pi stripetest.PaymentIntent) []string {
+	var out []string
+	for _, c := range pi.Changes {
+		out = append(out, c.Status)
+	}
+	return out
 }
 
 func TestKeyInFlight(t *testing.T) {

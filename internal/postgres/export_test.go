@@ -1,0 +1,24 @@
+package postgres
+
+// CheckoutStatementsOnCitus are the statements of the checkout path as the
+// store runs them on Citus, by name: the writes as calls of the functions
+// of migration 00016, the reads as they are everywhere.
+var CheckoutStatementsOnCitus = map[string]string{
+	"create_order":         citusCreateOrderSQL,
+	"claim":                citusClaimSQL,
+	"create_claimed":       citusCreateClaimedSQL,
+	"settle":               citusSettleSQL,
+	"transition":           citusTransitionSQL,
+	"refund_claim":         citusRefundClaimSQL,
+	"refund_settle":        citusRefundSettleSQL,
+	"record_gateway_event": citusRecordGatewayEventSQL,
+	"order_by_id":          orderByIDSQL,
+	"order_by_reference":   orderByReferenceSQL,
+	"attempt_by_id":        attemptByIDSQL,
+	"attempt_by_request":   attemptByRequestSQL,
+	"lock_order":           lockOrderSQL,
+	"refund_by_id":         refundByIDSQL,
+	"refund_by_request":    refundByRequestSQL,
+	"order_refunds":        orderRefundsSQL,
+	"list_events":          listEventsSQL,
+}

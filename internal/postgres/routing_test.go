@@ -1,0 +1,92 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// TestCheckoutIsSingleShardOnCitus: on Citus, every statement of the
+// checkout path runs as one task on the worker that holds its merchant's
+// shard: a router-planned statement, or a call that Citus delegates to
+// that worker whole. A statement that Citus plans in several steps through
+// the coordinator (a CTE that inserts, a condition that prunes no shard)
+// shows a distributed subplan or more than one task in its plan, and costs
+// tens of milliseconds there instead of one round trip.
+func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
+	t.Parallel()
+	if !postgrestest.Citus() {
+		t.Skip("Citus's planning: runs with SETTLE_TEST_CITUS=1")
+	}
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	m := order.DefaultMerchant
+	id, att, ref := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	one := func(v any) any { return v }
+	args := map[string]pgx.StrictNamedArgs{
+		"create_order": {"id": id, "merchant_id": m, "merchant_reference": "r", "amount_minor": 1250, "currency": "GBP",
+			"payment_method": "tok_ok", "gateway": "sim", "state": order.StatePending, "event": order.EventCreate},
+		"claim": {"order_id": id, "merchant_id": m, "request_id": "q", "attempt_id": att, "payment_method": "",
+			"customer": "", "from_state": order.StatePending, "to_state": order.StateCharging, "lease": time.Minute,
+			"event": order.EventCharge, "actor": order.ActorAPI},
+		"create_claimed": {"id": id, "merchant_id": m, "merchant_reference": "r", "amount_minor": 1250, "currency": "GBP",
+			"payment_method": "tok_ok", "gateway": "sim", "to_state": order.StateCharging, "attempt_id": att,
+			"lease": time.Minute, "request_id": "q", "from_state": order.StatePending, "create_event": order.EventCreate,
+			"claim_event": order.EventCharge, "actor": order.ActorAPI},
+		"settle": {"merchant_id": m, "order_id": []uuid.UUID{uuid.MustParse(id)}, "attempt_id": []uuid.UUID{uuid.MustParse(att)},
+			"to_state": []string{"PAID"}, "recheck_in": []time.Duration{time.Minute}, "checked": []bool{false},
+			"last_error": []string{""}, "outcome": []string{"succeeded"}, "decline_code": []string{""},
+			"charge_id": []string{"ch"}, "event": []string{"succeed"}, "actor": []string{"api"}, "reason": []string{""},
+			"from_state": []string{"CHARGING"}},
+		"transition": {"merchant_id": m, "id": id, "from_state": "PENDING", "to_state": "CANCELED", "outcome": "",
+			"decline_code": "", "charge_id": "", "event": "cancel", "actor": "api", "reason": ""},
+		"refund_claim": {"order_id": id, "merchant_id": m, "request_id": "q", "refund_id": ref, "amount_minor": 0,
+			"reason": "", "actor": "api", "lease": time.Minute, "refundable": []string{"PAID"}, "from_state": "PENDING",
+			"to_state": "REFUNDING", "event": "refund", "create_event": "create"},
+		"refund_settle": {"merchant_id": m, "refund_id": ref, "from_state": "REFUNDING", "to_state": "SUCCEEDED",
+			"outcome": one("succeeded"), "decline_code": "", "gateway_refund_id": "re", "recheck_in": time.Minute,
+			"checked": false, "last_error": "", "event": "succeed", "actor": "api", "reason": "",
+			"partial_event": "refund_partially", "partial_to": "PARTIALLY_REFUNDED", "full_event": "refund_fully",
+			"full_to": "REFUNDED"},
+		"record_gateway_event": {"merchant_id": m, "attempt_id": att, "gateway": "sim", "event_id": "ev",
+			"event_type": "charge.succeeded", "object_id": "ch", "succeeded": true},
+		"order_by_id":        {"id": id, "any_merchant": false, "merchant_id": m},
+		"order_by_reference": {"merchant_id": m, "merchant_reference": "r"},
+		"attempt_by_id":      {"merchant_id": m, "id": att},
+		"attempt_by_request": {"merchant_id": m, "request_id": "q"},
+		"lock_order":         {"merchant_id": m, "id": id},
+		"refund_by_id":       {"merchant_id": m, "id": ref},
+		"refund_by_request":  {"merchant_id": m, "request_id": "q"},
+		"order_refunds":      {"merchant_id": m, "order_id": id},
+		"list_events":        {"merchant_id": m, "after_txid": "0", "after_id": 0, "limit": 10},
+	}
+	for name, sql := range postgres.CheckoutStatementsOnCitus {
+		a, ok := args[name]
+		if !ok {
+			t.Errorf("%s: no arguments in this test", name)
+			continue
+		}
+		// EXPLAIN plans the statement without running it; Citus plans a
+		// statement with arguments for their values, as it does when the
+		// store runs it.
+		rows, _ := pool.Query(ctx, "EXPLAIN "+sql, a)
+		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		plan := strings.Join(lines, "\n")
+		if !strings.HasPrefix(plan, "Custom Scan (Citus Adaptive)") || !strings.Contains(plan, "Task Count: 1\n") ||
+			strings.Contains(plan, "Subplan") {
+			t.Errorf("%s is not one task on one worker on Citus:\n%s", name, plan)
+		}
+	}
+}
