@@ -120,6 +120,7 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 // each, the order that holds its reference and whether this call created
 // it; it does not compare a found order's parameters with the one asked
 // for (CreateOrder does). No merchant reference may appear twice in news.
+// On Citus it creates each order alone, as CreateOrder does there.
 func (s *Store) CreateOrders(ctx context.Context, news []order.Order) ([]order.Order, []bool, error) {
 	seen := make(map[string]bool, len(news))
 	for _, o := range news {
@@ -130,6 +131,19 @@ func (s *Store) CreateOrders(ctx context.Context, news []order.Order) ([]order.O
 		seen[k] = true
 	}
 	out := make([]created, len(news))
+	if citus, err := s.onCitus(ctx); err != nil {
+		return nil, nil, err
+	} else if citus {
+		// On Citus each create runs alone on its merchant's worker (see
+		// CreateOrder).
+		for i, o := range news {
+			if out[i], err = s.createOrderCitus(ctx, o); err != nil {
+				return nil, nil, err
+			}
+		}
+		got, isNew := unzipCreated(out)
+		return got, isNew, nil
+	}
 	todo := make([]int, len(news)) // indexes into news of the creates without a result
 	for i := range todo {
 		todo[i] = i
@@ -143,14 +157,20 @@ func (s *Store) CreateOrders(ctx context.Context, news []order.Order) ([]order.O
 			return nil, nil, err
 		}
 		if len(todo) == 0 {
-			got, isNew := make([]order.Order, len(news)), make([]bool, len(news))
-			for i, c := range out {
-				got[i], isNew[i] = c.order, c.created
-			}
+			got, isNew := unzipCreated(out)
 			return got, isNew, nil
 		}
 	}
 	return nil, nil, errors.New("conflicting insert never became visible")
+}
+
+// unzipCreated returns the orders and the created flags of cs.
+func unzipCreated(cs []created) ([]order.Order, []bool) {
+	got, isNew := make([]order.Order, len(cs)), make([]bool, len(cs))
+	for i, c := range cs {
+		got[i], isNew[i] = c.order, c.created
+	}
+	return got, isNew
 }
 
 // createSome runs create_orders.sql once for news[i] for each i in todo,
@@ -283,7 +303,8 @@ func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, er
 // result or its own error (order.ErrNotFound: no such order of its
 // merchant); an error of the statement fails them all. No order may appear
 // twice in cs: which of two claims of one order the statement would make
-// is undefined, so ClaimMany refuses the call.
+// is undefined, so ClaimMany refuses the call. On Citus it makes each claim
+// alone, as Claim does there.
 func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimResult, []error, error) {
 	n := len(cs)
 	var (
@@ -305,6 +326,17 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 			return nil, nil, fmt.Errorf("claim: order %s appears twice", c.OrderID)
 		}
 		seen[c.OrderID] = true
+	}
+	if citus, err := s.onCitus(ctx); err != nil {
+		return nil, nil, err
+	} else if citus {
+		// On Citus each claim runs alone on its merchant's worker (see
+		// Claim); an error of one fails only its own.
+		res, errs := make([]order.ClaimResult, n), make([]error, n)
+		for i, c := range cs {
+			res[i], errs[i] = s.claimCitus(ctx, c)
+		}
+		return res, errs, nil
 	}
 	for i, c := range cs {
 		merchant[i], orderIDs[i], request[i], attIDs[i] = c.MerchantID, c.OrderID, c.RequestID, c.AttemptID
