@@ -27,7 +27,8 @@ func TestConformance(t *testing.T) {
 			Ledger: func(attemptID string) []gatewaytest.Entry {
 				var out []gatewaytest.Entry
 				for _, pi := range fake.Intents(attemptID) {
-					out = append(out, gatewaytest.Entry{ChargeID: pi.ID, Succeeded: pi.Status == "succeeded"})
+					out = append(out, gatewaytest.Entry{ChargeID: pi.ID, Succeeded: pi.Status == "succeeded",
+						Open: pi.Status == "requires_action"})
 				}
 				return out
 			},
@@ -36,6 +37,7 @@ func TestConformance(t *testing.T) {
 			Unreachable:     newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
 			RefundTimeout:   stripetest.TokenRefundTimeout,
 			RefundFailLater: stripetest.TokenRefundFail,
+			Action:          stripetest.TokenRequiresAction,
 			RefundLedger: func(refundID string) []gatewaytest.Entry {
 				var out []gatewaytest.Entry
 				for _, r := range fake.Refunds() {
