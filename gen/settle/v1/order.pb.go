@@ -1688,8 +1688,10 @@ type Event struct {
 	// Stable: the same in every delivery and every listing (evt_...).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// order.paid, order.payment_failed, order.requires_action,
-	// order.needs_review, order.canceled, ... (see the README).
-	Type    string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// order.needs_review, order.canceled, ...; refund.succeeded,
+	// refund.failed, refund.needs_review (see the README).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The order's id; for a refund's event, the refunded order's.
 	OrderId string `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// The event's place in its order's history: a later event of the same
 	// order has a greater sequence.
