@@ -13,7 +13,7 @@ import (
 // adapter and the simulator, once as the dangerous kind of gateway that
 // ignores repeated references and once as one that deduplicates them.
 func TestConformance(t *testing.T) {
-	const callTimeout = 300 * time.Millisecond
+	const callTimeout = time.Second
 	for _, dedupe := range []bool{false, true} {
 		name := "sim"
 		if dedupe {

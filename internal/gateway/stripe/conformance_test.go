@@ -13,9 +13,9 @@ import (
 // TestConformance runs the gateway conformance suite against the Stripe
 // adapter and the stateful Stripe fake.
 func TestConformance(t *testing.T) {
-	const callTimeout = 300 * time.Millisecond
+	const callTimeout = time.Second
 	gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness {
-		fake := stripetest.New(stripetest.Options{Hold: time.Second})
+		fake := stripetest.New(stripetest.Options{Hold: 3 * time.Second})
 		srv := httptest.NewServer(fake)
 		t.Cleanup(srv.Close)
 		return gatewaytest.Harness{
