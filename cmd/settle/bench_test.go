@@ -67,6 +67,11 @@ func TestBenchSmoke(t *testing.T) {
 	if d := rep.Drain; d == nil || d.Reconciler.Median.PerSecond <= 0 || d.Floor.Median.PerSecond <= 0 {
 		t.Errorf("reconciler drain missing or without throughput: %+v", d)
 	}
+	// The delivery drain's events are orders' and refunds', and the refund
+	// series' own refund events are set aside before it.
+	if d := rep.Delivery; d == nil || d.Worker.Median.PerSecond <= 0 || d.Floor.Median.PerSecond <= 0 {
+		t.Errorf("delivery drain missing or without throughput: %+v", d)
+	}
 	// The table has a row per concurrency, with positive throughputs.
 	rows := 0
 	for line := range strings.Lines(stdout.String()) {

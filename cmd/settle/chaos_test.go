@@ -140,6 +140,8 @@ func TestChaosCatchesMutants(t *testing.T) {
 		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state"},
 		{"UndeliveredEvents", deliveredBeforeAccepted, chaos.InvEvents, "refused deliveries recorded as delivered"},
 		{"BrokenRefundGuard", brokenRefundGuard, chaos.InvRefunds, "refunds beyond the charge in a build that admits them"},
+		{"RefundEventsBeforeSettle", refundEventBeforeSettle, chaos.InvEvents,
+			"refund events that announce the refund as it was before its settle, and for settles that lost their guard"},
 		{"ExpiryWithoutCancel", expiryWithoutCancel, chaos.InvActionCharge,
 			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING"},
 	} {
@@ -171,6 +173,18 @@ var brokenRefundGuard = mutant.Mutation{
 	File: "internal/postgres/sql/refund_claim.sql",
 	Old:  "AND want.amount <= want.left_minor",
 	New:  "AND true",
+}
+
+// refundEventBeforeSettle writes a refund's event from the refund row as the
+// settle found it rather than as the settle left it, and even when the
+// settle's guard did not hold: a refund that succeeds gets no
+// refund.succeeded event (its row says REFUNDING), and a late answer after
+// the reconciler settled the refund writes a second one for a move that
+// did not happen.
+var refundEventBeforeSettle = mutant.Mutation{
+	File: "internal/postgres/sql/refund_settle.sql",
+	Old:  "@event, @actor, @reason FROM upr WHERE @event <> ''",
+	New:  "@event, @actor, @reason FROM lockedr WHERE @event <> ''",
 }
 
 // expiryWithoutCancel makes the expiry of a 3-D Secure challenge take the

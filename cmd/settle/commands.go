@@ -254,13 +254,9 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 		return nil, err
 	}
 	if len(eps) > 0 {
-		merchants := make([]string, len(eps))
-		for i, e := range eps {
-			merchants[i] = e.MerchantID
-		}
-		a.metrics.WatchDeliveries(func(ctx context.Context) ([]order.DeliveryBacklog, error) {
-			return a.store.DeliveryBacklog(ctx, merchants)
-		})
+		// The worker's merchants, those with an endpoint, are the backlog's:
+		// a merchant that pulls its events has none waiting.
+		a.metrics.WatchDeliveries(d.Backlog)
 	}
 	return d, nil
 }

@@ -73,6 +73,10 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		printMu.Lock()
 		defer printMu.Unlock()
+		if d.RefundID != "" {
+			fmt.Fprintf(stdout, "webhook  %s  %-22s order %s  refund %s  %s  (%s)\n", d.EventID, d.Type, d.OrderID, d.RefundID, d.State, sig)
+			return
+		}
 		fmt.Fprintf(stdout, "webhook  %s  %-22s order %s  %s  (%s)\n", d.EventID, d.Type, d.OrderID, d.State, sig)
 	})
 	hookSrv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
@@ -200,7 +204,7 @@ Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5x
 tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422). Charged with tok_refund_timeout,
 tok_refund_5xx, tok_refund_drop, tok_refund_decline or tok_refund_fail_later, an order's refunds meet that fault.
 
-Events out (order.paid, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
+Events out (order.paid, refund.succeeded, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
   curl %[8]s
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"page_size":10}' %[1]s settle.v1.OrderService/ListEvents
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" -d '{"merchant_id":"default","event_id":"<evt_ id>"}' %[1]s settle.v1.OpsService/ResendEvent

@@ -30,6 +30,7 @@ type receiver struct {
 	mu     sync.Mutex
 	ids    []string // event ids in the order received, verified or not
 	types  []string
+	bodies [][]byte
 	answer func(n int, r *http.Request) int
 	*httptest.Server
 }
@@ -54,6 +55,7 @@ func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receive
 		n := len(rc.ids)
 		rc.ids = append(rc.ids, ev.ID)
 		rc.types = append(rc.types, ev.Type)
+		rc.bodies = append(rc.bodies, body)
 		rc.mu.Unlock()
 		w.WriteHeader(rc.answer(n, r))
 	}))
@@ -267,5 +269,136 @@ func TestDownEndpointIsNotAskedPerEvent(t *testing.T) {
 	runOnce(t, d)
 	if got := rc.received(); len(got) != 1 {
 		t.Fatalf("a down endpoint was asked %d times in one lane", len(got))
+	}
+}
+
+// refundedOrder makes an order.paid, a refund.succeeded and an
+// order.refunded event for merchant and returns the refund's id.
+func refundedOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
+	t.Helper()
+	ctx := context.Background()
+	o, err := s.CreateOrder(ctx, order.Order{ID: order.NewID(), MerchantID: merchant, MerchantReference: ref,
+		Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok", Gateway: "sim", State: order.StatePending})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Claim(ctx, order.Claim{MerchantID: merchant, OrderID: o.ID, RequestID: "req-" + ref, AttemptID: order.NewID(),
+		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: time.Minute, Actor: "test"})
+	if err != nil || !c.Claimed {
+		t.Fatalf("claim: %+v %v", c, err)
+	}
+	if _, _, err := s.SettleMany(ctx, []order.Settlement{{MerchantID: merchant, OrderID: o.ID, AttemptID: c.Attempt.ID,
+		Event: order.EventSucceed, To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"},
+		Actor: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := s.ClaimRefund(ctx, order.RefundClaim{MerchantID: merchant, OrderID: o.ID, RequestID: "refund-" + ref,
+		RefundID: order.NewID(), Actor: "test", Lease: time.Minute})
+	if err != nil || !rc.Claimed {
+		t.Fatalf("claim refund: %+v %v", rc, err)
+	}
+	st := order.RefundSettlementFor(merchant, rc.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
+	st.Actor = "test"
+	if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
+		t.Fatalf("settle refund: %v %v", ok, err)
+	}
+	return rc.Refund.ID
+}
+
+// TestRefundEventsAreDelivered: a refund's event goes out with its order's,
+// signed the same way (the receiver verifies each with the documented
+// snippet), its payload the refund with its order's id.
+func TestRefundEventsAreDelivered(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	rc := newReceiver(t, ok)
+	refundID := refundedOrder(t, s, "m1", "ref-1")
+	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
+	if n := runOnce(t, d); n != 3 {
+		t.Fatalf("delivered %d, want 3 (order.paid, refund.succeeded, order.refunded); received %v", n, rc.types)
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	var body []byte
+	for i, typ := range rc.types {
+		if typ == "refund.succeeded" {
+			body = rc.bodies[i]
+		}
+	}
+	var ev struct {
+		Type   string `json:"type"`
+		Refund struct {
+			ID      string `json:"id"`
+			OrderID string `json:"order_id"`
+			State   string `json:"state"`
+		} `json:"refund"`
+	}
+	if err := json.Unmarshal(body, &ev); err != nil || ev.Refund.ID != refundID ||
+		ev.Refund.State != "SUCCEEDED" || ev.Refund.OrderID == "" {
+		t.Fatalf("refund.succeeded body %s: %v", body, err)
+	}
+}
+
+// TestPullOnlyMerchantIsLeftAlone: a merchant without an endpoint pulls its
+// events. While another merchant's endpoint refuses everything until its
+// events fail, the worker never leases the pull-only merchant's events
+// (none tried, none failed), its backlog counts only the merchant with an
+// endpoint, and the pull-only merchant still lists its events.
+func TestPullOnlyMerchantIsLeftAlone(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	rc := newReceiver(t, func(int, *http.Request) int { return http.StatusServiceUnavailable })
+	canceledOrder(t, s, "m1", "ref-1")
+	canceledOrder(t, s, "pull", "ref-2")
+	refundedOrder(t, s, "pull", "ref-3")
+	var failed int
+	d := newDeliverer(t, s, delivery.Config{RetryFor: time.Millisecond,
+		Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}},
+		OnRecord: func(r order.DeliveryRecord) {
+			if r.Failed {
+				failed++
+			}
+			if r.MerchantID != "m1" {
+				t.Errorf("recorded a delivery of merchant %s's event", r.MerchantID)
+			}
+		}})
+	bl, err := d.Backlog(ctx)
+	if err != nil || len(bl) != 1 || bl[0].MerchantID != "m1" || bl[0].Pending != 1 {
+		t.Fatalf("backlog %+v, %v; want m1's one event alone", bl, err)
+	}
+	for range 3 {
+		runOnce(t, d)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if failed != 1 {
+		t.Fatalf("failed %d events, want m1's one", failed)
+	}
+	var tried, failedPull int
+	if err := pool.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(delivery_attempts), 0) FROM order_events WHERE merchant_id = 'pull')
+			+ (SELECT coalesce(sum(delivery_attempts), 0) FROM refund_events WHERE merchant_id = 'pull'),
+		(SELECT count(*) FROM order_events WHERE merchant_id = 'pull' AND failed_at IS NOT NULL)
+			+ (SELECT count(*) FROM refund_events WHERE merchant_id = 'pull' AND failed_at IS NOT NULL)`).Scan(&tried, &failedPull); err != nil {
+		t.Fatal(err)
+	}
+	if tried != 0 || failedPull != 0 {
+		t.Fatalf("the pull-only merchant's events: %d tries, %d failed; want none", tried, failedPull)
+	}
+	if bl, err := d.Backlog(ctx); err != nil || len(bl) != 1 || bl[0].MerchantID != "m1" || bl[0].Pending != 0 {
+		t.Fatalf("backlog after m1's event failed: %+v, %v", bl, err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		evs, err := s.ListEvents(ctx, "pull", order.EventCursor{}, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(evs) == 4 { // order.canceled; order.paid, refund.succeeded, order.refunded
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the pull-only merchant lists %d events, want 4", len(evs))
+		}
 	}
 }

@@ -8,6 +8,11 @@
 // again, with the same id, once its lease ends. Each merchant has its own
 // lane: a lane delivers its merchant's events one after another, and a slow
 // or dead endpoint holds up its own lane only.
+//
+// A merchant without an endpoint pulls its events (ListEvents): the worker
+// never leases them, so they are never tried nor failed, and they are not
+// part of the backlog. The set of merchants with an endpoint, in the
+// worker's configuration, is the one thing that decides both.
 package delivery
 
 import (
@@ -30,6 +35,7 @@ import (
 type Store interface {
 	LeaseDeliveries(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error)
 	RecordDeliveries(ctx context.Context, ds []order.Delivery, giveUp time.Duration) ([]order.DeliveryRecord, error)
+	DeliveryBacklog(ctx context.Context, merchants []string) ([]order.DeliveryBacklog, error)
 }
 
 // Defaults of Config.
@@ -124,6 +130,16 @@ func New(store Store, cfg Config, log *slog.Logger) (*Deliverer, error) {
 		d.merchants = append(d.merchants, e.MerchantID)
 	}
 	return d, nil
+}
+
+// Backlog returns the undelivered events of each merchant with an endpoint
+// (for the metrics and their alert); merchants without one pull their
+// events, and none of theirs is waiting.
+func (d *Deliverer) Backlog(ctx context.Context) ([]order.DeliveryBacklog, error) {
+	if len(d.merchants) == 0 {
+		return nil, nil
+	}
+	return d.store.DeliveryBacklog(ctx, d.merchants)
 }
 
 // RunOnce leases every merchant's due events, delivers them (the lanes at

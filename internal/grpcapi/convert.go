@@ -119,6 +119,13 @@ func chargeInputFromProto(req *settlev1.ChargeOrderRequest) order.ChargeInput {
 		CustomerPresent: req.GetCustomerPresent(), ReturnURL: req.GetReturnUrl(), Customer: req.GetCustomer()}
 }
 
+// createAndChargeInputFromProto is the charge of a CreateAndChargeOrder
+// request as the domain takes it: ChargeOrder's fields but the order's.
+func createAndChargeInputFromProto(req *settlev1.CreateAndChargeOrderRequest) order.ChargeInput {
+	return order.ChargeInput{RequestID: req.GetRequestId(), CustomerPresent: req.GetCustomerPresent(),
+		ReturnURL: req.GetReturnUrl(), Customer: req.GetCustomer()}
+}
+
 // nextActionToProto is the next action of an attempt waiting for the
 // customer, or nil.
 func nextActionToProto(a *order.Attempt) *settlev1.NextAction {

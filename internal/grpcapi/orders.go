@@ -69,11 +69,11 @@ func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.Cr
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	o, a, err := s.svc.CreateAndCharge(ctx, merchant(ctx), n, req.GetRequestId())
+	o, a, err := s.svc.CreateAndCharge(ctx, merchant(ctx), n, createAndChargeInputFromProto(req))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a)}, nil
+	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a), NextAction: nextActionToProto(a)}, nil
 }
 
 func (s *orderServer) RefundOrder(ctx context.Context, req *settlev1.RefundOrderRequest) (*settlev1.RefundOrderResponse, error) {

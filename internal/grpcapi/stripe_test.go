@@ -129,3 +129,52 @@ func TestChargeCustomerThroughTheAPI(t *testing.T) {
 		t.Errorf("the customer was logged:\n%s", s.logs.String())
 	}
 }
+
+// TestCreateAndChargeThroughTheAPI: CreateAndChargeOrder takes
+// ChargeOrder's customer_present, return_url and customer. A one-call
+// charge that Stripe challenges answers REQUIRES_ACTION with the next
+// action, and PAID once the customer has opened the redirect; a saved
+// card's customer reaches Stripe's create; a bad customer is
+// INVALID_ARGUMENT naming the field.
+func TestCreateAndChargeThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	s, fake := newStripeStack(t, "sk_test_settle")
+	ctx := context.Background()
+	req := &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-tds-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: stripetest.TokenRequiresAction, Gateway: "stripe",
+		RequestId: "one-call-tds-req-1", CustomerPresent: true, ReturnUrl: "https://checkout.example/return?order=one-call-tds-1"}
+	resp, err := s.orders.CreateAndChargeOrder(ctx, req)
+	if err != nil || resp.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION ||
+		resp.GetAttempt().GetOutcome() != settlev1.AttemptOutcome_ATTEMPT_OUTCOME_REQUIRES_ACTION ||
+		resp.GetNextAction().GetRedirectUrl() == "" || resp.GetNextAction().GetClientSecret() == "" {
+		t.Fatalf("CreateAndChargeOrder = %v, %v; want REQUIRES_ACTION with a redirect and a client secret", resp, err)
+	}
+	page, err := http.Get(resp.GetNextAction().GetRedirectUrl())
+	if err != nil {
+		t.Fatal(err)
+	}
+	page.Body.Close()
+	again, err := s.orders.CreateAndChargeOrder(ctx, req)
+	if err != nil || again.GetOrder().GetId() != resp.GetOrder().GetId() ||
+		again.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_PAID || again.GetNextAction() != nil {
+		t.Fatalf("CreateAndChargeOrder after the challenge = %v, %v; want the same order PAID", again, err)
+	}
+
+	saved := &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-saved-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: stripetest.TokenVisa, Gateway: "stripe",
+		RequestId: "one-call-saved-req-1", Customer: "cus_OneCallApi42"}
+	paid, err := s.orders.CreateAndChargeOrder(ctx, saved)
+	if err != nil || paid.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_PAID {
+		t.Fatalf("CreateAndChargeOrder = %v, %v; want PAID", paid, err)
+	}
+	if pis := fake.Intents(paid.GetAttempt().GetId()); len(pis) != 1 || pis[0].Customer != "cus_OneCallApi42" {
+		t.Errorf("PaymentIntents = %+v; want one, for cus_OneCallApi42", pis)
+	}
+
+	bad := &settlev1.CreateAndChargeOrderRequest{MerchantReference: "one-call-bad-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: stripetest.TokenVisa, Gateway: "stripe",
+		RequestId: "one-call-bad-req-1", Customer: "customer 42"}
+	if _, err := s.orders.CreateAndChargeOrder(ctx, bad); status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "customer") {
+		t.Errorf("CreateAndChargeOrder with a bad customer = %v; want INVALID_ARGUMENT naming customer", err)
+	}
+}

@@ -8,26 +8,33 @@ import (
 	"time"
 )
 
-// Notification is an event a merchant is told of: a row of an order's
-// history that has a type (the database derives it from the row, see
-// migration 00008's settle_event_type), with the order as that transition
-// left it. It is written in the same statement as the transition, so there
-// is one for every transition that happened and none for any other.
+// Notification is an event a merchant is told of: a row of an order's or a
+// refund's history that has a type (the database derives it from the row,
+// see migration 00008's settle_event_type and 00014's
+// settle_refund_event_type), with the order or the refund as that
+// transition left it. It is written in the same statement as the
+// transition, so there is one for every transition that happened and none
+// for any other.
 type Notification struct {
 	// Num is the history row's number; ID is the event's id built from it.
 	Num int64
-	// Type is order.paid, order.payment_failed, order.needs_review, …
+	// Type is order.paid, order.payment_failed, order.needs_review, …,
+	// refund.succeeded, refund.failed, refund.needs_review.
 	Type       string
 	MerchantID string
-	// Sequence is the row's place in its order's history (1 is the
-	// order's creation): of two events of one order, the later has the
-	// greater Sequence.
+	// Sequence is the row's place in its order's history, its refunds'
+	// rows counted in (1 is the order's creation): of two events of one
+	// order, the later has the greater Sequence.
 	Sequence int64
 	// CreatedAt is when the transition committed (database time).
 	CreatedAt time.Time
 	// Order is the order as the transition left it: its state is the one
-	// the transition reached.
+	// the transition reached. For a refund's event only its ID, merchant
+	// reference, amount, gateway and creation are set.
 	Order Order
+	// Refund is, for a refund's event, the refund as the transition left
+	// it (its state is the one reached); nil for an order's event.
+	Refund *Refund
 	// GatewayChargeID and DeclineCode are the attempt's, when the
 	// transition settled one.
 	GatewayChargeID string
@@ -62,12 +69,17 @@ type EventCursor struct {
 	Num  int64
 }
 
+// money is an amount as payloads show it.
+type money struct {
+	Currency    string `json:"currency"`
+	AmountMinor int64  `json:"amount_minor"`
+}
+
 // Payload is the JSON body of the event, as POSTed to the merchant and
 // returned by ListEvents; the README documents it.
 func (n Notification) Payload() []byte {
-	type money struct {
-		Currency    string `json:"currency"`
-		AmountMinor int64  `json:"amount_minor"`
+	if n.Refund != nil {
+		return n.refundPayload()
 	}
 	type orderJSON struct {
 		ID                string    `json:"id"`
@@ -94,6 +106,46 @@ func (n Notification) Payload() []byte {
 			Amount:  money{Currency: n.Order.Amount.Currency, AmountMinor: n.Order.Amount.AmountMinor},
 			Gateway: n.Order.Gateway, State: n.Order.State, AttemptID: n.Order.CurrentAttempt,
 			GatewayChargeID: n.GatewayChargeID, DeclineCode: n.DeclineCode, CreatedAt: n.Order.CreatedAt.UTC(),
+		},
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		// Every field is a string, a number or a time: Marshal cannot fail.
+		panic(fmt.Sprintf("order: marshal event %d: %v", n.Num, err))
+	}
+	return b
+}
+
+// refundPayload is Payload for a refund's event: the refund as it stands,
+// with its order's id.
+func (n Notification) refundPayload() []byte {
+	type refundJSON struct {
+		ID              string      `json:"id"`
+		OrderID         string      `json:"order_id"`
+		RequestID       string      `json:"request_id"`
+		Amount          money       `json:"amount"`
+		Reason          string      `json:"reason"`
+		State           RefundState `json:"state"`
+		Outcome         Outcome     `json:"outcome"`
+		DeclineCode     string      `json:"decline_code"`
+		GatewayRefundID string      `json:"gateway_refund_id"`
+		CreatedAt       time.Time   `json:"created_at"`
+	}
+	rf := n.Refund
+	body := struct {
+		ID         string     `json:"id"`
+		Type       string     `json:"type"`
+		MerchantID string     `json:"merchant_id"`
+		Sequence   int64      `json:"sequence"`
+		CreatedAt  time.Time  `json:"created_at"`
+		Refund     refundJSON `json:"refund"`
+	}{
+		ID: n.ID(), Type: n.Type, MerchantID: n.MerchantID, Sequence: n.Sequence, CreatedAt: n.CreatedAt.UTC(),
+		Refund: refundJSON{
+			ID: rf.ID, OrderID: rf.OrderID, RequestID: rf.RequestID,
+			Amount: money{Currency: rf.Amount.Currency, AmountMinor: rf.Amount.AmountMinor}, Reason: rf.Reason,
+			State: rf.State, Outcome: rf.Outcome, DeclineCode: rf.DeclineCode, GatewayRefundID: rf.GatewayRefundID,
+			CreatedAt: rf.CreatedAt.UTC(),
 		},
 	}
 	b, err := json.Marshal(body)

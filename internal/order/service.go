@@ -331,34 +331,63 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	return s.charge(ctx, merchantID, c.Order, *c.Attempt, in, deadline)
 }
 
-// CreateAndCharge creates an order and charges it. A new order and its
-// first attempt are written in one commit; a retry (the reference already
-// taken) goes the way of Create and Charge, with their idempotency and their
-// conflicts. A new reference with a request id already used is a conflict,
-// and creates nothing: a failed call leaves no order behind.
-func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, requestID string) (Order, *Attempt, error) {
+// CreateAndCharge creates an order and charges it. in is the charge as
+// Charge takes it (request id, customer present, return URL, customer),
+// validated alike, but for the order n creates: its OrderID and
+// PaymentMethod must be empty, because they are the new order's. A new
+// order and its first attempt are written in one commit; a retry (the
+// reference already taken) goes the way of Create and Charge, with their
+// idempotency and their conflicts. A new reference with a request id
+// already used is a conflict, and creates nothing: a failed call leaves no
+// order behind.
+func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, in ChargeInput) (Order, *Attempt, error) {
 	fresh, err := s.newOrder(merchantID, n)
 	if err != nil {
 		return Order{}, nil, err
 	}
-	if err := CheckRequestID(requestID); err != nil {
+	if err := in.validateCharge(); err != nil {
 		return Order{}, nil, err
+	}
+	// A caller's mistakes: the order does not exist yet, and its payment
+	// method is n's.
+	if in.OrderID != "" {
+		return Order{}, nil, &ValidationError{Field: "order_id", Reason: "must be empty: the order is created by the call"}
+	}
+	if in.PaymentMethod != "" {
+		return Order{}, nil, &ValidationError{Field: "payment_method", Reason: "must be empty: the new order's is charged"}
+	}
+	if in.Customer != "" {
+		// The one-commit create and claim does not record the attempt's
+		// customer, which the attempt must keep: a Stripe lookup that
+		// replays the create has to send it again. A saved card's charge
+		// takes the two commits of Create and Charge instead, whose claim
+		// records it.
+		return s.createThenCharge(ctx, merchantID, n, in)
 	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)
 	o, a, created, err := s.store.CreateClaimed(ctx, fresh, Claim{
-		RequestID: requestID, AttemptID: AttemptID(merchantID, fresh.ID, requestID), From: StatePending, To: MustNext(StatePending, EventCharge),
+		RequestID: in.RequestID, AttemptID: AttemptID(merchantID, fresh.ID, in.RequestID), From: StatePending, To: MustNext(StatePending, EventCharge),
 		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: ActorAPI,
 	})
 	if err != nil {
 		return Order{}, nil, fmt.Errorf("create and claim order: %w", err)
 	}
 	if !created {
-		if o, err = s.Create(ctx, merchantID, n); err != nil {
-			return Order{}, nil, err
-		}
-		return s.Charge(ctx, merchantID, ChargeInput{OrderID: o.ID, RequestID: requestID})
+		return s.createThenCharge(ctx, merchantID, n, in)
 	}
-	return s.charge(ctx, merchantID, o, a, ChargeInput{RequestID: requestID}, deadline)
+	in.OrderID = o.ID
+	return s.charge(ctx, merchantID, o, a, in, deadline)
+}
+
+// createThenCharge is CreateAndCharge as Create and then Charge: for a
+// retry, whose order exists, and for a saved card's charge.
+func (s *Service) createThenCharge(ctx context.Context, merchantID string, n NewOrder, in ChargeInput) (Order, *Attempt, error) {
+	o, err := s.Create(ctx, merchantID, n)
+	if err != nil {
+		return Order{}, nil, err
+	}
+	in.OrderID = o.ID
+	return s.Charge(ctx, merchantID, in)
 }
 
 // charge calls the gateway for a claimed attempt and settles what it says.

@@ -450,7 +450,7 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	n := order.NewOrder{MerchantReference: "one-call-1", Amount: order.Money{Currency: "GBP", AmountMinor: 990}, PaymentMethod: "tok_ok"}
-	first, fa, err := f.svc.CreateAndCharge(ctx, merchant, n, "one-call-req-1")
+	first, fa, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "one-call-req-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,11 +458,11 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 		t.Fatalf("one call: %+v %+v", first, fa)
 	}
 	// A retry of the same call replays; a new request id on the same order charges nothing.
-	again, aa, err := f.svc.CreateAndCharge(ctx, merchant, n, "one-call-req-1")
+	again, aa, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "one-call-req-1"})
 	if err != nil || again.ID != first.ID || aa == nil || aa.ID != fa.ID {
 		t.Fatalf("retry: %+v %+v %v", again, aa, err)
 	}
-	if got, a, err := f.svc.CreateAndCharge(ctx, merchant, n, "one-call-req-2"); err != nil || got.State != order.StatePaid || a != nil {
+	if got, a, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "one-call-req-2"}); err != nil || got.State != order.StatePaid || a != nil {
 		t.Fatalf("new request id on a PAID order: %+v %+v %v", got, a, err)
 	}
 	if n := f.charges(t, first.ID); n != 1 {
@@ -470,10 +470,10 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	}
 	// Other parameters under the same reference, and a request id of another order, are conflicts.
 	_, _, err = f.svc.CreateAndCharge(ctx, merchant, order.NewOrder{MerchantReference: "one-call-1",
-		Amount: order.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"}, "one-call-req-3")
+		Amount: order.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"}, order.ChargeInput{RequestID: "one-call-req-3"})
 	_ = wantConflict(t, err)
 	_, _, err = f.svc.CreateAndCharge(ctx, merchant, order.NewOrder{MerchantReference: "one-call-2",
-		Amount: order.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"}, "one-call-req-1")
+		Amount: order.Money{Currency: "GBP", AmountMinor: 1}, PaymentMethod: "tok_ok"}, order.ChargeInput{RequestID: "one-call-req-1"})
 	_ = wantConflict(t, err)
 	// The failed call created nothing: no order under the new reference.
 	if _, err := f.svc.GetByReference(ctx, merchant, "one-call-2"); !errors.Is(err, order.ErrNotFound) {
@@ -493,7 +493,7 @@ func TestCreateAndChargeInOneCall(t *testing.T) {
 	}
 	// An unknown outcome leaves it to the reconciler, as Charge does.
 	timeout, _, err := f.svc.CreateAndCharge(ctx, merchant, order.NewOrder{MerchantReference: "one-call-3",
-		Amount: order.Money{Currency: "GBP", AmountMinor: 5}, PaymentMethod: "tok_timeout"}, "one-call-req-4")
+		Amount: order.Money{Currency: "GBP", AmountMinor: 5}, PaymentMethod: "tok_timeout"}, order.ChargeInput{RequestID: "one-call-req-4"})
 	if err != nil || timeout.State != order.StateCharging || timeout.ReconcileAt.IsZero() {
 		t.Fatalf("timeout: %+v %v", timeout, err)
 	}

@@ -92,6 +92,13 @@ func (c ChargeInput) Validate() error {
 	if err := CheckID("order_id", c.OrderID); err != nil {
 		return err
 	}
+	return c.validateCharge()
+}
+
+// validateCharge checks the fields of a charge request but its order id:
+// ChargeOrder names an existing order, CreateAndChargeOrder the one it
+// creates, and both take the rest alike.
+func (c ChargeInput) validateCharge() error {
 	if err := CheckRequestID(c.RequestID); err != nil {
 		return err
 	}

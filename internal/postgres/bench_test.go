@@ -186,7 +186,7 @@ func BenchmarkCreateAndCharge(b *testing.B) {
 		for pb.Next() {
 			i := next.Add(1)
 			o, _, err := svc.CreateAndCharge(ctx, order.DefaultMerchant, order.NewOrder{MerchantReference: fmt.Sprintf("one-%d", i),
-				Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}, fmt.Sprintf("one-req-%d", i))
+				Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}, order.ChargeInput{RequestID: fmt.Sprintf("one-req-%d", i)})
 			if err != nil || o.State != order.StatePaid {
 				b.Errorf("create and charge: %v %s", err, o.State)
 				return

@@ -14,7 +14,8 @@ import (
 )
 
 // notificationRow is an event as list_events.sql and lease_deliveries.sql
-// select it: the history row, its order and its attempt.
+// select it: the history row, its order and its attempt, or, for a
+// refund's event, its refund (RefundID not ”).
 type notificationRow struct {
 	Num               int64     `db:"event_num"`
 	Type              string    `db:"type"`
@@ -33,6 +34,14 @@ type notificationRow struct {
 	OrderCreatedAt    time.Time `db:"order_created_at"`
 	GatewayChargeID   string    `db:"gateway_charge_id"`
 	DeclineCode       string    `db:"decline_code"`
+	RefundID          string    `db:"refund_id"`
+	RefundRequestID   string    `db:"refund_request_id"`
+	RefundAmountMinor int64     `db:"refund_amount_minor"`
+	RefundReason      string    `db:"refund_reason"`
+	RefundOutcome     string    `db:"refund_outcome"`
+	RefundDeclineCode string    `db:"refund_decline_code"`
+	RefundGatewayID   string    `db:"refund_gateway_refund_id"`
+	RefundCreatedAt   time.Time `db:"refund_created_at"`
 }
 
 func (r notificationRow) notification() (order.Notification, error) {
@@ -40,7 +49,7 @@ func (r notificationRow) notification() (order.Notification, error) {
 	if err != nil {
 		return order.Notification{}, fmt.Errorf("event %d: transaction id %q: %w", r.Num, r.TxID, err)
 	}
-	return order.Notification{
+	n := order.Notification{
 		Num: r.Num, Type: r.Type, MerchantID: r.MerchantID, Sequence: r.Sequence, CreatedAt: r.CreatedAt,
 		Order: order.Order{
 			ID: r.OrderID, MerchantID: r.MerchantID, MerchantReference: r.MerchantReference,
@@ -50,7 +59,19 @@ func (r notificationRow) notification() (order.Notification, error) {
 		GatewayChargeID: r.GatewayChargeID, DeclineCode: r.DeclineCode,
 		Cursor:   order.EventCursor{TxID: tx, Num: r.Num},
 		Attempts: r.Attempts,
-	}, nil
+	}
+	if r.RefundID != "" {
+		// A refund's event: to_state is the refund's, and the order is
+		// as it was created, its state not known at this transition.
+		n.Order.State, n.Order.CurrentAttempt = "", ""
+		n.Refund = &order.Refund{
+			ID: r.RefundID, MerchantID: r.MerchantID, OrderID: r.OrderID, RequestID: r.RefundRequestID,
+			Amount: order.Money{Currency: r.Currency, AmountMinor: r.RefundAmountMinor}, Reason: r.RefundReason,
+			State: order.RefundState(r.ToState), Outcome: order.Outcome(r.RefundOutcome),
+			DeclineCode: r.RefundDeclineCode, GatewayRefundID: r.RefundGatewayID, CreatedAt: r.RefundCreatedAt,
+		}
+	}
+	return n, nil
 }
 
 func notifications(rows []notificationRow) ([]order.Notification, error) {

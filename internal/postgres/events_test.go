@@ -245,6 +245,162 @@ func listEvents(t *testing.T, s *postgres.Store, after order.EventCursor, limit,
 	}
 }
 
+// TestRefundEvents: a refund that succeeds, one that fails and one sent to
+// review are events (refund.succeeded, refund.failed, refund.needs_review),
+// written by the refund's own statements, with the refund as it stood and
+// its order's id; the claims are not events. They share the order events'
+// numbering and per-order sequence, and are leased, recorded, resent and
+// counted in the backlog as order events are.
+func TestRefundEvents(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
+	paid, att := chargingOrder(t, s, "ref-refunds")
+	if _, _, err := s.SettleMany(ctx, []order.Settlement{{MerchantID: order.DefaultMerchant, OrderID: paid.ID,
+		AttemptID: att, Event: order.EventSucceed, To: order.StatePaid,
+		Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"}, Actor: "test"}}); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(req string, amount int64) order.Refund {
+		t.Helper()
+		c := refundClaimOf(paid, req, amount)
+		c.Reason = "requested_by_customer"
+		r, err := s.ClaimRefund(ctx, c)
+		if err != nil || !r.Claimed {
+			t.Fatalf("claim %s: %+v %v", req, r, err)
+		}
+		return *r.Refund
+	}
+	settle := func(rf order.Refund, st order.RefundSettlement) {
+		t.Helper()
+		st.Actor = "test"
+		if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
+			t.Fatalf("settle refund %s: %v %v", rf.ID, ok, err)
+		}
+	}
+	ok, declined, review := claim("refund-ok", 300), claim("refund-declined", 200), claim("refund-review", 100)
+	settle(ok, order.RefundSettlementFor(order.DefaultMerchant, ok.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute))
+	settle(declined, order.RefundSettlementFor(order.DefaultMerchant, declined.ID, order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "expired_card"}, time.Minute))
+	// A recheck (unknown outcome) moves nothing and is no event.
+	settle(review, order.RefundSettlementFor(order.DefaultMerchant, review.ID, order.Result{Outcome: order.OutcomeUnknown}, time.Minute))
+	settle(review, order.RefundSettlement{MerchantID: order.DefaultMerchant, RefundID: review.ID, Event: order.EventEscalate,
+		To: order.RefundNeedsReview, Result: order.Result{Outcome: order.OutcomeUnknown},
+		OrderPartial: order.EventRefundPartial, OrderFull: order.EventRefundFull})
+
+	// The order's history before: created 1, claimed 2, paid 3; then three
+	// claims of two rows each (4-9), then the settles. The refund's success
+	// and the order's move are written by one statement, in either order.
+	want := []struct {
+		typ    string
+		refund string
+		state  string
+		seq    int64
+	}{
+		{"order.paid", "", "PAID", 3},
+		{"refund.succeeded", ok.ID, "SUCCEEDED", 10},
+		{"order.partially_refunded", "", "PARTIALLY_REFUNDED", 11},
+		{"refund.failed", declined.ID, "FAILED", 12},
+		{"refund.needs_review", review.ID, "NEEDS_REVIEW", 13},
+	}
+	evs := listEvents(t, s, order.EventCursor{}, 100, len(want))
+	if len(evs) != len(want) {
+		t.Fatalf("listed %d events, want %d: %+v", len(evs), len(want), evs)
+	}
+	if evs[1].Type == "order.partially_refunded" {
+		want[1], want[2] = want[2], want[1]
+		want[1].seq, want[2].seq = 10, 11
+	}
+	seen := map[string]bool{}
+	for i, e := range evs {
+		w := want[i]
+		if e.Type != w.typ || e.Sequence != w.seq || e.Order.ID != paid.ID || seen[e.ID()] {
+			t.Errorf("event %d: %s %s seq %d order %s, want %s seq %d of order %s, ids unique", i, e.ID(), e.Type,
+				e.Sequence, e.Order.ID, w.typ, w.seq, paid.ID)
+		}
+		seen[e.ID()] = true
+		if w.refund == "" {
+			if e.Refund != nil {
+				t.Errorf("%s: an order's event with a refund %+v", e.Type, e.Refund)
+			}
+			continue
+		}
+		var body struct {
+			ID     string `json:"id"`
+			Type   string `json:"type"`
+			Refund struct {
+				ID          string `json:"id"`
+				OrderID     string `json:"order_id"`
+				RequestID   string `json:"request_id"`
+				State       string `json:"state"`
+				Reason      string `json:"reason"`
+				DeclineCode string `json:"decline_code"`
+				GatewayID   string `json:"gateway_refund_id"`
+				Amount      struct {
+					Currency    string `json:"currency"`
+					AmountMinor int64  `json:"amount_minor"`
+				} `json:"amount"`
+			} `json:"refund"`
+		}
+		if err := json.Unmarshal(e.Payload(), &body); err != nil {
+			t.Fatal(err)
+		}
+		rf := body.Refund
+		if body.ID != e.ID() || body.Type != w.typ || rf.ID != w.refund || rf.OrderID != paid.ID || rf.State != w.state ||
+			rf.Amount.Currency != "GBP" || rf.Reason != "requested_by_customer" || rf.RequestID == "" {
+			t.Errorf("payload of %s: %s", w.typ, e.Payload())
+		}
+		if (w.typ == "refund.succeeded" && (rf.GatewayID != "re_1" || rf.Amount.AmountMinor != 300)) ||
+			(w.typ == "refund.failed" && rf.DeclineCode != "expired_card") {
+			t.Errorf("payload of %s: %s", w.typ, e.Payload())
+		}
+	}
+	// A cursor between the kinds returns the rest, nothing twice.
+	rest := listEvents(t, s, evs[1].Cursor, 100, 3)
+	if len(rest) != 3 || rest[0].Num != evs[2].Num {
+		t.Fatalf("after %s: %+v", evs[1].ID(), rest)
+	}
+
+	// Delivery: every event of both kinds is leased once, in one lane.
+	merchants := []string{order.DefaultMerchant}
+	leased, err := s.LeaseDeliveries(ctx, merchants, 10, time.Hour)
+	if err != nil || len(leased) != len(want) {
+		t.Fatalf("leased %+v, %v; want %d events", leased, err, len(want))
+	}
+	var refundEv order.Notification
+	for _, e := range leased {
+		if e.Type == "refund.succeeded" {
+			refundEv = e
+		}
+	}
+	if refundEv.Refund == nil || refundEv.Refund.ID != ok.ID || refundEv.Sequence < 10 || refundEv.Sequence > 11 {
+		t.Fatalf("leased refund event %+v", refundEv)
+	}
+	bl, err := s.DeliveryBacklog(ctx, merchants)
+	if err != nil || len(bl) != 1 || bl[0].Pending != int64(len(want)) {
+		t.Fatalf("backlog %+v %v", bl, err)
+	}
+	ds := make([]order.Delivery, len(leased))
+	for i, e := range leased {
+		ds[i] = order.Delivery{MerchantID: e.MerchantID, Num: e.Num, Outcome: order.DeliveryDelivered, Status: 200}
+	}
+	recs, err := s.RecordDeliveries(ctx, ds, time.Hour)
+	if err != nil || len(recs) != len(want) {
+		t.Fatalf("recorded %+v %v", recs, err)
+	}
+	if again, err := s.LeaseDeliveries(ctx, merchants, 10, time.Hour); err != nil || len(again) != 0 {
+		t.Fatalf("leased again after delivery: %+v %v", again, err)
+	}
+	// A resend of the refund's event brings back that event alone.
+	if err := s.ResendEvent(ctx, order.DefaultMerchant, refundEv.Num); err != nil {
+		t.Fatal(err)
+	}
+	again, err := s.LeaseDeliveries(ctx, merchants, 10, time.Hour)
+	if err != nil || len(again) != 1 || again[0].Num != refundEv.Num || again[0].Type != "refund.succeeded" {
+		t.Fatalf("after resend leased %+v %v", again, err)
+	}
+}
+
 // TestEventsListedOnCitus: on Citus a merchant's events are listed in its
 // worker's transaction ids, whatever the coordinator's are. A cursor that
 // compared the coordinator's ids of the writing transactions with the

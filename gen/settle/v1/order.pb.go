@@ -439,11 +439,14 @@ func (x *Order) GetRefunding() *Money {
 // Attempt is one try to charge an order. Its id is the gateway reference
 // and idempotency key.
 type Attempt struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	OrderId         string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	RequestId       string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Outcome         AttemptOutcome         `protobuf:"varint,4,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OrderId   string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Outcome   AttemptOutcome         `protobuf:"varint,4,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	// Why the gateway said no. With ATTEMPT_OUTCOME_UNKNOWN it is empty, or
+	// authentication_required: an off-session charge the gateway asked the
+	// absent customer to authenticate, whose cancel the reconciler finishes.
 	DeclineCode     string                 `protobuf:"bytes,5,opt,name=decline_code,json=declineCode,proto3" json:"decline_code,omitempty"`
 	GatewayChargeId string                 `protobuf:"bytes,6,opt,name=gateway_charge_id,json=gatewayChargeId,proto3" json:"gateway_charge_id,omitempty"`
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
@@ -999,7 +1002,16 @@ type CreateAndChargeOrderRequest struct {
 	// Optional; the server's default gateway when empty.
 	Gateway string `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	// The client's key for the charge, as in ChargeOrderRequest.
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// As in ChargeOrderRequest: whether the customer is at the checkout and
+	// can authenticate (3-D Secure); false sends the charge off-session.
+	CustomerPresent bool `protobuf:"varint,6,opt,name=customer_present,json=customerPresent,proto3" json:"customer_present,omitempty"`
+	// As in ChargeOrderRequest: where the gateway sends the customer back
+	// after a redirect.
+	ReturnUrl string `protobuf:"bytes,7,opt,name=return_url,json=returnUrl,proto3" json:"return_url,omitempty"`
+	// As in ChargeOrderRequest: the Stripe Customer the payment method is
+	// saved to, for a saved card.
+	Customer      string `protobuf:"bytes,8,opt,name=customer,proto3" json:"customer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1069,12 +1081,35 @@ func (x *CreateAndChargeOrderRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *CreateAndChargeOrderRequest) GetCustomerPresent() bool {
+	if x != nil {
+		return x.CustomerPresent
+	}
+	return false
+}
+
+func (x *CreateAndChargeOrderRequest) GetReturnUrl() string {
+	if x != nil {
+		return x.ReturnUrl
+	}
+	return ""
+}
+
+func (x *CreateAndChargeOrderRequest) GetCustomer() string {
+	if x != nil {
+		return x.Customer
+	}
+	return ""
+}
+
 // CreateAndChargeOrderResponse is the order after the call and the attempt
 // that request_id names.
 type CreateAndChargeOrderResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
-	Attempt       *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Order   *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Attempt *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// When the order is REQUIRES_ACTION: what the customer must do.
+	NextAction    *NextAction `protobuf:"bytes,3,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1119,6 +1154,13 @@ func (x *CreateAndChargeOrderResponse) GetOrder() *Order {
 func (x *CreateAndChargeOrderResponse) GetAttempt() *Attempt {
 	if x != nil {
 		return x.Attempt
+	}
+	return nil
+}
+
+func (x *CreateAndChargeOrderResponse) GetNextAction() *NextAction {
+	if x != nil {
+		return x.NextAction
 	}
 	return nil
 }
@@ -1646,8 +1688,10 @@ type Event struct {
 	// Stable: the same in every delivery and every listing (evt_...).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// order.paid, order.payment_failed, order.requires_action,
-	// order.needs_review, order.canceled, ... (see the README).
-	Type    string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// order.needs_review, order.canceled, ...; refund.succeeded,
+	// refund.failed, refund.needs_review (see the README).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The order's id; for a refund's event, the refunded order's.
 	OrderId string `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// The event's place in its order's history: a later event of the same
 	// order has a greater sequence.
@@ -1851,17 +1895,23 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"NextAction\x12!\n" +
 	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\x12#\n" +
-	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xd6\x01\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xbc\x02\n" +
 	"\x1bCreateAndChargeOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
 	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"t\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12)\n" +
+	"\x10customer_present\x18\x06 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
+	"\n" +
+	"return_url\x18\a \x01(\tR\treturnUrl\x12\x1a\n" +
+	"\bcustomer\x18\b \x01(\tR\bcustomer\"\xac\x01\n" +
 	"\x1cCreateAndChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
-	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\"\x9a\x04\n" +
+	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
+	"\vnext_action\x18\x03 \x01(\v2\x15.settle.v1.NextActionR\n" +
+	"nextAction\"\x9a\x04\n" +
 	"\x06Refund\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -2013,39 +2063,40 @@ var file_settle_v1_order_proto_depIdxs = []int32{
 	3,  // 15: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
 	4,  // 16: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
 	5,  // 17: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	3,  // 18: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	2,  // 19: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	1,  // 20: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	25, // 21: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	25, // 22: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	25, // 23: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 24: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	15, // 25: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	4,  // 26: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 27: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	25, // 28: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	23, // 29: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	6,  // 30: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	8,  // 31: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	10, // 32: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	13, // 33: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	18, // 34: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	16, // 35: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	20, // 36: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	22, // 37: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	7,  // 38: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	9,  // 39: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	11, // 40: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	14, // 41: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	19, // 42: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	17, // 43: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	21, // 44: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	24, // 45: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	38, // [38:46] is the sub-list for method output_type
-	30, // [30:38] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	12, // 18: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 19: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	2,  // 20: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	1,  // 21: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	25, // 22: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	25, // 23: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	25, // 24: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 25: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	15, // 26: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	4,  // 27: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	4,  // 28: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	25, // 29: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	23, // 30: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	6,  // 31: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	8,  // 32: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	10, // 33: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	13, // 34: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	18, // 35: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	16, // 36: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	20, // 37: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	22, // 38: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	7,  // 39: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	9,  // 40: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	11, // 41: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	14, // 42: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	19, // 43: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	17, // 44: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	21, // 45: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	24, // 46: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	39, // [39:47] is the sub-list for method output_type
+	31, // [31:39] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }

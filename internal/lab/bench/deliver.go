@@ -60,15 +60,27 @@ func (s *Sink) Close() error { return s.srv.Close() }
 // Endpoint is the default merchant's SETTLE_EVENT_WEBHOOKS entry for s.
 func (s *Sink) Endpoint() string { return order.DefaultMerchant + " " + s.URL + " " + s.Secret }
 
-// deliverSetupSQL makes n ($1) canceled orders tagged $2, each with its
-// order.canceled event due for delivery.
+// deliverSetupSQL makes n ($1) orders tagged $2, each with one event due
+// for delivery: every fourth a refunded order with its refund's
+// refund.succeeded event, the others canceled orders with their
+// order.canceled event, so that the worker and the floor lease from both
+// of the outbox's tables.
 var deliverSetupSQL = []string{
-	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
-	 SELECT md5('deliver-' || $2::text || '-' || i)::uuid, 'default', 'deliver-' || $2::text || '-' || i, 100, 'GBP', 'tok_ok', 'instant', 'CANCELED'
+	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, refunded_minor)
+	 SELECT md5('deliver-' || $2::text || '-' || i)::uuid, 'default', 'deliver-' || $2::text || '-' || i, 100, 'GBP', 'tok_ok', 'instant',
+	   CASE WHEN i % 4 = 0 THEN 'REFUNDED' ELSE 'CANCELED' END, CASE WHEN i % 4 = 0 THEN 100 ELSE 0 END
 	 FROM generate_series(1, $1::int) i`,
 	`INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor)
 	 SELECT 'default', md5('deliver-' || $2::text || '-' || i)::uuid, 'PENDING', 'CANCELED', 'cancel', 'bench'
-	 FROM generate_series(1, $1::int) i`,
+	 FROM generate_series(1, $1::int) i WHERE i % 4 <> 0`,
+	`INSERT INTO refunds (merchant_id, id, order_id, request_id, requested_minor, amount_minor, currency, actor, state, outcome, gateway_refund_id)
+	 SELECT 'default', md5('deliver-refund-' || $2::text || '-' || i)::uuid, md5('deliver-' || $2::text || '-' || i)::uuid,
+	   'deliver-refund-' || $2::text || '-' || i, 0, 100, 'GBP', 'bench', 'SUCCEEDED', 'succeeded', 're_bench'
+	 FROM generate_series(1, $1::int) i WHERE i % 4 = 0`,
+	`INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor)
+	 SELECT 'default', md5('deliver-' || $2::text || '-' || i)::uuid, md5('deliver-refund-' || $2::text || '-' || i)::uuid,
+	   'REFUNDING', 'SUCCEEDED', 'succeed', 'bench'
+	 FROM generate_series(1, $1::int) i WHERE i % 4 = 0`,
 }
 
 // deliveryDrain measures one delivery worker POSTing DeliverEvents events
@@ -124,15 +136,17 @@ func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
 func (b *benchmark) prepareDeliveries(ctx context.Context, n int, tag string) error {
 	// The events of the Settle runs (undelivered unless -deliver) are set
 	// aside, so that the worker and the floor deliver these n alone.
-	if _, err := b.db.pool.Exec(ctx, `UPDATE order_events SET deliver_at = NULL WHERE deliver_at IS NOT NULL AND type IS NOT NULL`); err != nil {
-		return fmt.Errorf("set earlier events aside: %w", err)
+	for _, table := range []string{"order_events", "refund_events"} {
+		if _, err := b.db.pool.Exec(ctx, `UPDATE `+table+` SET deliver_at = NULL WHERE deliver_at IS NOT NULL AND type IS NOT NULL`); err != nil {
+			return fmt.Errorf("set earlier events aside: %w", err)
+		}
 	}
 	for _, q := range deliverSetupSQL {
 		if _, err := b.db.pool.Exec(ctx, q, n, tag); err != nil {
 			return fmt.Errorf("make events: %w", err)
 		}
 	}
-	for _, q := range []string{`VACUUM ANALYZE orders, order_events`, `CHECKPOINT`} {
+	for _, q := range []string{`VACUUM ANALYZE orders, order_events, refunds, refund_events`, `CHECKPOINT`} {
 		if _, err := b.db.pool.Exec(ctx, q); err != nil {
 			return fmt.Errorf("make events: %s: %w", q, err)
 		}
@@ -142,7 +156,8 @@ func (b *benchmark) prepareDeliveries(ctx context.Context, n int, tag string) er
 
 func (b *benchmark) undelivered(ctx context.Context) (int, error) {
 	var n int
-	err := b.db.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL`).Scan(&n)
+	err := b.db.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL)
+		+ (SELECT count(*) FROM refund_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL)`).Scan(&n)
 	return n, err
 }
 

@@ -38,9 +38,12 @@ const (
 	// InvRequestID: every request_id names one attempt, and all its answers
 	// named that attempt.
 	InvRequestID = 7
-	// InvEvents: every PAID order has exactly one order.paid event; every
-	// event was delivered at least once, signed; no event, in the database
-	// or received, is for a transition that did not happen.
+	// InvEvents: every PAID order has exactly one order.paid event, and
+	// every SUCCEEDED refund exactly one refund.succeeded event; every
+	// event, an order's or a refund's, was delivered at least once, signed;
+	// no event, in the database or received, is for a transition that did
+	// not happen (each refund's history is a path of the refunds'
+	// transition table, ending in the refund's state).
 	InvEvents = 8
 	// InvRefunds: per order, the gateway's succeeded refunds are Settle's
 	// SUCCEEDED refunds (and refunds in review), their sum is the order's
@@ -113,13 +116,24 @@ type dbEvent struct {
 	delivered bool
 }
 
+// dbRefundEvent is a row of a refund's history; id is its event number
+// (refund_events.event_id), which it shares with the orders' events.
+type dbRefundEvent struct {
+	refund, order, from, to, event string
+	id                             int64
+	typ                            string
+	delivered                      bool
+}
+
 // snapshot is the end state of a run: the database and the gateway's ledger.
 type snapshot struct {
 	orders   []dbOrder
 	attempts []dbAttempt
 	events   []dbEvent // by order, then id
-	ledger   []sim.Charge
-	refunds  []dbRefund
+	// refundEvents is every refund's history, by refund, then row.
+	refundEvents []dbRefundEvent
+	ledger       []sim.Charge
+	refunds      []dbRefund
 	// refundLedger is the gateway's refunds.
 	refundLedger []sim.Refund
 	// received is what the merchant's endpoint received.
@@ -156,6 +170,14 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 		coalesce(attempt_id::text, ''), id, coalesce(type, ''), delivered_at IS NOT NULL FROM order_events ORDER BY order_id, id`,
 		func(r pgx.CollectableRow) (e dbEvent, err error) {
 			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id, &e.typ, &e.delivered)
+		})
+	if err != nil {
+		return s, err
+	}
+	s.refundEvents, err = queryAll(ctx, pool, `SELECT refund_id::text, order_id::text, coalesce(from_state, ''), to_state, event,
+		coalesce(event_id, 0), coalesce(type, ''), delivered_at IS NOT NULL FROM refund_events ORDER BY refund_id, id`,
+		func(r pgx.CollectableRow) (e dbRefundEvent, err error) {
+			return e, r.Scan(&e.refund, &e.order, &e.from, &e.to, &e.event, &e.id, &e.typ, &e.delivered)
 		})
 	return s, err
 }
@@ -649,6 +671,8 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 			out = append(out, orderMsg{o.id, fmt.Sprintf("%s with %d order.paid events, want 1", o.state, paidEvents[o.id])})
 		}
 	}
+	refundOf := map[string]string{} // event id → refund
+	out = append(out, checkRefundEvents(s, byID, refundOf, received)...)
 	for _, d := range s.received {
 		e, ok := byID[d.EventID]
 		switch {
@@ -656,12 +680,83 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("delivery of %s did not verify with the merchant's secret", d.EventID)})
 		case !ok:
 			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s (%s), which is no event in the database", d.EventID, d.Type)})
-		case e.typ != d.Type || e.order != d.OrderID || e.to != d.State:
-			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s as %s of order %s in %s; the database has %s of order %s in %s",
-				d.EventID, d.Type, d.OrderID, d.State, e.typ, e.order, e.to)})
+		case e.typ != d.Type || e.order != d.OrderID || e.to != d.State || refundOf[d.EventID] != d.RefundID:
+			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s as %s of order %s (refund %q) in %s; the database has %s of order %s (refund %q) in %s",
+				d.EventID, d.Type, d.OrderID, d.RefundID, d.State, e.typ, e.order, refundOf[d.EventID], e.to)})
 		}
 	}
 	return out
+}
+
+// checkRefundEvents checks the refunds' events: each refund's history is a
+// path of the refunds' transition table from its creation, ending in the
+// refund's state; each row the README announces is an event of that type,
+// delivered and received; and every SUCCEEDED refund has exactly one
+// refund.succeeded event. It adds the refunds' events to byID (for the
+// check of what was received) and their refunds to refundOf.
+func checkRefundEvents(s snapshot, byID map[string]dbEvent, refundOf map[string]string, received map[string]int) []orderMsg {
+	var out []orderMsg
+	state := map[string]order.RefundState{} // refund → the state its history has reached
+	succeeded := map[string]int{}
+	for _, e := range s.refundEvents {
+		prev, seen := state[e.refund]
+		switch {
+		case !seen && (e.event != string(order.EventCreate) || e.from != "" || e.to != string(order.RefundPending)):
+			out = append(out, orderMsg{e.order, fmt.Sprintf("refund %s: history starts with %s from %q to %s, not its creation in PENDING",
+				e.refund, e.event, e.from, e.to)})
+		case seen:
+			to, err := order.NextRefund(prev, order.EventName(e.event))
+			if err != nil || e.from != string(prev) || e.to != string(to) {
+				out = append(out, orderMsg{e.order, fmt.Sprintf("refund %s: %s recorded from %s to %s; the refund was %s, which the refunds' table does not lead there",
+					e.refund, e.event, e.from, e.to, prev)})
+			}
+		}
+		state[e.refund] = order.RefundState(e.to)
+		want := refundAnnouncement(e.to)
+		if !seen {
+			want = ""
+		}
+		if e.typ != want {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("refund %s: the move %s→%s (%s) is event %q, want %q", e.refund, e.from, e.to, e.event, e.typ, want)})
+		}
+		if e.typ == "" {
+			continue
+		}
+		id := order.EventID(e.id)
+		if _, dup := byID[id]; dup {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("refund %s: event %s has the number of another event", e.refund, id)})
+		}
+		byID[id] = dbEvent{order: e.order, from: e.from, to: e.to, event: e.event, id: e.id, typ: e.typ, delivered: e.delivered}
+		refundOf[id] = e.refund
+		if e.typ == "refund.succeeded" {
+			succeeded[e.refund]++
+		}
+		if !e.delivered {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s of refund %s) was never recorded delivered", id, e.typ, e.refund)})
+		}
+		if received[id] == 0 {
+			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s (%s of refund %s) never reached the merchant's endpoint", id, e.typ, e.refund)})
+		}
+	}
+	for _, r := range s.refunds {
+		if st, ok := state[r.id]; !ok || string(st) != r.state {
+			out = append(out, orderMsg{r.order, fmt.Sprintf("refund %s is %s; its history ends in %q", r.id, r.state, st)})
+		}
+		if r.state == string(order.RefundSucceeded) && succeeded[r.id] != 1 {
+			out = append(out, orderMsg{r.order, fmt.Sprintf("refund %s is SUCCEEDED with %d refund.succeeded events, want 1", r.id, succeeded[r.id])})
+		}
+	}
+	return out
+}
+
+// refundAnnouncement is the event type that the README promises for a
+// refund's move to state to, worked out apart from the database's mapping:
+// "" for the claim.
+func refundAnnouncement(to string) string {
+	if to == string(order.RefundPending) || to == string(order.RefundRefunding) {
+		return ""
+	}
+	return "refund." + strings.ToLower(to)
 }
 
 // announcement is the event type that the README promises for a move of

@@ -9,9 +9,10 @@ import (
 
 // A small world: order o1 paid by attempt a1 (request r1) after a decline
 // of attempt a0 (request r0); order o2 pending, never charged; order o3
-// paid by attempt a3, and 400 of its 1000 refunded by refund f1; order o4
-// pending again after its attempt a4 asked for 3-D Secure and expired, the
-// gateway's charge canceled.
+// paid by attempt a3, and 400 of its 1000 refunded by refund f1, whose
+// refund.succeeded event (evt_17, the last delivery) was delivered; order
+// o4 pending again after its attempt a4 asked for 3-D Secure and expired,
+// the gateway's charge canceled.
 func cleanWorld() (snapshot, *history) {
 	s := snapshot{
 		orders: []dbOrder{
@@ -52,6 +53,12 @@ func cleanWorld() (snapshot, *history) {
 			{EventID: "evt_10", Type: "order.partially_refunded", OrderID: "o3", State: "PARTIALLY_REFUNDED", Verified: true},
 			{EventID: "evt_13", Type: "order.requires_action", OrderID: "o4", State: "REQUIRES_ACTION", Verified: true},
 			{EventID: "evt_14", Type: "order.payment_failed", OrderID: "o4", State: "PENDING", Verified: true},
+			{EventID: "evt_17", Type: "refund.succeeded", OrderID: "o3", RefundID: "f1", State: "SUCCEEDED", Verified: true},
+		},
+		refundEvents: []dbRefundEvent{
+			{id: 15, refund: "f1", order: "o3", to: "PENDING", event: "create"},
+			{id: 16, refund: "f1", order: "o3", from: "PENDING", to: "REFUNDING", event: "refund"},
+			{id: 17, refund: "f1", order: "o3", from: "REFUNDING", to: "SUCCEEDED", event: "succeed", typ: "refund.succeeded", delivered: true},
 		},
 		ledger: []sim.Charge{
 			{ID: "ch_1", Reference: "a0", Amount: 500, Currency: "GBP", Status: "declined"},
@@ -119,6 +126,19 @@ func TestCheck(t *testing.T) {
 		}, InvEvents},
 		{"claim announced", func(s *snapshot, _ *history) { s.events[1].typ = "order.payment_failed" }, InvEvents},
 		{"paid announced as something else", func(s *snapshot, _ *history) { s.events[4].typ = "order.canceled" }, InvEvents},
+		{"refund succeeded without its event", func(s *snapshot, _ *history) { s.refundEvents[2].typ = "" }, InvEvents},
+		{"refund event never delivered", func(s *snapshot, _ *history) { s.refundEvents[2].delivered = false }, InvEvents},
+		{"refund event never received", func(s *snapshot, _ *history) { s.received = s.received[:len(s.received)-1] }, InvEvents},
+		{"refund claim announced", func(s *snapshot, _ *history) { s.refundEvents[1].typ = "refund.refunding" }, InvEvents},
+		{"refund event for a move not made", func(s *snapshot, _ *history) {
+			s.refundEvents = append(s.refundEvents, dbRefundEvent{id: 18, refund: "f1", order: "o3", from: "REFUNDING", to: "SUCCEEDED",
+				event: "succeed", typ: "refund.succeeded", delivered: true})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_18", Type: "refund.succeeded", OrderID: "o3", RefundID: "f1",
+				State: "SUCCEEDED", Verified: true})
+		}, InvEvents},
+		{"refund history ends elsewhere", func(s *snapshot, _ *history) { s.refundEvents = s.refundEvents[:2] }, InvEvents},
+		{"received another refund's event", func(s *snapshot, _ *history) { s.received[len(s.received)-1].RefundID = "f2" }, InvEvents},
+		{"refund event sharing a number", func(s *snapshot, _ *history) { s.refundEvents[2].id = 10 }, InvEvents},
 		{"paid answer not kept", func(_ *snapshot, h *history) { h.paid["o2"] = true }, InvAnswers},
 		{"order lost", func(_ *snapshot, h *history) { h.orders["o9"] = "ref-9" }, InvAnswers},
 		{"request named two attempts", func(_ *snapshot, h *history) { h.requests["r1"].attempts["a0"] = 1 }, InvRequestID},

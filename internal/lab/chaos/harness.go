@@ -412,7 +412,8 @@ func (h *harness) waitDelivered(ctx context.Context) error {
 	last := int64(-1)
 	for {
 		var n int64
-		err := h.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL`).Scan(&n)
+		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL)
+			+ (SELECT count(*) FROM refund_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL)`).Scan(&n)
 		if err == nil && n != last {
 			h.logf("%d events to deliver", n)
 			last = n

@@ -111,6 +111,11 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 			s.Events++
 		}
 	}
+	for _, e := range snap.refundEvents {
+		if e.typ != "" {
+			s.Events++
+		}
+	}
 	s.Deliveries = len(snap.received)
 	h.mu.Unlock()
 

@@ -13,11 +13,13 @@ import (
 	"github.com/settlepay/settle/internal/delivery"
 )
 
-// Delivery is one POST received.
+// Delivery is one POST received. State is the order's state, or for a
+// refund's event (RefundID set) the refund's.
 type Delivery struct {
 	EventID  string          `json:"event_id"`
 	Type     string          `json:"type"`
 	OrderID  string          `json:"order_id"`
+	RefundID string          `json:"refund_id,omitempty"`
 	State    string          `json:"state"`
 	Verified bool            `json:"verified"`
 	At       time.Time       `json:"received_at"`
@@ -66,10 +68,18 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			ID    string `json:"id"`
 			State string `json:"state"`
 		} `json:"order"`
+		Refund *struct {
+			ID      string `json:"id"`
+			OrderID string `json:"order_id"`
+			State   string `json:"state"`
+		} `json:"refund"`
 	}
 	_ = json.Unmarshal(body, &ev)
 	d := Delivery{EventID: ev.ID, Type: ev.Type, OrderID: ev.Order.ID, State: ev.Order.State, At: time.Now(),
 		Verified: delivery.Verify(r.Header.Get(delivery.SignatureHeader), body, rc.secrets, 5*time.Minute) == nil}
+	if ev.Refund != nil {
+		d.OrderID, d.RefundID, d.State = ev.Refund.OrderID, ev.Refund.ID, ev.Refund.State
+	}
 	if json.Valid(body) {
 		d.Payload = body
 	}

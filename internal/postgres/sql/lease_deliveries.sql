@@ -1,32 +1,65 @@
--- Lease due events for delivery: for each merchant of @merchant_id, up to
+-- Lease due events for delivery, orders' and refunds' (one outbox in two
+-- tables, one numbering): for each merchant of @merchant_id, up to
 -- @per_merchant of its undelivered events whose time has come, so that one
 -- merchant's backlog never fills another's turn. SKIP LOCKED leaves rows
 -- that another worker is leasing to it, and the lease moves deliver_at past
 -- the delivery's time: a worker that dies holding events has them
 -- delivered again, with the same ids, once the lease ends. The attempt is
 -- counted here, before the POST, so that a worker killed in the middle of
--- every try still backs off.
-WITH due AS (
-	SELECT d.merchant_id, d.id
-	FROM unnest(@merchant_id::text[]) AS m(merchant_id)
-	CROSS JOIN LATERAL (
-		SELECT merchant_id, id FROM order_events
+-- every try still backs off. Each table offers up to @per_merchant rows of
+-- a merchant; the earliest due of both are leased, and the rest, locked
+-- only until this statement ends, stay due.
+WITH m AS (
+	SELECT unnest(@merchant_id::text[]) AS merchant_id
+), due_o AS (
+	SELECT d.* FROM m CROSS JOIN LATERAL (
+		SELECT merchant_id, id, deliver_at FROM order_events
 		WHERE merchant_id = m.merchant_id AND type IS NOT NULL AND deliver_at IS NOT NULL AND deliver_at <= now()
 		ORDER BY deliver_at
 		LIMIT @per_merchant
 		FOR UPDATE SKIP LOCKED
 	) d
-), leased AS (
+), due_r AS (
+	SELECT d.* FROM m CROSS JOIN LATERAL (
+		SELECT merchant_id, event_id AS id, deliver_at FROM refund_events
+		WHERE merchant_id = m.merchant_id AND type IS NOT NULL AND deliver_at IS NOT NULL AND deliver_at <= now()
+		ORDER BY deliver_at
+		LIMIT @per_merchant
+		FOR UPDATE SKIP LOCKED
+	) d
+), due AS (
+	SELECT * FROM (
+		SELECT u.*, row_number() OVER (PARTITION BY u.merchant_id ORDER BY u.deliver_at, u.id) AS n
+		FROM (SELECT false AS refund, * FROM due_o UNION ALL SELECT true, * FROM due_r) u
+	) ranked
+	WHERE n <= @per_merchant
+), leased_o AS (
 	UPDATE order_events e SET deliver_at = now() + @lease::interval, delivery_attempts = e.delivery_attempts + 1
-	FROM due WHERE e.merchant_id = due.merchant_id AND e.id = due.id
-	RETURNING e.*
+	FROM due WHERE NOT due.refund AND e.merchant_id = due.merchant_id AND e.id = due.id
+	RETURNING e.id, e.type, e.merchant_id, e.order_id, e.to_state, e.created_at, e.txid, e.attempt_id,
+		e.delivery_attempts, NULL::uuid AS refund_id, e.deliver_at
+), leased_r AS (
+	UPDATE refund_events e SET deliver_at = now() + @lease::interval, delivery_attempts = e.delivery_attempts + 1
+	FROM due WHERE due.refund AND e.merchant_id = due.merchant_id AND e.event_id = due.id
+	RETURNING e.event_id, e.type, e.merchant_id, e.order_id, e.to_state, e.created_at, e.txid, NULL::uuid,
+		e.delivery_attempts, e.refund_id, e.deliver_at
+), e AS (
+	SELECT * FROM leased_o UNION ALL SELECT * FROM leased_r
 )
 SELECT e.id AS event_num, e.type, e.merchant_id, e.order_id::text, e.to_state, e.created_at,
 	e.txid::text AS txid, coalesce(e.attempt_id::text, '') AS attempt_id, e.delivery_attempts,
-	(SELECT count(*) FROM order_events p WHERE p.merchant_id = e.merchant_id AND p.order_id = e.order_id AND p.id <= e.id) AS sequence,
+	(SELECT count(*) FROM order_events p WHERE p.merchant_id = e.merchant_id AND p.order_id = e.order_id AND p.id <= e.id)
+		+ (SELECT count(*) FROM refund_events p WHERE p.merchant_id = e.merchant_id AND p.order_id = e.order_id AND p.event_id <= e.id)
+		AS sequence,
 	o.merchant_reference, o.amount_minor, o.currency, o.gateway, o.created_at AS order_created_at,
-	coalesce(a.gateway_charge_id, '') AS gateway_charge_id, coalesce(a.decline_code, '') AS decline_code
-FROM leased e
+	coalesce(a.gateway_charge_id, '') AS gateway_charge_id, coalesce(a.decline_code, '') AS decline_code,
+	coalesce(r.id::text, '') AS refund_id, coalesce(r.request_id, '') AS refund_request_id,
+	coalesce(r.amount_minor, 0) AS refund_amount_minor, coalesce(r.reason, '') AS refund_reason,
+	coalesce(r.outcome, '') AS refund_outcome, coalesce(r.decline_code, '') AS refund_decline_code,
+	coalesce(r.gateway_refund_id, '') AS refund_gateway_refund_id,
+	coalesce(r.created_at, 'epoch') AS refund_created_at
+FROM e
 JOIN orders o ON o.merchant_id = e.merchant_id AND o.id = e.order_id
 LEFT JOIN charge_attempts a ON a.merchant_id = e.merchant_id AND a.id = e.attempt_id
+LEFT JOIN refunds r ON r.merchant_id = e.merchant_id AND r.id = e.refund_id
 ORDER BY e.merchant_id, e.deliver_at, e.id;

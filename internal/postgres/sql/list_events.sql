@@ -1,22 +1,50 @@
--- One page of a merchant's events (ListEvents), in (txid, id) order after
--- the cursor (@after_txid, @after_id). Only rows written by transactions
--- that ended before every transaction still running are returned: a row of
--- a transaction still running could commit later with a smaller (txid, id)
--- than this page's last, and a cursor past it would never return it.
--- sequence is the row's place in its order's history (1: the creation).
--- Its subquery names the merchant itself: Citus prunes shards by a
--- table's own condition on merchant_id, and without it would read every
--- shard (a condition copied from the outer row prunes nothing).
+-- One page of a merchant's events (ListEvents), orders' and refunds', in
+-- (txid, number) order after the cursor (@after_txid, @after_id): the two
+-- tables share one numbering (order_events.id, refund_events.event_id:
+-- migration 00014), so no two events tie. Only rows written by
+-- transactions that ended before every transaction still running are
+-- returned: a row of a transaction still running could commit
+-- later with a smaller (txid, id) than this page's last, and a cursor past
+-- it would never return it. sequence is the row's place in its order's
+-- history, the order's and its refunds' rows counted together (1: the
+-- order's creation). Each table gives at most @limit rows, from its own
+-- feed index, before the page is cut. The subqueries and joins name the
+-- merchant themselves: Citus prunes shards by a table's own condition on
+-- merchant_id, and without it would read every shard (a condition copied
+-- from the outer row prunes nothing).
+WITH e AS (
+	(SELECT id, type, merchant_id, order_id, to_state, created_at, txid, attempt_id, delivery_attempts,
+		NULL::uuid AS refund_id
+	FROM order_events
+	WHERE merchant_id = @merchant_id AND type IS NOT NULL
+		AND (txid, id) > (@after_txid::text::xid8, @after_id::bigint)
+		AND txid < pg_snapshot_xmin(pg_current_snapshot())
+	ORDER BY txid, id
+	LIMIT @limit)
+	UNION ALL
+	(SELECT event_id, type, merchant_id, order_id, to_state, created_at, txid, NULL::uuid, delivery_attempts, refund_id
+	FROM refund_events
+	WHERE merchant_id = @merchant_id AND type IS NOT NULL
+		AND (txid, event_id) > (@after_txid::text::xid8, @after_id::bigint)
+		AND txid < pg_snapshot_xmin(pg_current_snapshot())
+	ORDER BY txid, event_id
+	LIMIT @limit)
+)
 SELECT e.id AS event_num, e.type, e.merchant_id, e.order_id::text, e.to_state, e.created_at,
 	e.txid::text AS txid, coalesce(e.attempt_id::text, '') AS attempt_id, e.delivery_attempts,
-	(SELECT count(*) FROM order_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.id <= e.id) AS sequence,
+	(SELECT count(*) FROM order_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.id <= e.id)
+		+ (SELECT count(*) FROM refund_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.event_id <= e.id)
+		AS sequence,
 	o.merchant_reference, o.amount_minor, o.currency, o.gateway, o.created_at AS order_created_at,
-	coalesce(a.gateway_charge_id, '') AS gateway_charge_id, coalesce(a.decline_code, '') AS decline_code
-FROM order_events e
-JOIN orders o ON o.merchant_id = e.merchant_id AND o.id = e.order_id
-LEFT JOIN charge_attempts a ON a.merchant_id = e.merchant_id AND a.id = e.attempt_id
-WHERE e.merchant_id = @merchant_id AND e.type IS NOT NULL
-	AND (e.txid, e.id) > (@after_txid::text::xid8, @after_id::bigint)
-	AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+	coalesce(a.gateway_charge_id, '') AS gateway_charge_id, coalesce(a.decline_code, '') AS decline_code,
+	coalesce(r.id::text, '') AS refund_id, coalesce(r.request_id, '') AS refund_request_id,
+	coalesce(r.amount_minor, 0) AS refund_amount_minor, coalesce(r.reason, '') AS refund_reason,
+	coalesce(r.outcome, '') AS refund_outcome, coalesce(r.decline_code, '') AS refund_decline_code,
+	coalesce(r.gateway_refund_id, '') AS refund_gateway_refund_id,
+	coalesce(r.created_at, 'epoch') AS refund_created_at
+FROM e
+JOIN orders o ON o.merchant_id = @merchant_id AND o.id = e.order_id
+LEFT JOIN charge_attempts a ON a.merchant_id = @merchant_id AND a.id = e.attempt_id
+LEFT JOIN refunds r ON r.merchant_id = @merchant_id AND r.id = e.refund_id
 ORDER BY e.txid, e.id
 LIMIT @limit;
