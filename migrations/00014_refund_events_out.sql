@@ -58,6 +58,17 @@ CREATE INDEX refund_events_deliver_idx ON refund_events (merchant_id, deliver_at
     WHERE deliver_at IS NOT NULL AND type IS NOT NULL;
 
 -- +goose Down
+-- On Citus, a function is dropped after changes to a distributed table in
+-- one transaction only in sequential mode.
+-- +goose StatementBegin
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
+        SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
 DROP INDEX refund_events_deliver_idx;
 DROP INDEX refund_events_feed_idx;
 DROP INDEX refund_events_event_key;

@@ -31,6 +31,25 @@
 -- variables: Citus refuses a stable function applied to a column in an
 -- UPDATE's SET list.
 
+-- Every function first checks that Citus delegated its call. A call that
+-- Citus did not delegate runs on the coordinator, where its single-shard
+-- statements still work but draw identity values and transaction ids from
+-- the coordinator: a merchant's history would then be numbered by two
+-- nodes, out of order. Citus 13.2.2 stops delegating on a connection for
+-- good after it has failed to plan certain statements with their CTEs
+-- inlined (it loses count of its recursive planning); such a call fails
+-- with SQLSTATE SE001, and the store retries it on another connection.
+-- +goose StatementBegin
+CREATE FUNCTION settle_require_worker() RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    IF citus_is_coordinator() THEN
+        RAISE EXCEPTION 'a Settle function ran on the Citus coordinator: its call was not delegated to a worker'
+            USING ERRCODE = 'SE001';
+    END IF;
+END
+$$;
+-- +goose StatementEnd
+
 -- create_order.sql
 -- +goose StatementBegin
 CREATE FUNCTION settle_create_order(p_merchant_id text, p_id uuid, p_merchant_reference text, p_amount_minor bigint,
@@ -40,6 +59,7 @@ RETURNS TABLE (created boolean, ord orders) LANGUAGE plpgsql AS $$
 DECLARE
     v_o orders;
 BEGIN
+    PERFORM settle_require_worker();
     INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
     VALUES (p_id, p_merchant_id, p_merchant_reference, p_amount_minor, p_currency, p_payment_method, p_gateway, p_state)
     ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
@@ -69,6 +89,7 @@ DECLARE
     v_reconcile_at timestamptz := now() + p_lease;
     v_now timestamptz := now();
 BEGIN
+    PERFORM settle_require_worker();
     SELECT * INTO v_o FROM orders WHERE merchant_id = p_merchant_id AND id = p_order_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
@@ -109,6 +130,7 @@ DECLARE
     v_a charge_attempts;
     v_reconcile_at timestamptz := now() + p_lease;
 BEGIN
+    PERFORM settle_require_worker();
     INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
         state, current_attempt, reconcile_at)
     VALUES (p_id, p_merchant_id, p_merchant_reference, p_amount_minor, p_currency, p_payment_method, p_gateway,
@@ -147,6 +169,7 @@ DECLARE
     v_updated_at timestamptz;
     v_settled_at timestamptz;
 BEGIN
+    PERFORM settle_require_worker();
     FOR v_st IN
         SELECT * FROM unnest(p_order_id, p_attempt_id, p_to_state, p_recheck_in, p_checked, p_last_error, p_outcome,
             p_decline_code, p_charge_id, p_event, p_actor, p_reason, p_from_state) WITH ORDINALITY
@@ -194,6 +217,7 @@ DECLARE
     v_o orders;
     v_now timestamptz := now();
 BEGIN
+    PERFORM settle_require_worker();
     UPDATE orders SET state = p_to_state, reconcile_at = NULL, updated_at = v_now
     WHERE merchant_id = p_merchant_id AND id = p_id AND state = p_from_state
     RETURNING * INTO v_o;
@@ -228,6 +252,7 @@ DECLARE
     v_amount bigint;
     v_reconcile_at timestamptz := now() + p_lease;
 BEGIN
+    PERFORM settle_require_worker();
     SELECT * INTO v_o FROM orders WHERE merchant_id = p_merchant_id AND id = p_order_id FOR UPDATE;
     IF NOT FOUND THEN
         RETURN;
@@ -282,6 +307,7 @@ DECLARE
     v_event text;
     v_full boolean;
 BEGIN
+    PERFORM settle_require_worker();
     SELECT order_id INTO v_order_id FROM refunds WHERE merchant_id = p_merchant_id AND id = p_refund_id;
     IF NOT FOUND THEN
         RETURN;
@@ -343,6 +369,7 @@ DECLARE
     v_now timestamptz := now();
     v_due timestamptz;
 BEGIN
+    PERFORM settle_require_worker();
     SELECT a.order_id INTO v_order_id FROM charge_attempts a
     WHERE a.merchant_id = p_merchant_id AND a.id = p_attempt_id;
     IF FOUND THEN
@@ -388,6 +415,8 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus') THEN
         RETURN;
     END IF;
+    -- On every node, called from each function below.
+    PERFORM create_distributed_function('settle_require_worker()');
     PERFORM create_distributed_function('settle_create_order(text,uuid,text,bigint,text,text,text,text,text)',
         'p_merchant_id', colocate_with => 'orders');
     PERFORM create_distributed_function('settle_claim(text,uuid,text,uuid,text,text,text,text,interval,text,text)',
@@ -421,3 +450,4 @@ DROP FUNCTION settle_create_claimed(text, uuid, text, bigint, text, text, text, 
     text, text);
 DROP FUNCTION settle_claim(text, uuid, text, uuid, text, text, text, text, interval, text, text);
 DROP FUNCTION settle_create_order(text, uuid, text, bigint, text, text, text, text, text);
+DROP FUNCTION settle_require_worker();

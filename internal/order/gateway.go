@@ -37,6 +37,13 @@ const (
 	OutcomeNotFound Outcome = "not_found"
 )
 
+// DeclineAuthenticationRequired is the decline code of a merchant-initiated
+// (off-session) charge that the gateway would make only once the customer
+// has authenticated: nobody is there to do it. Every adapter reports it
+// alike. With OutcomeUnknown it marks an attempt whose gateway charge still
+// waits for that authentication (see Attempt.AwaitsNobody).
+const DeclineAuthenticationRequired = "authentication_required"
+
 // ChargeRequest is what a gateway needs to charge, and to look up, one
 // attempt. Lookups get the same request so that a gateway with idempotency
 // keys can replay a step of the original call with the same parameters.
@@ -70,8 +77,9 @@ type ChargeRequest struct {
 	// create, which must carry the same parameters as the first one.
 	Customer string
 	// CancelAwaitingAction tells Lookup that an attempt waiting for the
-	// customer has expired: it cancels it, proving it uncharged, instead of
-	// reporting OutcomeRequiresAction.
+	// customer has expired, or waits for nobody (Attempt.AwaitsNobody): it
+	// cancels it, proving it uncharged, instead of reporting
+	// OutcomeRequiresAction.
 	CancelAwaitingAction bool
 }
 
@@ -80,7 +88,10 @@ type Result struct {
 	Outcome Outcome
 	// ChargeID is the gateway's own id for the charge, when it told us.
 	ChargeID string
-	// DeclineCode says why the gateway said no.
+	// DeclineCode says why the gateway said no. With OutcomeUnknown it is
+	// empty, or DeclineAuthenticationRequired for an off-session charge the
+	// gateway asked the absent customer to authenticate and that could not
+	// be canceled: the settle records it, and the reconciler cancels it.
 	DeclineCode string
 	// NextAction is what the customer must do, with OutcomeRequiresAction.
 	NextAction NextAction

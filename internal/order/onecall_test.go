@@ -137,3 +137,50 @@ func TestCreateAndChargeValidatesAsCharge(t *testing.T) {
 		t.Errorf("the fake holds %d PaymentIntents, want none", n)
 	}
 }
+
+// TestStripeOffSessionActionIsCanceled: a merchant-initiated charge that
+// Stripe answers requires_action is reported declined only once its
+// PaymentIntent is canceled, so that nothing is left open that a later
+// confirm could charge. When the cancel cannot say, the order stays
+// CHARGING with its attempt unknown (never declined with an open intent),
+// and the reconciler cancels the PaymentIntent by its recorded id, however
+// young the attempt, rather than waiting for a customer who is not there.
+func TestStripeOffSessionActionIsCanceled(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+
+	o, a, err := f.charge(t, stripetest.TokenRequiresAction)
+	if err != nil || o.State != order.StatePending || a.Outcome != order.OutcomeDeclined ||
+		a.DeclineCode != order.DeclineAuthenticationRequired {
+		t.Fatalf("off-session Charge = %s, %+v, %v; want PENDING, declined authentication_required", o.State, a, err)
+	}
+	if pi, ok := f.fake.Intent(a.GatewayChargeID); !ok || pi.Status != "canceled" {
+		t.Fatalf("PaymentIntent = %+v; want it canceled", pi)
+	}
+
+	// The cancel fails: unknown, and the order waits for the reconciler.
+	f.failCancels.Store(true)
+	o, a, err = f.charge(t, stripetest.TokenRequiresAction)
+	if err != nil || o.State != order.StateCharging || a.Outcome != order.OutcomeUnknown || a.GatewayChargeID == "" {
+		t.Fatalf("off-session Charge with a failing cancel = %s, %+v, %v; want CHARGING, unknown, with the PaymentIntent's id", o.State, a, err)
+	}
+	if pi, _ := f.fake.Intent(a.GatewayChargeID); pi.Status != "requires_action" {
+		t.Fatalf("PaymentIntent = %+v; want it still waiting (the cancel failed)", pi)
+	}
+	// A check while Stripe still cannot cancel leaves it CHARGING, not
+	// REQUIRES_ACTION: nobody will act.
+	if got, att := f.check(t, o); got.State != order.StateCharging || !att.AwaitsNobody() {
+		t.Fatalf("check while cancels fail: order %s, attempt %+v; want CHARGING, still marked", got.State, att)
+	}
+	f.failCancels.Store(false)
+	got, att := f.check(t, o)
+	if got.State != order.StatePending || att.Outcome != order.OutcomeDeclined || att.GatewayChargeID != a.GatewayChargeID {
+		t.Fatalf("after a check: order %s, attempt %+v; want PENDING, declined", got.State, att)
+	}
+	if pi, _ := f.fake.Intent(a.GatewayChargeID); pi.Status != "canceled" || pi.Confirmations != 1 {
+		t.Errorf("PaymentIntent = %+v; want it canceled, confirmed once", pi)
+	}
+	if f.fake.Authenticate(a.GatewayChargeID, true) {
+		t.Error("the canceled intent was authenticated")
+	}
+}

@@ -118,6 +118,16 @@ type Attempt struct {
 	NextAction NextAction
 }
 
+// AwaitsNobody reports an attempt whose off-session charge the gateway
+// answered by asking for the customer's authentication, and whose cancel's
+// outcome is unknown (OutcomeUnknown with DeclineAuthenticationRequired):
+// its gateway charge may still be open, waiting for a customer who is not
+// there. A lookup cancels it at once, rather than wait for the action
+// expiry as for a customer at the checkout.
+func (a Attempt) AwaitsNobody() bool {
+	return a.Outcome == OutcomeUnknown && a.DeclineCode == DeclineAuthenticationRequired
+}
+
 // Event is one recorded transition in an order's history.
 type Event struct {
 	// Seq orders an order's events: a later event has a greater Seq.

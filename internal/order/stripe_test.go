@@ -33,6 +33,9 @@ type stripeFixture struct {
 	fake  *stripetest.Server
 	rec   *reconcile.Reconciler
 	logs  logtest.Buffer
+	// failCancels, while set, answers every cancel 500 without passing it
+	// to the fake: Stripe could not say whether it canceled.
+	failCancels atomic.Bool
 }
 
 // newStripeFixture uses key as Settle's Stripe key; the fake accepts only
@@ -47,7 +50,15 @@ func newStripeFixtureExpiring(t *testing.T, key string, expiry time.Duration) *s
 	t.Helper()
 	f := &stripeFixture{pool: postgrestest.Pool(t), fake: stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})}
 	f.store = postgres.NewStore(f.pool)
-	hs := httptest.NewServer(f.fake)
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.failCancels.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"An unknown error occurred"}}`))
+			return
+		}
+		f.fake.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
 	gw, err := stripe.New(stripe.Config{SecretKey: key, BaseURL: hs.URL, Timeout: gatewayTimeout})
 	if err != nil {

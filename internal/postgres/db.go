@@ -63,8 +63,16 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 
 const readOnlyKey = "settle.read_only"
 
+// notDelegated is the SQLSTATE of a call of migration 00016's functions
+// that Citus ran on the coordinator instead of delegating it to the
+// merchant's worker. Citus stops delegating on a connection for good once
+// it has lost count of its recursive planning (13.2.2), so the connection
+// is closed, and the call is retried on another.
+const notDelegated = "SE001"
+
 // readOnlyTracer marks a connection whose statement failed with SQLSTATE
-// 25006 (read_only_sql_transaction), for the pool to close it.
+// 25006 (read_only_sql_transaction), or on Citus with notDelegated, for
+// the pool to close it.
 type readOnlyTracer struct{}
 
 func (readOnlyTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
@@ -73,18 +81,20 @@ func (readOnlyTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tr
 
 func (readOnlyTracer) TraceQueryEnd(_ context.Context, c *pgx.Conn, data pgx.TraceQueryEndData) {
 	var pgErr *pgconn.PgError
-	if errors.As(data.Err, &pgErr) && pgErr.Code == "25006" {
+	if errors.As(data.Err, &pgErr) && (pgErr.Code == "25006" || pgErr.Code == notDelegated) {
 		c.PgConn().CustomData()[readOnlyKey] = true
 	}
 }
 
 // maxRetries bounds the retries of a transaction refused with a
-// serialization failure or a deadlock.
+// serialization failure or a deadlock, or of a call that Citus did not
+// delegate.
 const maxRetries = 5
 
 // retry runs fn until it succeeds, fails for good, or has been refused
 // maxRetries times with SQLSTATE 40001 or 40P01, which PostgreSQL and the
-// distributed engines that speak its protocol ask clients to retry.
+// distributed engines that speak its protocol ask clients to retry, or
+// notDelegated (whose connection the pool has closed).
 func retry(ctx context.Context, fn func() error) error {
 	for i := 0; ; i++ {
 		err := fn()
@@ -102,7 +112,7 @@ func retry(ctx context.Context, fn func() error) error {
 
 func retryable(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01")
+	return errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01" || pgErr.Code == notDelegated)
 }
 
 // translate turns pgx errors into the domain's: a failure to reach or keep

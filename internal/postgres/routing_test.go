@@ -90,3 +90,51 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		}
 	}
 }
+
+// TestCallsRunOnTheWorkerOnCitus: a connection on which Citus has stopped
+// delegating function calls (here made so by a statement that Citus fails
+// to plan with its CTEs inlined, as record_deliveries.sql once was) does
+// not run the checkout path's calls on the coordinator: the store retries
+// them on another connection, and every event is drawn on the merchant's
+// worker, whose identity values start at its group id shifted left 48
+// bits (the coordinator's, group 0, start at 1).
+func TestCallsRunOnTheWorkerOnCitus(t *testing.T) {
+	t.Parallel()
+	if !postgrestest.Citus() {
+		t.Skip("Citus's delegation: runs with SETTLE_TEST_CITUS=1")
+	}
+	ctx := context.Background()
+	pool, err := postgres.Open(ctx, postgrestest.URL(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	s := postgres.NewStore(pool)
+	// record_deliveries.sql as it was: its CTEs inlined, Citus fails to
+	// plan it, and falls back to planning them apart.
+	if _, err := pool.Exec(ctx, `WITH r AS (
+		SELECT * FROM unnest('{a,b}'::text[], '{1,2}'::bigint[], '{delivered,retry}'::text[], '{200,500}'::int[],
+			'{1 min,1 min}'::interval[]) AS r(merchant_id, id, outcome, status, backoff)
+	), t AS (
+		SELECT r.*, now() AS now, now() + r.backoff AS retry_at, now() + r.backoff - '1 day'::interval AS cutoff FROM r
+	), upd AS (
+		UPDATE order_events e SET
+			deliver_at = CASE WHEN t.outcome IN ('retry', 'untried') AND e.created_at > t.cutoff THEN t.retry_at END,
+			delivered_at = CASE WHEN t.outcome = 'delivered' THEN t.now ELSE e.delivered_at END,
+			last_status = t.status
+		FROM t WHERE e.merchant_id = t.merchant_id AND e.id = t.id AND e.deliver_at IS NOT NULL
+		RETURNING e.id
+	)
+	SELECT id FROM upd`); err != nil {
+		t.Fatal(err)
+	}
+	o, _ := chargingOrder(t, s, "ref-on-worker")
+	var onCoordinator int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE merchant_id = $1 AND order_id = $2 AND id < 1::bigint << 48`,
+		o.MerchantID, o.ID).Scan(&onCoordinator); err != nil {
+		t.Fatal(err)
+	}
+	if onCoordinator != 0 {
+		t.Fatalf("%d of the order's events were written on the coordinator, want none", onCoordinator)
+	}
+}

@@ -381,7 +381,8 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 		GatewayChargeID: d.Attempt.GatewayChargeID,
 		// Past the expiry, an attempt still waiting for the customer is
 		// canceled, which proves it uncharged; before it, it is only read.
-		CancelAwaitingAction: r.expired(d),
+		// An off-session attempt waits for nobody: it is canceled at once.
+		CancelAwaitingAction: r.expired(d) || d.Attempt.AwaitsNobody(),
 	})
 	order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
@@ -433,8 +434,13 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 	default:
 		st.LastError = fmt.Sprintf("gateway lookup answered %q", res.Outcome)
 	}
-	// Still unknown: check again later, or hand it to a person.
+	// Still unknown: check again later, or hand it to a person. An
+	// off-session attempt keeps its mark, so that the next check cancels
+	// it too.
 	st.Result = order.Result{Outcome: order.OutcomeUnknown, ChargeID: st.Result.ChargeID}
+	if d.Attempt.AwaitsNobody() {
+		st.Result.DeclineCode = d.Attempt.DeclineCode
+	}
 	checks := d.Order.ReconcileCount
 	if st.Checked {
 		checks++

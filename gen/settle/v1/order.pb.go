@@ -439,11 +439,14 @@ func (x *Order) GetRefunding() *Money {
 // Attempt is one try to charge an order. Its id is the gateway reference
 // and idempotency key.
 type Attempt struct {
-	state           protoimpl.MessageState `protogen:"open.v1"`
-	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	OrderId         string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
-	RequestId       string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Outcome         AttemptOutcome         `protobuf:"varint,4,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OrderId   string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Outcome   AttemptOutcome         `protobuf:"varint,4,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	// Why the gateway said no. With ATTEMPT_OUTCOME_UNKNOWN it is empty, or
+	// authentication_required: an off-session charge the gateway asked the
+	// absent customer to authenticate, whose cancel the reconciler finishes.
 	DeclineCode     string                 `protobuf:"bytes,5,opt,name=decline_code,json=declineCode,proto3" json:"decline_code,omitempty"`
 	GatewayChargeId string                 `protobuf:"bytes,6,opt,name=gateway_charge_id,json=gatewayChargeId,proto3" json:"gateway_charge_id,omitempty"`
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
@@ -1685,8 +1688,10 @@ type Event struct {
 	// Stable: the same in every delivery and every listing (evt_...).
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// order.paid, order.payment_failed, order.requires_action,
-	// order.needs_review, order.canceled, ... (see the README).
-	Type    string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// order.needs_review, order.canceled, ...; refund.succeeded,
+	// refund.failed, refund.needs_review (see the README).
+	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	// The order's id; for a refund's event, the refunded order's.
 	OrderId string `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// The event's place in its order's history: a later event of the same
 	// order has a greater sequence.

@@ -47,8 +47,11 @@ type OrderServiceClient interface {
 	ChargeOrder(ctx context.Context, in *ChargeOrderRequest, opts ...grpc.CallOption) (*ChargeOrderResponse, error)
 	// CreateAndChargeOrder creates an order and charges it in one call, for
 	// clients that need no separate CreateOrder: the order and its first
-	// attempt are written in one commit. Retried with the same
-	// merchant_reference and request_id, it answers as ChargeOrder does.
+	// attempt are written in one commit (two when customer is set). It takes
+	// ChargeOrder's customer_present, return_url and customer, and answers
+	// REQUIRES_ACTION with the next action as ChargeOrder does. Retried with
+	// the same merchant_reference and request_id, it answers as ChargeOrder
+	// does.
 	CreateAndChargeOrder(ctx context.Context, in *CreateAndChargeOrderRequest, opts ...grpc.CallOption) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(ctx context.Context, in *CancelOrderRequest, opts ...grpc.CallOption) (*CancelOrderResponse, error)
@@ -189,8 +192,11 @@ type OrderServiceServer interface {
 	ChargeOrder(context.Context, *ChargeOrderRequest) (*ChargeOrderResponse, error)
 	// CreateAndChargeOrder creates an order and charges it in one call, for
 	// clients that need no separate CreateOrder: the order and its first
-	// attempt are written in one commit. Retried with the same
-	// merchant_reference and request_id, it answers as ChargeOrder does.
+	// attempt are written in one commit (two when customer is set). It takes
+	// ChargeOrder's customer_present, return_url and customer, and answers
+	// REQUIRES_ACTION with the next action as ChargeOrder does. Retried with
+	// the same merchant_reference and request_id, it answers as ChargeOrder
+	// does.
 	CreateAndChargeOrder(context.Context, *CreateAndChargeOrderRequest) (*CreateAndChargeOrderResponse, error)
 	// CancelOrder moves a PENDING order to CANCELED.
 	CancelOrder(context.Context, *CancelOrderRequest) (*CancelOrderResponse, error)

@@ -20,7 +20,11 @@
 //   - Lookup of a charged or declined attempt says so, and charges nothing
 //     more;
 //   - Lookup after an unknown outcome eventually finds the one charge;
-//   - an attempt is charged at most once, whatever is called how often.
+//   - an attempt is charged at most once, whatever is called how often;
+//   - a merchant-initiated (off-session) charge of a card that needs the
+//     customer's authentication is declined
+//     order.DeclineAuthenticationRequired, and leaves nothing open that an
+//     authentication or a later confirm could still charge.
 //
 // A Lookup never moves money. Two capabilities differ between gateways and
 // are declared in the Harness: whether a repeated Charge of one attempt is
@@ -74,6 +78,10 @@ type Harness struct {
 	// order.Refunder; refunds.go lists what the suite checks.
 	RefundTimeout, RefundFailLater string
 	RefundLedger                   func(refundID string) []Entry
+	// Action, when set, names a payment method that the fake charges only
+	// once the customer has authenticated (3-D Secure); the suite then
+	// checks an off-session charge of it.
+	Action string
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.
@@ -82,6 +90,9 @@ type Entry struct {
 	ChargeID string
 	// Succeeded says that money moved.
 	Succeeded bool
+	// Open says that the charge waits for the customer to act: it can
+	// still be completed, and money still move.
+	Open bool
 }
 
 // Run runs the suite. newHarness is called once per test, from the test's
@@ -100,6 +111,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"lookup of an attempt never sent", testLookupNeverSent},
 		{"repeated charge of one attempt", testRepeatedCharge},
 		{"unreachable gateway", testUnreachable},
+		{"off-session charge needing authentication", testOffSessionAction},
 	}
 	for _, tt := range refundTests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -322,6 +334,35 @@ func definite(res order.Result) bool {
 		return true
 	}
 	return false
+}
+
+func testOffSessionAction(t *testing.T, h Harness) {
+	if h.Action == "" {
+		t.Skip("the harness names no payment method that needs authentication")
+	}
+	req := request(h.Action) // CustomerPresent false: merchant-initiated
+	res, err := charge(t, h, req)
+	if err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode != order.DeclineAuthenticationRequired {
+		t.Fatalf("off-session Charge = %+v, %v; want declined %s", res, err, order.DeclineAuthenticationRequired)
+	}
+	checkNothingOpen(t, h, req)
+	req.GatewayChargeID = res.ChargeID
+	if got, err := lookup(t, h, req); err != nil || got.Outcome != order.OutcomeDeclined {
+		t.Fatalf("Lookup = %+v, %v; want declined", got, err)
+	}
+	checkNothingOpen(t, h, req)
+}
+
+// checkNothingOpen checks that no money moved for req, and that nothing
+// the gateway holds for it can still be completed.
+func checkNothingOpen(t *testing.T, h Harness, req order.ChargeRequest) {
+	t.Helper()
+	checkNothingCharged(t, h, req)
+	for _, e := range h.Ledger(req.AttemptID) {
+		if e.Open {
+			t.Fatalf("ledger for attempt %s holds a charge %s still waiting for the customer", req.AttemptID, e.ChargeID)
+		}
+	}
 }
 
 // checkLedger checks that the fake recorded exactly want for req.

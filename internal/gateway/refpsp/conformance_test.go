@@ -13,7 +13,7 @@ import (
 // adapter and the simulator, once as the dangerous kind of gateway that
 // ignores repeated references and once as one that deduplicates them.
 func TestConformance(t *testing.T) {
-	const callTimeout = 300 * time.Millisecond
+	const callTimeout = time.Second
 	for _, dedupe := range []bool{false, true} {
 		name := "sim"
 		if dedupe {
@@ -34,7 +34,8 @@ func TestConformance(t *testing.T) {
 						var out []gatewaytest.Entry
 						for _, c := range s.Ledger() {
 							if c.Reference == attemptID {
-								out = append(out, gatewaytest.Entry{ChargeID: c.ID, Succeeded: c.Status == "succeeded"})
+								out = append(out, gatewaytest.Entry{ChargeID: c.ID, Succeeded: c.Status == "succeeded",
+									Open: c.Status == "requires_action"})
 							}
 						}
 						return out
@@ -44,6 +45,7 @@ func TestConformance(t *testing.T) {
 					Unreachable:     newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
 					RefundTimeout:   "tok_refund_timeout",
 					RefundFailLater: "tok_refund_fail_later",
+					Action:          "tok_3ds",
 					RefundLedger: func(refundID string) []gatewaytest.Entry {
 						var out []gatewaytest.Entry
 						for _, r := range s.Refunds() {

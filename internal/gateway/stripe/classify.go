@@ -59,7 +59,7 @@ func (g *Gateway) classify(ctx context.Context, req order.ChargeRequest, amount 
 		if err := belongs(req, amount, se.PaymentIntent); err != nil {
 			return unknown(err)
 		}
-		return confirmedOutcome(req, se.PaymentIntent)
+		return g.confirmedOutcome(ctx, req, amount, se.PaymentIntent)
 	case refusesSettle(se):
 		g.log.LogAttrs(ctx, slog.LevelError, "stripe refused Settle's API key or request: a configuration error, not a decline; nothing was charged",
 			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", step),
@@ -145,8 +145,9 @@ func belongs(req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) 
 }
 
 // confirmedOutcome reads the outcome off the PaymentIntent a confirm
-// answered with.
-func confirmedOutcome(req order.ChargeRequest, pi *stripego.PaymentIntent) (order.Result, error) {
+// answered with. An off-session PaymentIntent that waits for the customer
+// is canceled first (see cancelUnattended).
+func (g *Gateway) confirmedOutcome(ctx context.Context, req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) (order.Result, error) {
 	res := order.Result{Outcome: order.OutcomeDeclined}
 	switch pi.Status {
 	case stripego.PaymentIntentStatusSucceeded:
@@ -156,8 +157,7 @@ func confirmedOutcome(req order.ChargeRequest, pi *stripego.PaymentIntent) (orde
 			// 3-D Secure: the checkout shows the customer the challenge.
 			return order.Result{Outcome: order.OutcomeRequiresAction, NextAction: nextAction(pi)}, nil
 		}
-		// A redirect with no customer to complete it.
-		res.DeclineCode = "requires_action"
+		return g.cancelUnattended(ctx, req, amount, pi)
 	case stripego.PaymentIntentStatusRequiresPaymentMethod:
 		res.DeclineCode = "requires_payment_method"
 		if pi.LastPaymentError != nil {
@@ -171,6 +171,26 @@ func confirmedOutcome(req order.ChargeRequest, pi *stripego.PaymentIntent) (orde
 		return unknown(fmt.Errorf("PaymentIntent %s is %q", clip(pi.ID), clip(string(pi.Status))))
 	}
 	return res, nil
+}
+
+// cancelUnattended ends an off-session charge that Stripe answered with
+// requires_action: a challenge with no customer there to take it. It is a
+// decline, reported with the code Stripe itself gives such a charge
+// (authentication_required), but only once the PaymentIntent is canceled:
+// left open, a later confirm (Stripe.js with its client secret, another
+// integration) could still charge a payment that Settle reported declined
+// and the merchant may have retried. When the cancel's outcome is unknown,
+// so is the attempt's, marked with the same code (order.Attempt's
+// AwaitsNobody), so that the reconciler cancels the PaymentIntent by its
+// recorded id at its first check rather than wait for a customer who is not
+// there.
+func (g *Gateway) cancelUnattended(ctx context.Context, req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) (order.Result, error) {
+	res, err := g.cancel(ctx, req, amount, pi, order.DeclineAuthenticationRequired)
+	if res.Outcome == order.OutcomeUnknown {
+		res.DeclineCode = order.DeclineAuthenticationRequired
+		err = fmt.Errorf("off-session PaymentIntent %s requires an action and could not be canceled: %w", clip(pi.ID), err)
+	}
+	return res, err
 }
 
 // declineCode is the most specific reason Stripe gave, or fallback.

@@ -13,9 +13,9 @@ import (
 // TestConformance runs the gateway conformance suite against the Stripe
 // adapter and the stateful Stripe fake.
 func TestConformance(t *testing.T) {
-	const callTimeout = 300 * time.Millisecond
+	const callTimeout = time.Second
 	gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness {
-		fake := stripetest.New(stripetest.Options{Hold: time.Second})
+		fake := stripetest.New(stripetest.Options{Hold: 3 * time.Second})
 		srv := httptest.NewServer(fake)
 		t.Cleanup(srv.Close)
 		return gatewaytest.Harness{
@@ -27,7 +27,8 @@ func TestConformance(t *testing.T) {
 			Ledger: func(attemptID string) []gatewaytest.Entry {
 				var out []gatewaytest.Entry
 				for _, pi := range fake.Intents(attemptID) {
-					out = append(out, gatewaytest.Entry{ChargeID: pi.ID, Succeeded: pi.Status == "succeeded"})
+					out = append(out, gatewaytest.Entry{ChargeID: pi.ID, Succeeded: pi.Status == "succeeded",
+						Open: pi.Status == "requires_action"})
 				}
 				return out
 			},
@@ -36,6 +37,7 @@ func TestConformance(t *testing.T) {
 			Unreachable:     newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
 			RefundTimeout:   stripetest.TokenRefundTimeout,
 			RefundFailLater: stripetest.TokenRefundFail,
+			Action:          stripetest.TokenRequiresAction,
 			RefundLedger: func(refundID string) []gatewaytest.Entry {
 				var out []gatewaytest.Entry
 				for _, r := range fake.Refunds() {

@@ -15,9 +15,8 @@
 //	  payment_method_types[0]=card  [customer=<cus_...>, for a saved card]
 //	  metadata[order_id]  metadata[attempt_id]  metadata[merchant_reference]
 //	POST /v1/payment_intents/<pi>/confirm     Idempotency-Key: <attempt id>:confirm
-//	  off_session=true
-//
 //	  [off_session=true, for a merchant-initiated charge]  [return_url]
+//	POST /v1/payment_intents/<pi>/cancel      (only for an off-session confirm answered requires_action)
 //
 // The customer is the attempt's (order.ChargeRequest.Customer, kept with the
 // attempt by Settle), so that Lookup's replay of the create sends it again:
@@ -38,7 +37,11 @@
 //	Stripe's answer                                      outcome
 //	confirm 200, PaymentIntent succeeded                 succeeded
 //	confirm 200, requires_action, customer present       requires_action, with the next action
-//	confirm 200, requires_action, off-session            declined "requires_action"
+//	confirm 200, requires_action, off-session            canceled, then declined "authentication_required"
+//	                                                     (Stripe's own code for such a charge); a cancel
+//	                                                     that cannot say: unknown, with that decline code
+//	                                                     as a mark (order.Attempt.AwaitsNobody), so that
+//	                                                     the reconciler's first lookup cancels it
 //	confirm 200, requires_payment_method, canceled       declined (last_payment_error's decline code or
 //	                                                     code, else the status)
 //	confirm 200, processing, requires_capture, other     unknown
@@ -77,7 +80,7 @@
 //	requires_action, before the expiry                   requires_action: the customer may still act
 //	requires_confirmation, requires_payment_method       never confirmed: Lookup cancels it; canceled,
 //	  without an error, requires_action past the         declined "canceled_unconfirmed" ("requires_action");
-//	  expiry (CancelAwaitingAction)                      a cancel refused because it succeeded meanwhile,
+//	  expiry or off-session (CancelAwaitingAction)       a cancel refused because it succeeded meanwhile,
 //	                                                     succeeded
 //	processing, requires_capture                         unknown: money may yet move; ask later
 //	an error answer, no answer                           unknown
@@ -320,7 +323,7 @@ func (g *Gateway) charge(ctx context.Context, req order.ChargeRequest, amount in
 	} else if err = belongs(req, amount, confirmed.pi); err != nil {
 		res, err = unknown(err)
 	} else {
-		res, err = confirmedOutcome(req, confirmed.pi)
+		res, err = g.confirmedOutcome(ctx, req, amount, confirmed.pi)
 	}
 	// Whatever the confirm came to, the PaymentIntent is known: the settle
 	// records its id for the reconciler.
@@ -422,6 +425,17 @@ func (g *Gateway) settled(ctx context.Context, req order.ChargeRequest, amount i
 	default:
 		// processing, requires_capture: money may yet move. Ask later.
 		return unknown(fmt.Errorf("PaymentIntent %s is %q", clip(pi.ID), clip(string(pi.Status))))
+	}
+	return g.cancel(ctx, req, amount, pi, code)
+}
+
+// cancel cancels pi, which has not succeeded, so that no confirm can charge
+// it any more, and reports what it came to: declined code once canceled;
+// succeeded, or the decline, when Stripe refuses because a confirm got
+// there first; unknown, with an error, when Stripe cannot say.
+func (g *Gateway) cancel(ctx context.Context, req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent, code string) (order.Result, error) {
+	declined := func(code string) (order.Result, error) {
+		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: code}, nil
 	}
 	canceled := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
 		p := &stripego.PaymentIntentCancelParams{CancellationReason: stripego.String(string(stripego.PaymentIntentCancellationReasonAbandoned))}

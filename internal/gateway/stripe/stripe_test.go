@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,7 +213,7 @@ func TestChargeOutcomes(t *testing.T) {
 		{stripetest.TokenVisa, order.OutcomeSucceeded, "", true, false},
 		{stripetest.TokenDeclined, order.OutcomeDeclined, "generic_decline", true, false},
 		{stripetest.TokenInsufficientFunds, order.OutcomeDeclined, "insufficient_funds", true, false},
-		{stripetest.TokenRequiresAction, order.OutcomeDeclined, "requires_action", true, false},
+		{stripetest.TokenRequiresAction, order.OutcomeDeclined, order.DeclineAuthenticationRequired, true, false},
 		{stripetest.TokenServerErrorAfterCreate, order.OutcomeUnknown, "", true, true},
 		{stripetest.TokenProcessing, order.OutcomeUnknown, "", true, true},
 		// Stripe refused the only confirm sent, unexecuted: nothing moved.
@@ -869,10 +870,60 @@ func TestThreeDSecure(t *testing.T) {
 		t.Error("a canceled intent was authenticated")
 	}
 
-	// Off session, the same card is declined: nobody can act.
+	// Off session, the same card is declined: nobody can act. Its
+	// PaymentIntent is canceled first, so that nothing can complete it.
 	off := chargeReq(stripetest.TokenRequiresAction)
-	if res, err := g.Charge(t.Context(), off); err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode != "requires_action" {
-		t.Errorf("off-session Charge = %+v, %v; want declined requires_action", res, err)
+	res, err := g.Charge(t.Context(), off)
+	if err != nil || res.Outcome != order.OutcomeDeclined || res.DeclineCode != order.DeclineAuthenticationRequired {
+		t.Errorf("off-session Charge = %+v, %v; want declined authentication_required", res, err)
+	}
+	if pi, ok := fake.Intent(res.ChargeID); !ok || pi.Status != "canceled" {
+		t.Errorf("off-session PaymentIntent = %+v; want it canceled", pi)
+	}
+	if fake.Authenticate(res.ChargeID, true) {
+		t.Error("a declined off-session intent was authenticated")
+	}
+}
+
+// TestOffSessionCancelFails: an off-session charge that Stripe answers
+// requires_action, and whose cancel gets a 500, is not a decline: its
+// PaymentIntent may still be open. The outcome is unknown, with the
+// PaymentIntent's id and the authentication_required mark, and Lookup
+// (told to cancel what awaits an action) cancels it once Stripe answers.
+func TestOffSessionCancelFails(t *testing.T) {
+	t.Parallel()
+	fake := stripetest.New(stripetest.Options{})
+	var failCancels atomic.Bool
+	failCancels.Store(true)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failCancels.Load() && r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/cancel") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(`{"error":{"type":"api_error","message":"An unknown error occurred"}}`))
+			return
+		}
+		fake.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	g := newGateway(t, stripe.Config{BaseURL: srv.URL})
+
+	req := chargeReq(stripetest.TokenRequiresAction)
+	res, err := g.Charge(t.Context(), req)
+	if err == nil || res.Outcome != order.OutcomeUnknown || res.DeclineCode != order.DeclineAuthenticationRequired || res.ChargeID == "" {
+		t.Fatalf("Charge = %+v, %v; want unknown, marked authentication_required, with the PaymentIntent's id", res, err)
+	}
+	if pi, _ := fake.Intent(res.ChargeID); pi.Status != "requires_action" {
+		t.Fatalf("PaymentIntent = %+v; want it still requires_action (the cancel failed)", pi)
+	}
+
+	failCancels.Store(false)
+	req.GatewayChargeID, req.CancelAwaitingAction = res.ChargeID, true
+	got, err := g.Lookup(t.Context(), req)
+	if err != nil || got.Outcome != order.OutcomeDeclined {
+		t.Fatalf("Lookup = %+v, %v; want declined", got, err)
+	}
+	if pi, _ := fake.Intent(res.ChargeID); pi.Status != "canceled" || pi.Confirmations != 1 {
+		t.Errorf("PaymentIntent = %+v; want it canceled, confirmed once", pi)
 	}
 }
 

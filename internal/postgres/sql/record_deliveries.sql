@@ -7,10 +7,13 @@
 -- another event). It returns each event's end: failed says whether it has
 -- failed, and latency_seconds is the time from the commit of its
 -- transition to now, in database time.
-WITH r AS (
+-- r and t are MATERIALIZED: on Citus, planning this statement with them
+-- inlined fails, and Citus 13.2.2 then stops delegating function calls on
+-- the connection (see migration 00016).
+WITH r AS MATERIALIZED (
 	SELECT * FROM unnest(@merchant_id::text[], @id::bigint[], @outcome::text[], @status::int[], @backoff::interval[])
 		AS r(merchant_id, id, outcome, status, backoff)
-), t AS (
+), t AS MATERIALIZED (
 	-- The times are read here rather than in the UPDATE: Citus refuses a
 	-- stable function (now(), timestamptz + interval) applied to a column,
 	-- or inside a CASE, in an UPDATE's SET list or RETURNING. An event whose
