@@ -116,12 +116,17 @@ func TestChaosFailover(t *testing.T) {
 }
 
 // brokenClaimGuard makes claims ignore the order's state: a second click
-// on a CHARGING or PAID order charges again.
-var brokenClaimGuard = mutant.Mutation{
-	File: "internal/postgres/sql/claim.sql",
-	Old:  "ord.state = @from_state",
+// on a CHARGING or PAID order charges again. The guard is broken in the
+// grouped statement and in its one-row form alike.
+var brokenClaimGuard = []mutant.Mutation{{
+	File: "internal/postgres/sql/claims.sql",
+	Old:  "ord.state = st.from_state",
 	New:  "true",
-}
+}, {
+	File: "internal/postgres/sql/claim.sql",
+	Old:  "ord.state = st.from_state",
+	New:  "true",
+}}
 
 // TestChaosCatchesMutants runs a short chaos run against each build with
 // one guard broken on purpose (applied at build time by internal/lab/mutant):
@@ -133,21 +138,21 @@ func TestChaosCatchesMutants(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name string
-		m    mutant.Mutation
+		ms   []mutant.Mutation
 		inv  int // the invariant that must report it
 		what string
 	}{
 		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state"},
-		{"UndeliveredEvents", deliveredBeforeAccepted, chaos.InvEvents, "refused deliveries recorded as delivered"},
-		{"BrokenRefundGuard", brokenRefundGuard, chaos.InvRefunds, "refunds beyond the charge in a build that admits them"},
-		{"RefundEventsBeforeSettle", refundEventBeforeSettle, chaos.InvEvents,
+		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered"},
+		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them"},
+		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
 			"refund events that announce the refund as it was before its settle, and for settles that lost their guard"},
-		{"ExpiryWithoutCancel", expiryWithoutCancel, chaos.InvActionCharge,
+		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
 			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
-			if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, tc.m); err != nil {
+			if err := mutant.Build(context.Background(), ".", "./cmd/settle", bin, tc.ms...); err != nil {
 				t.Fatalf("build the mutant: %v", err)
 			}
 			sum := runChaosTest(t, chaos.Config{

@@ -79,23 +79,30 @@ func stripComments(sql string) string {
 	return strings.Join(out, "\n")
 }
 
-// TestSettleOneGenerated: sql/settle_one.sql is what go generate derives
-// from sql/settle.sql now.
-func TestSettleOneGenerated(t *testing.T) {
+// TestOneRowGenerated: each one-row form in sql/ is what go generate
+// derives from its array form now.
+func TestOneRowGenerated(t *testing.T) {
 	t.Parallel()
-	src, err := os.ReadFile("sql/settle.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	want, err := onerow.File("sql/settle.sql", string(src))
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := os.ReadFile("sql/settle_one.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(got) != want {
-		t.Fatal("sql/settle_one.sql is out of step with sql/settle.sql: run go generate ./internal/postgres")
+	for src, dst := range map[string]string{
+		"sql/settle.sql":              "sql/settle_one.sql",
+		"sql/claims.sql":              "sql/claim.sql",
+		"sql/create_orders.sql":       "sql/create_order.sql",
+		"sql/create_claimed_many.sql": "sql/create_claimed.sql",
+	} {
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := onerow.File(src, string(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(dst)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != want {
+			t.Errorf("%s is out of step with %s: run go generate ./internal/postgres", dst, src)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -17,13 +16,17 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// Store is order.Store on PostgreSQL. The charge path's claim and settle are
-// one statement each (data-modifying CTEs), so each costs one round trip and
-// one commit (concurrent settles share theirs: see newSettles); a row lock
-// is held only for the length of that statement.
+// Store is order.Store on PostgreSQL. The charge path's create, claim and
+// settle are one statement each (data-modifying CTEs), so each costs one
+// round trip and one commit, which concurrent calls of one kind share (see
+// newCreates, newClaims, newCreateClaims and newSettles); a row lock is held
+// only for the length of that statement.
 type Store struct {
-	pool    *pgxpool.Pool
-	settles *batch.Batcher[string, order.Settlement, settled]
+	pool         *pgxpool.Pool
+	creates      *batch.Batcher[string, order.Order, created]
+	claims       *batch.Batcher[string, order.Claim, claimed]
+	createClaims *batch.Batcher[string, newClaimed, createdClaimed]
+	settles      *batch.Batcher[string, order.Settlement, settled]
 	// citusSettles holds, on Citus, one settle batcher per merchant (see
 	// merchantSettles).
 	citusSettles sync.Map
@@ -81,36 +84,32 @@ func (s *Store) forEngine(ctx context.Context, plain, citus string) (string, err
 // NewStore returns a Store on pool.
 func NewStore(pool *pgxpool.Pool) *Store {
 	s := &Store{pool: pool}
-	s.settles = newSettles(s)
+	s.creates, s.claims, s.settles = newCreates(s), newClaims(s), newSettles(s)
+	s.createClaims = newCreateClaims(s)
 	return s
 }
-
-//go:embed sql/create_order.sql
-var createOrderSQL string
 
 //go:embed sql/citus_create_order.sql
 var citusCreateOrderSQL string
 
-// createdRow is what create_order.sql returns.
-type createdRow struct {
+// citusCreatedRow is what citus_create_order.sql returns.
+type citusCreatedRow struct {
 	Created bool `db:"created"`
 	orderRow
 }
 
-// CreateOrder implements order.Store.
-func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, error) {
-	sql, err := s.forEngine(ctx, createOrderSQL, citusCreateOrderSQL)
-	if err != nil {
-		return order.Order{}, fmt.Errorf("create order: %w", err)
-	}
-	var r createdRow
-	err = retry(ctx, func() error {
+// createOrderCitus is CreateOrder on Citus: one order alone, through the
+// function that Citus runs whole on the merchant's worker. It returns the
+// order that holds the reference and whether it created it.
+func (s *Store) createOrderCitus(ctx context.Context, o order.Order) (created, error) {
+	var r citusCreatedRow
+	err := retry(ctx, func() error {
 		// A concurrent insert of the same reference that commits after this
 		// statement's snapshot conflicts but is invisible to the fallback
 		// SELECT; the next run of the statement sees it.
 		for range 3 {
 			var err error
-			r, err = queryOne[createdRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
+			r, err = queryOne[citusCreatedRow](ctx, s.pool, citusCreateOrderSQL, pgx.StrictNamedArgs{
 				"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 				"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 				"gateway": o.Gateway, "state": o.State, "event": order.EventCreate,
@@ -121,17 +120,7 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 		}
 		return errors.New("create order: conflicting insert never became visible")
 	})
-	if err != nil {
-		return order.Order{}, fmt.Errorf("create order: %w", err)
-	}
-	got := r.order()
-	if !r.Created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
-		// The message does not repeat the reference: a client chose it, and
-		// error messages are logged.
-		return order.Order{}, &order.ConflictError{
-			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
-	}
-	return got, nil
+	return created{order: r.order(), created: r.Created}, err
 }
 
 //go:embed sql/order_by_id.sql
@@ -177,31 +166,23 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 	return r.attempt(), err
 }
 
-// claimSQL claims an order in one statement; its comments say how it
-// serializes claims and why its guard is checked where it is.
-//
-//go:embed sql/claim.sql
-var claimSQL string
-
 //go:embed sql/citus_claim.sql
 var citusClaimSQL string
 
-// claimRow is what claim.sql returns; an attempt ID of ” means no attempt.
-type claimRow struct {
+// citusClaimRow is what citus_claim.sql returns; an attempt ID of ” means
+// no attempt.
+type citusClaimRow struct {
 	Claimed bool `db:"claimed"`
 	orderRow
 	attemptRow
 }
 
-// Claim implements order.Store.
-func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
-	sql, err := s.forEngine(ctx, claimSQL, citusClaimSQL)
-	if err != nil {
-		return order.ClaimResult{}, err
-	}
+// claimCitus is Claim on Citus: one claim alone, through the function
+// that Citus runs whole on the merchant's worker.
+func (s *Store) claimCitus(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
 	var res order.ClaimResult
-	err = retry(ctx, func() error {
-		r, err := queryOne[claimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
+	err := retry(ctx, func() error {
+		r, err := queryOne[citusClaimRow](ctx, s.pool, citusClaimSQL, pgx.StrictNamedArgs{
 			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
 			"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
 			"event": c.Event, "actor": c.Actor,
@@ -235,30 +216,22 @@ func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, er
 //go:embed sql/attempt_by_request.sql
 var attemptByRequestSQL string
 
-// createClaimedSQL creates an order already claimed for its first attempt,
-// in one statement and one commit.
-//
-//go:embed sql/create_claimed.sql
-var createClaimedSQL string
-
 //go:embed sql/citus_create_claimed.sql
 var citusCreateClaimedSQL string
 
-// createClaimedRow is what create_claimed.sql returns.
-type createClaimedRow struct {
+// citusCreateClaimedRow is what citus_create_claimed.sql returns.
+type citusCreateClaimedRow struct {
 	orderRow
 	attemptRow
 }
 
-// CreateClaimed implements order.Store.
-func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim) (order.Order, order.Attempt, bool, error) {
-	sql, err := s.forEngine(ctx, createClaimedSQL, citusCreateClaimedSQL)
-	if err != nil {
-		return order.Order{}, order.Attempt{}, false, err
-	}
-	var r createClaimedRow
-	err = retry(ctx, func() (err error) {
-		r, err = queryOne[createClaimedRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
+// createClaimedCitus is CreateClaimed on Citus: one order alone, through
+// the function that Citus runs whole on the merchant's worker; see
+// CreateClaimed for what it returns.
+func (s *Store) createClaimedCitus(ctx context.Context, o order.Order, c order.Claim) (createdClaimed, error) {
+	var r citusCreateClaimedRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[citusCreateClaimedRow](ctx, s.pool, citusCreateClaimedSQL, pgx.StrictNamedArgs{
 			"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
@@ -267,19 +240,10 @@ func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim)
 		})
 		return err
 	})
-	var pgErr *pgconn.PgError
-	switch {
-	case errors.Is(err, order.ErrNotFound):
-		return order.Order{}, order.Attempt{}, false, nil // the reference is taken
-	case errors.As(err, &pgErr) && pgErr.Code == "23505" && isRequestKey(pgErr):
-		// The reference was free (its insert went through), so the request
-		// id names an attempt of another order. The statement failed as a
-		// whole: nothing was created.
-		return order.Order{}, order.Attempt{}, false, &order.ConflictError{Msg: order.MsgRequestIDOtherOrder}
-	case err != nil:
-		return order.Order{}, order.Attempt{}, false, err
+	if errors.Is(err, order.ErrNotFound) {
+		return createdClaimed{}, nil // the reference is taken
 	}
-	return r.order(), r.attempt(), true, nil
+	return createdClaimed{order: r.order(), attempt: r.attempt(), created: err == nil}, err
 }
 
 //go:embed sql/lock_order.sql

@@ -32,38 +32,33 @@ type Mutation struct {
 }
 
 // Build builds the package pkg (such as "./cmd/settle") of the module that
-// contains dir into the binary out, with m applied.
-func Build(ctx context.Context, dir, pkg, out string, m Mutation) error {
+// contains dir into the binary out, with ms applied (one bug may need to be
+// put into several files: a statement and its generated one-row form).
+func Build(ctx context.Context, dir, pkg, out string, ms ...Mutation) error {
 	var err error
 	if out, err = filepath.Abs(out); err != nil {
 		return err
 	}
-	_, err = runGo(ctx, dir, m, "build", "-o", out, pkg)
+	_, err = runGo(ctx, dir, ms, "build", "-o", out, pkg)
 	return err
 }
 
 // Test runs `go test -count=1 -run run pkg` in the module that contains
-// dir, with m applied, and returns its output. The error is nil only when
+// dir, with ms applied, and returns its output. The error is nil only when
 // the tests passed: a mutant the tests catch returns an error (and so does
 // a mutant that does not build; the output tells which).
-func Test(ctx context.Context, dir, pkg, run string, m Mutation) ([]byte, error) {
-	return runGo(ctx, dir, m, "test", "-count=1", "-run", run, pkg)
+func Test(ctx context.Context, dir, pkg, run string, ms ...Mutation) ([]byte, error) {
+	return runGo(ctx, dir, ms, "test", "-count=1", "-run", run, pkg)
 }
 
-// runGo runs the go command with args and m applied through -overlay,
+// runGo runs the go command with args and ms applied through -overlay,
 // which follows the subcommand.
-func runGo(ctx context.Context, dir string, m Mutation, args ...string) ([]byte, error) {
+func runGo(ctx context.Context, dir string, ms []Mutation, args ...string) ([]byte, error) {
+	if len(ms) == 0 {
+		return nil, errors.New("mutant: no mutation")
+	}
 	gobin := goBinary()
 	root, err := moduleRoot(ctx, gobin, dir)
-	if err != nil {
-		return nil, err
-	}
-	orig := filepath.Join(root, filepath.FromSlash(m.File))
-	src, err := os.ReadFile(orig)
-	if err != nil {
-		return nil, fmt.Errorf("mutant: %w", err)
-	}
-	mutated, err := Apply(string(src), m)
 	if err != nil {
 		return nil, err
 	}
@@ -72,13 +67,34 @@ func runGo(ctx context.Context, dir string, m Mutation, args ...string) ([]byte,
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	// The copy keeps the original's name: the compiler reports positions
-	// and reads build constraints by it.
-	copyPath := filepath.Join(tmp, filepath.Base(orig))
-	if err := os.WriteFile(copyPath, []byte(mutated), 0o644); err != nil {
-		return nil, err
+	replace := map[string]string{}
+	var files []string
+	for i, m := range ms {
+		orig := filepath.Join(root, filepath.FromSlash(m.File))
+		if _, ok := replace[orig]; ok {
+			return nil, fmt.Errorf("mutant: %s is mutated twice: make it one mutation", m.File)
+		}
+		src, err := os.ReadFile(orig)
+		if err != nil {
+			return nil, fmt.Errorf("mutant: %w", err)
+		}
+		mutated, err := Apply(string(src), m)
+		if err != nil {
+			return nil, err
+		}
+		// The copy keeps the original's name: the compiler reports positions
+		// and reads build constraints by it.
+		copyPath := filepath.Join(tmp, fmt.Sprint(i), filepath.Base(orig))
+		if err := os.MkdirAll(filepath.Dir(copyPath), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(copyPath, []byte(mutated), 0o644); err != nil {
+			return nil, err
+		}
+		replace[orig] = copyPath
+		files = append(files, m.File)
 	}
-	overlay, err := json.Marshal(map[string]map[string]string{"Replace": {orig: copyPath}})
+	overlay, err := json.Marshal(map[string]map[string]string{"Replace": replace})
 	if err != nil {
 		return nil, err
 	}
@@ -91,7 +107,7 @@ func runGo(ctx context.Context, dir string, m Mutation, args ...string) ([]byte,
 	cmd.Dir = root
 	b, err := cmd.CombinedOutput()
 	if err != nil {
-		return b, fmt.Errorf("mutant: go %s with %s mutated: %w\n%s", strings.Join(args, " "), m.File, err, b)
+		return b, fmt.Errorf("mutant: go %s with %s mutated: %w\n%s", strings.Join(args, " "), strings.Join(files, ", "), err, b)
 	}
 	return b, nil
 }

@@ -11,6 +11,11 @@ import (
 	"github.com/settlepay/settle/internal/lab/mutant"
 )
 
+var (
+	goGuard  = mutant.Mutation{File: "cmd/m/guard.go", Old: `"state = $6"`, New: `"true"`}
+	sqlGuard = mutant.Mutation{File: "cmd/m/q.sql", Old: "ord.state = @from_state", New: "true"}
+)
+
 // TestBuild builds a small module with a mutation in a Go file and one in
 // an embedded file, and runs it: the binary has both, and the sources are
 // untouched.
@@ -44,15 +49,16 @@ func main() { fmt.Print(guard(), " ", query) }
 	}
 	for _, tc := range []struct {
 		name string
-		m    mutant.Mutation
+		ms   []mutant.Mutation
 		want string
 	}{
-		{"go", mutant.Mutation{File: "cmd/m/guard.go", Old: `"state = $6"`, New: `"true"`}, "true WHERE ord.state = @from_state\n"},
-		{"embedded", mutant.Mutation{File: "cmd/m/q.sql", Old: "ord.state = @from_state", New: "true"}, "state = $6 WHERE true\n"},
+		{"go", []mutant.Mutation{goGuard}, "true WHERE ord.state = @from_state\n"},
+		{"embedded", []mutant.Mutation{sqlGuard}, "state = $6 WHERE true\n"},
+		{"both", []mutant.Mutation{goGuard, sqlGuard}, "true WHERE true\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "m")
-			if err := mutant.Build(context.Background(), dir, "./cmd/m", bin, tc.m); err != nil {
+			if err := mutant.Build(context.Background(), dir, "./cmd/m", bin, tc.ms...); err != nil {
 				t.Fatal(err)
 			}
 			out, err := exec.Command(bin).Output()
@@ -62,12 +68,14 @@ func main() { fmt.Print(guard(), " ", query) }
 			if string(out) != tc.want {
 				t.Errorf("the mutant prints %q, want %q", out, tc.want)
 			}
-			src, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(tc.m.File)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if string(src) != files[tc.m.File] {
-				t.Errorf("the source was changed: %q", src)
+			for _, m := range tc.ms {
+				src, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(m.File)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(src) != files[m.File] {
+					t.Errorf("the source was changed: %q", src)
+				}
 			}
 		})
 	}
