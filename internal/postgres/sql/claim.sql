@@ -35,7 +35,7 @@
 -- claim.sql is this statement for one claim, which is every claim without
 -- load: go generate derives it from this file (see settle.sql for why the
 -- one-row form is kept).
-WITH st AS (
+WITH st AS NOT MATERIALIZED (
 	SELECT @merchant_id::text AS merchant_id, @order_id::uuid AS order_id, @request_id::text AS request_id,
 		@attempt_id::uuid AS attempt_id, @payment_method::text AS payment_method,
 		@customer::text AS customer, @from_state::text AS from_state,

@@ -18,7 +18,7 @@
 -- create_order.sql is this statement for one order, which is every create
 -- without load: go generate derives it from this file (see settle.sql for
 -- why the one-row form is kept).
-WITH new AS (
+WITH new AS NOT MATERIALIZED (
 	SELECT @id::uuid AS id, @merchant_id::text AS merchant_id, @merchant_reference::text AS merchant_reference,
 		@amount_minor::bigint AS amount_minor, @currency::text AS currency,
 		@payment_method::text AS payment_method, @gateway::text AS gateway,

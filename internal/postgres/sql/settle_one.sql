@@ -23,7 +23,7 @@
 -- it finds a plan for unknown values always dearer), which cost 0.4 ms per
 -- order at one client (p50, settle bench); the one-row form's generic plan
 -- is as good as any.
-WITH st AS (
+WITH st AS NOT MATERIALIZED (
 	SELECT @merchant_id::text AS merchant_id, @order_id::uuid AS order_id, @attempt_id::uuid AS attempt_id,
 		@to_state::text AS to_state, @recheck_in::interval AS recheck_in,
 		@checked::bool AS checked, @last_error::text AS last_error,

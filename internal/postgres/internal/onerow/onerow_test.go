@@ -16,7 +16,7 @@ UPDATE t SET n = r.n FROM r WHERE t.id = r.id AND t.id = ANY(@id::uuid[]);
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `WITH r AS (
+	want := `WITH r AS NOT MATERIALIZED (
 	SELECT @id::uuid AS id, @n::int AS n, 1::bigint AS i
 )
 UPDATE t SET n = r.n FROM r WHERE t.id = r.id AND t.id = @id::uuid;
