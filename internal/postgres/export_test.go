@@ -1,5 +1,7 @@
 package postgres
 
+import "context"
+
 // CheckoutStatementsOnCitus are the statements of the checkout path as the
 // store runs them on Citus, by name: the writes as calls of the functions
 // of migration 00016, the reads as they are everywhere.
@@ -21,4 +23,14 @@ var CheckoutStatementsOnCitus = map[string]string{
 	"refund_by_request":    refundByRequestSQL,
 	"order_refunds":        orderRefundsSQL,
 	"list_events":          listEventsSQL,
+}
+
+// QueryAll is queryAll, for the tests of scanning.
+func QueryAll[T any](ctx context.Context, q querier, sql string) ([]T, error) {
+	return queryAll[T](ctx, q, sql, nil)
+}
+
+// QueryOne is queryOne, for the tests of scanning.
+func QueryOne[T any](ctx context.Context, q querier, sql string) (T, error) {
+	return queryOne[T](ctx, q, sql, nil)
 }
