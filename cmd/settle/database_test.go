@@ -163,8 +163,12 @@ func TestDevStandby(t *testing.T) {
 	defer cancel()
 	var out lockedBuffer
 	done := make(chan error, 1)
+	// Every listener on a free port: dev's webhook listener defaults to
+	// 127.0.0.1:8090, which another process (or another test) may hold.
+	args := []string{"dev", "--standby", "--listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0",
+		"--event-receiver-addr", "127.0.0.1:0", "--webhook-listen", freeAddr(t)}
 	go func() {
-		done <- run(ctx, []string{"dev", "--standby", "--listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0"}, mapEnv(nil), &out, &out)
+		done <- run(ctx, args, mapEnv(nil), &out, &out)
 	}()
 	for !strings.Contains(out.String(), "Settle is running") && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
