@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -180,4 +182,109 @@ func TestDevStandby(t *testing.T) {
 	if s := out.String(); !strings.Contains(s, "sync_standbys=1") || !strings.Contains(s, "settle-pg-standby-") {
 		t.Fatalf("dev --standby did not run on a synchronous standby:\n%s", s)
 	}
+}
+
+// TestStandbyAlerts: the alert rules about standbys, evaluated on what a
+// settle process exports about a real primary. A primary on one node on
+// purpose (synchronous_standby_names empty) sets off only SettleNoStandby,
+// the warning of alerts-ha.yml that such a deployment does not load;
+// synchronous_standby_names set with no standby streaming (every commit
+// hangs, as after a promotion that kept the setting) sets off
+// SettleCommitsWaitForMissingStandby too; a synchronous standby sets off
+// none; an asynchronous one only SettleNoSynchronousStandby.
+func TestStandbyAlerts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary, err := pgcluster.Start(ctx, pgcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(primary.Stop)
+	url := primary.URL("postgres")
+	pool, err := postgres.Open(ctx, url, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	if err := postgres.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	// await polls the primary until query answers true.
+	await := func(what, query string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			var ok bool
+			if err := pool.QueryRow(ctx, query).Scan(&ok); err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not after 30s", what)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	// setNames sets synchronous_standby_names as an operator would, without
+	// a transaction (which would wait for the standby it names).
+	setNames := func(names string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+		await("synchronous_standby_names = '"+names+"'", "SELECT current_setting('synchronous_standby_names') = '"+names+"'")
+	}
+	rules := []string{"SettleCommitsWaitForMissingStandby", "SettleNoStandby", "SettleNoSynchronousStandby"}
+	exprs := map[string]string{}
+	for _, r := range rules {
+		exprs[r] = alertExpr(t, r)
+	}
+	// check starts a reconciler, which reads the database's durability at
+	// start, and evaluates the rules on its /metrics.
+	check := func(name string, want ...string) {
+		t.Helper()
+		metricsAddr := freeAddr(t)
+		p := start(t, append(crashEnv(url, "http://127.0.0.1:1"), "SETTLE_METRICS_LISTEN="+metricsAddr), "reconcile")
+		defer p.cmd.Process.Kill()
+		var body string
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(body, "\nsettle_db_standbys{") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /metrics has no settle_db_standbys after 30s:\n%s\n%s", name, grepSettle(body), p.output())
+			}
+			time.Sleep(100 * time.Millisecond)
+			if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+			}
+		}
+		for _, r := range rules {
+			if got := alertFires(t, exprs[r], body); got != slices.Contains(want, r) {
+				t.Errorf("%s: %s fires = %v, want %v; /metrics:\n%s", name, r, got, !got, grepSettle(body))
+			}
+		}
+		if stalled := slices.Contains(want, "SettleCommitsWaitForMissingStandby"); strings.Contains(p.output(), "DATABASE COMMITS WAIT FOR A MISSING STANDBY") != stalled {
+			t.Errorf("%s: the log says commits wait for a missing standby: %v, want %v:\n%s", name, !stalled, stalled, p.output())
+		}
+	}
+
+	check("one node on purpose", "SettleNoStandby")
+	setNames("standby")
+	check("synchronous_standby_names set, no standby", "SettleCommitsWaitForMissingStandby", "SettleNoStandby")
+	standby, err := primary.StartStandby(ctx, "standby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(standby.Stop)
+	await("the standby synchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'sync'")
+	check("a synchronous standby")
+	setNames("")
+	await("the standby asynchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'async'")
+	check("an asynchronous standby", "SettleNoSynchronousStandby")
 }
