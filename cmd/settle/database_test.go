@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
@@ -23,21 +25,8 @@ func TestWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// Durable: the migration must survive the crash that stops it.
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startMigrated(t, pgcluster.Options{})
 	url := c.URL("postgres")
-	pool, err := postgres.Open(ctx, url, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = postgres.Migrate(ctx, pool)
-	pool.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.Kill()
 
 	addr, serveMetrics, recMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
@@ -195,38 +184,9 @@ func TestDevStandby(t *testing.T) {
 func TestStandbyAlerts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	primary, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(primary.Stop)
+	primary := startMigrated(t, pgcluster.Options{})
 	url := primary.URL("postgres")
-	pool, err := postgres.Open(ctx, url, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	if err := postgres.Migrate(ctx, pool); err != nil {
-		t.Fatal(err)
-	}
-	// await polls the primary until query answers true.
-	await := func(what, query string) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			var ok bool
-			if err := pool.QueryRow(ctx, query).Scan(&ok); err != nil {
-				t.Fatal(err)
-			}
-			if ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: not after 30s", what)
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	}
+	pool := openPool(t, url)
 	// setNames sets synchronous_standby_names as an operator would, without
 	// a transaction (which would wait for the standby it names).
 	setNames := func(names string) {
@@ -237,7 +197,8 @@ func TestStandbyAlerts(t *testing.T) {
 		if _, err := pool.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
 			t.Fatal(err)
 		}
-		await("synchronous_standby_names = '"+names+"'", "SELECT current_setting('synchronous_standby_names') = '"+names+"'")
+		waitTrue(t, pool, 30*time.Second, "synchronous_standby_names = '"+names+"'",
+			"SELECT current_setting('synchronous_standby_names') = $1", names)
 	}
 	rules := []string{"SettleCommitsWaitForMissingStandby", "SettleNoStandby", "SettleNoSynchronousStandby"}
 	exprs := map[string]string{}
@@ -282,9 +243,52 @@ func TestStandbyAlerts(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(standby.Stop)
-	await("the standby synchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'sync'")
+	waitTrue(t, pool, 30*time.Second, "the standby synchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'sync'")
 	check("a synchronous standby")
 	setNames("")
-	await("the standby asynchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'async'")
+	waitTrue(t, pool, 30*time.Second, "the standby asynchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'async'")
 	check("an asynchronous standby", "SettleNoSynchronousStandby")
+}
+
+// startMigrated starts a throwaway PostgreSQL with opts, stopped when the
+// test ends, and migrates its database postgres.
+func startMigrated(t *testing.T, opts pgcluster.Options) *pgcluster.Cluster {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	pool, err := postgres.Open(ctx, c.URL("postgres"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = postgres.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitTrue polls pool with query, which answers one boolean, until it
+// answers true, and fails the test if it has not after d, naming what it
+// waited for.
+func waitTrue(t *testing.T, pool *pgxpool.Pool, d time.Duration, what, query string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var ok bool
+		if err := pool.QueryRow(context.Background(), query, args...).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
