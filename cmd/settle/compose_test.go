@@ -361,58 +361,66 @@ func TestComposeHealthAndRestart(t *testing.T) {
 	}
 }
 
-// TestComposeAlertRules checks that deploy/prometheus/alerts.yml is a
-// Prometheus rule file in shape: groups of rules, each alerting rule with
+// TestComposeAlertRules checks that deploy/prometheus's alert rule files
+// (alerts.yml, and alerts-ha.yml for deployments with standbys) are
+// Prometheus rule files in shape: groups of rules, each alerting rule with
 // an expression, a duration and annotations that tell an operator what to
-// do. (promtool check rules also checks the PromQL.)
+// do, and no alert named twice. (promtool check rules also checks the
+// PromQL.)
 func TestComposeAlertRules(t *testing.T) {
-	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Groups []struct {
-			Name  string `yaml:"name"`
-			Rules []struct {
-				Alert       string            `yaml:"alert"`
-				Expr        string            `yaml:"expr"`
-				For         string            `yaml:"for"`
-				Labels      map[string]string `yaml:"labels"`
-				Annotations map[string]string `yaml:"annotations"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&file); err != nil {
-		t.Fatalf("alerts.yml: %v", err)
-	}
-	if len(file.Groups) == 0 {
-		t.Fatal("alerts.yml: no groups")
-	}
 	var alerts []string
-	for _, g := range file.Groups {
-		if g.Name == "" || len(g.Rules) == 0 {
-			t.Errorf("group %q: want a name and rules", g.Name)
+	for _, f := range alertFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
 		}
-		for _, r := range g.Rules {
-			alerts = append(alerts, r.Alert)
-			if r.Alert == "" || strings.TrimSpace(r.Expr) == "" {
-				t.Errorf("group %s: rule %q: want alert and expr", g.Name, r.Alert)
+		name := filepath.Base(f)
+		var file struct {
+			Groups []struct {
+				Name  string `yaml:"name"`
+				Rules []struct {
+					Alert       string            `yaml:"alert"`
+					Expr        string            `yaml:"expr"`
+					For         string            `yaml:"for"`
+					Labels      map[string]string `yaml:"labels"`
+					Annotations map[string]string `yaml:"annotations"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		dec := yaml.NewDecoder(bytes.NewReader(b))
+		dec.KnownFields(true)
+		if err := dec.Decode(&file); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(file.Groups) == 0 {
+			t.Fatalf("%s: no groups", name)
+		}
+		for _, g := range file.Groups {
+			if g.Name == "" || len(g.Rules) == 0 {
+				t.Errorf("%s: group %q: want a name and rules", name, g.Name)
 			}
-			if d, err := time.ParseDuration(r.For); err != nil || d <= 0 {
-				t.Errorf("%s: for %q: want a duration such as 5m", r.Alert, r.For)
-			}
-			if r.Annotations["summary"] == "" || !strings.Contains(r.Annotations["description"], "docs/operations.md") {
-				t.Errorf("%s: want a summary, and a description pointing at the operator's recipes in docs/operations.md", r.Alert)
-			}
-			if !strings.Contains(r.Expr, "settle_") && !strings.Contains(r.Expr, "grpc_server_") {
-				t.Errorf("%s: expr uses none of Settle's metrics", r.Alert)
+			for _, r := range g.Rules {
+				if slices.Contains(alerts, r.Alert) {
+					t.Errorf("%s: alert %s is named twice", name, r.Alert)
+				}
+				alerts = append(alerts, r.Alert)
+				if r.Alert == "" || strings.TrimSpace(r.Expr) == "" {
+					t.Errorf("%s: group %s: rule %q: want alert and expr", name, g.Name, r.Alert)
+				}
+				if d, err := time.ParseDuration(r.For); err != nil || d <= 0 {
+					t.Errorf("%s: for %q: want a duration such as 5m", r.Alert, r.For)
+				}
+				if r.Annotations["summary"] == "" || !strings.Contains(r.Annotations["description"], "docs/operations.md") {
+					t.Errorf("%s: want a summary, and a description pointing at the operator's recipes in docs/operations.md", r.Alert)
+				}
+				if !strings.Contains(r.Expr, "settle_") && !strings.Contains(r.Expr, "grpc_server_") {
+					t.Errorf("%s: expr uses none of Settle's metrics", r.Alert)
+				}
 			}
 		}
 	}
 	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate", "SettlePossibleDoubleCharge",
-		"SettleGatewayRefusedCredentials"} {
+		"SettleGatewayRefusedCredentials", "SettleCommitsWaitForMissingStandby", "SettleNoStandby"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

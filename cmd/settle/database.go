@@ -112,10 +112,11 @@ func (a *app) watchDurability(ctx context.Context) {
 
 // reportDurability sets the metrics, logs a status line when the settings
 // change (or always, at start), and warns on every reading that shows a
-// database which can lose commits when its machine is lost.
+// database which can lose commits when its machine is lost, or whose
+// commits wait for a synchronous standby that is not there.
 func (a *app) reportDurability(d postgres.Durability, always bool) {
 	async := d.Standbys - d.SyncStandbys - d.UnknownStandbys
-	a.metrics.Durability(d.Fsync, d.SynchronousCommit, d.SyncStandbys, async, d.UnknownStandbys)
+	a.metrics.Durability(d.Fsync, d.SynchronousCommit, d.WaitsForStandby(), d.SyncStandbys, async, d.UnknownStandbys)
 	a.durabilityMu.Lock()
 	changed := a.durability != d
 	a.durability = d
@@ -130,5 +131,8 @@ func (a *app) reportDurability(d postgres.Durability, always bool) {
 	}
 	if w := d.Warning(); w != "" {
 		a.log.Warn("DATABASE CAN LOSE COMMITS IN A FAILOVER", "warning", w)
+	}
+	if s := d.Stall(); s != "" {
+		a.log.Error("DATABASE COMMITS WAIT FOR A MISSING STANDBY", "error", s)
 	}
 }

@@ -4,10 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
@@ -21,21 +25,8 @@ func TestWaitsForTheDatabase(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	// Durable: the migration must survive the crash that stops it.
-	c, err := pgcluster.Start(ctx, pgcluster.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Stop)
+	c := startMigrated(t, pgcluster.Options{})
 	url := c.URL("postgres")
-	pool, err := postgres.Open(ctx, url, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = postgres.Migrate(ctx, pool)
-	pool.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	c.Kill()
 
 	addr, serveMetrics, recMetrics := freeAddr(t), freeAddr(t), freeAddr(t)
@@ -163,8 +154,12 @@ func TestDevStandby(t *testing.T) {
 	defer cancel()
 	var out lockedBuffer
 	done := make(chan error, 1)
+	// Every listener on a free port: dev's webhook listener defaults to
+	// 127.0.0.1:8090, which another process (or another test) may hold.
+	args := []string{"dev", "--standby", "--listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0",
+		"--event-receiver-addr", "127.0.0.1:0", "--webhook-listen", freeAddr(t)}
 	go func() {
-		done <- run(ctx, []string{"dev", "--standby", "--listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0"}, mapEnv(nil), &out, &out)
+		done <- run(ctx, args, mapEnv(nil), &out, &out)
 	}()
 	for !strings.Contains(out.String(), "Settle is running") && ctx.Err() == nil {
 		time.Sleep(100 * time.Millisecond)
@@ -175,5 +170,125 @@ func TestDevStandby(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "sync_standbys=1") || !strings.Contains(s, "settle-pg-standby-") {
 		t.Fatalf("dev --standby did not run on a synchronous standby:\n%s", s)
+	}
+}
+
+// TestStandbyAlerts: the alert rules about standbys, evaluated on what a
+// settle process exports about a real primary. A primary on one node on
+// purpose (synchronous_standby_names empty) sets off only SettleNoStandby,
+// the warning of alerts-ha.yml that such a deployment does not load;
+// synchronous_standby_names set with no standby streaming (every commit
+// hangs, as after a promotion that kept the setting) sets off
+// SettleCommitsWaitForMissingStandby too; a synchronous standby sets off
+// none; an asynchronous one only SettleNoSynchronousStandby.
+func TestStandbyAlerts(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	primary := startMigrated(t, pgcluster.Options{})
+	url := primary.URL("postgres")
+	pool := openPool(t, url)
+	// setNames sets synchronous_standby_names as an operator would, without
+	// a transaction (which would wait for the standby it names).
+	setNames := func(names string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "ALTER SYSTEM SET synchronous_standby_names = '"+names+"'"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "SELECT pg_reload_conf()"); err != nil {
+			t.Fatal(err)
+		}
+		waitTrue(t, pool, 30*time.Second, "synchronous_standby_names = '"+names+"'",
+			"SELECT current_setting('synchronous_standby_names') = $1", names)
+	}
+	rules := []string{"SettleCommitsWaitForMissingStandby", "SettleNoStandby", "SettleNoSynchronousStandby"}
+	exprs := map[string]string{}
+	for _, r := range rules {
+		exprs[r] = alertExpr(t, r)
+	}
+	// check starts a reconciler, which reads the database's durability at
+	// start, and evaluates the rules on its /metrics.
+	check := func(name string, want ...string) {
+		t.Helper()
+		metricsAddr := freeAddr(t)
+		p := start(t, append(crashEnv(url, "http://127.0.0.1:1"), "SETTLE_METRICS_LISTEN="+metricsAddr), "reconcile")
+		defer p.cmd.Process.Kill()
+		var body string
+		deadline := time.Now().Add(30 * time.Second)
+		for !strings.Contains(body, "\nsettle_db_standbys{") {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: /metrics has no settle_db_standbys after 30s:\n%s\n%s", name, grepSettle(body), p.output())
+			}
+			time.Sleep(100 * time.Millisecond)
+			if resp, err := http.Get("http://" + metricsAddr + "/metrics"); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+			}
+		}
+		for _, r := range rules {
+			if got := alertFires(t, exprs[r], body); got != slices.Contains(want, r) {
+				t.Errorf("%s: %s fires = %v, want %v; /metrics:\n%s", name, r, got, !got, grepSettle(body))
+			}
+		}
+		if stalled := slices.Contains(want, "SettleCommitsWaitForMissingStandby"); strings.Contains(p.output(), "DATABASE COMMITS WAIT FOR A MISSING STANDBY") != stalled {
+			t.Errorf("%s: the log says commits wait for a missing standby: %v, want %v:\n%s", name, !stalled, stalled, p.output())
+		}
+	}
+
+	check("one node on purpose", "SettleNoStandby")
+	setNames("standby")
+	check("synchronous_standby_names set, no standby", "SettleCommitsWaitForMissingStandby", "SettleNoStandby")
+	standby, err := primary.StartStandby(ctx, "standby")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(standby.Stop)
+	waitTrue(t, pool, 30*time.Second, "the standby synchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'sync'")
+	check("a synchronous standby")
+	setNames("")
+	waitTrue(t, pool, 30*time.Second, "the standby asynchronous", "SELECT count(*) = 1 FROM pg_stat_replication WHERE sync_state = 'async'")
+	check("an asynchronous standby", "SettleNoSynchronousStandby")
+}
+
+// startMigrated starts a throwaway PostgreSQL with opts, stopped when the
+// test ends, and migrates its database postgres.
+func startMigrated(t *testing.T, opts pgcluster.Options) *pgcluster.Cluster {
+	t.Helper()
+	ctx := context.Background()
+	c, err := pgcluster.Start(ctx, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Stop)
+	pool, err := postgres.Open(ctx, c.URL("postgres"), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = postgres.Migrate(ctx, pool)
+	pool.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// waitTrue polls pool with query, which answers one boolean, until it
+// answers true, and fails the test if it has not after d, naming what it
+// waited for.
+func waitTrue(t *testing.T, pool *pgxpool.Pool, d time.Duration, what, query string, args ...any) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		var ok bool
+		if err := pool.QueryRow(context.Background(), query, args...).Scan(&ok); err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s", what, d)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

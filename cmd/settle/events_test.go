@@ -211,19 +211,6 @@ func waitDelivered(t *testing.T, dbURL, id string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := openPool(t, dbURL)
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		var done bool
-		if err := pool.QueryRow(context.Background(), `SELECT delivered_at IS NOT NULL AND deliver_at IS NULL FROM order_events WHERE id = $1`, num).Scan(&done); err != nil {
-			t.Fatal(err)
-		}
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("event %s not recorded delivered", id)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitTrue(t, openPool(t, dbURL), 20*time.Second, "event "+id+" recorded delivered",
+		`SELECT delivered_at IS NOT NULL AND deliver_at IS NULL FROM order_events WHERE id = $1`, num)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,33 +163,46 @@ func TestRefusedMetricAndAlert(t *testing.T) {
 	}
 }
 
+// alertFiles are the alert rule files in deploy/prometheus: alerts.yml,
+// and those an operator loads for some deployments only (alerts-ha.yml).
+func alertFiles(t *testing.T) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(repoRoot, "deploy", "prometheus", "alerts*.yml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no alert rule files in deploy/prometheus: %v", err)
+	}
+	return files
+}
+
 // alertExpr is the expression of the alert rule name in
-// deploy/prometheus/alerts.yml.
+// deploy/prometheus's alert rule files.
 func alertExpr(t *testing.T, name string) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(repoRoot, "deploy", "prometheus", "alerts.yml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file struct {
-		Groups []struct {
-			Rules []struct {
-				Alert string `yaml:"alert"`
-				Expr  string `yaml:"expr"`
-			} `yaml:"rules"`
-		} `yaml:"groups"`
-	}
-	if err := yaml.Unmarshal(b, &file); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range file.Groups {
-		for _, r := range g.Rules {
-			if r.Alert == name {
-				return r.Expr
+	for _, f := range alertFiles(t) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var file struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `yaml:"alert"`
+					Expr  string `yaml:"expr"`
+				} `yaml:"rules"`
+			} `yaml:"groups"`
+		}
+		if err := yaml.Unmarshal(b, &file); err != nil {
+			t.Fatal(err)
+		}
+		for _, g := range file.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == name {
+					return r.Expr
+				}
 			}
 		}
 	}
-	t.Fatalf("alerts.yml has no rule %s", name)
+	t.Fatalf("deploy/prometheus has no alert rule %s", name)
 	return ""
 }
 
@@ -239,4 +253,72 @@ func checkAlertSelects(t *testing.T, expr, series string) {
 			}
 		}
 	}
+}
+
+// clauseRE matches one clause of an alert expression that alertFires
+// evaluates: max(selector) compared with a number.
+var clauseRE = regexp.MustCompile(`^max\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})?\s*\)\s*(==|!=|>=|<=|>|<)\s*([0-9.]+)$`)
+
+// alertFires evaluates expr against one scrape of /metrics (body), as
+// Prometheus would with that process the only one scraped: expr must be
+// clauses "max(selector) <op> <number>" joined by "and on()", which is
+// what the rules about the database's standbys are; the test fails on any
+// other form rather than guess. A clause whose selector matches no series
+// is false, as an empty vector is in PromQL.
+func alertFires(t *testing.T, expr, body string) bool {
+	t.Helper()
+	fires := true
+	for _, clause := range strings.Split(strings.Join(strings.Fields(expr), " "), " and on() ") {
+		m := clauseRE.FindStringSubmatch(strings.TrimSpace(clause))
+		if m == nil {
+			t.Fatalf("alert expression clause %q is not max(selector) <op> <number>, the form this test evaluates", clause)
+		}
+		name, matchers, op := m[1], map[string]string{}, m[3]
+		if m[2] != "" {
+			for _, s := range strings.Split(m[2], ",") {
+				mm := matcherRE.FindStringSubmatch(s)
+				if mm == nil || mm[2] != "=" {
+					t.Fatalf("alert expression: matcher %q is not an equality; this test reads only those", s)
+				}
+				matchers[mm[1]] = mm[3]
+			}
+		}
+		want, err := strconv.ParseFloat(m[4], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found, highest := false, 0.0
+		for _, line := range strings.Split(body, "\n") {
+			series, value, ok := strings.Cut(line, " ")
+			if !ok || strings.HasPrefix(line, "#") {
+				continue
+			}
+			n, labels, _ := strings.Cut(strings.TrimSuffix(series, "}"), "{")
+			if n != name {
+				continue
+			}
+			have := map[string]string{}
+			for _, kv := range strings.Split(labels, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				have[k] = strings.Trim(v, `"`)
+			}
+			selected := true
+			for k, v := range matchers {
+				selected = selected && have[k] == v
+			}
+			v, err := strconv.ParseFloat(value, 64)
+			if !selected || err != nil {
+				continue
+			}
+			if !found || v > highest {
+				found, highest = true, v
+			}
+		}
+		holds := found && map[string]bool{
+			"==": highest == want, "!=": highest != want, ">=": highest >= want,
+			"<=": highest <= want, ">": highest > want, "<": highest < want,
+		}[op]
+		fires = fires && holds
+	}
+	return fires
 }

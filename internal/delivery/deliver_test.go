@@ -71,15 +71,22 @@ func (rc *receiver) received() []string {
 
 func ok(int, *http.Request) int { return http.StatusOK }
 
-// canceledOrder makes an order.canceled event for merchant and returns its id.
-func canceledOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
+// pendingOrder creates a PENDING order of 1.00 GBP for merchant.
+func pendingOrder(t *testing.T, s *postgres.Store, merchant, ref string) order.Order {
 	t.Helper()
-	ctx := context.Background()
-	o, err := s.CreateOrder(ctx, order.Order{ID: order.NewID(), MerchantID: merchant, MerchantReference: ref,
+	o, err := s.CreateOrder(context.Background(), order.Order{ID: order.NewID(), MerchantID: merchant, MerchantReference: ref,
 		Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok", Gateway: "sim", State: order.StatePending})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return o
+}
+
+// canceledOrder makes an order.canceled event for merchant and returns its id.
+func canceledOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
+	t.Helper()
+	ctx := context.Background()
+	o := pendingOrder(t, s, merchant, ref)
 	if _, err := s.Transition(ctx, order.ForMerchant(merchant), o.ID, func(order.Order) (order.Move, error) {
 		return order.Move{Event: order.EventCancel, To: order.StateCanceled, Actor: "test"}, nil
 	}); err != nil {
@@ -277,11 +284,7 @@ func TestDownEndpointIsNotAskedPerEvent(t *testing.T) {
 func refundedOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
 	t.Helper()
 	ctx := context.Background()
-	o, err := s.CreateOrder(ctx, order.Order{ID: order.NewID(), MerchantID: merchant, MerchantReference: ref,
-		Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok", Gateway: "sim", State: order.StatePending})
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := pendingOrder(t, s, merchant, ref)
 	c, err := s.Claim(ctx, order.Claim{MerchantID: merchant, OrderID: o.ID, RequestID: "req-" + ref, AttemptID: order.NewID(),
 		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: time.Minute, Actor: "test"})
 	if err != nil || !c.Claimed {

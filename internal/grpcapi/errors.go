@@ -57,6 +57,12 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		// configuration is wrong. The gateway call's line is logged at ERROR.
 		return status.Error(codes.Internal, "the gateway refused Settle's credentials or request: a configuration error at Settle, "+
 			"not a card decline; nothing was charged and the order is PENDING")
+	case errors.Is(err, order.ErrMisrouted):
+		// Transient, but it should not last: the distributed database
+		// keeps running calls away from their merchant's node (on Citus,
+		// not delegated to the worker), so operators are told at ERROR.
+		log.ErrorContext(ctx, "storage ran the call away from its merchant's node after retries; nothing was written", "error", err)
+		return status.Error(codes.Unavailable, "storage could not route the call to the order's node; nothing was written; retry with the same request_id")
 	case errors.Is(err, order.ErrUnavailable):
 		log.WarnContext(ctx, "storage unavailable", "error", err)
 		return status.Error(codes.Unavailable, "storage is unavailable; retry with the same request_id")

@@ -47,6 +47,14 @@ func (e *StateError) Error() string {
 // call may be retried with the same keys.
 var ErrUnavailable = errors.New("storage unavailable")
 
+// ErrMisrouted means a distributed database kept running a call away from
+// the node that holds its merchant's data (on Citus, on the coordinator
+// instead of the merchant's worker), where it refused to write, even on
+// fresh connections. Nothing was written. It is a kind of ErrUnavailable:
+// transient, and the call may be retried with the same keys; operators are
+// told, since it should not last.
+var ErrMisrouted = fmt.Errorf("%w: the distributed database did not run the call on its merchant's node", ErrUnavailable)
+
 // ChargeFoundError refuses an operator's resolution of an order as unpaid
 // (PENDING or CANCELED): the gateway reports that one of its attempts
 // charged the customer.

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/google/uuid"
 )
 
 func TestContainsCardNumber(t *testing.T) {
@@ -55,6 +57,15 @@ func TestContainsCardNumber(t *testing.T) {
 		{"", false},
 		{"order-1f3e9a40-7c1b-4d2e-9b3a-0c5d6e7f8a9b", false},
 		{"0000000000000000000000000", true}, // zeros pass Luhn: refused, a documented false positive
+		// UUIDs whose digit groups joined across the hyphens pass Luhn
+		// (about one UUIDv4 in 140): a UUID is read as a letter.
+		{"23aedba1-4230-4518-8635-5565379e01b0", false},
+		{"saved-23aedba1-4230-4518-8635-5565379e01b0", false},
+		{"23AEDBA1-4230-4518-8635-5565379E01B0", false},
+		// A card beside a UUID, or ending in what looks like a UUID's
+		// tail, is still a card.
+		{"23aedba1-4230-4518-8635-5565379e01b0 4242 4242 4242 4242", true},
+		{"4242424242424242-4230-4518-8635-5565379e01b0", true},
 		{"1234567890123", false},
 	} {
 		if got := ContainsCardNumber(tt.s); got != tt.want {
@@ -113,6 +124,27 @@ func TestRequestIDLengthInCharacters(t *testing.T) {
 	}
 }
 
+// maskUUIDs is the brute force's reading of the UUID rule, written apart
+// from uuidShape: every 36 bytes that uuid.Parse reads as a canonical UUID,
+// with no letter, digit or underscore on either side, become one letter.
+func maskUUIDs(s string) string {
+	word := func(i int) bool {
+		if i < 0 || i >= len(s) {
+			return false
+		}
+		c := rune(s[i])
+		return c == '_' || unicode.IsLetter(c) || unicode.IsDigit(c)
+	}
+	for i := 0; i+36 <= len(s); i++ {
+		if u := s[i : i+36]; strings.Count(u, "-") == 4 && u[8] == '-' && !word(i-1) && !word(i+36) {
+			if _, err := uuid.Parse(u); err == nil {
+				s = s[:i] + "u" + s[i+36:]
+			}
+		}
+	}
+	return s
+}
+
 // TestDigitValue checks what digitValue rests on: every range of
 // unicode.Nd is a whole number of runs of ten digits, zero first.
 func TestDigitValue(t *testing.T) {
@@ -138,6 +170,7 @@ func TestDigitValue(t *testing.T) {
 // the tests: split s into digit sequences at letters, normalize the digits,
 // and try every window of 13 to 19 digits with a plain Luhn check.
 func bruteForceCard(s string) bool {
+	s = maskUUIDs(s)
 	var seqs [][]int
 	var cur []int
 	for _, r := range s {
@@ -182,4 +215,16 @@ func nearestZero(r rune) rune {
 		start--
 	}
 	return start + (r-start)/10*10
+}
+
+// TestUUIDsAreNotCardNumbers: checkouts often use UUIDs as request ids and
+// references, and none may be refused as a card number.
+func TestUUIDsAreNotCardNumbers(t *testing.T) {
+	for range 100000 {
+		for _, u := range []string{uuid.NewString(), uuid.Must(uuid.NewV7()).String()} {
+			if ContainsCardNumber(u) || ContainsCardNumber("req-"+u) {
+				t.Fatalf("%s is read as a card number", u)
+			}
+		}
+	}
 }

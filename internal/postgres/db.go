@@ -143,6 +143,12 @@ func translate(err error) error {
 		if pgErr.Code == "25006" {
 			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)
 		}
+		// notDelegated still, after maxRetries fresh connections: Citus
+		// keeps running the call on the coordinator, which refuses to
+		// write there. Nothing was written, and the client may retry.
+		if pgErr.Code == notDelegated {
+			return fmt.Errorf("%w: %w", order.ErrMisrouted, err)
+		}
 		switch pgErr.Code[:2] {
 		case "08", "57", "53", "40", "58":
 			return fmt.Errorf("%w: %w", order.ErrUnavailable, err)

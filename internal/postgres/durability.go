@@ -86,6 +86,26 @@ func (d Durability) Warning() string {
 	return ""
 }
 
+// WaitsForStandby reports whether Settle's commits wait for synchronous
+// standbys: synchronous_standby_names names some, and the session's
+// synchronous_commit is on, remote_write or remote_apply (local and off do
+// not wait for standbys).
+func (d Durability) WaitsForStandby() bool {
+	return d.SynchronousStandbyNames != "" && d.SynchronousCommit != "local" && d.SynchronousCommit != "off"
+}
+
+// Stall says why commits cannot finish, or "" when they can: Settle's
+// commits wait for a synchronous standby and none is streaming, so
+// PostgreSQL holds every commit until one connects (it never gives up on
+// its own). Standbys whose state the role may not read are taken for
+// synchronous: Warning asks for pg_monitor then.
+func (d Durability) Stall() string {
+	if d.WaitsForStandby() && d.SyncStandbys == 0 && d.UnknownStandbys == 0 {
+		return "synchronous_standby_names is set but no standby is synchronous: every commit waits until one connects, and calls answer UNAVAILABLE meanwhile; start or reconnect the standby it names, or, to run on one node knowingly, set synchronous_standby_names to ''"
+	}
+	return ""
+}
+
 //go:embed sql/writable.sql
 var writableSQL string
 

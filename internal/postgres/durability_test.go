@@ -78,3 +78,34 @@ func TestDurabilityRefusesFsyncOff(t *testing.T) {
 		t.Fatalf("Check with fsync and synchronous_commit on, no standby: %v, warning %q", err, d.Warning())
 	}
 }
+
+// TestDurabilityStall: commits wait for a synchronous standby when
+// synchronous_standby_names names one and synchronous_commit waits for
+// standbys; with none synchronous PostgreSQL holds every commit, which
+// Stall says. A database on one node (no names) or whose commits wait only
+// for the local disk never stalls, and standbys of unknown state may be
+// synchronous.
+func TestDurabilityStall(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		d     postgres.Durability
+		waits bool
+		stall bool
+	}{
+		{"one node", postgres.Durability{Fsync: true, SynchronousCommit: "on"}, false, false},
+		{"names set, no standby", postgres.Durability{Fsync: true, SynchronousCommit: "on", SynchronousStandbyNames: "standby"}, true, true},
+		{"remote_apply, no standby", postgres.Durability{Fsync: true, SynchronousCommit: "remote_apply", SynchronousStandbyNames: "*"}, true, true},
+		{"names set, standby async", postgres.Durability{Fsync: true, SynchronousCommit: "on", SynchronousStandbyNames: "other", Standbys: 1}, true, true},
+		{"names set, standby sync", postgres.Durability{Fsync: true, SynchronousCommit: "on", SynchronousStandbyNames: "standby", Standbys: 1, SyncStandbys: 1}, true, false},
+		{"names set, standby unknown", postgres.Durability{Fsync: true, SynchronousCommit: "on", SynchronousStandbyNames: "standby", Standbys: 1, UnknownStandbys: 1}, true, false},
+		{"local commits", postgres.Durability{Fsync: true, SynchronousCommit: "local", SynchronousStandbyNames: "standby"}, false, false},
+	} {
+		if got := tc.d.WaitsForStandby(); got != tc.waits {
+			t.Errorf("%s: WaitsForStandby = %v, want %v", tc.name, got, tc.waits)
+		}
+		if got := tc.d.Stall() != ""; got != tc.stall {
+			t.Errorf("%s: Stall = %q, want a stall: %v", tc.name, tc.d.Stall(), tc.stall)
+		}
+	}
+}

@@ -91,17 +91,7 @@ func TestWatchersOfDeadServersExpire(t *testing.T) {
 	}
 	defer unwatch()
 
-	notified := make(chan string, 10)
-	lctx, stop := context.WithCancel(ctx)
-	listening := make(chan struct{})
-	connected := make(chan struct{}, 1)
-	go func() {
-		defer close(listening)
-		s.ListenOrders(lctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(id string) { notified <- id },
-			func() { connected <- struct{}{} })
-	}()
-	defer func() { stop(); <-listening }()
-	<-connected
+	notified := listen(t, s)
 	var left int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM order_watchers WHERE order_id = $1`, dead.ID).Scan(&left); err != nil || left != 0 {
 		t.Fatalf("%d rows of the crashed server's watch left after a listener connected (%v), want 0", left, err)
@@ -146,22 +136,7 @@ func TestWatchedChangeIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unwatch()
-	notified := make(chan string, 10)
-	lctx, stop := context.WithCancel(ctx)
-	listening := make(chan struct{})
-	connected := make(chan struct{}, 1)
-	go func() {
-		defer close(listening)
-		s.ListenOrders(lctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(id string) { notified <- id },
-			func() {
-				select {
-				case connected <- struct{}{}:
-				default:
-				}
-			})
-	}()
-	defer func() { stop(); <-listening }()
-	<-connected
+	notified := listen(t, s)
 	// On Citus the first read only records the order as it stands: let it
 	// come before the change.
 	if postgrestest.Citus() {
@@ -178,4 +153,29 @@ func TestWatchedChangeIsReported(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no notification of the watched order's change")
 	}
+}
+
+// listen runs s.ListenOrders until the test ends and returns, once it has
+// connected, the channel of the order ids it reports.
+func listen(t *testing.T, s *postgres.Store) <-chan string {
+	t.Helper()
+	notified := make(chan string, 10)
+	ctx, stop := context.WithCancel(context.Background())
+	listening := make(chan struct{})
+	connected := make(chan struct{}, 1)
+	go func() {
+		defer close(listening)
+		s.ListenOrders(ctx, slog.New(slog.NewTextHandler(io.Discard, nil)), func(id string) { notified <- id },
+			func() {
+				// A reconnection finds the first signal taken, or not:
+				// either way the test has what it waits for.
+				select {
+				case connected <- struct{}{}:
+				default:
+				}
+			})
+	}()
+	t.Cleanup(func() { stop(); <-listening })
+	<-connected
+	return notified
 }

@@ -39,8 +39,9 @@ type settledRow struct {
 	orderRow
 }
 
-// SettleMany records the settlements sts in one statement and one commit,
-// each guarded as Settle's is. It returns, for each settlement, the order as
+// SettleMany records the settlements sts in one statement and one commit
+// (on Citus, one call and one commit per merchant), each guarded as
+// Settle's is. It returns, for each settlement, the order as
 // it left it and whether its guard held. No order may appear twice in sts:
 // which of two settlements of one order a single UPDATE would apply is
 // undefined, so SettleMany refuses the call.

@@ -32,6 +32,7 @@ type Metrics struct {
 	malformed       *prometheus.CounterVec
 	dbFsync         prometheus.Gauge
 	dbSyncCommit    *prometheus.GaugeVec
+	dbWaitsStandby  prometheus.Gauge
 	dbStandbys      *prometheus.GaugeVec
 	deliveries      *prometheus.CounterVec
 	deliveryLatency prometheus.Histogram
@@ -69,6 +70,9 @@ func NewMetrics() *Metrics {
 		dbSyncCommit: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "settle_db_synchronous_commit", Help: "1 for the database's synchronous_commit setting, as last read.",
 		}, []string{"setting"}),
+		dbWaitsStandby: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "settle_db_commits_wait_for_standby", Help: "1 when synchronous_standby_names is set and Settle's commits wait for the standbys it names (synchronous_commit on, remote_write or remote_apply), as last read: with no synchronous standby streaming, commits then hang.",
+		}),
 		dbStandbys: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "settle_db_standbys", Help: "Standbys streaming from the database, by sync_state: sync (a commit waits for them), async, or unknown (the role lacks pg_monitor).",
 		}, []string{"sync_state"}),
@@ -92,7 +96,7 @@ func NewMetrics() *Metrics {
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
 		m.gatewayEvents, m.reviewItems, m.eventToSettled,
-		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbStandbys,
+		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbWaitsStandby, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -122,19 +126,25 @@ func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(re
 func (m *Metrics) MalformedRequest(method string) { m.malformed.WithLabelValues(method).Inc() }
 
 // Durability records what the database promises about a commit, as last
-// read: fsync, synchronous_commit, and the standbys streaming from it
+// read: fsync, synchronous_commit, whether commits wait for synchronous
+// standbys (waitsForStandby), and the standbys streaming from it
 // (synchronous, asynchronous, and of unknown state).
-func (m *Metrics) Durability(fsync bool, synchronousCommit string, sync, async, unknown int) {
-	v := 0.0
-	if fsync {
-		v = 1
-	}
-	m.dbFsync.Set(v)
+func (m *Metrics) Durability(fsync bool, synchronousCommit string, waitsForStandby bool, sync, async, unknown int) {
+	m.dbFsync.Set(gauge(fsync))
+	m.dbWaitsStandby.Set(gauge(waitsForStandby))
 	m.dbSyncCommit.Reset()
 	m.dbSyncCommit.WithLabelValues(synchronousCommit).Set(1)
 	m.dbStandbys.WithLabelValues("sync").Set(float64(sync))
 	m.dbStandbys.WithLabelValues("async").Set(float64(async))
 	m.dbStandbys.WithLabelValues("unknown").Set(float64(unknown))
+}
+
+// gauge is a flag as a gauge's value: 1 for true, 0 for false.
+func gauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // EventDelivery counts one recorded delivery of an event to a merchant and, when delivered,

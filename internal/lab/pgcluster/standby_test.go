@@ -10,13 +10,12 @@ import (
 	"github.com/settlepay/settle/internal/lab/pgcluster"
 )
 
-// TestFailover: a primary with a synchronous standby loses its machine;
-// the standby is promoted with every committed row, the old primary is
-// rewound and follows it, and a client naming both hosts finds the primary
-// each time.
-func TestFailover(t *testing.T) {
+// startPair starts a primary with opts and a standby named b streaming
+// from it, both stopped when the test ends.
+func startPair(t *testing.T, opts pgcluster.Options) (primary, standby *pgcluster.Cluster) {
+	t.Helper()
 	ctx := context.Background()
-	a, err := pgcluster.Start(ctx, pgcluster.Options{Rewindable: true, Config: []string{"synchronous_standby_names=*"}})
+	a, err := pgcluster.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,6 +25,16 @@ func TestFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(b.Stop)
+	return a, b
+}
+
+// TestFailover: a primary with a synchronous standby loses its machine;
+// the standby is promoted with every committed row, the old primary is
+// rewound and follows it, and a client naming both hosts finds the primary
+// each time.
+func TestFailover(t *testing.T) {
+	ctx := context.Background()
+	a, b := startPair(t, pgcluster.Options{Rewindable: true, Config: []string{"synchronous_standby_names=*"}})
 	url := pgcluster.URLs("postgres", a, b) + "&target_session_attrs=read-write"
 	exec := func(sql string) {
 		t.Helper()
@@ -84,16 +93,7 @@ func TestFrozenSender(t *testing.T) {
 			if synchronous {
 				opts.Config = []string{"synchronous_standby_names=*"}
 			}
-			a, err := pgcluster.Start(ctx, opts)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(a.Stop)
-			b, err := a.StartStandby(ctx, "b")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(b.Stop)
+			a, b := startPair(t, opts)
 			connect := func(c *pgcluster.Cluster) *pgx.Conn {
 				t.Helper()
 				conn, err := pgx.Connect(ctx, c.URL("postgres"))
