@@ -65,7 +65,7 @@ func TestScanByName(t *testing.T) {
 		"a column too few":  `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at`,
 		"a column too many": `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at, '' AS note, 2 AS m`,
 		"a column twice":    `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at, '' AS note, '' AS name`,
-		"a misspelt column": `SELECT 1 AS n, '' AS nmae, NULL::timestamptz AS when_at, '' AS note`,
+		"a column of another name": `SELECT 1 AS n, '' AS title, NULL::timestamptz AS when_at, '' AS note`,
 	} {
 		if got, err := postgres.QueryAll[scanRow](ctx, pool, sql); err == nil {
 			t.Errorf("%s: scanned %+v, want an error", name, got)
