@@ -62,9 +62,9 @@ func TestScanByName(t *testing.T) {
 		t.Errorf("no row: %v, want order.ErrNotFound", err)
 	}
 	for name, sql := range map[string]string{
-		"a column too few":  `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at`,
-		"a column too many": `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at, '' AS note, 2 AS m`,
-		"a column twice":    `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at, '' AS note, '' AS name`,
+		"a column too few":         `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at`,
+		"a column too many":        `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at, '' AS note, 2 AS m`,
+		"a column twice":           `SELECT 1 AS n, '' AS name, NULL::timestamptz AS when_at, '' AS note, '' AS name`,
 		"a column of another name": `SELECT 1 AS n, '' AS title, NULL::timestamptz AS when_at, '' AS note`,
 	} {
 		if got, err := postgres.QueryAll[scanRow](ctx, pool, sql); err == nil {
