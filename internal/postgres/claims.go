@@ -69,17 +69,7 @@ type created struct {
 // reference in each group.
 func newCreates(s *Store) *batch.Batcher[string, order.Order, created] {
 	return batch.New(batch.Config[string, order.Order, created]{
-		Run: func(ctx context.Context, news []order.Order) ([]created, error) {
-			got, isNew, err := s.CreateOrders(ctx, news)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]created, len(news))
-			for i := range out {
-				out[i] = created{got[i], isNew[i]}
-			}
-			return out, nil
-		},
+		Run:     s.createOrders,
 		Key:     func(o order.Order) string { return o.MerchantID + "\x00" + o.MerchantReference },
 		MaxSize: maxGroup,
 		Isolate: isolate,
@@ -89,13 +79,12 @@ func newCreates(s *Store) *batch.Batcher[string, order.Order, created] {
 // CreateOrder implements order.Store: the order shares a statement with
 // whatever other creates are waiting (see package batch).
 func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, error) {
-	var (
-		r   created
-		err error
-	)
-	if citus, cerr := s.onCitus(ctx); cerr != nil {
-		return order.Order{}, fmt.Errorf("create order: %w", cerr)
-	} else if citus {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return order.Order{}, fmt.Errorf("create order: %w", err)
+	}
+	var r created
+	if citus {
 		// On Citus each create runs alone, whole on its merchant's worker
 		// (migration 00016 says why).
 		r, err = s.createOrderCitus(ctx, o)
@@ -115,34 +104,33 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 	return got, nil
 }
 
-// CreateOrders inserts the orders news in one statement and one commit, each
+// createOrders inserts the orders news in one statement and one commit, each
 // idempotent on its merchant reference as CreateOrder is. It returns, for
 // each, the order that holds its reference and whether this call created
 // it; it does not compare a found order's parameters with the one asked
 // for (CreateOrder does). No merchant reference may appear twice in news.
 // On Citus it creates each order alone, as CreateOrder does there.
-func (s *Store) CreateOrders(ctx context.Context, news []order.Order) ([]order.Order, []bool, error) {
+func (s *Store) createOrders(ctx context.Context, news []order.Order) ([]created, error) {
 	seen := make(map[string]bool, len(news))
 	for _, o := range news {
 		k := o.MerchantID + "\x00" + o.MerchantReference
 		if seen[k] {
-			return nil, nil, errors.New("create orders: a merchant reference appears twice")
+			return nil, errors.New("create orders: a merchant reference appears twice")
 		}
 		seen[k] = true
 	}
 	out := make([]created, len(news))
 	if citus, err := s.onCitus(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	} else if citus {
 		// On Citus each create runs alone on its merchant's worker (see
 		// CreateOrder).
 		for i, o := range news {
 			if out[i], err = s.createOrderCitus(ctx, o); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 		}
-		got, isNew := unzipCreated(out)
-		return got, isNew, nil
+		return out, nil
 	}
 	todo := make([]int, len(news)) // indexes into news of the creates without a result
 	for i := range todo {
@@ -154,23 +142,13 @@ func (s *Store) CreateOrders(ctx context.Context, news []order.Order) ([]order.O
 	for range 3 {
 		var err error
 		if todo, err = s.createSome(ctx, news, todo, out); err != nil {
-			return nil, nil, err
+			return nil, err
 		}
 		if len(todo) == 0 {
-			got, isNew := unzipCreated(out)
-			return got, isNew, nil
+			return out, nil
 		}
 	}
-	return nil, nil, errors.New("conflicting insert never became visible")
-}
-
-// unzipCreated returns the orders and the created flags of cs.
-func unzipCreated(cs []created) ([]order.Order, []bool) {
-	got, isNew := make([]order.Order, len(cs)), make([]bool, len(cs))
-	for i, c := range cs {
-		got[i], isNew[i] = c.order, c.created
-	}
-	return got, isNew
+	return nil, errors.New("conflicting insert never became visible")
 }
 
 // createSome runs create_orders.sql once for news[i] for each i in todo,
@@ -259,17 +237,7 @@ type claimed struct {
 // one order.
 func newClaims(s *Store) *batch.Batcher[string, order.Claim, claimed] {
 	return batch.New(batch.Config[string, order.Claim, claimed]{
-		Run: func(ctx context.Context, cs []order.Claim) ([]claimed, error) {
-			res, errs, err := s.ClaimMany(ctx, cs)
-			if err != nil {
-				return nil, err
-			}
-			out := make([]claimed, len(cs))
-			for i := range out {
-				out[i] = claimed{res[i], errs[i]}
-			}
-			return out, nil
-		},
+		Run:     s.claimMany,
 		Key:     func(c order.Claim) string { return c.OrderID },
 		MaxSize: maxGroup,
 		Isolate: isolate,
@@ -279,33 +247,30 @@ func newClaims(s *Store) *batch.Batcher[string, order.Claim, claimed] {
 // Claim implements order.Store: the claim shares a statement with whatever
 // other claims are waiting (see package batch).
 func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
-	var (
-		r   claimed
-		err error
-	)
-	if citus, cerr := s.onCitus(ctx); cerr != nil {
-		return order.ClaimResult{}, cerr
-	} else if citus {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return order.ClaimResult{}, err
+	}
+	if citus {
 		// On Citus each claim runs alone, whole on its merchant's worker
 		// (migration 00016 says why).
 		return s.claimCitus(ctx, c)
-	} else {
-		r, err = s.claims.Do(ctx, c)
 	}
+	r, err := s.claims.Do(ctx, c)
 	if err != nil {
 		return order.ClaimResult{}, err
 	}
 	return r.res, r.err
 }
 
-// ClaimMany makes the claims cs in one statement and one commit, each
+// claimMany makes the claims cs in one statement and one commit, each
 // guarded and idempotent as Claim's is. It returns, for each claim, its
 // result or its own error (order.ErrNotFound: no such order of its
 // merchant); an error of the statement fails them all. No order may appear
 // twice in cs: which of two claims of one order the statement would make
-// is undefined, so ClaimMany refuses the call. On Citus it makes each claim
+// is undefined, so claimMany refuses the call. On Citus it makes each claim
 // alone, as Claim does there.
-func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimResult, []error, error) {
+func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, error) {
 	n := len(cs)
 	var (
 		merchant = make([]string, n)
@@ -323,20 +288,20 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 	seen := make(map[string]bool, n)
 	for _, c := range cs {
 		if seen[c.OrderID] {
-			return nil, nil, fmt.Errorf("claim: order %s appears twice", c.OrderID)
+			return nil, fmt.Errorf("claim: order %s appears twice", c.OrderID)
 		}
 		seen[c.OrderID] = true
 	}
+	out := make([]claimed, n)
 	if citus, err := s.onCitus(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	} else if citus {
 		// On Citus each claim runs alone on its merchant's worker (see
 		// Claim); an error of one fails only its own.
-		res, errs := make([]order.ClaimResult, n), make([]error, n)
 		for i, c := range cs {
-			res[i], errs[i] = s.claimCitus(ctx, c)
+			out[i].res, out[i].err = s.claimCitus(ctx, c)
 		}
-		return res, errs, nil
+		return out, nil
 	}
 	for i, c := range cs {
 		merchant[i], orderIDs[i], request[i], attIDs[i] = c.MerchantID, c.OrderID, c.RequestID, c.AttemptID
@@ -345,11 +310,11 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 	}
 	orderUUIDs, err := uuids(orderIDs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim: order %w", err)
+		return nil, fmt.Errorf("claim: order %w", err)
 	}
 	attUUIDs, err := uuids(attIDs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("claim: attempt %w", err)
+		return nil, fmt.Errorf("claim: attempt %w", err)
 	}
 	args := pgx.StrictNamedArgs{
 		"merchant_id": merchant, "order_id": orderUUIDs, "request_id": request, "attempt_id": attUUIDs,
@@ -361,7 +326,6 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 		sql = claimSQL
 		oneRow(args)
 	}
-	out := make([]claimed, n)
 	err = retry(ctx, func() error {
 		rows, err := queryAll[claimRow](ctx, s.pool, sql, args)
 		if err != nil {
@@ -381,7 +345,7 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 		return nil
 	})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	for i, c := range cs {
 		r := &out[i]
@@ -408,11 +372,7 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 			r.err = err
 		}
 	}
-	res, errs := make([]order.ClaimResult, n), make([]error, n)
-	for i, r := range out {
-		res[i], errs[i] = r.res, r.err
-	}
-	return res, errs, nil
+	return out, nil
 }
 
 // createClaimedManySQL creates orders already claimed for their first
@@ -464,13 +424,12 @@ func newCreateClaims(s *Store) *batch.Batcher[string, newClaimed, createdClaimed
 // CreateClaimed implements order.Store: the order shares a statement with
 // whatever other CreateClaimed calls are waiting (see package batch).
 func (s *Store) CreateClaimed(ctx context.Context, o order.Order, c order.Claim) (order.Order, order.Attempt, bool, error) {
-	var (
-		r   createdClaimed
-		err error
-	)
-	if citus, cerr := s.onCitus(ctx); cerr != nil {
-		return order.Order{}, order.Attempt{}, false, cerr
-	} else if citus {
+	citus, err := s.onCitus(ctx)
+	if err != nil {
+		return order.Order{}, order.Attempt{}, false, err
+	}
+	var r createdClaimed
+	if citus {
 		// On Citus each runs alone, whole on its merchant's worker
 		// (migration 00016 says why).
 		r, err = s.createClaimedCitus(ctx, o, c)

@@ -1,6 +1,10 @@
 package postgres
 
-import "context"
+import (
+	"context"
+
+	"github.com/settlepay/settle/internal/order"
+)
 
 // CheckoutStatementsOnCitus are the statements of the checkout path as the
 // store runs them on Citus, by name: the writes as calls of the functions
@@ -33,4 +37,32 @@ func QueryAll[T any](ctx context.Context, q querier, sql string) ([]T, error) {
 // QueryOne is queryOne, for the tests of scanning.
 func QueryOne[T any](ctx context.Context, q querier, sql string) (T, error) {
 	return queryOne[T](ctx, q, sql, nil)
+}
+
+// CreateOrders is createOrders, the grouped create, with its results as
+// the orders and whether each was created.
+func (s *Store) CreateOrders(ctx context.Context, news []order.Order) ([]order.Order, []bool, error) {
+	cs, err := s.createOrders(ctx, news)
+	if err != nil {
+		return nil, nil, err
+	}
+	got, isNew := make([]order.Order, len(cs)), make([]bool, len(cs))
+	for i, c := range cs {
+		got[i], isNew[i] = c.order, c.created
+	}
+	return got, isNew, nil
+}
+
+// ClaimMany is claimMany, the grouped claim, with its results as each
+// claim's result and each claim's own error.
+func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimResult, []error, error) {
+	out, err := s.claimMany(ctx, cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, errs := make([]order.ClaimResult, len(out)), make([]error, len(out))
+	for i, c := range out {
+		res[i], errs[i] = c.res, c.err
+	}
+	return res, errs, nil
 }
