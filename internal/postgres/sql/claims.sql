@@ -34,9 +34,10 @@
 -- load: go generate derives it from this file (see settle.sql for why the
 -- one-row form is kept).
 WITH st AS (
-	SELECT * FROM unnest(@merchant_id::text[], @order_id::uuid[], @request_id::text[], @attempt_id::uuid[],
-		@payment_method::text[], @customer::text[], @from_state::text[], @to_state::text[], @lease::interval[],
-		@event::text[], @actor::text[]) WITH ORDINALITY
+	SELECT * FROM unnest((SELECT @merchant_id::text[]), (SELECT @order_id::uuid[]), (SELECT @request_id::text[]),
+		(SELECT @attempt_id::uuid[]), (SELECT @payment_method::text[]), (SELECT @customer::text[]),
+		(SELECT @from_state::text[]), (SELECT @to_state::text[]), (SELECT @lease::interval[]),
+		(SELECT @event::text[]), (SELECT @actor::text[])) WITH ORDINALITY
 		AS st(merchant_id, order_id, request_id, attempt_id, payment_method, customer, from_state, to_state, lease,
 			event, actor, i)
 ), timed AS (
@@ -46,10 +47,10 @@ WITH st AS (
 	SELECT st.*, now() AS now, now() + st.lease AS lease_until FROM st
 ), ord AS MATERIALIZED (
 	SELECT * FROM orders
-	WHERE merchant_id = ANY(@merchant_id::text[]) AND id = ANY(@order_id::uuid[]) ORDER BY id FOR UPDATE
+	WHERE merchant_id = ANY((SELECT @merchant_id::text[])::text[]) AND id = ANY((SELECT @order_id::uuid[])::uuid[]) ORDER BY id FOR UPDATE
 ), prior AS (
 	SELECT * FROM charge_attempts
-	WHERE merchant_id = ANY(@merchant_id::text[]) AND request_id = ANY(@request_id::text[])
+	WHERE merchant_id = ANY((SELECT @merchant_id::text[])::text[]) AND request_id = ANY((SELECT @request_id::text[])::text[])
 ), att AS (
 	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency)
 	SELECT st.attempt_id, ord.id, st.merchant_id, st.request_id, coalesce(nullif(st.payment_method, ''), ord.payment_method),

@@ -13,9 +13,11 @@
 -- without load: go generate derives it from this file (see settle.sql for
 -- why the one-row form is kept).
 WITH new AS (
-	SELECT * FROM unnest(@id::uuid[], @merchant_id::text[], @merchant_reference::text[], @amount_minor::bigint[],
-		@currency::text[], @payment_method::text[], @gateway::text[], @to_state::text[], @attempt_id::uuid[],
-		@lease::interval[], @request_id::text[], @from_state::text[], @claim_event::text[], @actor::text[]) WITH ORDINALITY
+	SELECT * FROM unnest((SELECT @id::uuid[]), (SELECT @merchant_id::text[]), (SELECT @merchant_reference::text[]),
+		(SELECT @amount_minor::bigint[]), (SELECT @currency::text[]), (SELECT @payment_method::text[]),
+		(SELECT @gateway::text[]), (SELECT @to_state::text[]), (SELECT @attempt_id::uuid[]),
+		(SELECT @lease::interval[]), (SELECT @request_id::text[]), (SELECT @from_state::text[]),
+		(SELECT @claim_event::text[]), (SELECT @actor::text[])) WITH ORDINALITY
 		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, to_state, attempt_id,
 			lease, request_id, from_state, claim_event, actor, i)
 ), timed AS (

@@ -17,8 +17,9 @@
 -- without load: go generate derives it from this file (see settle.sql for
 -- why the one-row form is kept).
 WITH new AS (
-	SELECT * FROM unnest(@id::uuid[], @merchant_id::text[], @merchant_reference::text[], @amount_minor::bigint[],
-		@currency::text[], @payment_method::text[], @gateway::text[], @state::text[]) WITH ORDINALITY
+	SELECT * FROM unnest((SELECT @id::uuid[]), (SELECT @merchant_id::text[]), (SELECT @merchant_reference::text[]),
+		(SELECT @amount_minor::bigint[]), (SELECT @currency::text[]), (SELECT @payment_method::text[]),
+		(SELECT @gateway::text[]), (SELECT @state::text[])) WITH ORDINALITY
 		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, i)
 ), ins AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
@@ -36,7 +37,7 @@ WITH new AS (
 	SELECT false, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
 		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
 	FROM orders
-	WHERE merchant_id = ANY(@merchant_id::text[]) AND merchant_reference = ANY(@merchant_reference::text[])
+	WHERE merchant_id = ANY((SELECT @merchant_id::text[])::text[]) AND merchant_reference = ANY((SELECT @merchant_reference::text[])::text[])
 )
 SELECT new.i, cur.created,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,

@@ -16,13 +16,17 @@
 -- checked once, on the latest versions that locked holds, not on upd's
 -- scan, whose snapshot can predate a settle that locked waited for.
 --
+-- Each array argument is read through a subquery of its own, so that the
+-- planner cannot see its length: PostgreSQL then keeps one plan per
+-- connection instead of planning every run afresh for the group at hand,
+-- which cost more than running it (internal/onerow says why and how much).
+--
 -- settle_one.sql is this statement for one settlement, which is every
 -- settle without load: go generate derives it from this file, each array
--- argument a scalar of the same name. PostgreSQL plans this statement afresh
--- at each run (knowing the arrays' lengths when it plans for their values,
--- it finds a plan for unknown values always dearer), which cost 0.4 ms per
--- order at one client (p50, settle bench); the one-row form's generic plan
--- is as good as any.
+-- argument a scalar of the same name. It is kept because a group of one
+-- runs faster as a single row than as arrays of one (0.4 ms per order at
+-- one client, p50, settle bench, when the grouped form was planned at
+-- every run).
 WITH st AS NOT MATERIALIZED (
 	SELECT @merchant_id::text AS merchant_id, @order_id::uuid AS order_id, @attempt_id::uuid AS attempt_id,
 		@to_state::text AS to_state, @recheck_in::interval AS recheck_in,
