@@ -209,43 +209,73 @@ func targets(rep *Report) []Target {
 		}
 		ts = append(ts, t)
 	}
-	var best, one, top *Point
+	var best, one, four, sixteen, top *Point
 	for i := range rep.Points {
 		p := &rep.Points[i]
 		if best == nil || p.Settle.Median.PerSecond > best.Settle.Median.PerSecond {
 			best = p
 		}
-		if p.Concurrency == 1 {
+		switch p.Concurrency {
+		case 1:
 			one = p
-		}
-		if p.Concurrency == 64 {
+		case 4:
+			four = p
+		case 16:
+			sixteen = p
+		case 64:
 			top = p
 		}
 	}
 	if best == nil {
 		return nil
 	}
+	vsFloor := func(name string, p *Point, min float64, clients int) {
+		if p == nil {
+			add(name, false, false, "not measured at %d clients", clients)
+			return
+		}
+		add(name, p.SettleVsFloor >= min, true, "%.2f× (%.0f vs %.0f orders/s)",
+			p.SettleVsFloor, p.Settle.Median.PerSecond, p.Floor.Median.PerSecond)
+	}
+	vsFloor("at 16 clients ≥ 1.0× the SQL floor", sixteen, 1, 16)
+	vsFloor("at 64 clients ≥ 1.0× the SQL floor", top, 1, 64)
 	bestFloor := slices.MaxFunc(rep.Points, func(a, b Point) int { return cmpFloat(a.Floor.Median.PerSecond, b.Floor.Median.PerSecond) })
 	s := best.Settle.Median.PerSecond
-	add("Settle ≥ 0.75× the SQL floor at its best concurrency", best.SettleVsFloor >= 0.75, true,
-		"%.2f× at %d clients (%.0f vs %.0f orders/s); peak vs peak %.2f× (floor's peak %.0f/s at %d)",
-		best.SettleVsFloor, best.Concurrency, s, best.Floor.Median.PerSecond,
-		ratio(s, bestFloor.Floor.Median.PerSecond), bestFloor.Floor.Median.PerSecond, bestFloor.Concurrency)
+	peak := ratio(s, bestFloor.Floor.Median.PerSecond)
+	add("peak against peak ≥ 1.0×", peak >= 1, true, "%.2f× (Settle's %.0f/s at %d clients, the floor's %.0f/s at %d)",
+		peak, s, best.Concurrency, bestFloor.Floor.Median.PerSecond, bestFloor.Concurrency)
+	vsFloor("at 4 clients ≥ 0.8× the SQL floor", four, 0.8, 4)
 	add("Settle ≥ 1.1× the naive floor at its best concurrency", best.SettleVsNaive >= 1.1, true,
 		"%.2f× at %d clients (%.0f vs %.0f orders/s)", best.SettleVsNaive, best.Concurrency, s, best.Naive.Median.PerSecond)
 	if one != nil {
 		d := one.Settle.Median.P50Ms - one.Floor.Median.P50Ms
-		add("single-client p50 within 1 ms of the floor's", d <= 1, true,
+		add("single-client p50 within 0.4 ms of the floor's", d <= 0.4, true,
 			"%+.2f ms (%.2f vs %.2f ms)", d, one.Settle.Median.P50Ms, one.Floor.Median.P50Ms)
 	} else {
-		add("single-client p50 within 1 ms of the floor's", false, false, "not measured at 1 client")
+		add("single-client p50 within 0.4 ms of the floor's", false, false, "not measured at 1 client")
 	}
 	if top != nil {
 		r := ratio(top.Settle.Median.PerSecond, s)
 		add("at 64 clients ≥ 0.9× Settle's own peak", r >= 0.9, true,
 			"%.2f× (%.0f vs %.0f orders/s at %d)", r, top.Settle.Median.PerSecond, s, best.Concurrency)
+		add("commits per order ≤ 1.5 at 64 clients", top.Settle.Median.CommitsPerOp <= 1.5, true,
+			"%.2f", top.Settle.Median.CommitsPerOp)
 	} else {
 		add("at 64 clients ≥ 0.9× Settle's own peak", false, false, "not measured at 64 clients")
+		add("commits per order ≤ 1.5 at 64 clients", false, false, "not measured at 64 clients")
+	}
+	if sixteen != nil {
+		add("server CPU per order ≤ 180 µs at 16 clients", sixteen.Settle.Median.ServerCPUPerOpUs <= 180, true,
+			"%.0f µs", sixteen.Settle.Median.ServerCPUPerOpUs)
+	} else {
+		add("server CPU per order ≤ 180 µs at 16 clients", false, false, "not measured at 16 clients")
+	}
+	if sixteen != nil && sixteen.OneCall != nil {
+		oc := sixteen.OneCall
+		add("one call ≥ 1.2× its floor at 16 clients", oc.SettleVsFloor >= 1.2, true, "%.2f× (%.0f vs %.0f orders/s)",
+			oc.SettleVsFloor, oc.Settle.Median.PerSecond, oc.Floor.Median.PerSecond)
+	} else {
+		add("one call ≥ 1.2× its floor at 16 clients", false, false, "not measured at 16 clients")
 	}
 	var commits, trips float64
 	for _, p := range rep.Points {
