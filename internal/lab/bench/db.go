@@ -171,7 +171,9 @@ const historyOrders = 50_000
 
 // seedSQL makes historyOrders PAID orders, each with its attempt and its
 // three events, as the charge path leaves them, their order.paid events
-// long delivered (deliver_at NULL).
+// long delivered (deliver_at NULL); then a refund of 1 from each, with its
+// three events, as the refund path leaves it (the order
+// PARTIALLY_REFUNDED, the refund.succeeded event delivered).
 var seedSQL = []string{
 	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
 	 SELECT gen_random_uuid(), 'default', 'history-' || i, 100 + i, 'GBP', 'tok_ok', 'instant', 'PAID'
@@ -187,14 +189,27 @@ var seedSQL = []string{
 	 FROM orders o, (VALUES (1, NULL, 'PENDING', 'create'), (2, 'PENDING', 'CHARGING', 'charge'), (3, 'CHARGING', 'PAID', 'succeed'))
 	   AS e(n, from_state, to_state, event)
 	 ORDER BY o.id, e.n`,
+	`INSERT INTO refunds (merchant_id, id, order_id, request_id, requested_minor, amount_minor, currency, actor, state,
+	   outcome, gateway_refund_id, settled_at)
+	 SELECT merchant_id, gen_random_uuid(), id, 'refund-' || merchant_reference, 1, 1, currency, 'api', 'SUCCEEDED',
+	   'succeeded', 're_history', now()
+	 FROM orders`,
+	`UPDATE orders SET state = 'PARTIALLY_REFUNDED', refunded_minor = 1`,
+	`INSERT INTO refund_events (merchant_id, order_id, refund_id, from_state, to_state, event, actor, deliver_at)
+	 SELECT r.merchant_id, r.order_id, r.id, e.from_state, e.to_state, e.event, 'api', NULL
+	 FROM refunds r, (VALUES (1, NULL, 'PENDING', 'create'), (2, 'PENDING', 'REFUNDING', 'refund'), (3, 'REFUNDING', 'SUCCEEDED', 'succeed'))
+	   AS e(n, from_state, to_state, event)
+	 ORDER BY r.id, e.n`,
 }
 
 // seed gives the database a history, and its statistics. Settle runs
-// against tables that hold orders and that autovacuum has analyzed: on a
-// freshly migrated, never analyzed database, PostgreSQL's generic plan for
-// "WHERE id = $1 AND merchant_id = $2" scans orders by merchant (every
-// order, for a single merchant) until autovacuum's first ANALYZE, and the
-// benchmark would measure that minute rather than the steady state.
+// against tables that hold orders and refunds and that autovacuum has
+// analyzed: on a freshly migrated, never analyzed database, PostgreSQL's
+// generic plan for "WHERE id = $1 AND merchant_id = $2" scans orders by
+// merchant (every order, for a single merchant), and its plan for a
+// refund's "request_id = $3" reads every refund, until autovacuum's first
+// ANALYZE; the benchmark would measure that minute rather than the steady
+// state.
 func (db *benchDB) seed(ctx context.Context) error {
 	for i, q := range seedSQL {
 		var args []any
@@ -205,7 +220,7 @@ func (db *benchDB) seed(ctx context.Context) error {
 			return fmt.Errorf("seed the database's history: %w", err)
 		}
 	}
-	if _, err := db.pool.Exec(ctx, `VACUUM ANALYZE orders, charge_attempts, order_events`); err != nil {
+	if _, err := db.pool.Exec(ctx, `VACUUM ANALYZE orders, charge_attempts, order_events, refunds, refund_events`); err != nil {
 		return fmt.Errorf("seed the database's history: %w", err)
 	}
 	return nil
