@@ -56,7 +56,7 @@ serve (as the hidden bench-server, with an in-process gateway that
 charges at once) as a subprocess under a closed-loop gRPC load client, at each
 concurrency; then a reconciler draining due orders against pgbench running
 its settle statement. Prints tables; -json writes every run. The full run
-takes about 13 minutes; -duration 3s -runs 1 is a quick look.
+takes about 15 minutes; -duration 3s -runs 1 is a quick look.
 
 `)
 		fs.PrintDefaults()
