@@ -66,3 +66,22 @@ func (s *Store) ClaimMany(ctx context.Context, cs []order.Claim) ([]order.ClaimR
 	}
 	return res, errs, nil
 }
+
+// CreateClaimedMany is createClaimedMany, the grouped create-and-claim of
+// os[i] by cs[i], with its results as the orders and whether each was
+// created.
+func (s *Store) CreateClaimedMany(ctx context.Context, os []order.Order, cs []order.Claim) ([]order.Order, []bool, error) {
+	ns := make([]newClaimed, len(os))
+	for i := range os {
+		ns[i] = newClaimed{os[i], cs[i]}
+	}
+	out, err := s.createClaimedMany(ctx, ns)
+	if err != nil {
+		return nil, nil, err
+	}
+	got, isNew := make([]order.Order, len(out)), make([]bool, len(out))
+	for i, c := range out {
+		got[i], isNew[i] = c.order, c.created
+	}
+	return got, isNew, nil
+}

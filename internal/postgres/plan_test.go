@@ -10,8 +10,8 @@ import (
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
-// TestGroupedStatementsKeepTheirPlan runs the grouped create, claim and
-// settle, two rows at a time, on one connection to a table of 100,000
+// TestGroupedStatementsKeepTheirPlan runs the grouped create, claim,
+// settle and create-and-claim, two rows at a time, on one connection to a table of 100,000
 // orders, and checks that PostgreSQL settles on one plan for each rather
 // than planning every run for the group at hand (see internal/onerow):
 // with the arrays as plain arguments it made a custom plan at every run,
@@ -55,6 +55,11 @@ func TestGroupedStatementsKeepTheirPlan(t *testing.T) {
 		if _, applied, err := s.SettleMany(ctx, sts); err != nil || !applied[0] || !applied[1] {
 			t.Fatalf("settle: %v %v", err, applied)
 		}
+		one := []order.Order{newOrder(fmt.Sprintf("c-%d", n)), newOrder(fmt.Sprintf("d-%d", n))}
+		if _, isNew, err := s.CreateClaimedMany(ctx, one, []order.Claim{claimOf(one[0], fmt.Sprintf("req-c-%d", n)),
+			claimOf(one[1], fmt.Sprintf("req-d-%d", n))}); err != nil || !isNew[0] || !isNew[1] {
+			t.Fatalf("create and claim: %v %v", err, isNew)
+		}
 	}
 	rows, err := pool.Query(ctx, `SELECT left(regexp_replace(statement, '\s+', ' ', 'g'), 60), generic_plans, custom_plans
 		FROM pg_prepared_statements WHERE statement LIKE '%unnest(%WITH ORDINALITY%' AND statement NOT LIKE '%pg_prepared_statements%'`)
@@ -78,7 +83,7 @@ func TestGroupedStatementsKeepTheirPlan(t *testing.T) {
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if seen != 3 {
-		t.Errorf("%d grouped statements prepared on the connection, want 3 (create, claim, settle)", seen)
+	if seen != 4 {
+		t.Errorf("%d grouped statements prepared on the connection, want 4 (create, claim, settle, create-and-claim)", seen)
 	}
 }
