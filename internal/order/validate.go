@@ -1,8 +1,9 @@
 package order
 
 import (
+	"net"
 	"net/url"
-	"regexp"
+	"strconv"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -19,8 +20,6 @@ const (
 	MinRequestIDLen    = 8
 	MaxRequestIDLen    = 255
 	MaxReasonLen       = 1000
-	maxCardDigits      = 19
-	minCardDigits      = 13
 	cardNumberAdvisory = "looks like a card number: send a gateway token, not a card number"
 )
 
@@ -109,12 +108,8 @@ func (c ChargeInput) validateCharge() error {
 		}
 	}
 	if c.ReturnURL != "" {
-		if err := checkText("return_url", c.ReturnURL, 1, MaxReturnURLLen); err != nil {
+		if err := CheckReturnURL(c.ReturnURL); err != nil {
 			return err
-		}
-		u, err := url.Parse(c.ReturnURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.User != nil {
-			return &ValidationError{Field: "return_url", Reason: "must be an absolute http or https URL without credentials"}
 		}
 	}
 	if c.Customer != "" {
@@ -123,10 +118,60 @@ func (c ChargeInput) validateCharge() error {
 	return nil
 }
 
-// CheckCustomer validates a customer id: a Stripe Customer's shape, cus_
-// followed by 1 to MaxCustomerLen-4 letters and digits. The reason never
-// repeats the value.
+// CheckReturnURL validates where the gateway sends the customer back: an
+// absolute https URL with a host, no credentials, no spaces and a port, if
+// any, from 1 to 65535. Plain http is for a checkout on this machine only
+// (localhost, 127.0.0.0/8, ::1), as in development. The customer's browser
+// goes there after 3-D Secure, carrying the payment's outcome.
+func CheckReturnURL(s string) error {
+	if err := checkText("return_url", s, 1, MaxReturnURLLen); err != nil {
+		return err
+	}
+	invalid := func(reason string) error { return &ValidationError{Field: "return_url", Reason: reason} }
+	if strings.ContainsFunc(s, unicode.IsSpace) {
+		return invalid("must not contain spaces: percent-encode them (%20)")
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Opaque != "" {
+		return invalid("must be an absolute https URL, such as https://shop.example/return")
+	}
+	if u.User != nil {
+		return invalid("must not carry credentials (user:password@)")
+	}
+	host := u.Hostname()
+	if host == "" {
+		return invalid("must name a host, such as https://shop.example/return")
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return invalid("has a port out of range: a port is 1 to 65535")
+		}
+	} else if strings.HasSuffix(u.Host, ":") {
+		return invalid("has an empty port: remove the colon or name a port from 1 to 65535")
+	}
+	if u.Scheme == "http" && !isLoopback(host) {
+		return invalid("must use https: plain http is accepted only for localhost, 127.0.0.0/8 and ::1")
+	}
+	return nil
+}
+
+// isLoopback reports whether host names this machine: localhost or a
+// loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// CheckCustomer validates a customer id: a client's text like any other
+// (no card number), in a Stripe Customer's shape, cus_ followed by 1 to
+// MaxCustomerLen-4 letters and digits. The reason never repeats the value.
 func CheckCustomer(id string) error {
+	if err := checkText("customer", id, 1, MaxCustomerLen); err != nil {
+		return err
+	}
 	rest, ok := strings.CutPrefix(id, "cus_")
 	if !ok || rest == "" || len(id) > MaxCustomerLen {
 		return &ValidationError{Field: "customer", Reason: "must be a Stripe Customer id: cus_ followed by letters and digits"}
@@ -202,110 +247,6 @@ func checkText(field, s string, min, max int) error {
 		return &ValidationError{Field: field, Reason: cardNumberAdvisory}
 	}
 	return nil
-}
-
-// ContainsCardNumber reports whether s holds what may be a primary account
-// number: 13 to 19 consecutive digits that pass the Luhn check, anywhere in
-// s, after these rules are applied.
-//
-//   - A digit is any Unicode decimal digit (category Nd: ASCII, Arabic-Indic,
-//     fullwidth, ...), read as its value 0-9.
-//   - A letter (any Unicode letter) ends a sequence of digits: "4242x4242"
-//     is two numbers. Letters between the groups of a card number are not
-//     how anyone writes one by mistake, and UUIDs, tokens and hex strings,
-//     which mix letters and digits, would otherwise often look like cards.
-//   - Anything else (spaces, dashes, dots, slashes, other punctuation and
-//     symbols, however many) separates nothing: "4242 4242-4242.4242" is
-//     the 16 digits 4242424242424242.
-//   - A UUID in its canonical form (8-4-4-4-12 hex digits) is read as one
-//     letter. No one writes a card number in those groups, but by the rule
-//     above a UUID's digit groups join across its hyphens, and about one
-//     UUIDv4 in 140 would pass as a card: a checkout that uses UUIDs as
-//     request ids would see 0.7% of its charges refused.
-//   - Every window of 13 to 19 digits of a sequence is checked, not only
-//     the whole sequence, so digits before or after a card number hide
-//     nothing ("order-20261130-4242424242424242", "4242424242424242 1228").
-//
-// The price is false positives: one window in ten passes Luhn by chance, so
-// a reference holding 13 or more digits with no letter among them (a
-// timestamp and a counter, say) is often refused. Such a request gets
-// INVALID_ARGUMENT saying the field looks like a card number, without the
-// value; a client fixes it by putting a letter between its numbers. A card
-// number that reached the database, a gateway or a log would cost far more.
-func ContainsCardNumber(s string) bool {
-	if strings.Count(s, "-") >= 4 {
-		s = uuidShape.ReplaceAllLiteralString(s, "u")
-	}
-	// digits holds the current sequence, most recent last; only its last
-	// maxCardDigits digits matter to the windows that end at a new digit.
-	var digits [maxCardDigits]byte
-	n := 0
-	for _, r := range s {
-		switch {
-		case unicode.IsDigit(r):
-			if n == len(digits) {
-				copy(digits[:], digits[1:])
-				n--
-			}
-			digits[n] = digitValue(r)
-			n++
-			if luhnWindowEndsAt(digits[:n]) {
-				return true
-			}
-		case unicode.IsLetter(r):
-			n = 0
-		}
-	}
-	return false
-}
-
-// uuidShape matches a UUID in its canonical form, which ContainsCardNumber
-// reads as a letter. It must stand alone (\b): the last eight digits of a
-// card number followed by "-1234-…" are not a UUID's first group.
-var uuidShape = regexp.MustCompile(`\b[[:xdigit:]]{8}-[[:xdigit:]]{4}-[[:xdigit:]]{4}-[[:xdigit:]]{4}-[[:xdigit:]]{12}\b`)
-
-// luhnWindowEndsAt reports whether a suffix of d of 13 to 19 digits passes
-// the Luhn check. Luhn doubles every second digit counted from the right,
-// so one pass from the end computes the sums of every suffix.
-func luhnWindowEndsAt(d []byte) bool {
-	if len(d) < minCardDigits {
-		return false
-	}
-	sum := 0
-	for k := 1; k <= len(d); k++ {
-		v := int(d[len(d)-k])
-		if k%2 == 0 {
-			v *= 2
-			if v > 9 {
-				v -= 9
-			}
-		}
-		sum += v
-		if k >= minCardDigits && sum%10 == 0 {
-			return true
-		}
-	}
-	return false
-}
-
-// digitValue returns the value of a Unicode decimal digit. Unicode assigns
-// the decimal digits of every script in runs of ten, zero first, and the
-// ranges of unicode.Nd start at a zero (TestDigitValue checks both).
-func digitValue(r rune) byte {
-	if '0' <= r && r <= '9' {
-		return byte(r - '0')
-	}
-	for _, rg := range unicode.Nd.R16 {
-		if lo, hi := rune(rg.Lo), rune(rg.Hi); lo <= r && r <= hi {
-			return byte((r - lo) % 10)
-		}
-	}
-	for _, rg := range unicode.Nd.R32 {
-		if lo, hi := rune(rg.Lo), rune(rg.Hi); lo <= r && r <= hi {
-			return byte((r - lo) % 10)
-		}
-	}
-	return 0
 }
 
 func isUUID(s string) bool {

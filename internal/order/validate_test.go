@@ -2,6 +2,8 @@ package order
 
 import (
 	"errors"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -14,58 +16,77 @@ func TestContainsCardNumber(t *testing.T) {
 		s    string
 		want bool
 	}{
-		// Card numbers, however they are written.
+		// Card numbers, as people write them.
 		{"4242424242424242", true},
 		{"4242 4242 4242 4242", true},
 		{"4242-4242-4242-4242", true},
 		{"4242.4242.4242.4242", true},
-		{"4242/4242/4242/4242", true},
-		{"4242 - 4242 - 4242 - 4242", true},
-		{"4242_4242_4242_4242", true},
-		{"(4242) 4242, 4242; 4242", true},
 		{"card 5555555555554444 ok", true},
+		{"card: 4242424242424242", true},
+		{"card:4242424242424242", true},
+		{"#4242424242424242", true},
+		{"(4242 4242 4242 4242)", true},
+		{"my card is 4242424242424242.", true},
+		{"cus_4242424242424242", true}, // an underscore joins no identifier
+		{"tok_4242424242424242", true},
+		{"https://shop.example/r?pan=4242424242424242", true},
+		{"https://shop.example/orders/4242424242424242", true},
 		{"378282246310005", true},     // 15-digit Amex
-		{"3782 822463 10005", true},   // Amex grouping
+		{"3782 822463 10005", true},   // Amex's groups
+		{"3622-720627-1667", true},    // Diners' 14 digits, its groups
+		{"36227206271667", true},      // Diners, 14 digits
 		{"6011000990139424", true},    // Discover
-		{"4000056655665556", true},    // 16 digits
-		{"4222222222222", true},       // 13-digit Visa
-		{"6304000000000000018", true}, // 19-digit Maestro
-		{"1234567890123456", true},    // not a card, but a 13-digit window passes Luhn: a false positive
+		{"2223003122003222", true},    // Mastercard's 2-series
+		{"6205500000000000004", true}, // 19-digit UnionPay
+		{"6205 5000 0000 0000 004", true},
+		{"4242424242424242 12/28", true},
 		{"4242424242424242 1228 123", true},
-		{"4242424242424242-1228", true},
-		{"4242424242424242-12/28-123", true},
-		{"order-20261130-4242424242424242", true},
+		{"12/28 4242 4242 4242 4242 cvc 123", true},
+		{"4242 4242 4242 4242 4242", true}, // five groups hold four
+		{"1234 4242 4242 4242 4242", true},
 		{"20261130 4242 4242 4242 4242", true},
 		{"ref 4111-1111-1111-1111", true},
-		{"x4242424242424242x", true},
-		{"9" + "4242424242424242" + "9", true}, // digits around a card
 		{"\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12", true}, // fullwidth
 		{"\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662", true}, // Arabic-Indic
-		{"4242\u0664\u0662\u0664\u0662 4242 \uff14\uff12\uff14\uff12", true},                                       // mixed scripts
-		{"\U0001d7fa\U0001d7f8\U0001d7fa\U0001d7f8" + "424242424242", true},                                        // mathematical monospace digits
-		{"4242\u00a04242\u20034242\t4242", true},                                                                   // any space separates nothing
-		// Not card numbers.
-		{"1234567812345678", false}, // no window passes Luhn
+		{"4242\u00a04242\u00a04242\u00a04242", true}, // a no-break space
+		// Part of a longer identifier.
+		{"ORD-4242424242424242", false},
+		{"order-20261130-4242424242424242", false},
+		{"4242424242424242-1228", false},
+		{"x4242424242424242x", false},
+		{"ORD4242424242424242", false},
+		{"9" + "4242424242424242" + "9", false}, // an 18-digit number no brand issues
+		{"42424242424242420000", false},         // 20 digits
+		{"+4242424242424242", false},            // a phone number
+		{"ORD-4242-4242-4242-4242", false},
+		// Not written as a card is.
+		{"4242 4242-4242 4242", false}, // two separators
+		{"4242/4242/4242/4242", false},
+		{"4242  4242  4242  4242", false},
+		{"4242_4242_4242_4242", false},
+		{"42424 24242 424242", false},
+		{"4242x4242x4242x4242", false},
+		// No brand's number, or no Luhn.
+		{"1234567890123456", false},
+		{"1234567812345678", false},
+		{"4242424242424241", false},
+		{"0000000000000000", false},
 		{"1111 1111 1111 1111", false},
+		{"4222222222222", false}, // 13 digits are never taken for a card
+		{"424242424242", false},
+		// Merchant references.
 		{"order-20261130-000123", false},
 		{"2026-11-30 12:00:00 #12345", false},
-		{"424242424242", false}, // 12 digits
-		{"4242x4242x4242x4242", false},
-		{"4242a4242b4242c4242", false},
+		{"112-3456789-0123456", false},
 		{"order-2024-0001", false},
 		{"tok_visa", false},
 		{"", false},
 		{"order-1f3e9a40-7c1b-4d2e-9b3a-0c5d6e7f8a9b", false},
-		{"0000000000000000000000000", true}, // zeros pass Luhn: refused, a documented false positive
-		// UUIDs whose digit groups joined across the hyphens pass Luhn
-		// (about one UUIDv4 in 140): a UUID is read as a letter.
 		{"23aedba1-4230-4518-8635-5565379e01b0", false},
 		{"saved-23aedba1-4230-4518-8635-5565379e01b0", false},
 		{"23AEDBA1-4230-4518-8635-5565379E01B0", false},
-		// A card beside a UUID, or ending in what looks like a UUID's
-		// tail, is still a card.
+		// A card beside a UUID is still a card.
 		{"23aedba1-4230-4518-8635-5565379e01b0 4242 4242 4242 4242", true},
-		{"4242424242424242-4230-4518-8635-5565379e01b0", true},
 		{"1234567890123", false},
 	} {
 		if got := ContainsCardNumber(tt.s); got != tt.want {
@@ -124,27 +145,6 @@ func TestRequestIDLengthInCharacters(t *testing.T) {
 	}
 }
 
-// maskUUIDs is the brute force's reading of the UUID rule, written apart
-// from uuidShape: every 36 bytes that uuid.Parse reads as a canonical UUID,
-// with no letter, digit or underscore on either side, become one letter.
-func maskUUIDs(s string) string {
-	word := func(i int) bool {
-		if i < 0 || i >= len(s) {
-			return false
-		}
-		c := rune(s[i])
-		return c == '_' || unicode.IsLetter(c) || unicode.IsDigit(c)
-	}
-	for i := 0; i+36 <= len(s); i++ {
-		if u := s[i : i+36]; strings.Count(u, "-") == 4 && u[8] == '-' && !word(i-1) && !word(i+36) {
-			if _, err := uuid.Parse(u); err == nil {
-				s = s[:i] + "u" + s[i+36:]
-			}
-		}
-	}
-	return s
-}
-
 // TestDigitValue checks what digitValue rests on: every range of
 // unicode.Nd is a whole number of runs of ten digits, zero first.
 func TestDigitValue(t *testing.T) {
@@ -167,44 +167,109 @@ func TestDigitValue(t *testing.T) {
 }
 
 // bruteForceCard is ContainsCardNumber written the slow, obvious way, for
-// the tests: split s into digit sequences at letters, normalize the digits,
-// and try every window of 13 to 19 digits with a plain Luhn check.
+// the tests: with Unicode digits read as ASCII, every substring of at most
+// 23 characters that is a card number written as a card is (all digits, or
+// one of the groupings with one separator, spelled as regular
+// expressions), with nothing touching it that makes it part of an
+// identifier.
 func bruteForceCard(s string) bool {
-	s = maskUUIDs(s)
-	var seqs [][]int
-	var cur []int
+	var b strings.Builder
 	for _, r := range s {
-		switch {
-		case unicode.IsDigit(r):
-			cur = append(cur, int(r-nearestZero(r)))
-		case unicode.IsLetter(r):
-			seqs = append(seqs, cur)
-			cur = nil
+		if unicode.IsDigit(r) {
+			r = '0' + r - nearestZero(r)
 		}
+		b.WriteRune(r)
 	}
-	seqs = append(seqs, cur)
-	for _, d := range seqs {
-		for i := range d {
-			for k := 13; k <= 19 && i+k <= len(d); k++ {
-				w := d[i : i+k]
-				sum := 0
-				for j := range w {
-					v := w[len(w)-1-j]
-					if j%2 == 1 {
-						v = v * 2
-						if v > 9 {
-							v = v/10 + v%10
-						}
-					}
-					sum += v
+	rs := []rune(b.String())
+	joins := func(i int, dir int) bool {
+		in := func(i int) bool { return 0 <= i && i < len(rs) }
+		word := func(i int) bool { return in(i) && (unicode.IsLetter(rs[i]) || unicode.IsDigit(rs[i])) }
+		if !in(i) {
+			return false
+		}
+		return word(i) || (dir < 0 && rs[i] == '+') || (rs[i] == '-' && word(i+dir))
+	}
+	for i := range rs {
+		for j := i + 14; j <= len(rs) && j <= i+23; j++ {
+			w := string(rs[i:j])
+			if joins(i-1, -1) || joins(j, +1) || !writtenAsCard.MatchString(w) {
+				continue
+			}
+			d := strings.Map(func(r rune) rune {
+				if '0' <= r && r <= '9' {
+					return r
 				}
-				if sum%10 == 0 {
-					return true
-				}
+				return -1
+			}, w)
+			if bruteBrand(d) && bruteLuhn(d) {
+				return true
 			}
 		}
 	}
 	return false
+}
+
+// writtenAsCard is how a card number is written: 14 to 19 digits, or the
+// groups with one separator (a dash, a dot, a space character).
+var writtenAsCard = func() *regexp.Regexp {
+	var alts []string
+	for _, sep := range []string{`-`, `\.`, `\s`} {
+		for _, g := range []string{"4 4 4 4", "4 6 5", "4 6 4", "4 4 4 4 1", "4 4 4 4 2", "4 4 4 4 3"} {
+			var parts []string
+			for _, n := range strings.Fields(g) {
+				parts = append(parts, `[0-9]{`+n+`}`)
+			}
+			if sep == `\s` {
+				// One space character, the same throughout.
+				for sp := rune(0); sp <= unicode.MaxRune; sp++ {
+					if unicode.IsSpace(sp) {
+						alts = append(alts, strings.Join(parts, regexp.QuoteMeta(string(sp))))
+					}
+				}
+				continue
+			}
+			alts = append(alts, strings.Join(parts, sep))
+		}
+	}
+	return regexp.MustCompile(`^(?:[0-9]{14,19}|` + strings.Join(alts, "|") + `)$`)
+}()
+
+// bruteBrand is cardBrands as a table of prefixes and lengths, read the
+// slow way.
+func bruteBrand(d string) bool {
+	n := func(k int) int { v, _ := strconv.Atoi(d[:k]); return v }
+	in := func(k, lo, hi int) bool { return lo <= n(k) && n(k) <= hi }
+	l := len(d)
+	switch {
+	case d[0] == '4' && (l == 13 || l == 16 || l == 19):
+		return true
+	case (in(2, 51, 55) || in(4, 2221, 2720)) && l == 16:
+		return true
+	case (d[:2] == "34" || d[:2] == "37") && l == 15:
+		return true
+	case (d[:4] == "6011" || in(3, 644, 649) || d[:2] == "65" || in(6, 622126, 622925) || in(4, 3528, 3589) || d[:2] == "62") && l >= 16 && l <= 19:
+		return true
+	case (in(3, 300, 305) || d[:2] == "36" || in(2, 38, 39)) && l >= 14 && l <= 19:
+		return true
+	case (d[:2] == "50" || in(2, 56, 69)) && l >= 12 && l <= 19:
+		return true
+	}
+	return false
+}
+
+func bruteLuhn(d string) bool {
+	sum := 0
+	for j := range d {
+		v := int(d[len(d)-1-j] - '0')
+		if j%2 == 1 {
+			v = v * 2
+			if v > 9 {
+				v = v/10 + v%10
+			}
+		}
+		sum += v
+	}
+	return sum%10 == 0
 }
 
 // nearestZero finds the zero of a decimal digit's run: the first digit of
