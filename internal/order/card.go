@@ -29,9 +29,10 @@ import (
 //     ("ORD-4242424242424242", "20261201-4242424242424242"),
 //   - or a plus sign stands right before it (a phone number: "+4930…").
 //
-// Anything else beside it leaves it a card number: a space, a colon, an
-// underscore, a slash, "#", "=", a bracket, the full stop that ends a
-// sentence. So "card: 4242424242424242", "cus_4242424242424242" and
+// Nor is it a card number when its groups continue an IBAN printed in
+// fours (see inIBAN). Anything else beside it leaves it a card number: a
+// space, a colon, an underscore, a slash, "#", "=", a bracket, the full
+// stop that ends a sentence. So "card: 4242424242424242", "cus_4242424242424242" and
 // "4242 4242 4242 4242 12/28" are card numbers.
 //
 // A run of 12 or 13 digits is never taken for a card, although Maestro and
@@ -61,7 +62,7 @@ func ContainsCardNumber(s string) bool {
 		}
 		for _, groups := range cardGroupings {
 			if g, ok := grouped(rs, runs[k:], groups); ok && standsAlone(rs, first.start, g[len(g)-1].end) &&
-				isCardNumber(appendDigits(d[:0], rs, g)) {
+				!inIBAN(rs, first.start) && isCardNumber(appendDigits(d[:0], rs, g)) {
 				return true
 			}
 		}
@@ -139,6 +140,27 @@ func standsAlone(rs []rune, start, end int) bool {
 		}
 	}
 	return true
+}
+
+// inIBAN reports whether the groups that start at rs[start] continue an
+// IBAN printed in groups of four: going back over the groups of four
+// letters and digits before them, each followed by the separator that
+// follows rs[start:start+4], the first group is a country code and two
+// check digits ("DE89 3704 0044 0532 0130 00").
+func inIBAN(rs []rune, start int) bool {
+	sep := rs[start+4]
+	alnum := func(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+	ascii := func(r rune) bool { return 'A' <= r && r <= 'Z' || 'a' <= r && r <= 'z' }
+	for p := start; p >= 5 && rs[p-1] == sep; p -= 5 {
+		g := rs[p-5 : p-1]
+		if !alnum(g[0]) || !alnum(g[1]) || !alnum(g[2]) || !alnum(g[3]) || (p > 5 && alnum(rs[p-6])) {
+			return false
+		}
+		if ascii(g[0]) && ascii(g[1]) && unicode.IsDigit(g[2]) && unicode.IsDigit(g[3]) {
+			return true
+		}
+	}
+	return false
 }
 
 // appendDigits appends the values of the digits of runs to d.

@@ -9,15 +9,17 @@ import (
 // FuzzValidate checks request validation on arbitrary text: it never
 // panics, and anything it accepts is printable, bounded, and holds no card
 // number. The card number property is checked by bruteForceCard, written
-// independently of ContainsCardNumber: no accepted string has a window of
-// 13 to 19 digits (after normalizing Unicode digits, with letters breaking
-// sequences) that passes Luhn.
+// independently of ContainsCardNumber: no accepted string has a substring
+// written as a card number is (contiguous or in a card's groups, after
+// normalizing Unicode digits), standing alone, that is a brand's number
+// and passes Luhn.
 func FuzzValidate(f *testing.F) {
 	f.Add("order-1", "GBP", int64(1250), "tok_ok", "", "request-1", "")
 	f.Add("4242 4242 4242 4242", "EUR", int64(-1), "tok_ok", "sim", "request-1", "")
 	f.Add("order\x00", "XXX", int64(1)<<62, "", "refpsp", "", "")
 	f.Add("ünïcødé", "JPY", int64(1), "tok_\u200b", "stripe", "ééééééé", "a reason")
 	f.Add("order-20261130-4242424242424242", "GBP", int64(1), "tok_ok", "", "4242424242424242-1228", "4242424242424242 1228 123")
+	f.Add("ORD-4242424242424242", "GBP", int64(1), "cus_4242424242424242", "", "card: 4242 4242 4242 4242 12/28", "DE89 3704 0044 0532 0130 00")
 	f.Add("order-20261130-000123", "GBP", int64(1), "tok_ok", "", "\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12", "        ")
 	f.Fuzz(func(t *testing.T, ref, currency string, amount int64, token, gateway, requestID, reason string) {
 		accepted := func(s string) {
