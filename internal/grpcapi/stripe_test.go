@@ -94,9 +94,13 @@ func TestThreeDSecureThroughTheAPI(t *testing.T) {
 		t.Fatalf("ChargeOrder after the challenge = %v, %v; want PAID", resp, err)
 	}
 
-	bad := &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "tds-req-2", ReturnUrl: "javascript:alert(1)"}
-	if _, err := s.orders.ChargeOrder(ctx, bad); status.Code(err) != codes.InvalidArgument {
-		t.Errorf("ChargeOrder with a bad return_url = %v; want INVALID_ARGUMENT", err)
+	for _, u := range []string{"javascript:alert(1)", "https://", "https://shop.example:99999/return", "https://shop.example/re turn",
+		"http://shop.example/return"} {
+		bad := &settlev1.ChargeOrderRequest{OrderId: o.GetId(), RequestId: "tds-req-2", ReturnUrl: u}
+		if _, err := s.orders.ChargeOrder(ctx, bad); status.Code(err) != codes.InvalidArgument ||
+			!strings.HasPrefix(status.Convert(err).Message(), "return_url: ") {
+			t.Errorf("ChargeOrder with return_url %q = %v; want INVALID_ARGUMENT naming return_url", u, err)
+		}
 	}
 }
 

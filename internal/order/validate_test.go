@@ -1,6 +1,7 @@
 package order
 
 import (
+	"errors"
 	"regexp"
 	"strconv"
 	"strings"
@@ -47,7 +48,7 @@ func TestContainsCardNumber(t *testing.T) {
 		{"ref 4111-1111-1111-1111", true},
 		{"\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12", true}, // fullwidth
 		{"\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662\u0664\u0662", true}, // Arabic-Indic
-		{"4242\u00a04242\u00a04242\u00a04242", true}, // a no-break space
+		{"4242\u00a04242\u00a04242\u00a04242", true},                                                               // a no-break space
 		// Part of a longer identifier.
 		{"ORD-4242424242424242", false},
 		{"order-20261130-4242424242424242", false},
@@ -280,6 +281,53 @@ func TestUUIDsAreNotCardNumbers(t *testing.T) {
 			if ContainsCardNumber(u) || ContainsCardNumber("req-"+u) {
 				t.Fatalf("%s is read as a card number", u)
 			}
+		}
+	}
+}
+
+// TestReturnURL: the gateway sends the customer's browser to return_url
+// after 3-D Secure, so it must name a host, over https unless the checkout
+// runs on this machine, and each refusal says what to do.
+func TestReturnURL(t *testing.T) {
+	for _, tt := range []struct {
+		url    string
+		reason string // a part of the reason; "" if accepted
+	}{
+		{"https://shop.example/return?order=1", ""},
+		{"https://shop.example:8443/return", ""},
+		{"https://[2001:db8::1]:443/return", ""},
+		{"http://localhost:8080/return", ""},
+		{"http://LOCALHOST/return", ""},
+		{"http://127.0.0.1:3000/return", ""},
+		{"http://127.8.9.10/return", ""},
+		{"http://[::1]:3000/return", ""},
+		{"https://shop.example/return?q=a%20b", ""},
+		{"https://", "must name a host"},
+		{"https:///return", "must name a host"},
+		{"https://:443/return", "must name a host"},
+		{"https://shop.example:99999/return", "port out of range"},
+		{"https://shop.example:0/return", "port out of range"},
+		{"https://shop.example:/return", "empty port"},
+		{"https://shop.example/re turn", "must not contain spaces"},
+		{"https://shop.example/return ", "must not contain spaces"},
+		{" https://shop.example/return", "must not contain spaces"},
+		{"http://shop.example/return", "must use https"},
+		{"http://10.0.0.1/return", "must use https"},
+		{"http://localhost.shop.example/return", "must use https"},
+		{"http://128.0.0.1/return", "must use https"},
+		{"https://user:pw@shop.example/return", "credentials"},
+		{"javascript:alert(1)", "absolute https URL"},
+		{"/relative/return", "absolute https URL"},
+		{"ftp://shop.example/return", "absolute https URL"},
+		{"https:shop.example", "absolute https URL"},
+	} {
+		err := ChargeInput{OrderID: NewID(), RequestID: "request-1", ReturnURL: tt.url}.Validate()
+		var v *ValidationError
+		switch {
+		case tt.reason == "" && err != nil:
+			t.Errorf("return_url %q: %v, want accepted", tt.url, err)
+		case tt.reason != "" && (!errors.As(err, &v) || v.Field != "return_url" || !strings.Contains(v.Reason, tt.reason)):
+			t.Errorf("return_url %q: %v, want return_url %s", tt.url, err, tt.reason)
 		}
 	}
 }
