@@ -108,7 +108,7 @@ func (c ChargeInput) validateCharge() error {
 		}
 	}
 	if c.ReturnURL != "" {
-		if err := CheckReturnURL(c.ReturnURL); err != nil {
+		if err := checkReturnURL(c.ReturnURL); err != nil {
 			return err
 		}
 	}
@@ -118,12 +118,12 @@ func (c ChargeInput) validateCharge() error {
 	return nil
 }
 
-// CheckReturnURL validates where the gateway sends the customer back: an
+// checkReturnURL validates where the gateway sends the customer back: an
 // absolute https URL with a host, no credentials, no spaces and a port, if
 // any, from 1 to 65535. Plain http is for a checkout on this machine only
 // (localhost, 127.0.0.0/8, ::1), as in development. The customer's browser
 // goes there after 3-D Secure, carrying the payment's outcome.
-func CheckReturnURL(s string) error {
+func checkReturnURL(s string) error {
 	if err := checkText("return_url", s, 1, MaxReturnURLLen); err != nil {
 		return err
 	}
