@@ -276,8 +276,8 @@ func TestHistoryPages(t *testing.T) {
 	}
 }
 
-// TestCardNumbersAndRequestIDsRefused: the forms of card numbers that got
-// through before, in every field of the charge path, are INVALID_ARGUMENT
+// TestCardNumbersAndRequestIDsRefused: card numbers as a person writes
+// them (beside an expiry date, grouped, in a sentence, fullwidth), in every field of the charge path, are INVALID_ARGUMENT
 // and nothing is stored; a request_id's length counts characters, and a
 // blank one is refused.
 func TestCardNumbersAndRequestIDsRefused(t *testing.T) {
@@ -286,7 +286,7 @@ func TestCardNumbersAndRequestIDsRefused(t *testing.T) {
 	ctx := context.Background()
 	o := s.create(t, "order-cards", "tok_ok")
 	money := &settlev1.Money{Currency: "GBP", AmountMinor: 100}
-	for _, pan := range []string{"4242424242424242 1228 123", "4242424242424242-1228", "order-20261130-4242424242424242",
+	for _, pan := range []string{"4242424242424242 1228 123", "card: 4242-4242-4242-4242 12/28", "order 1001 paid with 4242.4242.4242.4242",
 		"\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12\uff14\uff12"} {
 		for name, call := range map[string]func() error{
 			"CreateOrder reference": func() error {
