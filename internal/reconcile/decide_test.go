@@ -89,6 +89,9 @@ func TestDecide(t *testing.T) {
 			wantLastErr: "lookup timed out"},
 		{name: "lookup error past the horizon", age: 2 * horizon, res: unknown, err: timeout,
 			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[1])},
+		// A lookup the request budget refused asked nothing: no failed check.
+		{name: "budget used up, one check left", checked: 2, res: order.Result{}, err: order.ErrBudgetExhausted,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "request budget", wantRecheck: jittered(schedule[2]), wantUncounted: true},
 		{name: "lookup expired, schedule left", res: unknown, err: expired,
 			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "key too old", wantLastErr: "key too old"},
 		{name: "answer outside the contract", res: unknown,
