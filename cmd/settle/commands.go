@@ -35,10 +35,11 @@ import (
 var (
 	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
-		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window"}
-	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry"}
+		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window",
+		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait"}
+	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
-	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints",
+	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
 		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
@@ -77,11 +78,13 @@ func parse(name string, args []string, getenv func(string) string, stderr io.Wri
 // app is what serve, reconcile and dev share: the database, the gateways
 // and the armed failpoints.
 type app struct {
-	cfg        *config
-	log        *slog.Logger
-	pool       *pgxpool.Pool
-	store      *postgres.Store
-	gateways   map[string]order.Gateway
+	cfg      *config
+	log      *slog.Logger
+	pool     *pgxpool.Pool
+	store    *postgres.Store
+	gateways map[string]order.Gateway
+	// budgets holds the gateway accounts' request budgets by gateway.
+	budgets    map[string]*order.Budget
 	failpoints failpoint.Set
 	metrics    *telemetry.Metrics
 	tracing    *telemetry.Tracing
@@ -105,12 +108,19 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return nil, fmt.Errorf("configuration: SETTLE_FAILPOINTS: %w", err)
 	}
 	gateways := map[string]order.Gateway{}
+	// Each gateway account's request budget, which the API's lookups and
+	// charges and the reconciler's lookups share; the lab's gateways have
+	// none.
+	budgets := map[string]*order.Budget{}
 	if cfg.RefpspURL != "" {
 		gw, err := refpsp.New(refpsp.Config{BaseURL: cfg.RefpspURL, APIKey: cfg.RefpspKey, Timeout: cfg.GatewayTimeout})
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
 		gateways[refpspName] = gw
+		if budgets[refpspName], err = cfg.budget(cfg.RefpspRate); err != nil {
+			return nil, fmt.Errorf("configuration: refpsp: %w", err)
+		}
 	}
 	stripeKey, err := cfg.stripeSecretKey()
 	if err != nil {
@@ -129,6 +139,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
 		gateways["stripe"] = gw
+		if budgets["stripe"], err = cfg.budget(cfg.stripeRate(stripeKey)); err != nil {
+			return nil, fmt.Errorf("configuration: stripe: %w", err)
+		}
 	}
 	maps.Copy(gateways, lab)
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
@@ -146,8 +159,8 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, failpoints: fps,
-		metrics: metrics, tracing: tracing}
+	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, budgets: budgets,
+		failpoints: fps, metrics: metrics, tracing: tracing}
 	metrics.WatchStore(a.store.Stats, pool)
 	return a, nil
 }
@@ -231,7 +244,22 @@ func (a *app) reconciler() (*reconcile.Reconciler, error) {
 	cfg := a.cfg.reconcileConfig(a.failpoints.Hit)
 	cfg.OnCheck = a.metrics.ReconcileCheck
 	cfg.OnEventSettled = a.metrics.EventSettled
+	cfg.Budgets = a.budgets
 	return reconcile.New(a.store, a.gateways, cfg, a.log)
+}
+
+// service returns the charge path on the app's store and gateways, with
+// the gateways' request budgets, which the reconciler shares.
+func (a *app) service() (*order.Service, error) {
+	return order.NewService(a.store, a.gateways, order.Config{
+		DefaultGateway: a.cfg.DefaultGateway,
+		GatewayTimeout: a.cfg.GatewayTimeout,
+		Grace:          a.cfg.ClaimGrace,
+		FirstRecheck:   a.cfg.Schedule[0],
+		Failpoint:      a.failpoints.Hit,
+		LookupReuse:    a.cfg.LookupReuse,
+		Budgets:        a.budgets,
+	}, a.log)
 }
 
 // deliverer returns the webhook delivery worker for the configured
@@ -267,13 +295,7 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 // listener answers from the start, /readyz saying not ready until the
 // database is reached; the gRPC port opens only then.
 func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), withReconciler bool, opts grpcapi.Options) error {
-	svc, err := order.NewService(a.store, a.gateways, order.Config{
-		DefaultGateway: a.cfg.DefaultGateway,
-		GatewayTimeout: a.cfg.GatewayTimeout,
-		Grace:          a.cfg.ClaimGrace,
-		FirstRecheck:   a.cfg.Schedule[0],
-		Failpoint:      a.failpoints.Hit,
-	}, a.log)
+	svc, err := a.service()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}

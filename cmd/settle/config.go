@@ -16,6 +16,7 @@ import (
 
 	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/gateway/stripe"
+	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/reconcile"
 )
 
@@ -39,6 +40,12 @@ type config struct {
 	PollInterval      time.Duration
 	NoShowHorizon     time.Duration
 	ActionExpiry      time.Duration
+	ActionRecheckMax  time.Duration
+	LookupReuse       time.Duration
+	LookupWait        time.Duration
+	LookupShare       float64
+	RefpspRate        float64
+	StripeRate        float64
 	WithReconciler    bool
 	ReviewRecheck     time.Duration
 	Failpoints        string
@@ -119,6 +126,12 @@ var options = []option{
 	{"no-show-horizon", "SETTLE_NO_SHOW_HORIZON", "70s", "age after which a charge the gateway has not seen can no longer arrive (gateway timeout + margin)", setDuration(func(c *config) *time.Duration { return &c.NoShowHorizon })},
 	{"review-recheck", "SETTLE_REVIEW_RECHECK", "1h", "how often an order in NEEDS_REVIEW is looked up again; a charge found then makes it PAID", setDuration(func(c *config) *time.Duration { return &c.ReviewRecheck })},
 	{"action-expiry", "SETTLE_ACTION_EXPIRY", "1h", "how long a customer has to complete a 3-D Secure challenge (REQUIRES_ACTION) before the reconciler cancels the attempt and the order is PENDING again", setDuration(func(c *config) *time.Duration { return &c.ActionExpiry })},
+	{"action-recheck-max", "SETTLE_ACTION_RECHECK_MAX", "5m", "longest wait between two reconciler checks of an order waiting for the customer; each waits half the attempt's age, from the first schedule step up to this", setDuration(func(c *config) *time.Duration { return &c.ActionRecheckMax })},
+	{"lookup-reuse", "SETTLE_LOOKUP_REUSE", "2s", "how long the answer of a gateway lookup that settled nothing (the customer has still to act) is reused for GetOrder and ChargeOrder of the same unchanged order (0: never; one lookup per attempt is in flight either way)", setDuration(func(c *config) *time.Duration { return &c.LookupReuse })},
+	{"lookup-wait", "SETTLE_LOOKUP_WAIT", "500ms", "how long a gateway lookup waits for its gateway's request budget; past it GetOrder answers the order as stored, a ChargeOrder replay UNAVAILABLE with a retry hint", setDuration(func(c *config) *time.Duration { return &c.LookupWait })},
+	{"lookup-share", "SETTLE_LOOKUP_SHARE", "0.25", "part of each gateway's request rate that lookups may use; charges keep the rest", setFloat(func(c *config) *float64 { return &c.LookupShare })},
+	{"refpsp-request-rate", "SETTLE_REFPSP_REQUEST_RATE", "100", "requests per second this process may send the refpsp gateway's account, charges and lookups together", setFloat(func(c *config) *float64 { return &c.RefpspRate })},
+	{"stripe-request-rate", "SETTLE_STRIPE_REQUEST_RATE", "", "requests per second this process may send the Stripe account (empty: 80 with a live key, 20 with a test key, under Stripe's 100 and 25); divide by the processes sharing the account", setFloat(func(c *config) *float64 { return &c.StripeRate })},
 	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
 	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
 	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;", setString(func(c *config) *string { return &c.APIKeys })},
@@ -238,6 +251,12 @@ func (c *config) validate() error {
 	check(c.PollInterval > 0, "reconcile-poll must be positive")
 	check(c.ReviewRecheck > 0, "review-recheck must be positive")
 	check(c.ActionExpiry > 0, "action-expiry must be positive")
+	check(c.ActionRecheckMax > 0, "action-recheck-max must be positive")
+	check(c.LookupReuse >= 0 && c.LookupReuse <= time.Minute, "lookup-reuse must be between 0 and 1m: a reused answer hides the customer's for that long")
+	check(c.LookupWait > 0 && c.LookupWait <= c.GatewayTimeout, "lookup-wait must be positive and at most gateway-timeout")
+	check(c.LookupShare > 0 && c.LookupShare < 1, "lookup-share must be between 0 and 1 (exclusive): charges keep the rest")
+	check(c.RefpspRate > 0, "refpsp-request-rate must be positive")
+	check(c.StripeRate >= 0, "stripe-request-rate must not be negative (empty: from the key's mode)")
 	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
 	check(c.RateBurst >= 1, "rate-burst must be at least 1")
 	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
@@ -319,7 +338,35 @@ func (c *config) reconcileConfig(failpoint func(string)) reconcile.Config {
 		ReviewCadence: c.ReviewRecheck,
 		ActionExpiry:  c.ActionExpiry,
 		Failpoint:     failpoint,
+
+		ActionRecheckMax: c.ActionRecheckMax,
 	}
+}
+
+// Stripe's rate limits per account (docs.stripe.com/rate-limits): 100
+// requests per second in live mode, 25 in test mode (a sandbox). The
+// defaults leave a fifth for the dashboard, other tools and the burst.
+const (
+	stripeLiveRate = 80
+	stripeTestRate = 20
+)
+
+// budget returns the request budget of the gateway account the process
+// sends at most rate requests per second to.
+func (c *config) budget(rate float64) (*order.Budget, error) {
+	return order.NewBudget(order.BudgetConfig{Rate: rate, LookupShare: c.LookupShare, LookupWait: c.LookupWait})
+}
+
+// stripeRate is the Stripe account's request rate: stripe-request-rate,
+// or the default of the key's mode.
+func (c *config) stripeRate(key string) float64 {
+	switch {
+	case c.StripeRate > 0:
+		return c.StripeRate
+	case strings.Contains(key, "_test_"):
+		return stripeTestRate
+	}
+	return stripeLiveRate
 }
 
 func (c *config) logger(w io.Writer) *slog.Logger {

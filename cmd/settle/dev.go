@@ -32,7 +32,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	simOpts := simFlags(fs)
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
 	// dev makes its own keys, so it has no --no-api-keys.
-	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen"}, reconcileFlags, serveFlags, webhookFlags, deliveryFlags), func(n string) bool { return n == "no-api-keys" })
+	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen", "refpsp-request-rate", "lookup-share", "lookup-wait"}, reconcileFlags, serveFlags, webhookFlags, deliveryFlags), func(n string) bool { return n == "no-api-keys" })
 	load := bindConfig(fs, getenv, devFlags...)
 	if err := fs.Parse(args); err != nil {
 		return err

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"log/slog"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/settlepay/settle/internal/order"
 )
@@ -57,6 +59,14 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		// configuration is wrong. The gateway call's line is logged at ERROR.
 		return status.Error(codes.Internal, "the gateway refused Settle's credentials or request: a configuration error at Settle, "+
 			"not a card decline; nothing was charged and the order is PENDING")
+	case errors.Is(err, order.ErrBudgetExhausted):
+		// Not a failure of the call: the gateway account's shared request
+		// budget is used up for the moment, and nothing was sent.
+		st := status.New(codes.Unavailable, "the gateway's request budget is used up for the moment; nothing was sent; retry in a second with the same request_id")
+		if d, derr := st.WithDetails(&errdetails.RetryInfo{RetryDelay: durationpb.New(order.BudgetRetryAfter)}); derr == nil {
+			st = d
+		}
+		return st.Err()
 	case errors.Is(err, order.ErrMisrouted):
 		// Transient, but it should not last: the distributed database
 		// keeps running calls away from their merchant's node (on Citus,

@@ -233,7 +233,7 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 	if err != nil {
 		return Order{}, Refund{}, err
 	}
-	gw, ok := s.gateways[o.Gateway].(Refunder)
+	gw, ok := GatewayAs[Refunder](s.gateways[o.Gateway])
 	if !ok {
 		return Order{}, Refund{}, ErrRefundsUnsupported
 	}

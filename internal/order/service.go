@@ -125,6 +125,15 @@ type Config struct {
 	// path ("after-claim", "after-gateway"); crash tests arm it to kill the
 	// process there.
 	Failpoint func(name string)
+	// LookupReuse is how long an answer of a lookup of an attempt waiting
+	// for the customer that settled nothing is reused for the same order
+	// as it stands in the database (see lookupGroup); zero reuses none, and
+	// concurrent lookups of one attempt are coalesced either way.
+	LookupReuse time.Duration
+	// Budgets holds each gateway's outbound request budget by gateway
+	// name; a gateway without one has no budget. The reconciler of the
+	// same process must be given the same budgets.
+	Budgets map[string]*Budget
 }
 
 // Service charges orders: claim, call, settle.
@@ -135,6 +144,7 @@ type Service struct {
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
+	lookups  *lookupGroup
 }
 
 // NewService returns a Service. gateways maps gateway names to adapters and
@@ -143,14 +153,15 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
 		return nil, fmt.Errorf("default gateway %q is not configured", cfg.DefaultGateway)
 	}
-	if cfg.GatewayTimeout <= 0 || cfg.Grace < 0 || cfg.FirstRecheck <= 0 {
-		return nil, errors.New("gateway timeout and first recheck must be positive, grace not negative")
+	if cfg.GatewayTimeout <= 0 || cfg.Grace < 0 || cfg.FirstRecheck <= 0 || cfg.LookupReuse < 0 {
+		return nil, errors.New("gateway timeout and first recheck must be positive, grace and lookup reuse not negative")
 	}
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
 	}
 	refunds, _ := store.(RefundStore)
-	return &Service{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log}, nil
+	return &Service{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log,
+		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.
@@ -174,7 +185,7 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if !ok {
 		return Order{}, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
 	}
-	if c, ok := gw.(AmountChecker); ok {
+	if c, ok := GatewayAs[AmountChecker](gw); ok {
 		if err := c.CheckAmount(n.Amount); err != nil {
 			return Order{}, err
 		}
@@ -204,29 +215,33 @@ func (s *Service) Get(ctx context.Context, scope Scope, id string) (Order, error
 	if err != nil {
 		return Order{}, err
 	}
-	o, _, err = s.resume(ctx, o, a)
-	return o, err
+	settled, _, err := s.resume(ctx, o, a)
+	if errors.Is(err, ErrBudgetExhausted) {
+		// The order as stored is true; the gateway is asked again on the
+		// next poll, or by the reconciler.
+		return o, nil
+	}
+	return settled, err
 }
 
 // resume asks the gateway about an attempt waiting for the customer
 // (REQUIRES_ACTION) and settles what it learns, under the same guard as
 // the reconciler: of a returning customer and the expiry, exactly one
 // settles. It never cancels: only the expiry does. A gateway that cannot
-// say leaves the order as it stands, for the reconciler.
+// say leaves the order as it stands, for the reconciler. The lookup is
+// coalesced with others of the same attempt (lookupWaiting); when the
+// gateway's request budget refused it, resume returns ErrBudgetExhausted.
 func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attempt, error) {
 	gw, ok := s.gateways[o.Gateway]
 	if !ok {
 		return o, &a, nil
 	}
+	res, gerr := s.lookupWaiting(ctx, gw, o, a)
+	if errors.Is(gerr, ErrBudgetExhausted) {
+		return Order{}, nil, fmt.Errorf("look up order %s attempt %s: %w", o.ID, a.ID, gerr)
+	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GatewayTimeout)
 	defer cancel()
-	start := time.Now()
-	res, gerr := gw.Lookup(ctx, ChargeRequest{
-		AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference, Amount: a.Amount,
-		PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: a.CreatedAt, GatewayChargeID: a.GatewayChargeID,
-	})
-	GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome,
-		Latency: time.Since(start), Err: gerr}.Log(ctx, s.log)
 	st := Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: a.ID, From: StateRequiresAction,
 		Result: res, Actor: ActorAPI}
 	st.Result.ChargeID = cmp.Or(res.ChargeID, a.GatewayChargeID)
@@ -453,6 +468,10 @@ func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, d
 	}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
+	if err := s.cfg.Budgets[gateway].WaitCharge(ctx); err != nil {
+		// Nothing was sent: the order is PENDING again, and a retry is safe.
+		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, err
+	}
 	start := time.Now()
 	res, err := gw.Charge(ctx, req)
 	GatewayCall{Op: "charge", Gateway: gateway, OrderID: req.OrderID, AttemptID: req.AttemptID, RequestID: requestID,

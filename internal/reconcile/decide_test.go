@@ -89,6 +89,9 @@ func TestDecide(t *testing.T) {
 			wantLastErr: "lookup timed out"},
 		{name: "lookup error past the horizon", age: 2 * horizon, res: unknown, err: timeout,
 			wantOutcome: order.OutcomeUnknown, wantLastErr: "lookup timed out", wantRecheck: jittered(schedule[1])},
+		// A lookup the request budget refused asked nothing: no failed check.
+		{name: "budget used up, one check left", checked: 2, res: order.Result{}, err: order.ErrBudgetExhausted,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "request budget", wantRecheck: jittered(schedule[2]), wantUncounted: true},
 		{name: "lookup expired, schedule left", res: unknown, err: expired,
 			wantEvent: order.EventEscalate, wantOutcome: order.OutcomeUnknown, wantReason: "key too old", wantLastErr: "key too old"},
 		{name: "answer outside the contract", res: unknown,
@@ -168,4 +171,58 @@ func TestDecideKeepsTheGatewayID(t *testing.T) {
 			t.Errorf("%s: settlement's charge id %q, want %q", tt.name, st.Result.ChargeID, tt.want)
 		}
 	}
+}
+
+// TestAbandonedChallengeLookups: a customer who never completes the
+// gateway's challenge costs a bounded number of lookups over the hour the
+// attempt waits (it used to be one every ~5 s: about 720), and the expiry
+// is still checked on time. The attempt's age stands in for the clock: it
+// is what the database reports to each check.
+func TestAbandonedChallengeLookups(t *testing.T) {
+	t.Parallel()
+	const expiry = time.Hour
+	r, err := New(nil, nil, Config{Schedule: DefaultSchedule, BatchSize: 1, Concurrency: 1, PollInterval: time.Second,
+		LookupTimeout: time.Second, NoShowHorizon: 70 * time.Second, ActionExpiry: expiry}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiting := order.Result{Outcome: order.OutcomeRequiresAction, NextAction: order.NextAction{RedirectURL: "https://gw.example/3ds"}}
+	canceled := order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "canceled"}
+	most := 0
+	// The waits are jittered: the bound must hold for every draw.
+	for range 200 {
+		// The charge path asks for the first check after the schedule's
+		// first step.
+		age, lookups := DefaultSchedule[0], 0
+		for {
+			lookups++
+			d := order.Due{Order: order.Order{ID: "ord_1", State: order.StateRequiresAction, ReconcileCount: 0},
+				Attempt: order.Attempt{ID: "att_1"}, AttemptAge: age}
+			if r.expired(d) {
+				if st := r.decide(d, canceled, nil, true); st.Event != order.EventFail {
+					t.Fatalf("the check after the expiry settled with %q, want %q", st.Event, order.EventFail)
+				}
+				if age > expiry+2*time.Second {
+					t.Fatalf("the expiry was checked %s late", age-expiry)
+				}
+				break
+			}
+			st := r.decide(d, waiting, nil, true)
+			if st.Event != "" || st.Checked || st.RecheckIn <= 0 {
+				t.Fatalf("at %s: %+v; want an uncounted recheck", age, st)
+			}
+			if st.RecheckIn > DefaultActionRecheckMax+DefaultActionRecheckMax/5 {
+				t.Fatalf("at %s: the next check in %s, past the cap %s", age, st.RecheckIn, DefaultActionRecheckMax)
+			}
+			age += st.RecheckIn
+		}
+		most = max(most, lookups)
+	}
+	// Half the age each time, capped at five minutes: about 10 checks up
+	// to ten minutes, 10 more up to the hour, then the expiry's; jitter
+	// adds a few.
+	if most > 32 {
+		t.Errorf("an abandoned challenge cost up to %d lookups over %s; want at most 32", most, expiry)
+	}
+	t.Logf("an abandoned challenge costs at most %d lookups over %s", most, expiry)
 }

@@ -82,6 +82,14 @@ type Config struct {
 	// OnEventSettled, when set, is told how long after a gateway's event
 	// made it due (Wake) an order was settled by this reconciler.
 	OnEventSettled func(time.Duration)
+	// ActionRecheckMax caps the wait between two checks of an attempt that
+	// waits for the customer (see actionRecheck). Zero is
+	// DefaultActionRecheckMax.
+	ActionRecheckMax time.Duration
+	// Budgets holds each gateway's outbound request budget by gateway
+	// name, the same as the order.Service of the same process is given; a
+	// gateway without one has no budget.
+	Budgets map[string]*order.Budget
 }
 
 // DefaultSchedule checks within seconds, then ever less often, and hands
@@ -90,6 +98,11 @@ var DefaultSchedule = []time.Duration{
 	5 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute,
 	10 * time.Minute, 30 * time.Minute, time.Hour, 2 * time.Hour, 4 * time.Hour, 6 * time.Hour, 8 * time.Hour,
 }
+
+// DefaultActionRecheckMax is Config.ActionRecheckMax when it is zero: an
+// abandoned challenge of an hour costs about 25 lookups (each check waits
+// half the attempt's age, up to this), not one every few seconds.
+const DefaultActionRecheckMax = 5 * time.Minute
 
 // DefaultActionExpiry is how long a customer has to complete the gateway's
 // challenge when Config.ActionExpiry is zero.
@@ -146,6 +159,12 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	}
 	if cfg.ReviewCadence <= 0 {
 		cfg.ReviewCadence = DefaultReviewCadence
+	}
+	if cfg.ActionRecheckMax == 0 {
+		cfg.ActionRecheckMax = DefaultActionRecheckMax
+	}
+	if cfg.ActionRecheckMax < 0 {
+		return nil, errors.New("reconcile: the action recheck cap must not be negative")
 	}
 	refunds, _ := store.(RefundStore)
 	reviews, _ := store.(ReviewStore)
@@ -363,6 +382,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
 	defer cancel()
+	if err := r.cfg.Budgets[d.Order.Gateway].WaitLookup(ctx); err != nil {
+		return order.Result{}, err
+	}
 	start := time.Now()
 	res, err := gw.Lookup(ctx, order.ChargeRequest{
 		AttemptID:         d.Attempt.ID,
@@ -404,6 +426,10 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
+	case errors.Is(err, order.ErrBudgetExhausted):
+		// Nothing was asked: no failed check.
+		st.Checked = false
+		st.LastError = "not looked up: the gateway's request budget was used up"
 	case err != nil:
 		st.LastError = err.Error()
 	case res.Outcome == order.OutcomeSucceeded:
@@ -416,11 +442,10 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 		return move(st, order.EventFail, "gateway declined: "+res.DeclineCode)
 	case res.Outcome == order.OutcomeRequiresAction:
 		// Waiting for the customer is not a failed check. Look again
-		// on the schedule, and no later than the expiry.
+		// ever less often, and no later than the expiry.
 		st.Checked = false
 		st.Result.NextAction = order.NextAction{}
-		st.RecheckIn = min(jitter(r.cfg.Schedule[min(d.Order.ReconcileCount, len(r.cfg.Schedule)-1)]),
-			max(r.cfg.ActionExpiry-d.AttemptAge, 0)+time.Second)
+		st.RecheckIn = min(r.actionRecheck(d.AttemptAge), max(r.cfg.ActionExpiry-d.AttemptAge, 0)+time.Second)
 		if st.From == order.StateCharging {
 			return move(st, order.EventRequireAction, "the gateway asks the customer to act")
 		}
@@ -459,6 +484,18 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 func move(st order.Settlement, ev order.EventName, reason string) order.Settlement {
 	st.Event, st.To, st.Reason = ev, order.MustNext(cmp.Or(st.From, order.StateCharging), ev), reason
 	return st
+}
+
+// actionRecheck is the wait before the next check of an attempt that has
+// waited age for the customer: half its age, so that the waits grow
+// exponentially (each check 1.5 times as far from the charge as the one
+// before), at least the schedule's first step and at most
+// ActionRecheckMax, with jitter. A customer who returns is answered at
+// once by their checkout's call (GetOrder, ChargeOrder), and a gateway's
+// event makes the order due now: these checks only find the ones nobody
+// reports, and the expiry.
+func (r *Reconciler) actionRecheck(age time.Duration) time.Duration {
+	return jitter(min(max(age/2, r.cfg.Schedule[0]), r.cfg.ActionRecheckMax))
 }
 
 // expired reports whether the attempt of d has waited longer than a

@@ -57,7 +57,7 @@ func (r *Reconciler) runRefunds(ctx context.Context) (int, error) {
 }
 
 func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order.Result, error) {
-	gw, ok := r.gateways[d.Gateway].(order.Refunder)
+	gw, ok := order.GatewayAs[order.Refunder](r.gateways[d.Gateway])
 	if !ok {
 		return order.Result{}, fmt.Errorf("gateway %q is not configured here, or does not refund", d.Gateway)
 	}

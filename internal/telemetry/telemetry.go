@@ -323,6 +323,10 @@ type instrumented struct {
 	tracer trace.Tracer
 }
 
+// Unwrap returns the gateway g observes, so that order.GatewayAs finds the
+// capabilities g does not forward itself (an amount check, for one).
+func (g *instrumented) Unwrap() order.Gateway { return g.gw }
+
 func (g *instrumented) Charge(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
 	return g.observe(ctx, "charge", req, g.gw.Charge)
 }

@@ -77,6 +77,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/settlepay/settle/internal/gateway/refpsp"
@@ -198,6 +199,10 @@ type Sim struct {
 	senders  sync.WaitGroup
 	stopping chan struct{}
 	stopOnce sync.Once
+
+	// requests counts the protocol requests served (charges, lookups,
+	// cancels, refunds), lookups the charge lookups among them.
+	requests, lookups atomic.Int64
 }
 
 // New returns a simulator configured by opts.
@@ -232,7 +237,22 @@ func New(opts Options) *Sim {
 }
 
 // ServeHTTP serves the protocol and the ledger.
-func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/") && !strings.HasSuffix(r.URL.Path, "ledger") && !strings.HasSuffix(r.URL.Path, "/authenticate") {
+		s.requests.Add(1)
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// Requests counts the protocol requests the simulator has served, as a
+// gateway account's rate limit counts them: every charge, lookup, cancel
+// and refund, but not the ledgers (a test's) nor the customers'
+// authentication pages.
+func (s *Sim) Requests() int { return int(s.requests.Load()) }
+
+// Lookups counts the charge lookups (GET /v1/charges) the simulator has
+// served.
+func (s *Sim) Lookups() int { return int(s.lookups.Load()) }
 
 // Ledger returns every charge made so far, oldest first, including those
 // still hidden from lookups.
@@ -544,6 +564,7 @@ func (s *Sim) latestLocked(reference string, now time.Time) (Charge, bool) {
 }
 
 func (s *Sim) handleLookup(w http.ResponseWriter, r *http.Request) {
+	s.lookups.Add(1)
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "missing or wrong API key")
 		return

@@ -128,6 +128,32 @@ func TestLedgerRecordsTheCharge(t *testing.T) {
 	}
 }
 
+// TestRequestCounters: the simulator counts the requests a gateway
+// account's rate limit would (charges, lookups), and the lookups apart;
+// its ledgers, which only tests read, count for nothing.
+func TestRequestCounters(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{}, time.Second)
+	ctx := context.Background()
+	r := req("att_count", "tok_ok")
+	if _, err := s.gw.Charge(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if _, err := s.gw.Lookup(ctx, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := http.Get(s.srv.URL + "/v1/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got, lookups := s.sim.Requests(), s.sim.Lookups(); got != 4 || lookups != 3 {
+		t.Errorf("counted %d requests and %d lookups; want 4 and 3", got, lookups)
+	}
+}
+
 func TestLedgerEndpoint(t *testing.T) {
 	t.Parallel()
 	s := newStack(t, sim.Options{}, time.Second)
