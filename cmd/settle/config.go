@@ -121,7 +121,7 @@ var options = []option{
 	{"action-expiry", "SETTLE_ACTION_EXPIRY", "1h", "how long a customer has to complete a 3-D Secure challenge (REQUIRES_ACTION) before the reconciler cancels the attempt and the order is PENDING again", setDuration(func(c *config) *time.Duration { return &c.ActionExpiry })},
 	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
 	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
-	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;", setString(func(c *config) *string { return &c.APIKeys })},
+	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;. An ops key reaches its merchant's orders alone; merchant * makes it platform-wide", setString(func(c *config) *string { return &c.APIKeys })},
 	{"api-keys-file", "SETTLE_API_KEYS_FILE", "", "file of API keys, one per line, as in --api-keys", setString(func(c *config) *string { return &c.APIKeysFile })},
 	{"rate-limit", "SETTLE_RATE_LIMIT", "200", "requests per second per API key (0: no limit)", setFloat(func(c *config) *float64 { return &c.RateLimit })},
 	{"rate-burst", "SETTLE_RATE_BURST", "400", "burst of requests per API key", setInt(func(c *config) *int { return &c.RateBurst })},
