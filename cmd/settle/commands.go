@@ -161,7 +161,8 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	}
 	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, budgets: budgets,
 		failpoints: fps, metrics: metrics, tracing: tracing}
-	metrics.WatchStore(a.store.Stats, pool)
+	// The metrics count every merchant's orders.
+	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
 	return a, nil
 }
 

@@ -134,7 +134,7 @@ var options = []option{
 	{"stripe-request-rate", "SETTLE_STRIPE_REQUEST_RATE", "", "requests per second this process may send the Stripe account (empty: 80 with a live key, 20 with a test key, under Stripe's 100 and 25); divide by the processes sharing the account", setFloat(func(c *config) *float64 { return &c.StripeRate })},
 	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
 	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
-	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;", setString(func(c *config) *string { return &c.APIKeys })},
+	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;. An ops key reaches its merchant's orders alone; merchant * makes it platform-wide", setString(func(c *config) *string { return &c.APIKeys })},
 	{"api-keys-file", "SETTLE_API_KEYS_FILE", "", "file of API keys, one per line, as in --api-keys", setString(func(c *config) *string { return &c.APIKeysFile })},
 	{"rate-limit", "SETTLE_RATE_LIMIT", "200", "requests per second per API key (0: no limit)", setFloat(func(c *config) *float64 { return &c.RateLimit })},
 	{"rate-burst", "SETTLE_RATE_BURST", "400", "burst of requests per API key", setInt(func(c *config) *int { return &c.RateBurst })},

@@ -54,6 +54,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		simOpts.Events.URL = "http://" + cfg.WebhookListen + "/webhooks/refpsp"
 	}
 	simOpts.Events.Secrets = cfg.RefpspWebhookSecrets
+	// Both keys are the default merchant's: the ops key is scoped to it,
+	// the one merchant dev serves (a platform-wide key would name *).
 	checkoutKey, opsKey := newDevKey("sk_dev_checkout_"), newDevKey("sk_dev_ops_")
 	cfg.APIKeys = fmt.Sprintf("%s %s checkout dev-checkout; %s %s ops dev-ops",
 		grpcapi.HashKey(checkoutKey), order.DefaultMerchant, grpcapi.HashKey(opsKey), order.DefaultMerchant)

@@ -1,6 +1,7 @@
 package delivery_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -279,29 +280,30 @@ func TestDownEndpointIsNotAskedPerEvent(t *testing.T) {
 	}
 }
 
-// refundedOrder makes an order.paid, a refund.succeeded and an
-// order.refunded event for merchant and returns the refund's id.
+// refundedOrder makes an order.paid (the merchant's charge), a
+// refund.succeeded and an order.refunded event (an operator's refund) for
+// merchant and returns the refund's id.
 func refundedOrder(t *testing.T, s *postgres.Store, merchant, ref string) string {
 	t.Helper()
 	ctx := context.Background()
 	o := pendingOrder(t, s, merchant, ref)
 	c, err := s.Claim(ctx, order.Claim{MerchantID: merchant, OrderID: o.ID, RequestID: "req-" + ref, AttemptID: order.NewID(),
-		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: time.Minute, Actor: "test"})
+		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: time.Minute, Actor: order.ActorAPI})
 	if err != nil || !c.Claimed {
 		t.Fatalf("claim: %+v %v", c, err)
 	}
 	if _, _, err := s.SettleMany(ctx, []order.Settlement{{MerchantID: merchant, OrderID: o.ID, AttemptID: c.Attempt.ID,
 		Event: order.EventSucceed, To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_1"},
-		Actor: "test"}}); err != nil {
+		Actor: order.ActorAPI}}); err != nil {
 		t.Fatal(err)
 	}
 	rc, err := s.ClaimRefund(ctx, order.RefundClaim{MerchantID: merchant, OrderID: o.ID, RequestID: "refund-" + ref,
-		RefundID: order.NewID(), Actor: "test", Lease: time.Minute})
+		RefundID: order.NewID(), Actor: order.Operator("a-ops"), Reason: "goodwill", Lease: time.Minute})
 	if err != nil || !rc.Claimed {
 		t.Fatalf("claim refund: %+v %v", rc, err)
 	}
 	st := order.RefundSettlementFor(merchant, rc.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
-	st.Actor = "test"
+	st.Actor = order.Operator("a-ops")
 	if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
 		t.Fatalf("settle refund: %v %v", ok, err)
 	}
@@ -310,7 +312,9 @@ func refundedOrder(t *testing.T, s *postgres.Store, merchant, ref string) string
 
 // TestRefundEventsAreDelivered: a refund's event goes out with its order's,
 // signed the same way (the receiver verifies each with the documented
-// snippet), its payload the refund with its order's id.
+// snippet), its payload the refund with its order's id. Each event says
+// what kind of actor made it, and the refund who asked for it: here an
+// operator, whose reason it carries; never the operator's key name.
 func TestRefundEventsAreDelivered(t *testing.T) {
 	t.Parallel()
 	s := postgres.NewStore(postgrestest.Pool(t))
@@ -322,23 +326,38 @@ func TestRefundEventsAreDelivered(t *testing.T) {
 	}
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	var body []byte
+	bodies := map[string][]byte{}
 	for i, typ := range rc.types {
-		if typ == "refund.succeeded" {
-			body = rc.bodies[i]
+		bodies[typ] = rc.bodies[i]
+		if bytes.Contains(rc.bodies[i], []byte("a-ops")) {
+			t.Errorf("%s body %s names the operator's key", typ, rc.bodies[i])
 		}
 	}
 	var ev struct {
 		Type   string `json:"type"`
+		Actor  string `json:"actor"`
 		Refund struct {
-			ID      string `json:"id"`
-			OrderID string `json:"order_id"`
-			State   string `json:"state"`
+			ID          string `json:"id"`
+			OrderID     string `json:"order_id"`
+			State       string `json:"state"`
+			Reason      string `json:"reason"`
+			RequestID   string `json:"request_id"`
+			RequestedBy string `json:"requested_by"`
 		} `json:"refund"`
 	}
+	body := bodies["refund.succeeded"]
 	if err := json.Unmarshal(body, &ev); err != nil || ev.Refund.ID != refundID ||
-		ev.Refund.State != "SUCCEEDED" || ev.Refund.OrderID == "" {
+		ev.Refund.State != "SUCCEEDED" || ev.Refund.OrderID == "" || ev.Refund.Reason != "goodwill" ||
+		ev.Refund.RequestID != "refund-ref-1" || ev.Refund.RequestedBy != "operator" || ev.Actor != "operator" {
 		t.Fatalf("refund.succeeded body %s: %v", body, err)
+	}
+	for typ, actor := range map[string]string{"order.paid": "merchant", "order.refunded": "operator"} {
+		var o struct {
+			Actor string `json:"actor"`
+		}
+		if err := json.Unmarshal(bodies[typ], &o); err != nil || o.Actor != actor {
+			t.Errorf("%s body %s: %v; want actor %s", typ, bodies[typ], err, actor)
+		}
 	}
 }
 

@@ -24,9 +24,15 @@ import (
 const (
 	// RoleCheckout may call OrderService for its merchant's orders.
 	RoleCheckout = "checkout"
-	// RoleOps may call OpsService, across merchants.
+	// RoleOps may call OpsService for its merchant's orders, or for every
+	// merchant's when its merchant is AllMerchants.
 	RoleOps = "ops"
 )
+
+// AllMerchants is the merchant of a platform-wide ops key: an ops key that
+// names it reaches every merchant's orders and events. ParseKeys refuses it
+// for a checkout key, so no order belongs to a merchant of that name.
+const AllMerchants = "*"
 
 // Key is one API key as configured: the SHA-256 of the key (never the key
 // itself), the merchant it acts for, its role, and a name for the history.
@@ -41,7 +47,11 @@ type Key struct {
 //
 //	<sha256 hex of the key> <merchant id> <role: checkout|ops> <name>
 //
-// Blank lines and lines starting with # are skipped.
+// A checkout key acts for its merchant. An ops key is scoped to its
+// merchant too: another merchant's order is NOT_FOUND to it, and its lists
+// and counts hold its merchant's alone. An ops key for the whole platform
+// names the merchant * (AllMerchants). Blank lines and lines starting with
+// # are skipped.
 func ParseKeys(text string) ([]Key, error) {
 	var keys []Key
 	names := map[string]bool{}
@@ -65,6 +75,9 @@ func ParseKeys(text string) ([]Key, error) {
 		k.Merchant, k.Role, k.Name = f[1], f[2], f[3]
 		if k.Role != RoleCheckout && k.Role != RoleOps {
 			return nil, fmt.Errorf("API key %d (%s): role must be checkout or ops", n, k.Name)
+		}
+		if k.Merchant == AllMerchants && k.Role != RoleOps {
+			return nil, fmt.Errorf("API key %d (%s): merchant * (every merchant) is for ops keys only; a checkout key names its merchant", n, k.Name)
 		}
 		if names[k.Name] {
 			return nil, fmt.Errorf("API key %d: name %s is used twice", n, k.Name)
@@ -108,6 +121,17 @@ func principalFrom(ctx context.Context) principal {
 
 // merchant is the caller's merchant.
 func merchant(ctx context.Context) string { return principalFrom(ctx).merchant }
+
+// opsScope is whose orders an operator's call reaches: its key's
+// merchant's, or every merchant's for a key of AllMerchants and for the
+// anonymous caller of a server without keys (loopback only).
+func opsScope(ctx context.Context) order.Scope {
+	p := principalFrom(ctx)
+	if p == anonymous || p.merchant == AllMerchants {
+		return order.AnyMerchant
+	}
+	return order.ForMerchant(p.merchant)
+}
 
 // operator names the caller in an order's history.
 func operator(ctx context.Context) order.Actor { return order.Operator(principalFrom(ctx).name) }

@@ -49,6 +49,7 @@ func timestamp(t time.Time) *timestamppb.Timestamp {
 func orderToProto(o order.Order) *settlev1.Order {
 	p := &settlev1.Order{
 		Id:                o.ID,
+		MerchantId:        o.MerchantID,
 		MerchantReference: o.MerchantReference,
 		Amount:            &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.Amount.AmountMinor},
 		PaymentMethod:     o.PaymentMethod,

@@ -58,6 +58,11 @@ func (s *opsServer) ResendEvent(ctx context.Context, req *settlev1.ResendEventRe
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
+	// Another merchant's event is NOT_FOUND to a scoped ops key, as an
+	// event that does not exist is: the key learns nothing of it.
+	if sc := opsScope(ctx); !sc.IsAnyMerchant() && sc.MerchantID() != req.GetMerchantId() {
+		return nil, toStatus(ctx, s.log, order.ErrEventNotFound)
+	}
 	if err := s.events.ResendEvent(ctx, req.GetMerchantId(), num); err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

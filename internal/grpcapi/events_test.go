@@ -41,11 +41,13 @@ func TestListEventsThroughTheAPI(t *testing.T) {
 	}
 	var body struct {
 		ID    string `json:"id"`
+		Actor string `json:"actor"`
 		Order struct {
 			State string `json:"state"`
 		} `json:"order"`
 	}
-	if err := json.Unmarshal([]byte(evs[0].GetPayloadJson()), &body); err != nil || body.ID != evs[0].GetId() || body.Order.State != "PAID" {
+	if err := json.Unmarshal([]byte(evs[0].GetPayloadJson()), &body); err != nil || body.ID != evs[0].GetId() || body.Order.State != "PAID" ||
+		body.Actor != "merchant" {
 		t.Fatalf("payload %s: %v", evs[0].GetPayloadJson(), err)
 	}
 	resp, err := s.orders.ListEvents(ctx, &settlev1.ListEventsRequest{AfterCursor: cursor})
@@ -65,5 +67,36 @@ func TestListEventsThroughTheAPI(t *testing.T) {
 	}
 	if _, err := s.ops.ResendEvent(ctx, &settlev1.ResendEventRequest{MerchantId: "default", EventId: "42"}); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("malformed id: %v", err)
+	}
+
+	// An operator's refund is announced as one: the refund's reason and
+	// request id are the operator's, and the events say so.
+	if _, err := s.ops.RefundOrder(ctx, &settlev1.OpsServiceRefundOrderRequest{OrderId: paid.GetId(), RequestId: "ops-refund-1",
+		AmountMinor: 100, Reason: "goodwill"}); err != nil {
+		t.Fatal(err)
+	}
+	var refundEv *settlev1.Event
+	for deadline := time.Now().Add(30 * time.Second); refundEv == nil && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := s.orders.ListEvents(ctx, &settlev1.ListEventsRequest{AfterCursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range resp.GetEvents() {
+			if e.GetType() == "refund.succeeded" {
+				refundEv = e
+			}
+		}
+	}
+	var rbody struct {
+		Actor  string `json:"actor"`
+		Refund struct {
+			Reason      string `json:"reason"`
+			RequestID   string `json:"request_id"`
+			RequestedBy string `json:"requested_by"`
+		} `json:"refund"`
+	}
+	if err := json.Unmarshal([]byte(refundEv.GetPayloadJson()), &rbody); err != nil || rbody.Actor != "operator" ||
+		rbody.Refund.RequestedBy != "operator" || rbody.Refund.Reason != "goodwill" || rbody.Refund.RequestID != "ops-refund-1" {
+		t.Fatalf("operator's refund.succeeded payload %s: %v", refundEv.GetPayloadJson(), err)
 	}
 }

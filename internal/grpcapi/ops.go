@@ -19,7 +19,7 @@ import (
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
 	HistoryPage(ctx context.Context, merchantID, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
-	Stats(ctx context.Context) (order.Stats, error)
+	Stats(ctx context.Context, scope order.Scope) (order.Stats, error)
 	// Refunds returns an order's refunds and their history.
 	Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error)
 }
@@ -48,7 +48,7 @@ var protoToState = func() map[settlev1.OrderState]order.State {
 }()
 
 func (s *opsServer) ListOrders(ctx context.Context, req *settlev1.ListOrdersRequest) (*settlev1.ListOrdersResponse, error) {
-	f := order.ListFilter{Limit: int(req.GetPageSize()), MinAge: time.Duration(req.GetMinAgeSeconds()) * time.Second}
+	f := order.ListFilter{Scope: opsScope(ctx), Limit: int(req.GetPageSize()), MinAge: time.Duration(req.GetMinAgeSeconds()) * time.Second}
 	switch {
 	case f.Limit == 0:
 		f.Limit = 50
@@ -110,7 +110,7 @@ const (
 )
 
 func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderHistoryRequest) (*settlev1.GetOrderHistoryResponse, error) {
-	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
+	o, err := s.svc.Get(ctx, opsScope(ctx), canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -215,7 +215,7 @@ func decodeHistoryToken(tok, orderID string, limit int) (order.HistoryPage, bool
 }
 
 func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileOrderRequest) (*settlev1.ReconcileOrderResponse, error) {
-	o, err := s.svc.Get(ctx, order.AnyMerchant, canonicalID(req.GetOrderId()))
+	o, err := s.svc.Get(ctx, opsScope(ctx), canonicalID(req.GetOrderId()))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
 	}
@@ -226,7 +226,7 @@ func (s *opsServer) ReconcileOrder(ctx context.Context, req *settlev1.ReconcileO
 		}
 		if ok {
 			o = checked
-		} else if o, err = s.svc.Get(ctx, order.AnyMerchant, o.ID); err != nil {
+		} else if o, err = s.svc.Get(ctx, opsScope(ctx), o.ID); err != nil {
 			return nil, toStatus(ctx, s.log, err)
 		}
 	}
@@ -240,7 +240,7 @@ var resolutions = map[settlev1.Resolution]order.EventName{
 }
 
 func (s *opsServer) ResolveOrder(ctx context.Context, req *settlev1.ResolveOrderRequest) (*settlev1.ResolveOrderResponse, error) {
-	o, err := s.svc.Resolve(ctx, canonicalID(req.GetOrderId()), resolutions[req.GetResolution()], req.GetGatewayChargeId(),
+	o, err := s.svc.Resolve(ctx, opsScope(ctx), canonicalID(req.GetOrderId()), resolutions[req.GetResolution()], req.GetGatewayChargeId(),
 		req.GetReason(), operator(ctx))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
@@ -249,7 +249,7 @@ func (s *opsServer) ResolveOrder(ctx context.Context, req *settlev1.ResolveOrder
 }
 
 func (s *opsServer) Stats(ctx context.Context, _ *settlev1.StatsRequest) (*settlev1.StatsResponse, error) {
-	st, err := s.store.Stats(ctx)
+	st, err := s.store.Stats(ctx, opsScope(ctx))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -271,13 +271,13 @@ func (s *opsServer) Stats(ctx context.Context, _ *settlev1.StatsRequest) (*settl
 	return resp, nil
 }
 
-// RefundOrder refunds any merchant's order for an operator, who is the
-// refund's actor; the reason is required.
+// RefundOrder refunds an order of the operator's scope for them, who are
+// the refund's actor; the reason is required.
 func (s *opsServer) RefundOrder(ctx context.Context, req *settlev1.OpsServiceRefundOrderRequest) (*settlev1.OpsServiceRefundOrderResponse, error) {
 	if err := order.CheckReason("reason", req.GetReason(), true); err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	o, r, err := s.svc.Refund(ctx, order.AnyMerchant, operator(ctx), order.RefundInput{
+	o, r, err := s.svc.Refund(ctx, opsScope(ctx), operator(ctx), order.RefundInput{
 		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
 		Reason: req.GetReason(),
 	})
@@ -301,7 +301,7 @@ var refundResolutions = map[settlev1.RefundResolution]order.EventName{
 }
 
 func (s *opsServer) ResolveRefund(ctx context.Context, req *settlev1.ResolveRefundRequest) (*settlev1.ResolveRefundResponse, error) {
-	o, r, err := s.svc.ResolveRefund(ctx, canonicalID(req.GetOrderId()), canonicalID(req.GetRefundId()),
+	o, r, err := s.svc.ResolveRefund(ctx, opsScope(ctx), canonicalID(req.GetOrderId()), canonicalID(req.GetRefundId()),
 		refundResolutions[req.GetResolution()], req.GetGatewayRefundId(), req.GetReason(), operator(ctx))
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)

@@ -118,11 +118,11 @@ func textFields() []struct {
 		{"merchant_reference", MaxReferenceLen, func(s string) error { return CheckReference("merchant_reference", s) }},
 		{"merchant_id", MaxReferenceLen, func(s string) error { return CheckMerchantID("merchant_id", s) }},
 		{"gateway_charge_id", MaxTokenLen, func(s string) error {
-			_, err := svc.Resolve(context.Background(), id, EventResolvePaid, s, "found", "ops")
+			_, err := svc.Resolve(context.Background(), AnyMerchant, id, EventResolvePaid, s, "found", Operator("ops"))
 			return err
 		}},
 		{"gateway_refund_id", MaxTokenLen, func(s string) error {
-			_, _, err := svc.ResolveRefund(context.Background(), id, id, EventResolveSucceeded, s, "found", "ops")
+			_, _, err := svc.ResolveRefund(context.Background(), AnyMerchant, id, id, EventResolveSucceeded, s, "found", Operator("ops"))
 			return err
 		}},
 	}

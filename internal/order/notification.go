@@ -35,6 +35,9 @@ type Notification struct {
 	// Refund is, for a refund's event, the refund as the transition left
 	// it (its state is the one reached); nil for an order's event.
 	Refund *Refund
+	// Actor made the transition. For a refund's event, Refund.Actor asked
+	// for the refund.
+	Actor Actor
 	// GatewayChargeID and DeclineCode are the attempt's, when the
 	// transition settled one.
 	GatewayChargeID string
@@ -76,7 +79,10 @@ type money struct {
 }
 
 // Payload is the JSON body of the event, as POSTed to the merchant and
-// returned by ListEvents; the README documents it.
+// returned by ListEvents; docs/operations.md documents it. actor is the
+// kind of who made the transition (Actor.Kind); a refund's requested_by is
+// the kind of who asked for it, whose reason and request id the refund
+// carries: an operator's, when an operator refunded.
 func (n Notification) Payload() []byte {
 	if n.Refund != nil {
 		return n.refundPayload()
@@ -98,9 +104,11 @@ func (n Notification) Payload() []byte {
 		MerchantID string    `json:"merchant_id"`
 		Sequence   int64     `json:"sequence"`
 		CreatedAt  time.Time `json:"created_at"`
+		Actor      string    `json:"actor"`
 		Order      orderJSON `json:"order"`
 	}{
 		ID: n.ID(), Type: n.Type, MerchantID: n.MerchantID, Sequence: n.Sequence, CreatedAt: n.CreatedAt.UTC(),
+		Actor: n.Actor.Kind(),
 		Order: orderJSON{
 			ID: n.Order.ID, MerchantReference: n.Order.MerchantReference,
 			Amount:  money{Currency: n.Order.Amount.Currency, AmountMinor: n.Order.Amount.AmountMinor},
@@ -125,6 +133,7 @@ func (n Notification) refundPayload() []byte {
 		RequestID       string      `json:"request_id"`
 		Amount          money       `json:"amount"`
 		Reason          string      `json:"reason"`
+		RequestedBy     string      `json:"requested_by"`
 		State           RefundState `json:"state"`
 		Outcome         Outcome     `json:"outcome"`
 		DeclineCode     string      `json:"decline_code"`
@@ -138,13 +147,15 @@ func (n Notification) refundPayload() []byte {
 		MerchantID string     `json:"merchant_id"`
 		Sequence   int64      `json:"sequence"`
 		CreatedAt  time.Time  `json:"created_at"`
+		Actor      string     `json:"actor"`
 		Refund     refundJSON `json:"refund"`
 	}{
 		ID: n.ID(), Type: n.Type, MerchantID: n.MerchantID, Sequence: n.Sequence, CreatedAt: n.CreatedAt.UTC(),
+		Actor: n.Actor.Kind(),
 		Refund: refundJSON{
 			ID: rf.ID, OrderID: rf.OrderID, RequestID: rf.RequestID,
 			Amount: money{Currency: rf.Amount.Currency, AmountMinor: rf.Amount.AmountMinor}, Reason: rf.Reason,
-			State: rf.State, Outcome: rf.Outcome, DeclineCode: rf.DeclineCode, GatewayRefundID: rf.GatewayRefundID,
+			RequestedBy: rf.Actor.Kind(), State: rf.State, Outcome: rf.Outcome, DeclineCode: rf.DeclineCode, GatewayRefundID: rf.GatewayRefundID,
 			CreatedAt: rf.CreatedAt.UTC(),
 		},
 	}

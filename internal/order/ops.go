@@ -8,8 +8,9 @@ import (
 
 // Resolve records an operator's decision for an order in NEEDS_REVIEW:
 // ev is EventResolvePaid (chargeID required), EventResolvePending or
-// EventResolveCanceled. actor is the operator (see Operator); reason is required.
-func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID, reason string, actor Actor) (Order, error) {
+// EventResolveCanceled. actor is the operator (see Operator), scope the
+// merchants their key reaches; reason is required.
+func (s *Service) Resolve(ctx context.Context, scope Scope, id string, ev EventName, chargeID, reason string, actor Actor) (Order, error) {
 	if err := CheckID("order_id", id); err != nil {
 		return Order{}, err
 	}
@@ -32,11 +33,11 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 		return Order{}, errors.New("resolve: no operator identity")
 	}
 	if ev != EventResolvePaid {
-		if err := s.checkNoCharge(ctx, id); err != nil {
+		if err := s.checkNoCharge(ctx, scope, id); err != nil {
 			return Order{}, err
 		}
 	}
-	o, err := s.store.Transition(ctx, AnyMerchant, id, func(o Order) (Move, error) {
+	o, err := s.store.Transition(ctx, scope, id, func(o Order) (Move, error) {
 		to, err := Next(o.State, ev)
 		m := Move{Event: ev, To: to, Actor: actor, Reason: reason}
 		if ev == EventResolvePaid {
@@ -57,8 +58,8 @@ func (s *Service) Resolve(ctx context.Context, id string, ev EventName, chargeID
 // *ChargeFoundError naming the charge when the gateway reports one, and a
 // *GatewayUnsureError when the gateway cannot say. Only an order in
 // NEEDS_REVIEW is asked about; the transition refuses the others.
-func (s *Service) checkNoCharge(ctx context.Context, id string) error {
-	o, err := s.store.Order(ctx, AnyMerchant, id)
+func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) error {
+	o, err := s.store.Order(ctx, scope, id)
 	if err != nil || o.State != StateNeedsReview {
 		return err
 	}

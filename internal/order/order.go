@@ -5,6 +5,7 @@
 package order
 
 import (
+	"strings"
 	"time"
 )
 
@@ -61,6 +62,30 @@ const (
 // Operator is the actor for a person at the operator API, named by the API
 // key they called with. The key's name, never the key, reaches the history.
 func Operator(keyName string) Actor { return Actor("ops:" + keyName) }
+
+// The kinds of actor, as events tell merchants who acted (see Kind).
+const (
+	// KindMerchant: the merchant's own call (ActorAPI).
+	KindMerchant = "merchant"
+	// KindOperator: a person at the operator API (Operator).
+	KindOperator = "operator"
+	// KindSettle: Settle itself, the reconciler settling an outcome.
+	KindSettle = "settle"
+)
+
+// Kind is what a merchant is told of the actor: KindMerchant,
+// KindOperator or KindSettle, never the operator's key name, which is
+// the platform's own.
+func (a Actor) Kind() string {
+	switch {
+	case a == ActorAPI:
+		return KindMerchant
+	case strings.HasPrefix(string(a), "ops:"):
+		return KindOperator
+	default:
+		return KindSettle
+	}
+}
 
 // Money is an amount in a currency's minor units.
 type Money struct {
@@ -155,6 +180,8 @@ type Due struct {
 
 // ListFilter selects orders for an operator.
 type ListFilter struct {
+	// Scope is whose orders are listed: the operator's key's.
+	Scope Scope
 	// State, when set, keeps only orders in it.
 	State State
 	// MinAge keeps only orders whose last state change is at least this old.
@@ -175,7 +202,7 @@ type HistoryPage struct {
 	AfterAttemptID      string
 }
 
-// Stats summarises all orders for an operator.
+// Stats summarises the orders an operator's scope reaches.
 type Stats struct {
 	ByState map[State]int64
 	// OldestCharging is when the longest-CHARGING order entered CHARGING.

@@ -336,7 +336,7 @@ type DueRefund struct {
 	Age time.Duration
 }
 
-// RefundStats summarises all refunds for an operator.
+// RefundStats summarises the refunds an operator's scope reaches.
 type RefundStats struct {
 	ByState map[RefundState]int64
 	// OldestRefunding is when the oldest REFUNDING refund was made.
@@ -346,8 +346,9 @@ type RefundStats struct {
 // ResolveRefund records an operator's decision for a refund in
 // NEEDS_REVIEW: ev is EventResolveSucceeded (gatewayRefundID required: the
 // money went back) or EventResolveFailed (it did not, and the amount may be
-// refunded again). actor is the operator; reason is required.
-func (s *Service) ResolveRefund(ctx context.Context, orderID, refundID string, ev EventName, gatewayRefundID, reason string,
+// refunded again). actor is the operator, scope the merchants their key
+// reaches; reason is required.
+func (s *Service) ResolveRefund(ctx context.Context, scope Scope, orderID, refundID string, ev EventName, gatewayRefundID, reason string,
 	actor Actor) (Order, Refund, error) {
 	if err := CheckID("order_id", orderID); err != nil {
 		return Order{}, Refund{}, err
@@ -378,7 +379,7 @@ func (s *Service) ResolveRefund(ctx context.Context, orderID, refundID string, e
 	if s.refunds == nil {
 		return Order{}, Refund{}, ErrRefundsUnsupported
 	}
-	o, err := s.store.Order(ctx, AnyMerchant, orderID)
+	o, err := s.store.Order(ctx, scope, orderID)
 	if err != nil {
 		return Order{}, Refund{}, err
 	}

@@ -297,16 +297,16 @@ func TestRefundReviewThenResolved(t *testing.T) {
 		if o, _ = f.svc.Get(ctx, order.ForMerchant(merchant), o.ID); o.Refunding != 600 {
 			t.Fatalf("%s: refunding %d in review, want 600 (reserved)", tc.name, o.Refunding)
 		}
-		if _, _, err := f.svc.ResolveRefund(ctx, o.ID, r.ID, tc.ev, tc.id, "", ops); err == nil {
+		if _, _, err := f.svc.ResolveRefund(ctx, order.AnyMerchant, o.ID, r.ID, tc.ev, tc.id, "", ops); err == nil {
 			t.Fatalf("%s: resolved without a reason", tc.name)
 		}
-		o, got, err := f.svc.ResolveRefund(ctx, o.ID, r.ID, tc.ev, tc.id, "checked the dashboard", ops)
+		o, got, err := f.svc.ResolveRefund(ctx, order.AnyMerchant, o.ID, r.ID, tc.ev, tc.id, "checked the dashboard", ops)
 		if err != nil || got.State != tc.wantRefund || o.State != tc.wantOrder || o.Refunded != tc.wantRefunded ||
 			o.Refunding != tc.wantRefunding {
 			t.Fatalf("%s: refund %s, order %s refunded %d refunding %d, %v", tc.name, got.State, o.State, o.Refunded, o.Refunding, err)
 		}
 		var se *order.RefundStateError
-		if _, _, err := f.svc.ResolveRefund(ctx, o.ID, r.ID, tc.ev, tc.id, "again", ops); !errors.As(err, &se) {
+		if _, _, err := f.svc.ResolveRefund(ctx, order.AnyMerchant, o.ID, r.ID, tc.ev, tc.id, "again", ops); !errors.As(err, &se) {
 			t.Fatalf("%s: resolving twice: %v, want a *RefundStateError", tc.name, err)
 		}
 		_, events, _ := f.store.Refunds(ctx, merchant, o.ID)

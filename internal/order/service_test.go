@@ -538,7 +538,7 @@ func TestHistoryNamesEachActor(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	resolved, err := f.svc.Resolve(ctx, o.ID, order.EventResolvePaid, "ch_sim_000001", "found in the gateway's dashboard", order.Operator("a-ops"))
+	resolved, err := f.svc.Resolve(ctx, order.AnyMerchant, o.ID, order.EventResolvePaid, "ch_sim_000001", "found in the gateway's dashboard", order.Operator("a-ops"))
 	if err != nil || resolved.State != order.StatePaid {
 		t.Fatalf("resolve: %+v %v", resolved, err)
 	}
@@ -573,7 +573,7 @@ func TestResolveUnpaidAsksTheGateway(t *testing.T) {
 	}
 	charged := review("order-review-charged", "tok_timeout")
 	for _, ev := range []order.EventName{order.EventResolvePending, order.EventResolveCanceled} {
-		_, err := f.svc.Resolve(ctx, charged.ID, ev, "", "customer says no charge", order.Operator("a-ops"))
+		_, err := f.svc.Resolve(ctx, order.AnyMerchant, charged.ID, ev, "", "customer says no charge", order.Operator("a-ops"))
 		var found *order.ChargeFoundError
 		if !errors.As(err, &found) || found.ChargeID == "" {
 			t.Fatalf("%s of a charged order: %v, want a ChargeFoundError naming the charge", ev, err)
@@ -582,12 +582,12 @@ func TestResolveUnpaidAsksTheGateway(t *testing.T) {
 			t.Fatalf("refused %s moved the order to %s", ev, got.State)
 		}
 	}
-	if o, err := f.svc.Resolve(ctx, charged.ID, order.EventResolvePaid, "ch_sim_000001", "found it", order.Operator("a-ops")); err != nil || o.State != order.StatePaid {
+	if o, err := f.svc.Resolve(ctx, order.AnyMerchant, charged.ID, order.EventResolvePaid, "ch_sim_000001", "found it", order.Operator("a-ops")); err != nil || o.State != order.StatePaid {
 		t.Fatalf("resolve PAID: %v %v", o.State, err)
 	}
 
 	unseen := review("order-review-unseen", "tok_slow_60000") // the gateway shows no charge
-	if o, err := f.svc.Resolve(ctx, unseen.ID, order.EventResolveCanceled, "", "no charge at the gateway", order.Operator("a-ops")); err != nil || o.State != order.StateCanceled {
+	if o, err := f.svc.Resolve(ctx, order.AnyMerchant, unseen.ID, order.EventResolveCanceled, "", "no charge at the gateway", order.Operator("a-ops")); err != nil || o.State != order.StateCanceled {
 		t.Fatalf("resolve CANCELED with no charge at the gateway: %v %v", o.State, err)
 	}
 }

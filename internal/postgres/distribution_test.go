@@ -89,10 +89,6 @@ func TestKeysNameTheMerchant(t *testing.T) {
 // the merchant's shard alone. docs/operations.md ("Settle on Citus") says
 // how each of these runs there.
 var fanOut = map[string]string{
-	"charging_backlog.sql":      "a metric over every merchant (a read on every shard)",
-	"count_by_state.sql":        "a metric over every merchant (a read on every shard)",
-	"refund_count_by_state.sql": "a metric over every merchant (a read on every shard)",
-	"list_orders.sql":           "operators list every merchant's orders (a read on every shard)",
 	"order_merchant.sql":        "finds the merchant of an order an operator names by id alone",
 	"claim_due.sql":             "the reconciler's lease over every merchant's due orders",
 	"claim_due_refunds.sql":     "the reconciler's lease over every merchant's due refunds",

@@ -26,6 +26,7 @@ type notificationRow struct {
 	TxID              string    `db:"txid"`
 	AttemptID         string    `db:"attempt_id"`
 	Attempts          int       `db:"delivery_attempts"`
+	Actor             string    `db:"actor"`
 	Sequence          int64     `db:"sequence"`
 	MerchantReference string    `db:"merchant_reference"`
 	AmountMinor       int64     `db:"amount_minor"`
@@ -38,6 +39,7 @@ type notificationRow struct {
 	RefundRequestID   string    `db:"refund_request_id"`
 	RefundAmountMinor int64     `db:"refund_amount_minor"`
 	RefundReason      string    `db:"refund_reason"`
+	RefundActor       string    `db:"refund_actor"`
 	RefundOutcome     string    `db:"refund_outcome"`
 	RefundDeclineCode string    `db:"refund_decline_code"`
 	RefundGatewayID   string    `db:"refund_gateway_refund_id"`
@@ -56,7 +58,7 @@ func (r notificationRow) notification() (order.Notification, error) {
 			Amount: order.Money{Currency: r.Currency, AmountMinor: r.AmountMinor}, Gateway: r.Gateway,
 			State: order.State(r.ToState), CurrentAttempt: r.AttemptID, CreatedAt: r.OrderCreatedAt,
 		},
-		GatewayChargeID: r.GatewayChargeID, DeclineCode: r.DeclineCode,
+		Actor: order.Actor(r.Actor), GatewayChargeID: r.GatewayChargeID, DeclineCode: r.DeclineCode,
 		Cursor:   order.EventCursor{TxID: tx, Num: r.Num},
 		Attempts: r.Attempts,
 	}
@@ -67,7 +69,7 @@ func (r notificationRow) notification() (order.Notification, error) {
 		n.Refund = &order.Refund{
 			ID: r.RefundID, MerchantID: r.MerchantID, OrderID: r.OrderID, RequestID: r.RefundRequestID,
 			Amount: order.Money{Currency: r.Currency, AmountMinor: r.RefundAmountMinor}, Reason: r.RefundReason,
-			State: order.RefundState(r.ToState), Outcome: order.Outcome(r.RefundOutcome),
+			Actor: order.Actor(r.RefundActor), State: order.RefundState(r.ToState), Outcome: order.Outcome(r.RefundOutcome),
 			DeclineCode: r.RefundDeclineCode, GatewayRefundID: r.RefundGatewayID, CreatedAt: r.RefundCreatedAt,
 		}
 	}

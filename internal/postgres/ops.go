@@ -22,6 +22,7 @@ func (s *Store) ListOrders(ctx context.Context, f order.ListFilter) ([]order.Ord
 	var out []order.Order
 	err := retry(ctx, func() error {
 		rows, err := queryAll[refundedOrderRow](ctx, s.pool, listOrdersSQL, pgx.StrictNamedArgs{
+			"any_merchant": f.Scope.IsAnyMerchant(), "merchant_id": f.Scope.MerchantID(),
 			"state": f.State, "min_age": f.MinAge, "after_updated": after, "after_id": nullUUID(f.AfterID),
 			"limit": f.Limit,
 		})
@@ -117,14 +118,16 @@ var countByStateSQL string
 //go:embed sql/charging_backlog.sql
 var chargingBacklogSQL string
 
-// Stats summarises the orders by state and the reconcile backlog.
-func (s *Store) Stats(ctx context.Context) (order.Stats, error) {
+// Stats summarises the orders scope reaches by state, and their reconcile
+// backlog.
+func (s *Store) Stats(ctx context.Context, scope order.Scope) (order.Stats, error) {
 	st := order.Stats{ByState: map[order.State]int64{}}
+	args := scopeArgs(scope)
 	err := retry(ctx, func() error {
 		counts, err := queryAll[struct {
 			State string `db:"state"`
 			Count int64  `db:"count"`
-		}](ctx, s.pool, countByStateSQL, nil)
+		}](ctx, s.pool, countByStateSQL, args)
 		if err != nil {
 			return err
 		}
@@ -134,7 +137,7 @@ func (s *Store) Stats(ctx context.Context) (order.Stats, error) {
 		b, err := queryOne[struct {
 			OldestCharging *time.Time `db:"oldest_charging"`
 			Backlog        int64      `db:"backlog"`
-		}](ctx, s.pool, chargingBacklogSQL, nil)
+		}](ctx, s.pool, chargingBacklogSQL, args)
 		if b.OldestCharging != nil {
 			st.OldestCharging = *b.OldestCharging
 		}
@@ -142,10 +145,16 @@ func (s *Store) Stats(ctx context.Context) (order.Stats, error) {
 		if err != nil {
 			return err
 		}
-		st.Refunds, err = s.refundStats(ctx)
+		st.Refunds, err = s.refundStats(ctx, args)
 		return err
 	})
 	return st, err
+}
+
+// scopeArgs are the arguments of a statement that reads within a scope,
+// as order_by_id.sql does.
+func scopeArgs(scope order.Scope) pgx.StrictNamedArgs {
+	return pgx.StrictNamedArgs{"any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID()}
 }
 
 func nullUUID(s string) *string {

@@ -338,14 +338,14 @@ func (s *Store) claimDueRefundsEach(ctx context.Context, limit int, lease time.D
 var refundCountByStateSQL string
 
 // refundStats counts refunds by state, with when the oldest REFUNDING
-// refund was made.
-func (s *Store) refundStats(ctx context.Context) (order.RefundStats, error) {
+// refund was made, within the scope of scopeArgs args.
+func (s *Store) refundStats(ctx context.Context, args pgx.StrictNamedArgs) (order.RefundStats, error) {
 	st := order.RefundStats{ByState: map[order.RefundState]int64{}}
 	rows, err := queryAll[struct {
 		State  string    `db:"state"`
 		Count  int64     `db:"count"`
 		Oldest time.Time `db:"oldest"`
-	}](ctx, s.pool, refundCountByStateSQL, nil)
+	}](ctx, s.pool, refundCountByStateSQL, args)
 	for _, r := range rows {
 		st.ByState[order.RefundState(r.State)] = r.Count
 		if r.State == string(order.RefundRefunding) {

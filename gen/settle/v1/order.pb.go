@@ -317,7 +317,10 @@ type Order struct {
 	Refunded *Money `protobuf:"bytes,11,opt,name=refunded,proto3" json:"refunded,omitempty"`
 	// The sum of the order's refunds in flight or in review: the money may
 	// have gone back, so it cannot be refunded again until they fail.
-	Refunding     *Money `protobuf:"bytes,12,opt,name=refunding,proto3" json:"refunding,omitempty"`
+	Refunding *Money `protobuf:"bytes,12,opt,name=refunding,proto3" json:"refunding,omitempty"`
+	// The merchant the order belongs to: the caller's own in OrderService;
+	// in OpsService, the merchant an operator acts for.
+	MerchantId    string `protobuf:"bytes,13,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -434,6 +437,13 @@ func (x *Order) GetRefunding() *Money {
 		return x.Refunding
 	}
 	return nil
+}
+
+func (x *Order) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
 }
 
 // Attempt is one try to charge an order. Its id is the gateway reference
@@ -1838,7 +1848,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
 	"\x05Money\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
-	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xa8\x04\n" +
+	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xc9\x04\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x12merchant_reference\x18\x02 \x01(\tR\x11merchantReference\x12(\n" +
@@ -1854,7 +1864,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12,\n" +
 	"\brefunded\x18\v \x01(\v2\x10.settle.v1.MoneyR\brefunded\x12.\n" +
-	"\trefunding\x18\f \x01(\v2\x10.settle.v1.MoneyR\trefunding\"\x94\x02\n" +
+	"\trefunding\x18\f \x01(\v2\x10.settle.v1.MoneyR\trefunding\x12\x1f\n" +
+	"\vmerchant_id\x18\r \x01(\tR\n" +
+	"merchantId\"\x94\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +

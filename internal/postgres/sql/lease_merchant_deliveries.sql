@@ -25,17 +25,17 @@ WITH due_o AS (
 	UPDATE order_events e SET deliver_at = now() + @lease::interval, delivery_attempts = e.delivery_attempts + 1
 	FROM due WHERE NOT due.refund AND e.merchant_id = @merchant_id AND e.id = due.id
 	RETURNING e.id, e.type, e.merchant_id, e.order_id, e.to_state, e.created_at, e.txid, e.attempt_id,
-		e.delivery_attempts, NULL::uuid AS refund_id, e.deliver_at
+		e.delivery_attempts, NULL::uuid AS refund_id, e.deliver_at, e.actor
 ), leased_r AS (
 	UPDATE refund_events e SET deliver_at = now() + @lease::interval, delivery_attempts = e.delivery_attempts + 1
 	FROM due WHERE due.refund AND e.merchant_id = @merchant_id AND e.event_id = due.id
 	RETURNING e.event_id, e.type, e.merchant_id, e.order_id, e.to_state, e.created_at, e.txid, NULL::uuid,
-		e.delivery_attempts, e.refund_id, e.deliver_at
+		e.delivery_attempts, e.refund_id, e.deliver_at, e.actor
 ), e AS (
 	SELECT * FROM leased_o UNION ALL SELECT * FROM leased_r
 )
 SELECT e.id AS event_num, e.type, e.merchant_id, e.order_id::text, e.to_state, e.created_at,
-	e.txid::text AS txid, coalesce(e.attempt_id::text, '') AS attempt_id, e.delivery_attempts,
+	e.txid::text AS txid, coalesce(e.attempt_id::text, '') AS attempt_id, e.delivery_attempts, e.actor,
 	(SELECT count(*) FROM order_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.id <= e.id)
 		+ (SELECT count(*) FROM refund_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.event_id <= e.id)
 		AS sequence,
@@ -43,6 +43,7 @@ SELECT e.id AS event_num, e.type, e.merchant_id, e.order_id::text, e.to_state, e
 	coalesce(a.gateway_charge_id, '') AS gateway_charge_id, coalesce(a.decline_code, '') AS decline_code,
 	coalesce(r.id::text, '') AS refund_id, coalesce(r.request_id, '') AS refund_request_id,
 	coalesce(r.amount_minor, 0) AS refund_amount_minor, coalesce(r.reason, '') AS refund_reason,
+	coalesce(r.actor, '') AS refund_actor,
 	coalesce(r.outcome, '') AS refund_outcome, coalesce(r.decline_code, '') AS refund_decline_code,
 	coalesce(r.gateway_refund_id, '') AS refund_gateway_refund_id,
 	coalesce(r.created_at, 'epoch') AS refund_created_at

@@ -14,7 +14,7 @@
 -- from the outer row prunes nothing).
 WITH e AS (
 	(SELECT id, type, merchant_id, order_id, to_state, created_at, txid, attempt_id, delivery_attempts,
-		NULL::uuid AS refund_id
+		NULL::uuid AS refund_id, actor
 	FROM order_events
 	WHERE merchant_id = @merchant_id AND type IS NOT NULL
 		AND (txid, id) > (@after_txid::text::xid8, @after_id::bigint)
@@ -22,7 +22,8 @@ WITH e AS (
 	ORDER BY txid, id
 	LIMIT @limit)
 	UNION ALL
-	(SELECT event_id, type, merchant_id, order_id, to_state, created_at, txid, NULL::uuid, delivery_attempts, refund_id
+	(SELECT event_id, type, merchant_id, order_id, to_state, created_at, txid, NULL::uuid, delivery_attempts, refund_id,
+		actor
 	FROM refund_events
 	WHERE merchant_id = @merchant_id AND type IS NOT NULL
 		AND (txid, event_id) > (@after_txid::text::xid8, @after_id::bigint)
@@ -31,7 +32,7 @@ WITH e AS (
 	LIMIT @limit)
 )
 SELECT e.id AS event_num, e.type, e.merchant_id, e.order_id::text, e.to_state, e.created_at,
-	e.txid::text AS txid, coalesce(e.attempt_id::text, '') AS attempt_id, e.delivery_attempts,
+	e.txid::text AS txid, coalesce(e.attempt_id::text, '') AS attempt_id, e.delivery_attempts, e.actor,
 	(SELECT count(*) FROM order_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.id <= e.id)
 		+ (SELECT count(*) FROM refund_events p WHERE p.merchant_id = @merchant_id AND p.order_id = e.order_id AND p.event_id <= e.id)
 		AS sequence,
@@ -39,6 +40,7 @@ SELECT e.id AS event_num, e.type, e.merchant_id, e.order_id::text, e.to_state, e
 	coalesce(a.gateway_charge_id, '') AS gateway_charge_id, coalesce(a.decline_code, '') AS decline_code,
 	coalesce(r.id::text, '') AS refund_id, coalesce(r.request_id, '') AS refund_request_id,
 	coalesce(r.amount_minor, 0) AS refund_amount_minor, coalesce(r.reason, '') AS refund_reason,
+	coalesce(r.actor, '') AS refund_actor,
 	coalesce(r.outcome, '') AS refund_outcome, coalesce(r.decline_code, '') AS refund_decline_code,
 	coalesce(r.gateway_refund_id, '') AS refund_gateway_refund_id,
 	coalesce(r.created_at, 'epoch') AS refund_created_at
