@@ -171,7 +171,15 @@ type frame struct {
 // starts reading. It does not wait for the server's SETTINGS.
 func dialH2(t *testing.T, addr string) *h2conn {
 	t.Helper()
-	conn, err := net.Dial("tcp", addr)
+	return dialH2From(t, addr, "")
+}
+
+// dialH2From is dialH2 from the local IP from ("" for any): on Linux,
+// every address of 127/8 is loopback, so that tests can be several
+// clients.
+func dialH2From(t *testing.T, addr, from string) *h2conn {
+	t.Helper()
+	conn, err := dialerFrom(from).Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
