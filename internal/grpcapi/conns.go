@@ -113,7 +113,9 @@ func connID(remote, local net.Addr) string {
 }
 
 // listener returns lis with the tracker's limits applied to what it accepts.
-func (t *connTracker) listener(lis net.Listener) net.Listener { return &trackedListener{Listener: lis, t: t} }
+func (t *connTracker) listener(lis net.Listener) net.Listener {
+	return &trackedListener{Listener: lis, t: t}
+}
 
 type trackedListener struct {
 	net.Listener

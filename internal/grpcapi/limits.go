@@ -216,8 +216,8 @@ var errAuthLimited = status.Error(codes.ResourceExhausted, "too many failed auth
 type authFailures struct {
 	limits     AuthFailureLimits
 	addressing addressing
-	log    *slog.Logger
-	count  func(result string) // counts a failure: "rejected" or "limited"
+	log        *slog.Logger
+	count      func(result string) // counts a failure: "rejected" or "limited"
 
 	mu     sync.Mutex
 	peers  map[string]*peerFailures

@@ -40,10 +40,10 @@ type Store interface {
 // Server is Settle's gRPC server with its health service.
 type Server struct {
 	*grpc.Server
-	Health   *health.Server
-	hub      *watchHub
-	fails    *authFailures
-	conns    *connTracker
+	Health *health.Server
+	hub    *watchHub
+	fails  *authFailures
+	conns  *connTracker
 }
 
 // Options are the server's security settings.
