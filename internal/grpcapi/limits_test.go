@@ -188,11 +188,10 @@ func dialH2From(t *testing.T, addr, from string) *h2conn {
 		ended: make(chan struct{}), settings: make(chan struct{})}
 	h.enc = hpack.NewEncoder(&h.hbuf)
 	h.fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	if _, err := conn.Write([]byte(http2.ClientPreface)); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.fr.WriteSettings(); err != nil {
-		t.Fatal(err)
+	// A server that closes the connection at once (past a limit) may do so
+	// before these are written: the reader then ends, which tests check.
+	if _, err := conn.Write([]byte(http2.ClientPreface)); err == nil {
+		_ = h.fr.WriteSettings()
 	}
 	go func() {
 		defer close(h.ended)
