@@ -327,7 +327,7 @@ func holdConnection(t *testing.T, addr string) net.Conn {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			t.Cleanup(func() { c.Close() })
-			c.SetDeadline(time.Now().Add(15 * time.Second))
+			_ = c.SetDeadline(time.Now().Add(15 * time.Second))
 			if _, err = c.Write([]byte(http2.ClientPreface)); err == nil {
 				err = http2.NewFramer(c, c).WriteSettings()
 			}
@@ -335,7 +335,7 @@ func holdConnection(t *testing.T, addr string) net.Conn {
 				_, err = c.Read(make([]byte, 1)) // the server's SETTINGS
 			}
 			if err == nil {
-				c.SetDeadline(time.Time{})
+				_ = c.SetDeadline(time.Time{})
 				return c
 			}
 			c.Close()

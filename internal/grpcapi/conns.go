@@ -289,16 +289,21 @@ func (t *connTracker) HandleConn(context.Context, stats.ConnStats) {}
 // TagRPC leaves the call's context as it is.
 func (t *connTracker) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context { return ctx }
 
-// HandleRPC counts the calls open on each connection.
+// HandleRPC counts the calls open on each keyless connection. A keyed
+// connection's count goes stale, which nothing reads.
 func (t *connTracker) HandleRPC(ctx context.Context, s stats.RPCStats) {
+	switch s.(type) {
+	case *stats.Begin, *stats.End:
+	default:
+		return // a call's other events, several per call
+	}
 	c, ok := ctx.Value(connKey{}).(*clientConn)
-	if !ok {
+	if !ok || c.authed.Load() {
 		return
 	}
-	switch s.(type) {
-	case *stats.Begin:
+	if _, begin := s.(*stats.Begin); begin {
 		c.calls.Add(1)
-	case *stats.End:
+	} else {
 		c.callEnded()
 	}
 }
