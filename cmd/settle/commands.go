@@ -41,7 +41,9 @@ var (
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
-		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-concurrent-streams", "max-keyless-streams",
+		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
+		"max-keyless-connections-per-address", "keyless-grace", "address-prefix-ipv4", "address-prefix-ipv6",
+		"max-concurrent-streams", "max-keyless-streams", "max-keyless-streams-per-address",
 		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
 	webhookFlags = []string{"webhook-listen", "webhook-tls-cert", "webhook-tls-key", "webhook-max-body",
 		"webhook-max-connections", "webhook-tolerance", "webhook-plaintext", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
@@ -176,9 +178,9 @@ func (a *app) close() {
 	a.pool.Close()
 }
 
-// serveMetrics serves /metrics, /healthz and /readyz until ctx ends, when
-// a metrics address is configured.
-func (a *app) serveMetrics(ctx context.Context) error {
+// serveMetrics serves /metrics, /healthz and /readyz (ready) until ctx
+// ends, when a metrics address is configured.
+func (a *app) serveMetrics(ctx context.Context, ready func(context.Context) error) error {
 	if a.cfg.MetricsListen == "" {
 		return nil
 	}
@@ -186,7 +188,7 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
 	}
-	h := a.metrics.Handler(a.ready)
+	h := a.metrics.Handler(ready)
 	if a.cfg.Pprof {
 		mux := http.NewServeMux()
 		mux.Handle("/", h)
@@ -322,7 +324,17 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
 	defer func() { stopBG(); bg.Wait() }()
-	if err := a.serveMetrics(bgCtx); err != nil {
+	// Ready also means that a new client can connect: behind a load
+	// balancer, a server whose every connection place is held sends the
+	// balancer's new clients elsewhere. gRPC health stays with the
+	// database alone, for the clients already connected are served.
+	ready := func(ctx context.Context) error {
+		if err := srv.Accepting(); err != nil {
+			return err
+		}
+		return a.ready(ctx)
+	}
+	if err := a.serveMetrics(bgCtx, ready); err != nil {
 		return err
 	}
 	if err := a.waitForDatabase(ctx); err != nil {
@@ -428,7 +440,7 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if err := a.serveMetrics(ctx); err != nil {
+	if err := a.serveMetrics(ctx, a.ready); err != nil {
 		return err
 	}
 	if err := a.waitForDatabase(ctx); err != nil {
@@ -477,7 +489,7 @@ func runDeliver(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if err := a.serveMetrics(ctx); err != nil {
+	if err := a.serveMetrics(ctx, a.ready); err != nil {
 		return err
 	}
 	if err := a.waitForDatabase(ctx); err != nil {

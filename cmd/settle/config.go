@@ -59,8 +59,14 @@ type config struct {
 	AuthFailRate      float64
 	AuthFailBurst     int
 	MaxConns          int
+	MaxConnsPerAddr   int
+	MaxKeylessConns   int
+	KeylessGrace      time.Duration
+	PrefixV4          int
+	PrefixV6          int
 	MaxStreams        int
 	MaxKeyless        int
+	MaxKeylessPerAddr int
 	ConnIdle          time.Duration
 	ConnAge           time.Duration
 	ConnAgeGrace      time.Duration
@@ -144,8 +150,14 @@ var options = []option{
 	{"auth-failure-rate", "SETTLE_AUTH_FAILURE_RATE", "5", "calls with a missing or wrong API key per second per client address; past it (and the burst) they are RESOURCE_EXHAUSTED", setFloat(func(c *config) *float64 { return &c.AuthFailRate })},
 	{"auth-failure-burst", "SETTLE_AUTH_FAILURE_BURST", "20", "burst of calls with a missing or wrong API key per client address", setInt(func(c *config) *int { return &c.AuthFailBurst })},
 	{"max-connections", "SETTLE_MAX_CONNECTIONS", "1024", "gRPC connections open at once; more wait to be accepted", setInt(func(c *config) *int { return &c.MaxConns })},
+	{"max-connections-per-address", "SETTLE_MAX_CONNECTIONS_PER_ADDRESS", "256", "gRPC connections open at once from one client address (see address-prefix-ipv4); one past it replaces the address's oldest keyless connection, or is closed at once (behind a load balancer that hides clients' addresses, every client is one address: see docs/operations.md)", setInt(func(c *config) *int { return &c.MaxConnsPerAddr })},
+	{"max-keyless-connections-per-address", "SETTLE_MAX_KEYLESS_CONNECTIONS_PER_ADDRESS", "16", "gRPC connections from one client address that have not yet carried a call with a valid API key; one past it replaces the address's oldest such connection", setInt(func(c *config) *int { return &c.MaxKeylessConns })},
+	{"keyless-grace", "SETTLE_KEYLESS_GRACE", "30s", "a gRPC connection that has carried no call with a valid API key this long after it opened is closed once no call is open on it (health checks included), and in any case one more keyless-grace later", setDuration(func(c *config) *time.Duration { return &c.KeylessGrace })},
+	{"address-prefix-ipv4", "SETTLE_ADDRESS_PREFIX_IPV4", "32", "leading bits of an IPv4 address that make one client address, for the per-address limits", setInt(func(c *config) *int { return &c.PrefixV4 })},
+	{"address-prefix-ipv6", "SETTLE_ADDRESS_PREFIX_IPV6", "64", "leading bits of an IPv6 address that make one client address, for the per-address limits", setInt(func(c *config) *int { return &c.PrefixV6 })},
 	{"max-concurrent-streams", "SETTLE_MAX_CONCURRENT_STREAMS", "100", "calls open at once on one gRPC connection", setInt(func(c *config) *int { return &c.MaxStreams })},
-	{"max-keyless-streams", "SETTLE_MAX_KEYLESS_STREAMS", "256", "streams that need no API key (health Watch, reflection) open at once", setInt(func(c *config) *int { return &c.MaxKeyless })},
+	{"max-keyless-streams", "SETTLE_MAX_KEYLESS_STREAMS", "1024", "streams that need no API key (health Watch, reflection) open at once; client-side health checking holds one per connection", setInt(func(c *config) *int { return &c.MaxKeyless })},
+	{"max-keyless-streams-per-address", "SETTLE_MAX_KEYLESS_STREAMS_PER_ADDRESS", "256", "streams that need no API key open at once from one client address", setInt(func(c *config) *int { return &c.MaxKeylessPerAddr })},
 	{"max-connection-idle", "SETTLE_MAX_CONNECTION_IDLE", "5m", "a gRPC connection with no call open for this long is closed (GOAWAY)", setDuration(func(c *config) *time.Duration { return &c.ConnIdle })},
 	{"max-connection-age", "SETTLE_MAX_CONNECTION_AGE", "30m", "a gRPC connection this old (±10%) is closed (GOAWAY), so clients spread over new servers", setDuration(func(c *config) *time.Duration { return &c.ConnAge })},
 	{"max-connection-age-grace", "SETTLE_MAX_CONNECTION_AGE_GRACE", "1m", "how long calls on a connection closed for its age may go on", setDuration(func(c *config) *time.Duration { return &c.ConnAgeGrace })},
@@ -267,6 +279,12 @@ func (c *config) validate() error {
 	check(c.MaxConns >= 1, "max-connections must be at least 1")
 	check(c.MaxStreams >= 1 && c.MaxStreams <= 10000, "max-concurrent-streams must be between 1 and 10000")
 	check(c.MaxKeyless >= 1, "max-keyless-streams must be at least 1")
+	check(c.MaxKeylessPerAddr >= 1 && c.MaxKeylessPerAddr <= c.MaxKeyless, "max-keyless-streams-per-address must be between 1 and max-keyless-streams")
+	check(c.MaxConnsPerAddr >= 1 && c.MaxConnsPerAddr <= c.MaxConns, "max-connections-per-address must be between 1 and max-connections")
+	check(c.MaxKeylessConns >= 1 && c.MaxKeylessConns <= c.MaxConnsPerAddr, "max-keyless-connections-per-address must be between 1 and max-connections-per-address")
+	check(c.KeylessGrace > 0, "keyless-grace must be positive")
+	check(c.PrefixV4 >= 1 && c.PrefixV4 <= 32, "address-prefix-ipv4 must be between 1 and 32")
+	check(c.PrefixV6 >= 1 && c.PrefixV6 <= 128, "address-prefix-ipv6 must be between 1 and 128")
 	check(c.ConnIdle > 0 && c.ConnAge > 0 && c.ConnAgeGrace > 0, "max-connection-idle, max-connection-age and max-connection-age-grace must be positive")
 	check((c.TLSCert == "") == (c.TLSKey == ""), "tls-cert and tls-key go together")
 	check(c.TLSClientCA == "" || c.TLSCert != "", "tls-client-ca needs tls-cert and tls-key")

@@ -5,13 +5,16 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"golang.org/x/net/http2"
 
 	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
@@ -290,5 +293,56 @@ func waitTrue(t *testing.T, pool *pgxpool.Pool, d time.Duration, what, query str
 			t.Fatalf("%s: not after %s", what, d)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestNotReadyWhileEveryConnectionIsHeld: /readyz says not ready while
+// every gRPC connection place is held (a new client would wait to
+// connect), so that a load balancer sends new clients elsewhere, and ready
+// again once one is given back.
+func TestNotReadyWhileEveryConnectionIsHeld(t *testing.T) {
+	t.Parallel()
+	const maxConns = 2
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	start(t, append(crashEnv(postgrestest.URL(t), "http://127.0.0.1:1"), "SETTLE_METRICS_LISTEN="+metricsAddr),
+		"serve", "--listen", addr, "--max-connections", strconv.Itoa(maxConns), "--max-connections-per-address", strconv.Itoa(maxConns),
+		"--max-keyless-connections-per-address", strconv.Itoa(maxConns), "--keyless-grace", "10m")
+	waitReady(t, metricsAddr, http.StatusOK)
+	var held []net.Conn
+	for range maxConns {
+		held = append(held, holdConnection(t, addr))
+	}
+	waitReady(t, metricsAddr, http.StatusServiceUnavailable)
+	held[0].Close()
+	waitReady(t, metricsAddr, http.StatusOK)
+}
+
+// holdConnection opens a gRPC connection to addr that sends the HTTP/2
+// preface and then nothing, and returns once the server has answered it
+// (it is accepted).
+func holdConnection(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			t.Cleanup(func() { c.Close() })
+			_ = c.SetDeadline(time.Now().Add(15 * time.Second))
+			if _, err = c.Write([]byte(http2.ClientPreface)); err == nil {
+				err = http2.NewFramer(c, c).WriteSettings()
+			}
+			if err == nil {
+				_, err = c.Read(make([]byte, 1)) // the server's SETTINGS
+			}
+			if err == nil {
+				_ = c.SetDeadline(time.Time{})
+				return c
+			}
+			c.Close()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("connect to %s: %v", addr, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -140,15 +140,19 @@ var errUnauthenticated = status.Error(codes.Unauthenticated, "missing or invalid
 
 // authenticator checks bearer keys and the role each service needs.
 type authenticator struct {
-	keys    []Key
-	fails   *authFailures
-	keyless keylessStreams
+	keys       []Key
+	fails      *authFailures
+	addressing addressing
+	keyless    *keylessStreams
 }
 
 // authenticate finds the caller's key. It compares the presented key's hash
-// with every configured hash in constant time, whatever matches.
+// with every configured hash in constant time, whatever matches. A valid
+// key, of the method's role or not, marks the call's connection as keyed
+// (see connTracker).
 func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (context.Context, error) {
 	if len(a.keys) == 0 {
+		markAuthenticated(ctx)
 		return ctx, nil
 	}
 	md, _ := metadata.FromIncomingContext(ctx)
@@ -171,6 +175,7 @@ func (a *authenticator) authenticate(ctx context.Context, fullMethod string) (co
 		return nil, errUnauthenticated
 	}
 	k := a.keys[found]
+	markAuthenticated(ctx)
 	want := RoleCheckout
 	if strings.HasPrefix(fullMethod, "/"+settlev1.OpsService_ServiceDesc.ServiceName+"/") {
 		want = RoleOps
@@ -281,7 +286,7 @@ func (a *authenticator) unary(l *limiter) grpc.UnaryServerInterceptor {
 func (a *authenticator) stream(l *limiter) grpc.StreamServerInterceptor {
 	return func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 		if open(info.FullMethod) {
-			release, err := a.keyless.acquire()
+			release, err := a.keyless.acquire(a.addressing.fromContext(ss.Context()))
 			if err != nil {
 				return err
 			}

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 )
 
@@ -29,14 +28,37 @@ type ConnLimits struct {
 	// MaxConnections is the most connections the listener holds open; more
 	// wait in the kernel's accept queue until one closes.
 	MaxConnections int
+	// MaxConnectionsPerAddress is the most connections open at once from
+	// one client address (see AddressPrefixV4): a connection past it
+	// takes the place of the address's oldest keyless connection, or is
+	// closed as soon as it is accepted when there is none.
+	MaxConnectionsPerAddress int
+	// MaxKeylessConnectionsPerAddress is the most keyless connections
+	// from one client address: those that have not yet carried a call
+	// with a valid API key (every connection starts keyless). A new
+	// connection past it takes the place of the address's oldest keyless
+	// connection, which is closed.
+	MaxKeylessConnectionsPerAddress int
+	// KeylessGrace is how long a connection may stay keyless: then it is
+	// closed as soon as no call is open on it, and in any case one more
+	// KeylessGrace later.
+	KeylessGrace time.Duration
+	// AddressPrefixV4 and AddressPrefixV6 say what one client address is:
+	// the connections whose IPv4 addresses share their first
+	// AddressPrefixV4 bits (32: one IP) or whose IPv6 addresses share
+	// their first AddressPrefixV6 bits (64: one host commonly holds a
+	// whole /64).
+	AddressPrefixV4, AddressPrefixV6 int
 	// MaxConcurrentStreams is the most calls open at once on one connection.
 	// gRPC also runs at most this many handlers per connection, which is its
 	// defence against a flood of HEADERS followed by RST_STREAM: the
 	// connection's reader stops until a handler returns.
 	MaxConcurrentStreams uint32
 	// MaxKeylessStreams is the most streams without an API key (health
-	// Watch, reflection) open at once across the server.
-	MaxKeylessStreams int
+	// Watch, reflection) open at once across the server, and
+	// MaxKeylessStreamsPerAddress the most from one client address.
+	MaxKeylessStreams           int
+	MaxKeylessStreamsPerAddress int
 	// MaxConnectionIdle closes (GOAWAY) a connection with no call open for
 	// this long.
 	MaxConnectionIdle time.Duration
@@ -54,15 +76,22 @@ type ConnLimits struct {
 }
 
 // DefaultConnLimits are the limits of a server configured with none.
+// docs/operations.md gives the reasoning behind the numbers.
 var DefaultConnLimits = ConnLimits{
-	MaxConnections:        1024,
-	MaxConcurrentStreams:  100,
-	MaxKeylessStreams:     256,
-	MaxConnectionIdle:     5 * time.Minute,
-	MaxConnectionAge:      30 * time.Minute,
-	MaxConnectionAgeGrace: time.Minute,
-	KeepaliveMinTime:      20 * time.Second,
-	HandshakeTimeout:      10 * time.Second,
+	MaxConnections:                  1024,
+	MaxConnectionsPerAddress:        256,
+	MaxKeylessConnectionsPerAddress: 16,
+	KeylessGrace:                    30 * time.Second,
+	AddressPrefixV4:                 32,
+	AddressPrefixV6:                 64,
+	MaxConcurrentStreams:            100,
+	MaxKeylessStreams:               1024,
+	MaxKeylessStreamsPerAddress:     256,
+	MaxConnectionIdle:               5 * time.Minute,
+	MaxConnectionAge:                30 * time.Minute,
+	MaxConnectionAgeGrace:           time.Minute,
+	KeepaliveMinTime:                20 * time.Second,
+	HandshakeTimeout:                10 * time.Second,
 }
 
 // withDefaults fills zero fields from DefaultConnLimits.
@@ -73,14 +102,21 @@ func (l ConnLimits) withDefaults() ConnLimits {
 			*v = def
 		}
 	}
-	if l.MaxConnections <= 0 {
-		l.MaxConnections = d.MaxConnections
+	setInt := func(v *int, def int) {
+		if *v <= 0 {
+			*v = def
+		}
 	}
+	setInt(&l.MaxConnections, d.MaxConnections)
+	setInt(&l.MaxConnectionsPerAddress, d.MaxConnectionsPerAddress)
+	setInt(&l.MaxKeylessConnectionsPerAddress, d.MaxKeylessConnectionsPerAddress)
+	setInt(&l.AddressPrefixV4, d.AddressPrefixV4)
+	setInt(&l.AddressPrefixV6, d.AddressPrefixV6)
+	setInt(&l.MaxKeylessStreams, d.MaxKeylessStreams)
+	setInt(&l.MaxKeylessStreamsPerAddress, d.MaxKeylessStreamsPerAddress)
+	set(&l.KeylessGrace, d.KeylessGrace)
 	if l.MaxConcurrentStreams == 0 {
 		l.MaxConcurrentStreams = d.MaxConcurrentStreams
-	}
-	if l.MaxKeylessStreams <= 0 {
-		l.MaxKeylessStreams = d.MaxKeylessStreams
 	}
 	set(&l.MaxConnectionIdle, d.MaxConnectionIdle)
 	set(&l.MaxConnectionAge, d.MaxConnectionAge)
@@ -116,10 +152,16 @@ func (l ConnLimits) serverOptions() []grpc.ServerOption {
 	}
 }
 
-// Serve accepts connections on lis, at most ConnLimits.MaxConnections at once.
+// Serve accepts connections on lis, at most ConnLimits.MaxConnections at
+// once, and from each client address as its limits allow.
 func (s *Server) Serve(lis net.Listener) error {
-	return s.Server.Serve(netutil.LimitListener(lis, s.maxConns))
+	return s.Server.Serve(netutil.LimitListener(s.conns.listener(lis), s.conns.limits.MaxConnections))
 }
+
+// Accepting says why the server could not take a new client's call now:
+// every connection place is held, so a new connection waits to be
+// accepted. Nil means it could.
+func (s *Server) Accepting() error { return s.conns.accepting() }
 
 // Stop stops the server at once (see grpc.Server.Stop) and writes the
 // failed-authentication counts not yet logged.
@@ -172,9 +214,10 @@ var errAuthLimited = status.Error(codes.ResourceExhausted, "too many failed auth
 
 // authFailures rate-limits and reports failed authentication per peer.
 type authFailures struct {
-	limits AuthFailureLimits
-	log    *slog.Logger
-	count  func(result string) // counts a failure: "rejected" or "limited"
+	limits     AuthFailureLimits
+	addressing addressing
+	log        *slog.Logger
+	count      func(result string) // counts a failure: "rejected" or "limited"
 
 	mu     sync.Mutex
 	peers  map[string]*peerFailures
@@ -188,8 +231,8 @@ type peerFailures struct {
 	timer             *time.Timer
 }
 
-func newAuthFailures(limits AuthFailureLimits, log *slog.Logger, count func(string)) *authFailures {
-	return &authFailures{limits: limits.withDefaults(), log: log, count: count, peers: map[string]*peerFailures{}}
+func newAuthFailures(limits AuthFailureLimits, a addressing, log *slog.Logger, count func(string)) *authFailures {
+	return &authFailures{limits: limits.withDefaults(), addressing: a, log: log, count: count, peers: map[string]*peerFailures{}}
 }
 
 // fail records a failed authentication of the caller in ctx and returns the
@@ -197,7 +240,7 @@ func newAuthFailures(limits AuthFailureLimits, log *slog.Logger, count func(stri
 // first failure of a peer is logged at once; later ones are counted and
 // logged as one line per LogInterval, so that a flood writes a few lines.
 func (f *authFailures) fail(ctx context.Context, err error) error {
-	addr := peerKey(ctx)
+	addr := f.addressing.fromContext(ctx)
 	f.mu.Lock()
 	p, known := f.peers[addr]
 	if !known && len(f.peers) >= maxTrackedPeers {
@@ -271,35 +314,47 @@ func (f *authFailures) logLocked(addr string, p *peerFailures) {
 	p.rejected, p.limited = 0, 0
 }
 
-// peerKey is the address failures are counted by: the peer's IP, or its
-// /64 for IPv6, where one host commonly holds a whole /64.
-func peerKey(ctx context.Context) string {
-	p, ok := peer.FromContext(ctx)
-	if !ok || p.Addr == nil {
-		return "unknown"
-	}
-	tcp, ok := p.Addr.(*net.TCPAddr)
-	if !ok {
-		return p.Addr.Network()
-	}
-	if ip4 := tcp.IP.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return (&net.IPNet{IP: tcp.IP.Mask(net.CIDRMask(64, 128)), Mask: net.CIDRMask(64, 128)}).String()
-}
-
 // keylessStreams caps the streams that need no API key (health Watch,
 // reflection), which may otherwise stay open for as long as their client
-// likes.
-type keylessStreams chan struct{}
+// likes: at most max across the server and perAddress from one client
+// address, so that one client cannot take the streams that every other
+// client's health checking needs.
+type keylessStreams struct {
+	max, perAddress int
 
-var errKeylessLimited = status.Error(codes.ResourceExhausted, "too many open streams without an API key; retry later")
+	mu     sync.Mutex
+	open   int
+	byAddr map[string]int
+}
 
-func (k keylessStreams) acquire() (func(), error) {
-	select {
-	case k <- struct{}{}:
-		return func() { <-k }, nil
-	default:
+func newKeylessStreams(max, perAddress int) *keylessStreams {
+	return &keylessStreams{max: max, perAddress: perAddress, byAddr: map[string]int{}}
+}
+
+var (
+	errKeylessLimited        = status.Error(codes.ResourceExhausted, "too many open streams without an API key; retry later")
+	errKeylessAddressLimited = status.Error(codes.ResourceExhausted, "too many open streams without an API key from this address; close one or retry later")
+)
+
+// acquire takes a stream slot for the client address addr, or says why
+// not.
+func (k *keylessStreams) acquire(addr string) (func(), error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case k.byAddr[addr] >= k.perAddress:
+		return nil, errKeylessAddressLimited
+	case k.open >= k.max:
 		return nil, errKeylessLimited
 	}
+	k.open++
+	k.byAddr[addr]++
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.open--
+		if k.byAddr[addr]--; k.byAddr[addr] == 0 {
+			delete(k.byAddr, addr)
+		}
+	}, nil
 }

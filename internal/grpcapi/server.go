@@ -40,10 +40,10 @@ type Store interface {
 // Server is Settle's gRPC server with its health service.
 type Server struct {
 	*grpc.Server
-	Health   *health.Server
-	hub      *watchHub
-	fails    *authFailures
-	maxConns int
+	Health *health.Server
+	hub    *watchHub
+	fails  *authFailures
+	conns  *connTracker
 }
 
 // Options are the server's security settings.
@@ -91,13 +91,15 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		}
 		return logging.DefaultServerCodeToLevel(c)
 	})}
-	countFailure := func(string) {}
+	countFailure, countClosed := func(string) {}, func(string) {}
 	if opts.Metrics != nil {
-		countFailure = opts.Metrics.AuthFailure
+		countFailure, countClosed = opts.Metrics.AuthFailure, opts.Metrics.ConnectionClosed
 	}
-	fails := newAuthFailures(opts.AuthFailures, log, countFailure)
 	conn := opts.Conn.withDefaults()
-	authn := &authenticator{keys: opts.Keys, fails: fails, keyless: make(keylessStreams, conn.MaxKeylessStreams)}
+	conns := newConnTracker(conn, countClosed)
+	fails := newAuthFailures(opts.AuthFailures, conns.addressing, log, countFailure)
+	authn := &authenticator{keys: opts.Keys, fails: fails, addressing: conns.addressing,
+		keyless: newKeylessStreams(conn.MaxKeylessStreams, conn.MaxKeylessStreamsPerAddress)}
 	limit := &limiter{limits: opts.Limits, keys: map[string]*keyLimit{}}
 	// Calls are logged after authentication: a call refused for its key is
 	// counted and logged by authFailures, a line per peer and interval, so
@@ -124,6 +126,9 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		grpc.ForceServerCodecV2(newRawCodec()),
 		grpc.ChainUnaryInterceptor(unary...),
 		grpc.ChainStreamInterceptor(stream...),
+		// The listener's connections are tied to their calls through the
+		// stats handler (see connTracker).
+		grpc.StatsHandler(conns),
 	}
 	serverOpts = append(serverOpts, conn.serverOptions()...)
 	if opts.Tracing != nil {
@@ -150,7 +155,7 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	if opts.Metrics != nil {
 		opts.Metrics.GRPC.InitializeMetrics(gs)
 	}
-	return &Server{Server: gs, Health: h, hub: hub, fails: fails, maxConns: conn.MaxConnections}
+	return &Server{Server: gs, Health: h, hub: hub, fails: fails, conns: conns}
 }
 
 // OrderChanged wakes the WatchOrder streams of order id; "" wakes them all

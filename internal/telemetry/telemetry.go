@@ -29,6 +29,7 @@ type Metrics struct {
 	gatewaySeconds  *prometheus.HistogramVec
 	reconcileChecks *prometheus.CounterVec
 	authFailures    *prometheus.CounterVec
+	connsClosed     *prometheus.CounterVec
 	malformed       *prometheus.CounterVec
 	dbFsync         prometheus.Gauge
 	dbSyncCommit    *prometheus.GaugeVec
@@ -61,6 +62,9 @@ func NewMetrics() *Metrics {
 		authFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_auth_failures_total", Help: "Calls refused for their API key (missing, unknown or of the wrong role), by result: rejected, or limited (past the peer's failure budget).",
 		}, []string{"result"}),
+		connsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_grpc_connections_closed_total", Help: "gRPC connections closed by the per-address limits, by reason: address_limit (past max-connections-per-address), keyless_evicted (an address's oldest keyless connection, past max-keyless-connections-per-address) or keyless_grace (no call with a valid API key within keyless-grace).",
+		}, []string{"reason"}),
 		malformed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_grpc_malformed_requests_total", Help: "Requests that were not valid protobuf messages, by method (answered INVALID_ARGUMENT).",
 		}, []string{"grpc_method"}),
@@ -94,7 +98,7 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
 	}
-	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.malformed,
+	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.connsClosed, m.malformed,
 		m.gatewayEvents, m.reviewItems, m.eventToSettled,
 		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbWaitsStandby, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -120,6 +124,10 @@ func (m *Metrics) EventSettled(d time.Duration) { m.eventToSettled.Observe(d.Sec
 // AuthFailure counts one call refused for its API key: result is
 // "rejected" or "limited".
 func (m *Metrics) AuthFailure(result string) { m.authFailures.WithLabelValues(result).Inc() }
+
+// ConnectionClosed counts one gRPC connection closed by the per-address
+// limits, by reason.
+func (m *Metrics) ConnectionClosed(reason string) { m.connsClosed.WithLabelValues(reason).Inc() }
 
 // MalformedRequest counts one request to method (a full method name) that
 // was not a valid protobuf message.
@@ -277,7 +285,9 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := ready(ctx); err != nil {
-			http.Error(w, "database unavailable", http.StatusServiceUnavailable)
+			// The reason stays in the process: a database error may
+			// name hosts and users.
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write([]byte("ok\n"))
