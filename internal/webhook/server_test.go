@@ -68,30 +68,39 @@ func dialFrom(t *testing.T, from, addr string) net.Conn {
 	return c
 }
 
+// answer is what the listener answered a request: its status, and
+// whether it said Connection: close.
+type answer struct {
+	StatusCode int
+	Close      bool
+}
+
 // send writes one request on c and reads its answer.
-func send(c net.Conn, path string, signed bool, id string) (*http.Response, error) {
+func send(c net.Conn, path string, signed bool, id string) (answer, error) {
 	body := refpspEvent(id, refpsp.EventSucceeded, "not-one-of-ours")
 	req, _ := http.NewRequest(http.MethodPost, "http://webhooks"+path, bytes.NewReader(body))
 	if signed {
 		req.Header.Set(refpsp.SignatureHeader, refpsp.Sign(body, time.Now(), refpspSecret))
 	}
 	if err := req.Write(c); err != nil {
-		return nil, err
+		return answer{}, err
 	}
 	resp, err := http.ReadResponse(bufio.NewReader(c), req)
 	if err != nil {
-		return nil, err
+		return answer{}, err
 	}
+	defer resp.Body.Close()
 	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp, err
+	return answer{StatusCode: resp.StatusCode, Close: resp.Close}, err
 }
 
 // closedByServer reports whether the server closes c (a read ends with
 // EOF or a reset) within a deadline far beyond any scheduling delay.
 func closedByServer(t *testing.T, c net.Conn) bool {
 	t.Helper()
-	c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	if err := c.SetReadDeadline(time.Now().Add(30 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	_, err := c.Read(make([]byte, 1))
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		return false

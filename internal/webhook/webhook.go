@@ -269,7 +269,9 @@ func CheckStripeSecret(s string) error {
 		return errors.New(`not a Stripe signing secret: it starts with "whsec_" (the endpoint's "Signing secret" in the Dashboard, not an API key)`)
 	}
 	for _, c := range rest {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		default:
 			return errors.New(`not a Stripe signing secret: after "whsec_" come only letters and digits`)
 		}
 	}
