@@ -4,11 +4,13 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -25,7 +27,10 @@ import (
 // serveLimited serves the webhook listener under lim on a loopback port,
 // with webhook.Serve as `settle serve` does, until the test ends, and
 // returns its address.
-func serveLimited(t *testing.T, lim webhook.Limits) string {
+func serveLimited(t *testing.T, lim webhook.Limits) string { return serveTLS(t, lim, nil) }
+
+// serveTLS is serveLimited, over HTTPS when tlsCfg is set.
+func serveTLS(t *testing.T, lim webhook.Limits, tlsCfg *tls.Config) string {
 	t.Helper()
 	var logs logtest.Buffer
 	h := webhook.New(postgres.NewStore(postgrestest.Pool(t)), webhook.Config{RefpspSecrets: []string{refpspSecret}}, logs.Logger())
@@ -35,7 +40,7 @@ func serveLimited(t *testing.T, lim webhook.Limits) string {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- webhook.Serve(ctx, lis, h, lim, nil, time.Second) }()
+	go func() { done <- webhook.Serve(ctx, lis, h, lim, tlsCfg, time.Second) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -142,6 +147,35 @@ func TestWebhookUnverifiedRequestClosesConnection(t *testing.T) {
 		if err != nil || resp.StatusCode != http.StatusOK || resp.Close {
 			t.Fatalf("signed event %d on one connection: %v %v; want 200 kept alive", i, resp, err)
 		}
+	}
+}
+
+// TestWebhookHTTPSClosesUnverifiedConnection: over HTTPS the listener
+// speaks HTTP/1.1 even to a client that offers HTTP/2 (whose connections
+// Connection: close would not end at once, but by a GOAWAY), and closes
+// the connection of an unsigned request as over plain HTTP.
+func TestWebhookHTTPSClosesUnverifiedConnection(t *testing.T) {
+	t.Parallel()
+	// httptest's certificate, for 127.0.0.1.
+	ts := httptest.NewUnstartedServer(http.NotFoundHandler())
+	ts.StartTLS()
+	cert, roots := ts.TLS.Certificates[0], ts.Client().Transport.(*http.Transport).TLSClientConfig.RootCAs
+	ts.Close()
+	addr := serveTLS(t, testLimits(16, 16), &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12})
+
+	conn := tls.Client(dialFrom(t, "127.0.0.2", addr), &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", NextProtos: []string{"h2", "http/1.1"}})
+	if err := conn.Handshake(); err != nil {
+		t.Fatal(err)
+	}
+	if p := conn.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Fatal("the listener negotiated HTTP/2")
+	}
+	resp, err := send(conn, "/webhooks/refpsp", false, "evt_tls")
+	if err != nil || resp.StatusCode != http.StatusBadRequest || !resp.Close {
+		t.Fatalf("unsigned event over HTTPS: %v %v; want 400 with Connection: close", resp, err)
+	}
+	if !closedByServer(t, conn) {
+		t.Fatal("the HTTPS connection is still open 30 s after the answer")
 	}
 }
 
