@@ -46,7 +46,7 @@ var (
 		"max-concurrent-streams", "max-keyless-streams", "max-keyless-streams-per-address",
 		"max-connection-idle", "max-connection-age", "max-connection-age-grace", "reflection", "tls-cert", "tls-key", "tls-client-ca", "plaintext", "no-api-keys"}
 	webhookFlags = []string{"webhook-listen", "webhook-tls-cert", "webhook-tls-key", "webhook-max-body",
-		"webhook-max-connections", "webhook-tolerance", "webhook-plaintext", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
+		"webhook-max-connections", "webhook-max-connections-per-address", "webhook-tolerance", "webhook-plaintext", "stripe-webhook-secrets", "refpsp-webhook-secrets"}
 )
 
 // commandOptions names the options each command binds; gatewaysim has its
@@ -233,6 +233,7 @@ func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
 	}, a.log)
 	lim := webhook.DefaultLimits
 	lim.MaxConnections = a.cfg.WebhookMaxConns
+	lim.MaxConnectionsPerAddress = a.cfg.WebhookMaxConnsAddr
 	g.Go(func() {
 		if err := webhook.Serve(ctx, lis, h, lim, tlsCfg, a.cfg.ShutdownTimeout); err != nil {
 			a.log.Error("webhook listener stopped", "error", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/reconcile"
+	"github.com/settlepay/settle/internal/webhook"
 )
 
 // config is every setting of every command, filled from flags, then from
@@ -100,6 +101,7 @@ type config struct {
 	WebhookTLSKey        string
 	WebhookMaxBody       int
 	WebhookMaxConns      int
+	WebhookMaxConnsAddr  int
 	WebhookTolerance     time.Duration
 	WebhookPlaintext     bool
 	StripeWebhookSecrets []string
@@ -186,9 +188,10 @@ var options = []option{
 	{"webhook-tls-key", "SETTLE_WEBHOOK_TLS_KEY", "", "webhook listener's private key (PEM)", setString(func(c *config) *string { return &c.WebhookTLSKey })},
 	{"webhook-max-body", "SETTLE_WEBHOOK_MAX_BODY", "262144", "largest event body in bytes; larger is 413", setInt(func(c *config) *int { return &c.WebhookMaxBody })},
 	{"webhook-max-connections", "SETTLE_WEBHOOK_MAX_CONNECTIONS", "256", "webhook connections open at once; more wait to be accepted", setInt(func(c *config) *int { return &c.WebhookMaxConns })},
+	{"webhook-max-connections-per-address", "SETTLE_WEBHOOK_MAX_CONNECTIONS_PER_ADDRESS", "32", "webhook connections one client address (IPv4 address, IPv6 /64) holds at once; more are closed at once; 0: no bound (behind a proxy: see docs/operations.md)", setInt(func(c *config) *int { return &c.WebhookMaxConnsAddr })},
 	{"webhook-tolerance", "SETTLE_WEBHOOK_TOLERANCE", "5m", "oldest (or furthest ahead) signature timestamp accepted: stops replays of old events", setDuration(func(c *config) *time.Duration { return &c.WebhookTolerance })},
 	{"stripe-webhook-secrets", "STRIPE_WEBHOOK_SECRETS", "", "Stripe endpoint signing secrets (whsec_...), comma-separated: two while one is rolled; enables /webhooks/stripe", setList(func(c *config) *[]string { return &c.StripeWebhookSecrets })},
-	{"refpsp-webhook-secrets", "SETTLE_REFPSP_WEBHOOK_SECRETS", "", "refpsp event signing secrets, comma-separated as stripe-webhook-secrets; enables /webhooks/refpsp", setList(func(c *config) *[]string { return &c.RefpspWebhookSecrets })},
+	{"refpsp-webhook-secrets", "SETTLE_REFPSP_WEBHOOK_SECRETS", "", "refpsp event signing secrets of at least 32 bytes, comma-separated as stripe-webhook-secrets; enables /webhooks/refpsp", setList(func(c *config) *[]string { return &c.RefpspWebhookSecrets })},
 	{"webhook-plaintext", "SETTLE_WEBHOOK_PLAINTEXT", "false", "serve webhooks over plain HTTP on a non-loopback address, behind a proxy that terminates TLS (plain HTTP on loopback needs no flag)", setBool(func(c *config) *bool { return &c.WebhookPlaintext })},
 }
 
@@ -310,7 +313,18 @@ func (c *config) validate() error {
 	check((c.WebhookTLSCert == "") == (c.WebhookTLSKey == ""), "webhook-tls-cert and webhook-tls-key go together")
 	check(c.WebhookMaxBody >= 1024 && c.WebhookMaxBody <= 16<<20, "webhook-max-body must be between 1024 and 16777216")
 	check(c.WebhookMaxConns >= 1, "webhook-max-connections must be at least 1")
+	check(c.WebhookMaxConnsAddr >= 0, "webhook-max-connections-per-address must not be negative")
 	check(c.WebhookTolerance > 0, "webhook-tolerance must be positive")
+	for i, s := range c.StripeWebhookSecrets {
+		if err := webhook.CheckStripeSecret(s); err != nil {
+			errs = append(errs, fmt.Errorf("stripe-webhook-secrets (STRIPE_WEBHOOK_SECRETS): secret %d of %d: %w", i+1, len(c.StripeWebhookSecrets), err))
+		}
+	}
+	for i, s := range c.RefpspWebhookSecrets {
+		if err := webhook.CheckRefpspSecret(s); err != nil {
+			errs = append(errs, fmt.Errorf("refpsp-webhook-secrets (SETTLE_REFPSP_WEBHOOK_SECRETS): secret %d of %d: %w", i+1, len(c.RefpspWebhookSecrets), err))
+		}
+	}
 	return errors.Join(errs...)
 }
 

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/settlepay/settle/internal/webhook"
 )
 
 // TestDocsConfigTable keeps the operator's guide's configuration table
@@ -23,5 +26,39 @@ func TestDocsConfigTable(t *testing.T) {
 	printReference(&want)
 	if table != want.String() {
 		t.Fatalf("docs/operations.md's configuration table is stale; replace it with the output of `settle config`:\n%s", want.String())
+	}
+}
+
+// TestWebhookSecretsAreCheckedAtStart: an inbound webhook secret too short
+// (refpsp: under 32 bytes) or not of Stripe's form stops the server at
+// start, with an error naming the setting and not the secret; the secrets
+// `settle dev` makes pass.
+func TestWebhookSecretsAreCheckedAtStart(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_WEBHOOK_LISTEN": "127.0.0.1:0",
+		"SETTLE_REFPSP_WEBHOOK_SECRETS": "a", "STRIPE_WEBHOOK_SECRETS": "whsec_" + strings.Repeat("A", 32) + ",sk_test_notawebhooksecret"}
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"serve"}, mapEnv(env), &out, &out)
+	if err == nil {
+		t.Fatal("serve started with a one-byte refpsp secret and a Stripe API key for a signing secret")
+	}
+	for _, want := range []string{"configuration:", "refpsp-webhook-secrets (SETTLE_REFPSP_WEBHOOK_SECRETS): secret 1 of 1", "at least 32",
+		"stripe-webhook-secrets (STRIPE_WEBHOOK_SECRETS): secret 2 of 2", `starts with "whsec_"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "secret 1 of 2") || strings.Contains(err.Error(), "sk_test_notawebhooksecret") {
+		t.Errorf("error %q refuses the valid Stripe secret or holds the refused one", err)
+	}
+
+	err = run(context.Background(), []string{"dev", "--refpsp-webhook-secrets", "short"}, mapEnv(nil), &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "refpsp-webhook-secrets") {
+		t.Fatalf("dev with a short refpsp secret: %v, want an error naming refpsp-webhook-secrets", err)
+	}
+	for range 100 {
+		if err := webhook.CheckRefpspSecret(newDevKey("whsec_dev_")); err != nil {
+			t.Fatalf("settle dev's own refpsp secret: %v", err)
+		}
 	}
 }

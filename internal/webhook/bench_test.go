@@ -1,12 +1,17 @@
 package webhook_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/reconcile"
@@ -59,4 +64,32 @@ func BenchmarkTimedOutChargeToPaid(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)-1].Milliseconds()), "max-ms-to-paid")
 		})
 	}
+}
+
+// BenchmarkSignedEvent measures one signed event's round trip through the
+// listener (verify, record in one commit, answer) under a few concurrent
+// senders, which is what a gateway's connection is held for: by Little's
+// law, connections in use = events per second × this time.
+//
+//	go test -run '^$' -bench SignedEvent -benchtime 2000x ./internal/webhook
+func BenchmarkSignedEvent(b *testing.B) {
+	f := newFixture(b, fixtureOptions{})
+	var n atomic.Int64
+	b.SetParallelism(2)
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			body := refpspEvent(fmt.Sprintf("evt_bench_%d", n.Add(1)), refpsp.EventSucceeded, "not-one-of-ours")
+			req, _ := http.NewRequest(http.MethodPost, f.hooks.URL+"/webhooks/refpsp", bytes.NewReader(body))
+			req.Header.Set(refpsp.SignatureHeader, refpsp.Sign(body, time.Now(), refpspSecret))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				b.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				b.Fatalf("status %d", resp.StatusCode)
+			}
+		}
+	})
 }

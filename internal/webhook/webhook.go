@@ -15,9 +15,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stripe/stripe-go/v76"
@@ -49,8 +52,10 @@ type Config struct {
 	StripeSecrets []string
 	// RefpspSecrets are refpsp's signing secrets, as StripeSecrets.
 	RefpspSecrets []string
-	// Tolerance bounds the age of a signature's timestamp, which stops
-	// the replay of an old event. Zero is DefaultTolerance.
+	// Tolerance bounds how far a signature's timestamp may lie in the
+	// past, which stops the replay of an old event, or in the future,
+	// which would let an event signed once be replayed until then. Zero
+	// is DefaultTolerance.
 	Tolerance time.Duration
 	// MaxBody bounds a body; a larger one is 413. Zero is DefaultMaxBody.
 	MaxBody int64
@@ -90,8 +95,15 @@ func New(store Store, cfg Config, log *slog.Logger) *Handler {
 	return h
 }
 
-// ServeHTTP serves the endpoints of the configured gateways.
-func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+// ServeHTTP serves the endpoints of the configured gateways. Every answer
+// says Connection: close, which makes net/http close the connection after
+// it, except the answer to a verified event: a sender that cannot sign
+// (an unknown path, a bad signature, a body too large) never keeps a
+// connection open for another request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Connection", "close")
+	h.mux.ServeHTTP(w, r)
+}
 
 // errIgnoredType is an event of a type that changes nothing for Settle.
 var errIgnoredType = errors.New("event type ignored")
@@ -116,11 +128,14 @@ func (h *Handler) serve(gateway string, parse parseFunc) http.HandlerFunc {
 			return
 		}
 		ev, err := parse(body, r)
-		switch {
-		case errors.Is(err, errBadSignature):
+		if errors.Is(err, errBadSignature) {
 			// Nothing is stored; the reason is not told to the sender.
 			h.answer(w, gateway, "", "bad_signature", http.StatusBadRequest)
 			return
+		}
+		// The gateway signed it: its connection stays open for more.
+		w.Header().Del("Connection")
+		switch {
 		case errors.Is(err, errIgnoredType):
 			h.answer(w, gateway, "", "ignored_type", http.StatusOK)
 			return
@@ -166,12 +181,23 @@ var stripeTypes = map[string]bool{
 	"payment_intent.processing":      false,
 }
 
+// errFutureTimestamp is a signature dated further ahead than the
+// tolerance.
+var errFutureTimestamp = errors.New("signature timestamp is in the future")
+
 func (h *Handler) stripeEvent(body []byte, r *http.Request) (order.GatewayEvent, error) {
+	header := r.Header.Get("Stripe-Signature")
+	// stripe-go (v76: ValidatePayloadWithTolerance, ConstructEventWithOptions
+	// alike) refuses only a timestamp older than the tolerance; one ahead
+	// of it is refused here.
+	if at, ok := stripeTimestamp(header); ok && at.After(time.Now().Add(h.cfg.Tolerance)) {
+		return order.GatewayEvent{}, errors.Join(errBadSignature, errFutureTimestamp)
+	}
 	var err error
 	for _, secret := range h.cfg.StripeSecrets {
 		// stripe-go checks every v1 signature of the header (Stripe sends
 		// one per secret while a secret is rolled) against this secret.
-		if err = stripewebhook.ValidatePayloadWithTolerance(body, r.Header.Get("Stripe-Signature"), secret, h.cfg.Tolerance); err == nil {
+		if err = stripewebhook.ValidatePayloadWithTolerance(body, header, secret, h.cfg.Tolerance); err == nil {
 			break
 		}
 	}
@@ -196,6 +222,63 @@ func (h *Handler) stripeEvent(body []byte, r *http.Request) (order.GatewayEvent,
 		Gateway: "stripe", ID: e.ID, Type: string(e.Type), ObjectID: pi.ID,
 		AttemptID: pi.Metadata["attempt_id"], ChargeID: pi.ID, Succeeded: succeeded,
 	}, nil
+}
+
+// stripeTimestamp returns the time a Stripe-Signature header is signed
+// at, read as stripe-go reads it (the last t=); false when it names none
+// that stripe-go would accept.
+func stripeTimestamp(header string) (time.Time, bool) {
+	var (
+		at time.Time
+		ok bool
+	)
+	for pair := range strings.SplitSeq(header, ",") {
+		k, v, _ := strings.Cut(pair, "=")
+		if k != "t" {
+			continue
+		}
+		sec, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return time.Time{}, false
+		}
+		at, ok = time.Unix(sec, 0), true
+	}
+	return at, ok
+}
+
+// MinRefpspSecretLen is the shortest refpsp signing secret accepted: 32
+// bytes, the size of the HMAC-SHA256 key that signs its events.
+const MinRefpspSecretLen = 32
+
+// CheckRefpspSecret returns why s cannot be a refpsp signing secret, nil
+// if it can. The error never holds the secret.
+func CheckRefpspSecret(s string) error {
+	if len(s) < MinRefpspSecretLen {
+		return fmt.Errorf("a secret of %d bytes is too short: use at least %d random bytes (for example `openssl rand -hex 32`)", len(s), MinRefpspSecretLen)
+	}
+	return nil
+}
+
+// CheckStripeSecret returns why s is not a Stripe endpoint signing secret
+// as Stripe issues them, nil if it is one: "whsec_" and at least 32 letters
+// and digits (the Dashboard's and the API's have 32, the Stripe CLI's 64
+// hexadecimal digits). The error never holds the secret.
+func CheckStripeSecret(s string) error {
+	rest, ok := strings.CutPrefix(s, "whsec_")
+	if !ok {
+		return errors.New(`not a Stripe signing secret: it starts with "whsec_" (the endpoint's "Signing secret" in the Dashboard, not an API key)`)
+	}
+	for _, c := range rest {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		default:
+			return errors.New(`not a Stripe signing secret: after "whsec_" come only letters and digits`)
+		}
+	}
+	if len(rest) < 32 {
+		return fmt.Errorf(`not a Stripe signing secret: %d characters after "whsec_", Stripe issues at least 32`, len(rest))
+	}
+	return nil
 }
 
 // refpspTypes are refpsp's events, as stripeTypes.

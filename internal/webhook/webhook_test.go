@@ -30,10 +30,10 @@ import (
 func TestMain(m *testing.M) { postgrestest.Main(m) }
 
 const (
-	refpspSecret    = "whsec_refpsp_current"
-	refpspOldSecret = "whsec_refpsp_old"
-	stripeSecret    = "whsec_stripe_current"
-	stripeOldSecret = "whsec_stripe_old"
+	refpspSecret    = "whsec_refpsp_current_0123456789abcdef"
+	refpspOldSecret = "whsec_refpsp_old_0123456789abcdefghij"
+	stripeSecret    = "whsec_stripeCurrent0123456789abcdefghi"
+	stripeOldSecret = "whsec_stripeOld0123456789abcdefghijklm"
 	merchant        = order.DefaultMerchant
 )
 
@@ -246,6 +246,9 @@ func TestVerification(t *testing.T) {
 		{"stripe no signature", "/webhooks/stripe", "Stripe-Signature", "", sbody, 400},
 		{"stripe wrong secret", "/webhooks/stripe", "Stripe-Signature", stripeSig(sbody, time.Now(), "whsec_wrong"), sbody, 400},
 		{"stripe stale timestamp", "/webhooks/stripe", "Stripe-Signature", stripeSig(sbody, old, stripeSecret), sbody, 400},
+		{"stripe timestamp from the future", "/webhooks/stripe", "Stripe-Signature", stripeSig(sbody, time.Now().Add(10*time.Minute), stripeSecret), sbody, 400},
+		{"stripe timestamp years ahead", "/webhooks/stripe", "Stripe-Signature", stripeSig(sbody, time.Now().AddDate(5, 0, 0), stripeSecret), sbody, 400},
+		{"stripe future timestamp beside a valid one", "/webhooks/stripe", "Stripe-Signature", "t=" + fmt.Sprint(time.Now().Unix()) + "," + stripeSig(sbody, time.Now().AddDate(5, 0, 0), stripeSecret), sbody, 400},
 		{"refpsp signed by refpsp's secret at stripe", "/webhooks/stripe", "Stripe-Signature", stripeSig(sbody, time.Now(), refpspSecret), sbody, 400},
 	} {
 		code, _ := f.post(t, c.path, c.header, c.sig, c.body)
@@ -258,7 +261,8 @@ func TestVerification(t *testing.T) {
 	}
 
 	// Rotation: the old secret still verifies, alone or beside the new
-	// one in the same header, for either gateway.
+	// one in the same header, for either gateway; and a sender's clock a
+	// little ahead or behind, within the tolerance, is no fault.
 	for _, c := range []struct {
 		name, path, header, sig string
 		body                    []byte
@@ -267,13 +271,16 @@ func TestVerification(t *testing.T) {
 		{"refpsp both secrets", "/webhooks/refpsp", refpsp.SignatureHeader, refpsp.Sign(refpspEvent("evt_v2", refpsp.EventSucceeded, a.ID), time.Now(), "whsec_next", refpspSecret), refpspEvent("evt_v2", refpsp.EventSucceeded, a.ID)},
 		{"stripe old secret", "/webhooks/stripe", "Stripe-Signature", stripeSig(sbody, time.Now(), stripeOldSecret), sbody},
 		{"stripe current secret", "/webhooks/stripe", "Stripe-Signature", stripeSig(stripeEvent("evt_sv2", "payment_intent.processing", "pi_v1", a.ID), time.Now(), stripeSecret), stripeEvent("evt_sv2", "payment_intent.processing", "pi_v1", a.ID)},
+		{"stripe clock 4 minutes ahead", "/webhooks/stripe", "Stripe-Signature", stripeSig(stripeEvent("evt_sv3", "payment_intent.processing", "pi_v1", a.ID), time.Now().Add(4*time.Minute), stripeSecret), stripeEvent("evt_sv3", "payment_intent.processing", "pi_v1", a.ID)},
+		{"stripe clock 4 minutes behind", "/webhooks/stripe", "Stripe-Signature", stripeSig(stripeEvent("evt_sv4", "payment_intent.processing", "pi_v1", a.ID), time.Now().Add(-4*time.Minute), stripeSecret), stripeEvent("evt_sv4", "payment_intent.processing", "pi_v1", a.ID)},
+		{"refpsp clock 4 minutes ahead", "/webhooks/refpsp", refpsp.SignatureHeader, refpsp.Sign(refpspEvent("evt_v3", refpsp.EventSucceeded, a.ID), time.Now().Add(4*time.Minute), refpspSecret), refpspEvent("evt_v3", refpsp.EventSucceeded, a.ID)},
 	} {
 		if code, res := f.post(t, c.path, c.header, c.sig, c.body); code != 200 || res != string(order.EventWoken) {
 			t.Errorf("%s: %d %q, want 200 woken", c.name, code, res)
 		}
 	}
-	if n := f.count(t, "gateway_events"); n != 4 {
-		t.Fatalf("accepted events stored %d rows, want 4", n)
+	if n := f.count(t, "gateway_events"); n != 7 {
+		t.Fatalf("accepted events stored %d rows, want 7", n)
 	}
 }
 
@@ -503,5 +510,37 @@ func TestEventForOrderInReview(t *testing.T) {
 	}
 	if got := f.order(t, o.ID); got.State != order.StatePaid {
 		t.Fatalf("order is %s after the event, want PAID", got.State)
+	}
+}
+
+// TestSecretRules: a refpsp secret is at least 32 bytes; a Stripe secret
+// has the form Stripe issues (whsec_ and at least 32 letters and digits).
+func TestSecretRules(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		check  func(string) error
+		secret string
+		ok     bool
+	}{
+		{webhook.CheckRefpspSecret, "a", false},
+		{webhook.CheckRefpspSecret, strings.Repeat("x", 31), false},
+		{webhook.CheckRefpspSecret, strings.Repeat("x", 32), true},
+		{webhook.CheckRefpspSecret, refpspSecret, true},
+		{webhook.CheckStripeSecret, "a", false},
+		{webhook.CheckStripeSecret, "whsec_", false},
+		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("A", 31), false},
+		{webhook.CheckStripeSecret, "sk_test_" + strings.Repeat("A", 32), false},
+		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("A", 31) + " ", false},
+		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("aB3", 10) + "xy", true},      // the Dashboard's
+		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("0123456789abcdef", 4), true}, // the Stripe CLI's
+		{webhook.CheckStripeSecret, stripeSecret, true},
+	} {
+		err := c.check(c.secret)
+		if (err == nil) != c.ok {
+			t.Errorf("%q: %v, want ok %v", c.secret, err, c.ok)
+		}
+		if err != nil && len(c.secret) > len("whsec_") && strings.Contains(err.Error(), c.secret) {
+			t.Errorf("%q: the error %q holds the secret", c.secret, err)
+		}
 	}
 }

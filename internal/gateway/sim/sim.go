@@ -205,6 +205,18 @@ type Sim struct {
 	requests, lookups atomic.Int64
 }
 
+// eventSenders bounds the event deliveries in flight to one listener, as
+// a real gateway bounds its senders: more wait for a connection. It stays
+// under the webhook listener's connections per address, the simulator's
+// deliveries all coming from one.
+const eventSenders = 16
+
+func eventTransport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxConnsPerHost, t.MaxIdleConnsPerHost = eventSenders, eventSenders
+	return t
+}
+
 // New returns a simulator configured by opts.
 func New(opts Options) *Sim {
 	if opts.ClientTimeout <= 0 {
@@ -221,7 +233,7 @@ func New(opts Options) *Sim {
 		// The stream constant is arbitrary; only Seed varies the sequence.
 		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
 		eventRng: rand.New(rand.NewPCG(opts.Seed, 0xe7e47)),
-		client:   &http.Client{Timeout: 10 * time.Second},
+		client:   &http.Client{Timeout: 10 * time.Second, Transport: eventTransport()},
 		stopping: make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
@@ -287,6 +299,7 @@ func (s *Sim) Succeeded(references ...string) int {
 func (s *Sim) Close() {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.senders.Wait()
+	s.client.CloseIdleConnections()
 }
 
 // ListenAndServe serves the simulator on the TCP address addr until ctx

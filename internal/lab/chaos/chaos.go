@@ -77,7 +77,7 @@ const (
 	// replicas' webhook listeners: some delayed, duplicated, out of order,
 	// some lost (and more lost to replicas killed while they arrive);
 	// gatewayEventSecret signs them.
-	gatewayEventSecret = "whsec_chaos_0123456789abcdef"
+	gatewayEventSecret = "whsec_chaos_0123456789abcdef0123456789"
 )
 
 // gatewayEvents sets how the simulator's events misbehave.
