@@ -93,9 +93,6 @@ var refundableStates = func() []string {
 	return out
 }()
 
-//go:embed sql/refund_by_request.sql
-var refundByRequestSQL string
-
 // ClaimRefund implements order.RefundStore.
 func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
 	sql, err := s.forEngine(ctx, refundClaimSQL, citusRefundClaimSQL)
@@ -103,38 +100,37 @@ func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.Ref
 		return order.RefundClaimResult{}, err
 	}
 	var res order.RefundClaimResult
-	err = retry(ctx, func() error {
-		r, err := queryOne[refundClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
-			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
-			"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
-			"refundable": refundableStates, "from_state": order.RefundPending,
-			"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
-			"create_event": order.EventCreate,
+	// A claim that made no refund and saw none may have met a refund of its
+	// request id that a concurrent claim committed after the statement's
+	// snapshot was taken (its insert then did nothing): it runs once more,
+	// in a statement whose snapshot holds it, so that the order and the
+	// refund of the reply are read together. The refund read alone would
+	// go with an order read earlier, which the refund's settle may have
+	// moved since.
+	for run := 0; run < 2 && !res.Claimed && res.Refund == nil; run++ {
+		err = retry(ctx, func() error {
+			r, err := queryOne[refundClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
+				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
+				"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
+				"refundable": refundableStates, "from_state": order.RefundPending,
+				"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
+				"create_event": order.EventCreate,
+			})
+			if err != nil {
+				return err
+			}
+			res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
+			if r.ID != "" {
+				rf := r.refund()
+				res.Refund = &rf
+			}
+			return nil
 		})
 		if err != nil {
-			return err
+			return order.RefundClaimResult{}, err
 		}
-		res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
-		if r.ID != "" {
-			rf := r.refund()
-			res.Refund = &rf
-			return nil
-		}
-		// Not claimed and no earlier refund seen: the request id may have
-		// been used by a claim that committed after this statement began.
-		p, err := queryOne[refundRow](ctx, s.pool, refundByRequestSQL,
-			pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
-		switch {
-		case errors.Is(err, order.ErrNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		rf := p.refund()
-		res.Refund = &rf
-		return nil
-	})
-	return res, err
+	}
+	return res, nil
 }
 
 //go:embed sql/refund_settle.sql

@@ -61,10 +61,8 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		"order_by_id":        {"id": id, "any_merchant": false, "merchant_id": m},
 		"order_by_reference": {"merchant_id": m, "merchant_reference": "r"},
 		"attempt_by_id":      {"merchant_id": m, "id": att},
-		"attempt_by_request": {"merchant_id": m, "request_id": "q"},
 		"lock_order":         {"merchant_id": m, "id": id},
 		"refund_by_id":       {"merchant_id": m, "id": ref},
-		"refund_by_request":  {"merchant_id": m, "request_id": "q"},
 		"order_refunds":      {"merchant_id": m, "order_id": id},
 		"list_events":        {"merchant_id": m, "after_txid": "0", "after_id": 0, "limit": 10},
 	}
