@@ -477,13 +477,14 @@ func (s *Store) createClaimedMany(ctx context.Context, ns []newClaimed) ([]creat
 		from     = make([]string, n)
 		event    = make([]string, n)
 		actor    = make([]string, n)
+		customer = make([]string, n)
 	)
 	for i, nc := range ns {
 		o, c := nc.order, nc.claim
 		ids[i], merchant[i], ref[i], amount[i] = o.ID, o.MerchantID, o.MerchantReference, o.Amount.AmountMinor
 		currency[i], method[i], gateway[i], to[i] = o.Amount.Currency, o.PaymentMethod, o.Gateway, string(c.To)
 		attIDs[i], lease[i], request[i], from[i] = c.AttemptID, c.Lease, c.RequestID, string(c.From)
-		event[i], actor[i] = string(c.Event), string(c.Actor)
+		event[i], actor[i], customer[i] = string(c.Event), string(c.Actor), c.Customer
 	}
 	idUUIDs, err := uuids(ids)
 	if err != nil {
@@ -497,6 +498,7 @@ func (s *Store) createClaimedMany(ctx context.Context, ns []newClaimed) ([]creat
 		"id": idUUIDs, "merchant_id": merchant, "merchant_reference": ref, "amount_minor": amount, "currency": currency,
 		"payment_method": method, "gateway": gateway, "to_state": to, "attempt_id": attUUIDs, "lease": lease,
 		"request_id": request, "from_state": from, "create_event": order.EventCreate, "claim_event": event, "actor": actor,
+		"customer": customer,
 	}
 	sql := createClaimedManySQL
 	if n == 1 {

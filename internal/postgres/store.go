@@ -228,7 +228,7 @@ func (s *Store) createClaimedCitus(ctx context.Context, o order.Order, c order.C
 			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
 			"request_id": c.RequestID, "from_state": c.From, "create_event": order.EventCreate,
-			"claim_event": c.Event, "actor": c.Actor,
+			"claim_event": c.Event, "actor": c.Actor, "customer": c.Customer,
 		})
 		return err
 	})
