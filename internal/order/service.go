@@ -28,6 +28,9 @@ type Store interface {
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
 	// Attempt returns a merchant's attempt by id.
 	Attempt(ctx context.Context, merchantID, id string) (Attempt, error)
+	// OrderAttempt returns a merchant's order and its attempt attemptID as
+	// they stood at one moment (one read).
+	OrderAttempt(ctx context.Context, merchantID, orderID, attemptID string) (Order, Attempt, error)
 	// Claim moves a PENDING order to CHARGING with a new attempt, in one
 	// short transaction; see Claim.
 	Claim(ctx context.Context, c Claim) (ClaimResult, error)
@@ -255,10 +258,7 @@ func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attem
 		return settled, &a, nil
 	}
 	// The expiry (or the reconciler) settled it first; report what won.
-	if settled, err = s.store.Order(ctx, ForMerchant(o.MerchantID), o.ID); err != nil {
-		return Order{}, nil, err
-	}
-	if a, err = s.store.Attempt(ctx, o.MerchantID, a.ID); err != nil {
+	if settled, a, err = s.store.OrderAttempt(ctx, o.MerchantID, o.ID, a.ID); err != nil {
 		return Order{}, nil, err
 	}
 	return settled, &a, nil
@@ -427,10 +427,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 		return settled, &a, nil
 	}
 	// The reconciler (or a person) settled it first; report what won.
-	if settled, err = s.store.Order(ctx, ForMerchant(merchantID), o.ID); err != nil {
-		return Order{}, nil, err
-	}
-	if a, err = s.store.Attempt(ctx, merchantID, a.ID); err != nil {
+	if settled, a, err = s.store.OrderAttempt(ctx, merchantID, o.ID, a.ID); err != nil {
 		return Order{}, nil, err
 	}
 	return settled, &a, nil

@@ -21,6 +21,8 @@ var CheckoutStatementsOnCitus = map[string]string{
 	"order_by_id":          orderByIDSQL,
 	"order_by_reference":   orderByReferenceSQL,
 	"attempt_by_id":        attemptByIDSQL,
+	"order_attempt":        orderAttemptSQL,
+	"order_refund":         orderRefundSQL,
 	"lock_order":           lockOrderSQL,
 	"refund_by_id":         refundByIDSQL,
 	"order_refunds":        orderRefundsSQL,

@@ -199,6 +199,20 @@ func (s *Store) Refund(ctx context.Context, merchantID, id string) (order.Refund
 	return r.refund(), err
 }
 
+//go:embed sql/order_refund.sql
+var orderRefundSQL string
+
+// OrderRefund implements order.RefundStore.
+func (s *Store) OrderRefund(ctx context.Context, merchantID, refundID string) (order.Order, order.Refund, error) {
+	var r refundSettledRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[refundSettledRow](ctx, s.pool, orderRefundSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "refund_id": refundID})
+		return err
+	})
+	return r.order(), r.refund(), err
+}
+
 //go:embed sql/order_refunds.sql
 var orderRefundsSQL string
 

@@ -166,6 +166,27 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 	return r.attempt(), err
 }
 
+//go:embed sql/order_attempt.sql
+var orderAttemptSQL string
+
+// orderAttemptRow is what order_attempt.sql returns.
+type orderAttemptRow struct {
+	refundedOrderRow
+	attemptRow
+}
+
+// OrderAttempt implements order.Store.
+func (s *Store) OrderAttempt(ctx context.Context, merchantID, orderID, attemptID string) (order.Order, order.Attempt, error) {
+	var r orderAttemptRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[orderAttemptRow](ctx, s.pool, orderAttemptSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "attempt_id": attemptID,
+		})
+		return err
+	})
+	return r.order(), r.attempt(), err
+}
+
 //go:embed sql/citus_claim.sql
 var citusClaimSQL string
 
