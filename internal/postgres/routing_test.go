@@ -40,7 +40,7 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		"create_claimed": {"id": id, "merchant_id": m, "merchant_reference": "r", "amount_minor": 1250, "currency": "GBP",
 			"payment_method": "tok_ok", "gateway": "sim", "to_state": order.StateCharging, "attempt_id": att,
 			"lease": time.Minute, "request_id": "q", "from_state": order.StatePending, "create_event": order.EventCreate,
-			"claim_event": order.EventCharge, "actor": order.ActorAPI},
+			"claim_event": order.EventCharge, "actor": order.ActorAPI, "customer": ""},
 		"settle": {"merchant_id": m, "order_id": []uuid.UUID{uuid.MustParse(id)}, "attempt_id": []uuid.UUID{uuid.MustParse(att)},
 			"to_state": []string{"PAID"}, "recheck_in": []time.Duration{time.Minute}, "checked": []bool{false},
 			"last_error": []string{""}, "outcome": []string{"succeeded"}, "decline_code": []string{""},
