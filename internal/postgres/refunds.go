@@ -233,35 +233,41 @@ type refundEventRow struct {
 }
 
 // Refunds returns a merchant's order's refunds and their history, oldest
-// first.
+// first, read in one snapshot.
 func (s *Store) Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error) {
 	var (
 		refunds []order.Refund
 		events  []order.RefundEvent
 	)
-	err := retry(ctx, func() error {
-		args := pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": orderID}
-		rs, err := queryAll[refundRow](ctx, s.pool, orderRefundsSQL, args)
-		if err != nil {
-			return err
-		}
-		evs, err := queryAll[refundEventRow](ctx, s.pool, orderRefundEventsSQL, args)
-		if err != nil {
-			return err
-		}
-		refunds = make([]order.Refund, len(rs))
-		for i, r := range rs {
-			refunds[i] = r.refund()
-		}
-		events = make([]order.RefundEvent, len(evs))
-		for i, e := range evs {
-			events[i] = order.RefundEvent{Seq: e.Seq, OrderID: e.OrderID, RefundID: e.RefundID,
-				From: order.RefundState(e.From), To: order.RefundState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
-				Reason: e.Reason, CreatedAt: e.CreatedAt}
-		}
-		return nil
+	err := withSnapshot(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		refunds, events, err = refundsOf(ctx, tx, merchantID, orderID)
+		return err
 	})
 	return refunds, events, err
+}
+
+// refundsOf is Refunds, read through q.
+func refundsOf(ctx context.Context, q querier, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error) {
+	args := pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": orderID}
+	rs, err := queryAll[refundRow](ctx, q, orderRefundsSQL, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, err := queryAll[refundEventRow](ctx, q, orderRefundEventsSQL, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	refunds := make([]order.Refund, len(rs))
+	for i, r := range rs {
+		refunds[i] = r.refund()
+	}
+	events := make([]order.RefundEvent, len(evs))
+	for i, e := range evs {
+		events[i] = order.RefundEvent{Seq: e.Seq, OrderID: e.OrderID, RefundID: e.RefundID,
+			From: order.RefundState(e.From), To: order.RefundState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
+			Reason: e.Reason, CreatedAt: e.CreatedAt}
+	}
+	return refunds, events, nil
 }
 
 //go:embed sql/claim_due_refunds.sql
