@@ -18,10 +18,10 @@ import (
 // OpsStore is what operators read beyond the order service.
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
-	HistoryPage(ctx context.Context, merchantID, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error)
+	// OrderHistory returns an order with one page of its history and,
+	// withRefunds, its refunds, all as they stood at one moment.
+	OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withRefunds bool) (order.History, error)
 	Stats(ctx context.Context, scope order.Scope) (order.Stats, error)
-	// Refunds returns an order's refunds and their history.
-	Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error)
 }
 
 // Checker checks a CHARGING order with its gateway now.
@@ -132,10 +132,14 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	// One more than a page of each says whether there is a next page.
 	want := p.Limit
 	p.Limit++
-	events, attempts, err := s.store.HistoryPage(ctx, o.MerchantID, o.ID, p)
+	// The reply shows the order as the history's snapshot holds it, not as
+	// Get read it before (a settle may have landed since). An order has
+	// few refunds: they come whole, on the first page.
+	h, err := s.store.OrderHistory(ctx, o.MerchantID, o.ID, p, req.GetPageToken() == "")
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
+	o, events, attempts := h.Order, h.Events, h.Attempts
 	more := len(events) > want || len(attempts) > want
 	events, attempts = events[:min(len(events), want)], attempts[:min(len(attempts), want)]
 	resp := &settlev1.GetOrderHistoryResponse{Order: orderToProto(o), ReconcileCount: int32(o.ReconcileCount), LastError: o.LastError}
@@ -148,21 +152,14 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	for _, a := range attempts {
 		resp.Attempts = append(resp.Attempts, attemptToProto(&a))
 	}
-	if req.GetPageToken() == "" {
-		// An order has few refunds: they come whole, on the first page.
-		refunds, revents, err := s.store.Refunds(ctx, o.MerchantID, o.ID)
-		if err != nil {
-			return nil, toStatus(ctx, s.log, err)
-		}
-		for _, r := range refunds {
-			resp.Refunds = append(resp.Refunds, refundToProto(r))
-		}
-		for _, e := range revents {
-			resp.RefundEvents = append(resp.RefundEvents, &settlev1.RefundEvent{
-				RefundId: e.RefundID, FromState: refundStateToProto[e.From], ToState: refundStateToProto[e.To],
-				Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
-			})
-		}
+	for _, r := range h.Refunds {
+		resp.Refunds = append(resp.Refunds, refundToProto(r))
+	}
+	for _, e := range h.RefundEvents {
+		resp.RefundEvents = append(resp.RefundEvents, &settlev1.RefundEvent{
+			RefundId: e.RefundID, FromState: refundStateToProto[e.From], ToState: refundStateToProto[e.To],
+			Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
+		})
 	}
 	if more {
 		// The cursor of a list that is complete stays where it was.

@@ -100,6 +100,35 @@ func TestCreateAndChargeSavedCard(t *testing.T) {
 	}
 }
 
+// TestCreateAndChargeSavedCardConflictCreatesNothing: a saved card's
+// one-call charge with a new reference and the request_id of another
+// order is a conflict that creates nothing, as it is without a customer.
+// (Written as a create and then a claim, it left a PENDING order behind.)
+func TestCreateAndChargeSavedCardConflictCreatesNothing(t *testing.T) {
+	t.Parallel()
+	f := newStripeFixture(t, "sk_test_settle")
+	ctx := context.Background()
+	in := order.ChargeInput{RequestID: "one-call-saved-taken", Customer: "cus_OneCallTaken42"}
+	if _, _, err := f.svc.CreateAndCharge(ctx, merchant, newOrder(stripeRef(), stripetest.TokenVisa), in); err != nil {
+		t.Fatal(err)
+	}
+	for _, customer := range []string{in.Customer, "cus_SomeoneElse42", ""} {
+		n := newOrder(stripeRef(), stripetest.TokenVisa)
+		again := in
+		again.Customer = customer
+		var conflict *order.ConflictError
+		if _, _, err := f.svc.CreateAndCharge(ctx, merchant, n, again); !errors.As(err, &conflict) {
+			t.Errorf("customer %q: a new reference with a taken request_id: err = %v; want a ConflictError", customer, err)
+		}
+		if o, err := f.svc.GetByReference(ctx, merchant, n.MerchantReference); !errors.Is(err, order.ErrNotFound) {
+			t.Errorf("customer %q: the failed call left an order behind: %s %v", customer, o.State, err)
+		}
+	}
+	if n := len(f.fake.Ledger()); n != 1 {
+		t.Errorf("the fake holds %d PaymentIntents, want the first call's one", n)
+	}
+}
+
 // TestCreateAndChargeValidatesAsCharge: the one-call path refuses a bad
 // return URL or customer as ChargeOrder does, naming the same field, and
 // creates nothing.

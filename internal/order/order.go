@@ -202,6 +202,17 @@ type HistoryPage struct {
 	AfterAttemptID      string
 }
 
+// History is an order as it stood at one moment, with one page of its
+// events and attempts (see HistoryPage) and, when asked for, its refunds
+// and their history.
+type History struct {
+	Order        Order
+	Events       []Event
+	Attempts     []Attempt
+	Refunds      []Refund
+	RefundEvents []RefundEvent
+}
+
 // Stats summarises the orders an operator's scope reaches.
 type Stats struct {
 	ByState map[State]int64

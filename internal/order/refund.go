@@ -135,6 +135,9 @@ type RefundStore interface {
 	SettleRefund(ctx context.Context, s RefundSettlement) (Order, Refund, bool, error)
 	// Refund returns a merchant's refund by id.
 	Refund(ctx context.Context, merchantID, id string) (Refund, error)
+	// OrderRefund returns a merchant's refund by id and its order, as they
+	// stood at one moment (one read).
+	OrderRefund(ctx context.Context, merchantID, refundID string) (Order, Refund, error)
 }
 
 // RefundClaim asks the store to admit a refund; see RefundStore.ClaimRefund.
@@ -291,11 +294,10 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 		return settled, sr, nil
 	}
 	// The reconciler settled it first; report what won.
-	if sr, err = s.refunds.Refund(ctx, o.MerchantID, r.ID); err != nil {
+	if settled, sr, err = s.refunds.OrderRefund(ctx, o.MerchantID, r.ID); err != nil {
 		return Order{}, Refund{}, err
 	}
-	settled, err = s.store.Order(ctx, ForMerchant(o.MerchantID), o.ID)
-	return settled, sr, err
+	return settled, sr, nil
 }
 
 // RefundSettlementFor turns a refund call's or lookup's result into the

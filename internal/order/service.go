@@ -28,6 +28,9 @@ type Store interface {
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
 	// Attempt returns a merchant's attempt by id.
 	Attempt(ctx context.Context, merchantID, id string) (Attempt, error)
+	// OrderAttempt returns a merchant's order and its attempt attemptID as
+	// they stood at one moment (one read).
+	OrderAttempt(ctx context.Context, merchantID, orderID, attemptID string) (Order, Attempt, error)
 	// Claim moves a PENDING order to CHARGING with a new attempt, in one
 	// short transaction; see Claim.
 	Claim(ctx context.Context, c Claim) (ClaimResult, error)
@@ -36,8 +39,8 @@ type Store interface {
 	// reports false, and changes nothing, when the guard does not hold.
 	Settle(ctx context.Context, s Settlement) (Order, bool, error)
 	// CreateClaimed inserts o already claimed by c (both events, one
-	// commit) and reports true; it inserts nothing and reports false when
-	// o's merchant reference is taken. When c's request id is taken (by
+	// commit; the attempt keeps c.Customer) and reports true; it inserts
+	// nothing and reports false when o's merchant reference is taken. When c's request id is taken (by
 	// another order's attempt, since the reference was free), it inserts
 	// nothing and returns a *ConflictError.
 	CreateClaimed(ctx context.Context, o Order, c Claim) (Order, Attempt, bool, error)
@@ -270,10 +273,7 @@ func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attem
 		return settled, &a, nil
 	}
 	// The expiry (or the reconciler) settled it first; report what won.
-	if settled, err = s.store.Order(ctx, ForMerchant(o.MerchantID), o.ID); err != nil {
-		return Order{}, nil, err
-	}
-	if a, err = s.store.Attempt(ctx, o.MerchantID, a.ID); err != nil {
+	if settled, a, err = s.store.OrderAttempt(ctx, o.MerchantID, o.ID, a.ID); err != nil {
 		return Order{}, nil, err
 	}
 	return settled, &a, nil
@@ -371,17 +371,10 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 	if in.PaymentMethod != "" {
 		return Order{}, nil, &ValidationError{Field: "payment_method", Reason: "must be empty: the new order's is charged"}
 	}
-	if in.Customer != "" {
-		// The one-commit create and claim does not record the attempt's
-		// customer, which the attempt must keep: a Stripe lookup that
-		// replays the create has to send it again. A saved card's charge
-		// takes the two commits of Create and Charge instead, whose claim
-		// records it.
-		return s.createThenCharge(ctx, merchantID, n, in)
-	}
 	deadline := time.Now().Add(s.cfg.GatewayTimeout)
 	o, a, created, err := s.store.CreateClaimed(ctx, fresh, Claim{
-		RequestID: in.RequestID, AttemptID: AttemptID(merchantID, fresh.ID, in.RequestID), From: StatePending, To: MustNext(StatePending, EventCharge),
+		RequestID: in.RequestID, Customer: in.Customer, AttemptID: AttemptID(merchantID, fresh.ID, in.RequestID),
+		From: StatePending, To: MustNext(StatePending, EventCharge),
 		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: ActorAPI,
 	})
 	if err != nil {
@@ -394,8 +387,8 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 	return s.charge(ctx, merchantID, o, a, in, deadline)
 }
 
-// createThenCharge is CreateAndCharge as Create and then Charge: for a
-// retry, whose order exists, and for a saved card's charge.
+// createThenCharge is CreateAndCharge as Create and then Charge, for a
+// retry, whose order exists.
 func (s *Service) createThenCharge(ctx context.Context, merchantID string, n NewOrder, in ChargeInput) (Order, *Attempt, error) {
 	o, err := s.Create(ctx, merchantID, n)
 	if err != nil {
@@ -449,10 +442,7 @@ func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Atte
 		return settled, &a, nil
 	}
 	// The reconciler (or a person) settled it first; report what won.
-	if settled, err = s.store.Order(ctx, ForMerchant(merchantID), o.ID); err != nil {
-		return Order{}, nil, err
-	}
-	if a, err = s.store.Attempt(ctx, merchantID, a.ID); err != nil {
+	if settled, a, err = s.store.OrderAttempt(ctx, merchantID, o.ID, a.ID); err != nil {
 		return Order{}, nil, err
 	}
 	return settled, &a, nil

@@ -271,6 +271,62 @@ func (s *Store) Claim(ctx context.Context, c order.Claim) (order.ClaimResult, er
 // is undefined, so claimMany refuses the call. On Citus it makes each claim
 // alone, as Claim does there.
 func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, error) {
+	seen := make(map[string]bool, len(cs))
+	for _, c := range cs {
+		if seen[c.OrderID] {
+			return nil, fmt.Errorf("claim: order %s appears twice", c.OrderID)
+		}
+		seen[c.OrderID] = true
+	}
+	out := make([]claimed, len(cs))
+	if citus, err := s.onCitus(ctx); err != nil {
+		return nil, err
+	} else if citus {
+		// On Citus each claim runs alone on its merchant's worker (see
+		// Claim); an error of one fails only its own.
+		for i, c := range cs {
+			out[i].res, out[i].err = s.claimCitus(ctx, c)
+		}
+		return out, nil
+	}
+	if err := s.claimSome(ctx, cs, out); err != nil {
+		return nil, err
+	}
+	// A claim that made no attempt and saw none may have met an attempt of
+	// its request id that a concurrent claim committed after the
+	// statement's snapshot was taken: the insert did nothing, and the
+	// snapshot does not hold the attempt. Those claims run once more, in a
+	// statement whose snapshot holds it, so that the order and the attempt
+	// of each reply are read together; the attempt read alone would go
+	// with an order read earlier, which its settle may have moved since.
+	var again []order.Claim
+	var at []int
+	for i, r := range out {
+		if r.err == nil && !r.res.Claimed && r.res.Attempt == nil {
+			again, at = append(again, cs[i]), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return out, nil
+	}
+	rerun := make([]claimed, len(again))
+	if err := s.claimSome(ctx, again, rerun); err != nil {
+		// Their own second run failed: the others stand.
+		for _, i := range at {
+			out[i].err = err
+		}
+		return out, nil
+	}
+	for k, i := range at {
+		out[i] = rerun[k]
+	}
+	return out, nil
+}
+
+// claimSome runs claims.sql once for cs, whose orders differ, and sets
+// out[i] to claim i's result, or to order.ErrNotFound when its order does
+// not exist.
+func (s *Store) claimSome(ctx context.Context, cs []order.Claim, out []claimed) error {
 	n := len(cs)
 	var (
 		merchant = make([]string, n)
@@ -285,24 +341,6 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 		event    = make([]string, n)
 		actor    = make([]string, n)
 	)
-	seen := make(map[string]bool, n)
-	for _, c := range cs {
-		if seen[c.OrderID] {
-			return nil, fmt.Errorf("claim: order %s appears twice", c.OrderID)
-		}
-		seen[c.OrderID] = true
-	}
-	out := make([]claimed, n)
-	if citus, err := s.onCitus(ctx); err != nil {
-		return nil, err
-	} else if citus {
-		// On Citus each claim runs alone on its merchant's worker (see
-		// Claim); an error of one fails only its own.
-		for i, c := range cs {
-			out[i].res, out[i].err = s.claimCitus(ctx, c)
-		}
-		return out, nil
-	}
 	for i, c := range cs {
 		merchant[i], orderIDs[i], request[i], attIDs[i] = c.MerchantID, c.OrderID, c.RequestID, c.AttemptID
 		method[i], customer[i], from[i], to[i] = c.PaymentMethod, c.Customer, string(c.From), string(c.To)
@@ -310,11 +348,11 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 	}
 	orderUUIDs, err := uuids(orderIDs)
 	if err != nil {
-		return nil, fmt.Errorf("claim: order %w", err)
+		return fmt.Errorf("claim: order %w", err)
 	}
 	attUUIDs, err := uuids(attIDs)
 	if err != nil {
-		return nil, fmt.Errorf("claim: attempt %w", err)
+		return fmt.Errorf("claim: attempt %w", err)
 	}
 	args := pgx.StrictNamedArgs{
 		"merchant_id": merchant, "order_id": orderUUIDs, "request_id": request, "attempt_id": attUUIDs,
@@ -326,7 +364,7 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 		sql = claimSQL
 		oneRow(args)
 	}
-	err = retry(ctx, func() error {
+	return retry(ctx, func() error {
 		rows, err := queryAll[claimRow](ctx, s.pool, sql, args)
 		if err != nil {
 			return err
@@ -344,35 +382,6 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 		}
 		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	for i, c := range cs {
-		r := &out[i]
-		if r.err != nil || r.res.Claimed || r.res.Attempt != nil {
-			continue
-		}
-		// Not claimed and no earlier attempt seen: the request id may have
-		// been used by a claim that committed after this statement began.
-		err := retry(ctx, func() error {
-			a, err := queryOne[attemptRow](ctx, s.pool, attemptByRequestSQL,
-				pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
-			switch {
-			case errors.Is(err, order.ErrNotFound):
-				return nil
-			case err != nil:
-				return err
-			}
-			at := a.attempt()
-			r.res.Attempt = &at
-			return nil
-		})
-		if err != nil {
-			// This claim's own lookup failed: the others stand.
-			r.err = err
-		}
-	}
-	return out, nil
 }
 
 // createClaimedManySQL creates orders already claimed for their first
@@ -468,13 +477,14 @@ func (s *Store) createClaimedMany(ctx context.Context, ns []newClaimed) ([]creat
 		from     = make([]string, n)
 		event    = make([]string, n)
 		actor    = make([]string, n)
+		customer = make([]string, n)
 	)
 	for i, nc := range ns {
 		o, c := nc.order, nc.claim
 		ids[i], merchant[i], ref[i], amount[i] = o.ID, o.MerchantID, o.MerchantReference, o.Amount.AmountMinor
 		currency[i], method[i], gateway[i], to[i] = o.Amount.Currency, o.PaymentMethod, o.Gateway, string(c.To)
 		attIDs[i], lease[i], request[i], from[i] = c.AttemptID, c.Lease, c.RequestID, string(c.From)
-		event[i], actor[i] = string(c.Event), string(c.Actor)
+		event[i], actor[i], customer[i] = string(c.Event), string(c.Actor), c.Customer
 	}
 	idUUIDs, err := uuids(ids)
 	if err != nil {
@@ -488,6 +498,7 @@ func (s *Store) createClaimedMany(ctx context.Context, ns []newClaimed) ([]creat
 		"id": idUUIDs, "merchant_id": merchant, "merchant_reference": ref, "amount_minor": amount, "currency": currency,
 		"payment_method": method, "gateway": gateway, "to_state": to, "attempt_id": attUUIDs, "lease": lease,
 		"request_id": request, "from_state": from, "create_event": order.EventCreate, "claim_event": event, "actor": actor,
+		"customer": customer,
 	}
 	sql := createClaimedManySQL
 	if n == 1 {

@@ -175,7 +175,18 @@ func isConnErr(err error) bool {
 // withTx runs fn in a transaction: commit when fn returns nil, roll back
 // otherwise, and run it again on a serialization failure or deadlock.
 func withTx(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return withTxOptions(ctx, pool, pgx.TxOptions{}, fn)
+}
+
+// withSnapshot is withTx for reads that must show one moment: a read-only
+// REPEATABLE READ transaction, whose statements all see the snapshot of its
+// first.
+func withSnapshot(ctx context.Context, pool *pgxpool.Pool, fn func(pgx.Tx) error) error {
+	return withTxOptions(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, fn)
+}
+
+func withTxOptions(ctx context.Context, pool *pgxpool.Pool, opts pgx.TxOptions, fn func(pgx.Tx) error) error {
 	return retry(ctx, func() error {
-		return pgx.BeginFunc(ctx, pool, fn)
+		return pgx.BeginTxFunc(ctx, pool, opts, fn)
 	})
 }

@@ -21,10 +21,10 @@ var CheckoutStatementsOnCitus = map[string]string{
 	"order_by_id":          orderByIDSQL,
 	"order_by_reference":   orderByReferenceSQL,
 	"attempt_by_id":        attemptByIDSQL,
-	"attempt_by_request":   attemptByRequestSQL,
+	"order_attempt":        orderAttemptSQL,
+	"order_refund":         orderRefundSQL,
 	"lock_order":           lockOrderSQL,
 	"refund_by_id":         refundByIDSQL,
-	"refund_by_request":    refundByRequestSQL,
 	"order_refunds":        orderRefundsSQL,
 	"list_events":          listEventsSQL,
 }

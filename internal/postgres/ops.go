@@ -76,40 +76,53 @@ var historyEventsSQL string
 //go:embed sql/history_attempts.sql
 var historyAttemptsSQL string
 
-// HistoryPage returns one page of an order's events and attempts, oldest
-// first; see order.HistoryPage.
-func (s *Store) HistoryPage(ctx context.Context, merchantID, id string, p order.HistoryPage) ([]order.Event, []order.Attempt, error) {
+// OrderHistory returns a merchant's order with one page of its events and
+// attempts (see order.HistoryPage) and, withRefunds, its refunds and their
+// history, all read in one snapshot: the order, its events, its attempts
+// and its refunds as they stood at one moment, where separate reads would
+// show a settle that landed between them in some and not in others.
+func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withRefunds bool) (order.History, error) {
 	var (
-		events   []order.Event
-		attempts []order.Attempt
-		after    *time.Time
+		h     order.History
+		after *time.Time
 	)
 	if !p.AfterAttemptCreated.IsZero() {
 		after = &p.AfterAttemptCreated
 	}
-	err := retry(ctx, func() error {
-		evs, err := queryAll[eventRow](ctx, s.pool, historyEventsSQL,
+	err := withSnapshot(ctx, s.pool, func(tx pgx.Tx) error {
+		h = order.History{}
+		o, err := queryOne[refundedOrderRow](ctx, tx, orderByIDSQL, pgx.StrictNamedArgs{
+			"id": id, "any_merchant": false, "merchant_id": merchantID,
+		})
+		if err != nil {
+			return err
+		}
+		h.Order = o.order()
+		evs, err := queryAll[eventRow](ctx, tx, historyEventsSQL,
 			pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": id, "after_seq": p.AfterSeq, "limit": p.Limit})
 		if err != nil {
 			return err
 		}
-		ats, err := queryAll[attemptRow](ctx, s.pool, historyAttemptsSQL, pgx.StrictNamedArgs{
+		ats, err := queryAll[attemptRow](ctx, tx, historyAttemptsSQL, pgx.StrictNamedArgs{
 			"merchant_id": merchantID, "order_id": id, "after_created": after, "after_id": nullUUID(p.AfterAttemptID), "limit": p.Limit,
 		})
 		if err != nil {
 			return err
 		}
-		events = make([]order.Event, len(evs))
+		h.Events = make([]order.Event, len(evs))
 		for i, e := range evs {
-			events[i] = e.event()
+			h.Events[i] = e.event()
 		}
-		attempts = make([]order.Attempt, len(ats))
+		h.Attempts = make([]order.Attempt, len(ats))
 		for i, a := range ats {
-			attempts[i] = a.attempt()
+			h.Attempts[i] = a.attempt()
 		}
-		return nil
+		if withRefunds {
+			h.Refunds, h.RefundEvents, err = refundsOf(ctx, tx, merchantID, id)
+		}
+		return err
 	})
-	return events, attempts, err
+	return h, err
 }
 
 //go:embed sql/count_by_state.sql

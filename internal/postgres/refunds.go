@@ -93,9 +93,6 @@ var refundableStates = func() []string {
 	return out
 }()
 
-//go:embed sql/refund_by_request.sql
-var refundByRequestSQL string
-
 // ClaimRefund implements order.RefundStore.
 func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
 	sql, err := s.forEngine(ctx, refundClaimSQL, citusRefundClaimSQL)
@@ -103,38 +100,37 @@ func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.Ref
 		return order.RefundClaimResult{}, err
 	}
 	var res order.RefundClaimResult
-	err = retry(ctx, func() error {
-		r, err := queryOne[refundClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
-			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
-			"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
-			"refundable": refundableStates, "from_state": order.RefundPending,
-			"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
-			"create_event": order.EventCreate,
+	// A claim that made no refund and saw none may have met a refund of its
+	// request id that a concurrent claim committed after the statement's
+	// snapshot was taken (its insert then did nothing): it runs once more,
+	// in a statement whose snapshot holds it, so that the order and the
+	// refund of the reply are read together. The refund read alone would
+	// go with an order read earlier, which the refund's settle may have
+	// moved since.
+	for run := 0; run < 2 && !res.Claimed && res.Refund == nil; run++ {
+		err = retry(ctx, func() error {
+			r, err := queryOne[refundClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
+				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
+				"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
+				"refundable": refundableStates, "from_state": order.RefundPending,
+				"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
+				"create_event": order.EventCreate,
+			})
+			if err != nil {
+				return err
+			}
+			res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
+			if r.ID != "" {
+				rf := r.refund()
+				res.Refund = &rf
+			}
+			return nil
 		})
 		if err != nil {
-			return err
+			return order.RefundClaimResult{}, err
 		}
-		res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
-		if r.ID != "" {
-			rf := r.refund()
-			res.Refund = &rf
-			return nil
-		}
-		// Not claimed and no earlier refund seen: the request id may have
-		// been used by a claim that committed after this statement began.
-		p, err := queryOne[refundRow](ctx, s.pool, refundByRequestSQL,
-			pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
-		switch {
-		case errors.Is(err, order.ErrNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		rf := p.refund()
-		res.Refund = &rf
-		return nil
-	})
-	return res, err
+	}
+	return res, nil
 }
 
 //go:embed sql/refund_settle.sql
@@ -203,6 +199,20 @@ func (s *Store) Refund(ctx context.Context, merchantID, id string) (order.Refund
 	return r.refund(), err
 }
 
+//go:embed sql/order_refund.sql
+var orderRefundSQL string
+
+// OrderRefund implements order.RefundStore.
+func (s *Store) OrderRefund(ctx context.Context, merchantID, refundID string) (order.Order, order.Refund, error) {
+	var r refundSettledRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[refundSettledRow](ctx, s.pool, orderRefundSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "refund_id": refundID})
+		return err
+	})
+	return r.order(), r.refund(), err
+}
+
 //go:embed sql/order_refunds.sql
 var orderRefundsSQL string
 
@@ -223,35 +233,41 @@ type refundEventRow struct {
 }
 
 // Refunds returns a merchant's order's refunds and their history, oldest
-// first.
+// first, read in one snapshot.
 func (s *Store) Refunds(ctx context.Context, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error) {
 	var (
 		refunds []order.Refund
 		events  []order.RefundEvent
 	)
-	err := retry(ctx, func() error {
-		args := pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": orderID}
-		rs, err := queryAll[refundRow](ctx, s.pool, orderRefundsSQL, args)
-		if err != nil {
-			return err
-		}
-		evs, err := queryAll[refundEventRow](ctx, s.pool, orderRefundEventsSQL, args)
-		if err != nil {
-			return err
-		}
-		refunds = make([]order.Refund, len(rs))
-		for i, r := range rs {
-			refunds[i] = r.refund()
-		}
-		events = make([]order.RefundEvent, len(evs))
-		for i, e := range evs {
-			events[i] = order.RefundEvent{Seq: e.Seq, OrderID: e.OrderID, RefundID: e.RefundID,
-				From: order.RefundState(e.From), To: order.RefundState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
-				Reason: e.Reason, CreatedAt: e.CreatedAt}
-		}
-		return nil
+	err := withSnapshot(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		refunds, events, err = refundsOf(ctx, tx, merchantID, orderID)
+		return err
 	})
 	return refunds, events, err
+}
+
+// refundsOf is Refunds, read through q.
+func refundsOf(ctx context.Context, q querier, merchantID, orderID string) ([]order.Refund, []order.RefundEvent, error) {
+	args := pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": orderID}
+	rs, err := queryAll[refundRow](ctx, q, orderRefundsSQL, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	evs, err := queryAll[refundEventRow](ctx, q, orderRefundEventsSQL, args)
+	if err != nil {
+		return nil, nil, err
+	}
+	refunds := make([]order.Refund, len(rs))
+	for i, r := range rs {
+		refunds[i] = r.refund()
+	}
+	events := make([]order.RefundEvent, len(evs))
+	for i, e := range evs {
+		events[i] = order.RefundEvent{Seq: e.Seq, OrderID: e.OrderID, RefundID: e.RefundID,
+			From: order.RefundState(e.From), To: order.RefundState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
+			Reason: e.Reason, CreatedAt: e.CreatedAt}
+	}
+	return refunds, events, nil
 }
 
 //go:embed sql/claim_due_refunds.sql

@@ -166,6 +166,27 @@ func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attem
 	return r.attempt(), err
 }
 
+//go:embed sql/order_attempt.sql
+var orderAttemptSQL string
+
+// orderAttemptRow is what order_attempt.sql returns.
+type orderAttemptRow struct {
+	refundedOrderRow
+	attemptRow
+}
+
+// OrderAttempt implements order.Store.
+func (s *Store) OrderAttempt(ctx context.Context, merchantID, orderID, attemptID string) (order.Order, order.Attempt, error) {
+	var r orderAttemptRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[orderAttemptRow](ctx, s.pool, orderAttemptSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "attempt_id": attemptID,
+		})
+		return err
+	})
+	return r.order(), r.attempt(), err
+}
+
 //go:embed sql/citus_claim.sql
 var citusClaimSQL string
 
@@ -178,43 +199,35 @@ type citusClaimRow struct {
 }
 
 // claimCitus is Claim on Citus: one claim alone, through the function
-// that Citus runs whole on the merchant's worker.
+// that Citus runs whole on the merchant's worker. A claim that made no
+// attempt and saw none runs once more, as claimMany's do, and for the same
+// reason: the request id may have been used by a claim that committed
+// while the function ran.
 func (s *Store) claimCitus(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
 	var res order.ClaimResult
-	err := retry(ctx, func() error {
-		r, err := queryOne[citusClaimRow](ctx, s.pool, citusClaimSQL, pgx.StrictNamedArgs{
-			"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
-			"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To, "lease": c.Lease,
-			"event": c.Event, "actor": c.Actor,
+	for run := 0; run < 2 && !res.Claimed && res.Attempt == nil; run++ {
+		err := retry(ctx, func() error {
+			r, err := queryOne[citusClaimRow](ctx, s.pool, citusClaimSQL, pgx.StrictNamedArgs{
+				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
+				"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To,
+				"lease": c.Lease, "event": c.Event, "actor": c.Actor,
+			})
+			if err != nil {
+				return err
+			}
+			res = order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
+			if r.attemptRow.ID != "" {
+				a := r.attempt()
+				res.Attempt = &a
+			}
+			return nil
 		})
 		if err != nil {
-			return err
+			return order.ClaimResult{}, err
 		}
-		res = order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
-		if r.attemptRow.ID != "" {
-			a := r.attempt()
-			res.Attempt = &a
-			return nil
-		}
-		// Not claimed and no earlier attempt seen: the request id may have
-		// been used by a claim that committed after this statement began.
-		a, err := queryOne[attemptRow](ctx, s.pool, attemptByRequestSQL,
-			pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "request_id": c.RequestID})
-		switch {
-		case errors.Is(err, order.ErrNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		at := a.attempt()
-		res.Attempt = &at
-		return nil
-	})
-	return res, err
+	}
+	return res, nil
 }
-
-//go:embed sql/attempt_by_request.sql
-var attemptByRequestSQL string
 
 //go:embed sql/citus_create_claimed.sql
 var citusCreateClaimedSQL string
@@ -236,7 +249,7 @@ func (s *Store) createClaimedCitus(ctx context.Context, o order.Order, c order.C
 			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
 			"request_id": c.RequestID, "from_state": c.From, "create_event": order.EventCreate,
-			"claim_event": c.Event, "actor": c.Actor,
+			"claim_event": c.Event, "actor": c.Actor, "customer": c.Customer,
 		})
 		return err
 	})

@@ -197,9 +197,14 @@ func TestCreateClaimed(t *testing.T) {
 	s := postgres.NewStore(pool)
 	o := newOrder("ref-one-call")
 	c := claimOf(o, "req-one-call")
+	c.Customer = "cus_OneCall42"
 	got, a, ok, err := s.CreateClaimed(ctx, o, c)
-	if err != nil || !ok || got.State != order.StateCharging || got.CurrentAttempt != a.ID || a.RequestID != "req-one-call" {
+	if err != nil || !ok || got.State != order.StateCharging || got.CurrentAttempt != a.ID || a.RequestID != "req-one-call" ||
+		a.Customer != c.Customer {
 		t.Fatalf("create claimed: %v %v %+v %+v", err, ok, got, a)
+	}
+	if stored, err := s.Attempt(ctx, o.MerchantID, a.ID); err != nil || stored.Customer != c.Customer {
+		t.Fatalf("stored attempt %+v, %v; want customer %s", stored, err, c.Customer)
 	}
 	// The reference taken, or the request id taken: nothing written.
 	if _, _, ok, err := s.CreateClaimed(ctx, newOrder("ref-one-call"), claimOf(o, "req-other")); ok || err != nil {

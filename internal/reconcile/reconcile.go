@@ -326,7 +326,9 @@ func (r *Reconciler) runReviews(ctx context.Context) error {
 
 // CheckNow checks one CHARGING order at once, due or not, and returns it as
 // it then stands; for an order in any other state (or none) it reports
-// false and checks nothing.
+// false and checks nothing. It reports false too when the check's settle
+// lost to another (a late answer to the charge, a returning customer): the
+// caller reads the order as that left it.
 func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool, error) {
 	due, ok, err := r.store.ClaimOrder(ctx, id, r.lease())
 	if err != nil || !ok {
@@ -334,7 +336,11 @@ func (r *Reconciler) CheckNow(ctx context.Context, id string) (order.Order, bool
 	}
 	res, err := r.lookup(ctx, due)
 	o, err := r.settle(ctx, r.decide(due, res, err, false), time.Time{})
-	return o, true, err
+	if err != nil || o.ID == "" {
+		// A settle that lost its race returns no order.
+		return order.Order{}, false, err
+	}
+	return o, true, nil
 }
 
 // takeWoken reports whether a gateway's event made order id due lately

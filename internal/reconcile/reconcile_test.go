@@ -434,6 +434,41 @@ func TestOperatorChecksUseUpNoSchedule(t *testing.T) {
 	}
 }
 
+// settlingGateway settles an attempt as charged, as a late answer to its
+// charge would, while the reconciler's lookup of it is in flight.
+type settlingGateway struct {
+	order.Gateway
+	store *postgres.Store
+}
+
+func (g *settlingGateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	st := order.Settlement{MerchantID: order.DefaultMerchant, OrderID: req.OrderID, AttemptID: req.AttemptID,
+		Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_late"}, Event: order.EventSucceed,
+		To: order.StatePaid, Actor: order.ActorAPI}
+	if _, ok, err := g.store.Settle(ctx, st); err != nil || !ok {
+		return order.Result{}, fmt.Errorf("the late settle: ok=%v, %w", ok, err)
+	}
+	return g.Gateway.Lookup(ctx, req)
+}
+
+// TestOperatorCheckThatLosesItsSettle: an operator's check (CheckNow)
+// whose settle loses to a late answer of the charge reports that it has
+// no order to show, so that ReconcileOrder reads the order as the winner
+// left it. It used to return an empty order as the checked one.
+func TestOperatorCheckThatLosesItsSettle(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, _ := f.charging(t, "tok_ok", true)
+	r := f.reconciler(t, &settlingGateway{Gateway: f.gw, store: f.store}, reconcile.Config{})
+	o, ok, err := r.CheckNow(context.Background(), id)
+	if err != nil || ok {
+		t.Fatalf("CheckNow = %+v, %v, %v; want no order (its settle lost)", o, ok, err)
+	}
+	if o := f.order(t, id); o.State != order.StatePaid {
+		t.Fatalf("order is %s, want PAID by the late answer", o.State)
+	}
+}
+
 // TestReviewRecheckFindsLateCharge: an order in NEEDS_REVIEW is looked up
 // again at the review cadence; a charge the gateway shows then moves it to
 // PAID with an event by the reconciler, and an order the gateway still has

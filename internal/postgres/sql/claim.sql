@@ -50,8 +50,17 @@ WITH st AS NOT MATERIALIZED (
 	SELECT * FROM orders
 	WHERE merchant_id = @merchant_id::text AND id = @order_id::uuid ORDER BY id FOR UPDATE
 ), prior AS (
+	-- Read once ord holds every order: the count makes ord run to its end
+	-- first, and FOR SHARE returns each attempt's latest committed version,
+	-- not the one in this statement's snapshot, which can predate a settle
+	-- that ord waited for (a replay's reply would show the attempt still in
+	-- flight beside the order it has already made PAID). An attempt
+	-- changes only under its order's lock, so the attempt read here is the
+	-- one that goes with ord's row.
 	SELECT * FROM charge_attempts
 	WHERE merchant_id = @merchant_id::text AND request_id = @request_id::text
+		AND (SELECT count(*) FROM ord) > 0
+	FOR SHARE
 ), att AS (
 	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency)
 	SELECT st.attempt_id, ord.id, st.merchant_id, st.request_id, coalesce(nullif(st.payment_method, ''), ord.payment_method),

@@ -1,5 +1,6 @@
 -- Create one or many orders already claimed for their first attempts: the
--- orders, the attempts and both events of each (create, charge) in one
+-- orders, the attempts (with the gateway's customer, '' for none) and both
+-- events of each (create, charge) in one
 -- statement and one commit, however many it creates. Element i of each
 -- array is the i-th order, and the row returned for it carries i. It
 -- inserts nothing, and returns no row, for an order whose merchant
@@ -17,9 +18,9 @@ WITH new AS (
 		(SELECT @amount_minor::bigint[]), (SELECT @currency::text[]), (SELECT @payment_method::text[]),
 		(SELECT @gateway::text[]), (SELECT @to_state::text[]), (SELECT @attempt_id::uuid[]),
 		(SELECT @lease::interval[]), (SELECT @request_id::text[]), (SELECT @from_state::text[]),
-		(SELECT @claim_event::text[]), (SELECT @actor::text[])) WITH ORDINALITY
+		(SELECT @claim_event::text[]), (SELECT @actor::text[]), (SELECT @customer::text[])) WITH ORDINALITY
 		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, to_state, attempt_id,
-			lease, request_id, from_state, claim_event, actor, i)
+			lease, request_id, from_state, claim_event, actor, customer, i)
 ), timed AS (
 	SELECT new.*, now() + new.lease AS lease_until FROM new
 ), o AS (
@@ -31,8 +32,8 @@ WITH new AS (
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
 ), a AS (
-	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency)
-	SELECT o.current_attempt, o.id, o.merchant_id, new.request_id, o.payment_method, o.amount_minor, o.currency
+	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency)
+	SELECT o.current_attempt, o.id, o.merchant_id, new.request_id, o.payment_method, new.customer, o.amount_minor, o.currency
 	FROM o JOIN new ON new.merchant_id = o.merchant_id AND new.id = o.id
 	RETURNING *
 ), ev AS (

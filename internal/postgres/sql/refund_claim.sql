@@ -22,7 +22,23 @@
 WITH ord AS (
 	SELECT * FROM orders WHERE id = @order_id AND merchant_id = @merchant_id FOR UPDATE
 ), prior AS (
-	SELECT * FROM refunds WHERE merchant_id = @merchant_id AND request_id = @request_id
+	-- Read once ord holds the order: the subquery makes ord run first, and
+	-- FOR SHARE returns the refund's latest committed version, not the one
+	-- in this statement's snapshot, which can predate a settle that ord
+	-- waited for (the reply would show the refund REFUNDING beside the
+	-- order it has already moved). Every change of a refund's state locks
+	-- its order first, so the refund read here is the one that goes with
+	-- ord's row.
+	SELECT * FROM refunds
+	WHERE merchant_id = @merchant_id AND request_id = @request_id AND (SELECT count(*) FROM ord) > 0
+	FOR SHARE
+), ca AS (
+	-- The charge being refunded, read as prior is: its gateway id is
+	-- written by the settle that made the order PAID, which ord may have
+	-- waited for.
+	SELECT gateway_charge_id FROM charge_attempts
+	WHERE merchant_id = @merchant_id AND id = (SELECT current_attempt FROM ord)
+	FOR SHARE
 ), want AS (
 	SELECT id, amount_minor - refunded_minor - refunding_minor AS left_minor,
 		coalesce(nullif(@amount_minor::bigint, 0), amount_minor - refunded_minor - refunding_minor) AS amount
@@ -61,7 +77,7 @@ SELECT cur.claimed,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
 	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
-	coalesce(ca.gateway_charge_id, '') AS charge_id,
+	coalesce((SELECT gateway_charge_id FROM ca), '') AS charge_id,
 	coalesce(r.id::text, '') AS refund_id, coalesce(r.merchant_id, '') AS refund_merchant_id,
 	coalesce(r.order_id::text, '') AS refund_order_id, coalesce(r.request_id, '') AS refund_request_id,
 	coalesce(r.requested_minor, 0) AS refund_requested_minor, coalesce(r.amount_minor, 0) AS refund_amount_minor,
@@ -72,6 +88,4 @@ SELECT cur.claimed,
 	coalesce(r.reconcile_count, 0) AS refund_reconcile_count, coalesce(r.last_error, '') AS refund_last_error,
 	coalesce(r.created_at, 'epoch') AS refund_created_at, coalesce(r.updated_at, 'epoch') AS refund_updated_at
 FROM cur
-LEFT JOIN r ON true
--- A join rather than a subquery: Citus runs no correlated subquery beside CTEs.
-LEFT JOIN charge_attempts ca ON ca.merchant_id = cur.merchant_id AND ca.id = cur.current_attempt;
+LEFT JOIN r ON true;
