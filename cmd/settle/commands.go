@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -60,7 +62,7 @@ var commandOptions = map[string][]string{
 func parse(name string, args []string, getenv func(string) string, stderr io.Writer, names ...string) (*config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("settle "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	load := bindConfig(fs, getenv, names...)
+	load := bindConfig(fs, getenv, nil, names...)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -162,15 +164,86 @@ func (a *app) close() {
 	a.pool.Close()
 }
 
-// serveMetrics serves /metrics, /healthz and /readyz until ctx ends, when
-// a metrics address is configured.
-func (a *app) serveMetrics(ctx context.Context) error {
-	if a.cfg.MetricsListen == "" {
+// bind listens on addr for the listener named what ("gRPC", "webhook",
+// …). Its error is one line naming the listener, the address and the
+// cause, and, when the address is taken, the flag that picks another.
+func bind(ctx context.Context, what, addr, flagName string) (net.Listener, error) {
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
+	if err == nil {
+		return lis, nil
+	}
+	cause := err
+	var op *net.OpError
+	if errors.As(err, &op) {
+		cause = op.Err
+	}
+	var se *os.SyscallError
+	if errors.As(cause, &se) {
+		cause = se.Err
+	}
+	hint := ""
+	if errors.Is(err, syscall.EADDRINUSE) {
+		hint = fmt.Sprintf(" (another settle running? pick another address with -%s)", flagName)
+	}
+	return nil, fmt.Errorf("%s listener %s: %v%s", what, addr, cause, hint)
+}
+
+// listeners are the sockets of a server, each nil until bound (and nil
+// when not configured). A server binds every one of them before it says
+// it is serving.
+type listeners struct {
+	grpc, webhooks, metrics net.Listener
+}
+
+// bindMetrics binds the metrics listener, when an address is configured
+// and it is not bound yet.
+func (ls *listeners) bindMetrics(ctx context.Context, cfg *config) (err error) {
+	if ls.metrics == nil && cfg.MetricsListen != "" {
+		ls.metrics, err = bind(ctx, "metrics", cfg.MetricsListen, "metrics-listen")
+	}
+	return err
+}
+
+// bindServer binds the gRPC listener and, when an address is configured,
+// the webhook listener, unless bound already.
+func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
+	if ls.grpc == nil {
+		if ls.grpc, err = bind(ctx, "gRPC", cfg.Listen, "listen"); err != nil {
+			return err
+		}
+	}
+	if ls.webhooks == nil && cfg.WebhookListen != "" {
+		ls.webhooks, err = bind(ctx, "webhook", cfg.WebhookListen, "webhook-listen")
+	}
+	return err
+}
+
+// close closes every bound listener; closing one a server has closed
+// already does no harm.
+func (ls *listeners) close() {
+	for _, l := range []net.Listener{ls.grpc, ls.webhooks, ls.metrics} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// failed returns the failure that ended ctx through its cancel-cause
+// function, or nil when ctx ended (or not) for its parent's reasons.
+func failed(ctx context.Context) error {
+	err := context.Cause(ctx)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.MetricsListen)
-	if err != nil {
-		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
+	return err
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on lis until ctx
+// ends; nil lis (no metrics address) serves nothing. A failure of the
+// listener is handed to fail.
+func (a *app) serveMetrics(ctx context.Context, lis net.Listener, fail func(error)) {
+	if lis == nil {
+		return
 	}
 	h := a.metrics.Handler(a.ready)
 	if a.cfg.Pprof {
@@ -187,26 +260,22 @@ func (a *app) serveMetrics(ctx context.Context) error {
 	}()
 	go func() {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("metrics listener stopped", "error", err)
+			fail(fmt.Errorf("metrics listener %s: %w", lis.Addr(), err))
 		}
 	}()
 	a.log.Info("serving metrics", "addr", lis.Addr().String())
-	return nil
 }
 
-// serveWebhooks serves the gateways' events on their own listener until
-// ctx ends, when an address is configured; g owns the server's goroutine.
-func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
-	if a.cfg.WebhookListen == "" {
+// serveWebhooks serves the gateways' events on lis until ctx ends; nil
+// lis (no webhook address) serves nothing; g owns the server's goroutine,
+// and a failure of the listener is handed to fail.
+func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitGroup, fail func(error)) error {
+	if lis == nil {
 		return nil
 	}
 	tlsCfg, err := a.cfg.webhookTLS()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
-	}
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.WebhookListen)
-	if err != nil {
-		return fmt.Errorf("listen on %s for webhooks: %w", a.cfg.WebhookListen, err)
 	}
 	h := webhook.New(a.store, webhook.Config{
 		StripeSecrets: a.cfg.StripeWebhookSecrets,
@@ -219,7 +288,7 @@ func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
 	lim.MaxConnections = a.cfg.WebhookMaxConns
 	g.Go(func() {
 		if err := webhook.Serve(ctx, lis, h, lim, tlsCfg, a.cfg.ShutdownTimeout); err != nil {
-			a.log.Error("webhook listener stopped", "error", err)
+			fail(fmt.Errorf("webhook listener %s: %w", lis.Addr(), err))
 		}
 	})
 	a.log.Info("serving gateway events", "addr", lis.Addr().String(), "tls", tlsCfg != nil,
@@ -262,11 +331,16 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 }
 
 // serve waits for the database, then runs the gRPC API (and a reconciler,
-// when asked) on the listener that listen opens, until ctx ends; then it
-// lets in-flight calls finish within the shutdown timeout. The metrics
-// listener answers from the start, /readyz saying not ready until the
-// database is reached; the gRPC port opens only then.
-func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), withReconciler bool, opts grpcapi.Options) error {
+// when asked) until ctx ends or one of its listeners fails; then it lets
+// in-flight calls finish within the shutdown timeout. The metrics listener
+// answers from the start, /readyz saying not ready until the database is
+// reached; the gRPC and webhook ports are bound only then, unless ls holds
+// them bound already (dev binds everything first). serving, when not nil,
+// is called once every listener is bound and served.
+func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opts grpcapi.Options, serving func(*listeners)) error {
+	defer ls.close()
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	svc, err := order.NewService(a.store, a.gateways, order.Config{
 		DefaultGateway: a.cfg.DefaultGateway,
 		GatewayTimeout: a.cfg.GatewayTimeout,
@@ -299,16 +373,17 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 	bgCtx, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var bg sync.WaitGroup
 	defer func() { stopBG(); bg.Wait() }()
-	if err := a.serveMetrics(bgCtx); err != nil {
+	if err := ls.bindMetrics(ctx, a.cfg); err != nil {
 		return err
 	}
+	a.serveMetrics(bgCtx, ls.metrics, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
 		return err
 	}
-	lis, err := listen()
-	if err != nil {
+	if err := ls.bindServer(ctx, a.cfg); err != nil {
 		return err
 	}
+	lis := ls.grpc
 	bg.Go(func() { a.watchDurability(bgCtx) })
 	bg.Go(func() { srv.WatchHealth(bgCtx, a.ready, 2*time.Second) })
 	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
@@ -318,7 +393,7 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 		bg.Go(func() { _ = del.Run(bgCtx) })
 		bg.Go(func() { a.store.ListenDue(bgCtx, a.log, rec.Wake, func() { rec.Wake("") }) })
 	}
-	if err := a.serveWebhooks(bgCtx, &bg); err != nil {
+	if err := a.serveWebhooks(bgCtx, ls.webhooks, &bg, fail); err != nil {
 		return err
 	}
 
@@ -353,7 +428,14 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 		return nil
 	})
 	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
-	return g.Wait()
+	if serving != nil {
+		serving(ls)
+	}
+	err = g.Wait()
+	if f := failed(ctx); f != nil {
+		return f
+	}
+	return err
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -377,13 +459,7 @@ func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, g
 		return err
 	}
 	defer a.close()
-	return a.serve(ctx, func() (net.Listener, error) {
-		lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		return lis, nil
-	}, cfg.WithReconciler, opts)
+	return a.serve(ctx, &listeners{}, cfg.WithReconciler, opts, nil)
 }
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -405,9 +481,14 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if err := a.serveMetrics(ctx); err != nil {
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	var ls listeners
+	if err := ls.bindMetrics(ctx, cfg); err != nil {
 		return err
 	}
+	defer ls.close()
+	a.serveMetrics(ctx, ls.metrics, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
 		return err
 	}
@@ -421,7 +502,11 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	var g errgroup.Group
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return del.Run(ctx) })
-	return g.Wait()
+	err = g.Wait()
+	if f := failed(ctx); f != nil {
+		return f
+	}
+	return err
 }
 
 // runDeliver runs the webhook delivery worker alone: it needs the
@@ -454,15 +539,24 @@ func runDeliver(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if err := a.serveMetrics(ctx); err != nil {
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	var ls listeners
+	if err := ls.bindMetrics(ctx, cfg); err != nil {
 		return err
 	}
+	defer ls.close()
+	a.serveMetrics(ctx, ls.metrics, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
 		return err
 	}
 	go a.watchDurability(ctx)
 	log.Info("delivering events", "poll", cfg.DeliveryPoll)
-	return del.Run(ctx)
+	err = del.Run(ctx)
+	if f := failed(ctx); f != nil {
+		return f
+	}
+	return err
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -502,9 +596,9 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if opts.Events.URL != "" && len(opts.Events.Secrets) == 0 {
 		return errors.New("configuration: --sim-events-url needs --sim-events-secrets")
 	}
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", *addr)
+	lis, err := bind(ctx, "simulator", *addr, "addr")
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *addr, err)
+		return err
 	}
 	fmt.Fprintf(stdout, "gateway simulator on http://%s (ledger: /v1/ledger)\n", lis.Addr())
 	return sim.New(*opts).Serve(ctx, lis)

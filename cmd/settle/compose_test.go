@@ -45,7 +45,7 @@ func settleFlagSet(name string, getenv func(string) string) (fs *flag.FlagSet, l
 		simFlags(fs)
 		return fs, nil
 	}
-	return fs, bindConfig(fs, getenv, commandOptions[name]...)
+	return fs, bindConfig(fs, getenv, nil, commandOptions[name]...)
 }
 
 // helpFlags returns the flags that `settle <name> -h` lists, or ok false if
