@@ -330,6 +330,19 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 	return d, nil
 }
 
+// unconfigured names the product's gateways this server lacks, with the
+// setting that configures each (dev's refpsp is its simulator, "sim").
+func (a *app) unconfigured() map[string]string {
+	hints := map[string]string{}
+	if a.gateways["stripe"] == nil {
+		hints["stripe"] = "STRIPE_SECRET_KEY (or --stripe-secret-key-file)"
+	}
+	if a.gateways["refpsp"] == nil && a.gateways["sim"] == nil {
+		hints["refpsp"] = "SETTLE_REFPSP_URL and SETTLE_REFPSP_KEY"
+	}
+	return hints
+}
+
 // serve waits for the database, then runs the gRPC API (and a reconciler,
 // when asked) until ctx ends or one of its listeners fails; then it lets
 // in-flight calls finish within the shutdown timeout. The metrics listener
@@ -347,6 +360,7 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 		Grace:          a.cfg.ClaimGrace,
 		FirstRecheck:   a.cfg.Schedule[0],
 		Failpoint:      a.failpoints.Hit,
+		Unconfigured:   a.unconfigured(),
 	}, a.log)
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)

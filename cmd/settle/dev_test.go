@@ -200,7 +200,9 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 		var out lockedBuffer
 		done := make(chan error, 1)
 		args := append([]string{"dev", "-keys-file", keysFile, "--listen", freeAddr(t), "--webhook-listen", freeAddr(t)}, extra...)
-		go func() { done <- run(ctx, args, mapEnv(map[string]string{"SETTLE_ALLOW_UNSAFE_DATABASE": "true"}), &out, &out) }()
+		go func() {
+			done <- run(ctx, args, mapEnv(map[string]string{"SETTLE_ALLOW_UNSAFE_DATABASE": "true"}), &out, &out)
+		}()
 		for !strings.Contains(out.String(), "Events out (") && ctx.Err() == nil {
 			select {
 			case err := <-done:
