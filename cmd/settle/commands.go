@@ -185,7 +185,7 @@ func bind(ctx context.Context, what, addr, flagName string) (net.Listener, error
 	if errors.Is(err, syscall.EADDRINUSE) {
 		hint = fmt.Sprintf(" (another settle running? pick another address with -%s)", flagName)
 	}
-	return nil, fmt.Errorf("%s listener %s: %v%s", what, addr, cause, hint)
+	return nil, fmt.Errorf("%s listener %s: %w%s", what, addr, cause, hint)
 }
 
 // listeners are the sockets of a server, each nil until bound (and nil

@@ -241,13 +241,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 type devKeys struct{ checkout, ops string }
 
 // defaultDevKeysFile is where dev keeps its keys: settle/dev-keys in the
-// user's configuration directory ($XDG_CONFIG_HOME, or ~/.config).
+// user's configuration directory ($XDG_CONFIG_HOME, or ~/.config); "" when
+// there is no home to keep them in.
 func defaultDevKeysFile(getenv func(string) string) string {
 	dir := getenv("XDG_CONFIG_HOME")
 	if dir == "" {
 		home := getenv("HOME")
 		if home == "" {
-			return filepath.Join(os.TempDir(), "settle-dev-keys")
+			return ""
 		}
 		dir = filepath.Join(home, ".config")
 	}
@@ -257,12 +258,16 @@ func defaultDevKeysFile(getenv func(string) string) string {
 // loadDevKeys reads dev's keys from path, or, the first time, makes them
 // and writes them there (mode 0600), so that every later start, and every
 // shell that exported them, keeps working. Two devs starting at once
-// agree on one file: it appears whole or not at all.
+// agree on one file: it appears whole or not at all. An empty path keeps
+// no file: the keys are new each run.
 func loadDevKeys(path string) (devKeys, error) {
+	k := devKeys{checkout: newDevKey("sk_dev_checkout_"), ops: newDevKey("sk_dev_ops_")}
+	if path == "" {
+		return k, nil
+	}
 	if k, err := readDevKeys(path); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return k, err
 	}
-	k := devKeys{checkout: newDevKey("sk_dev_checkout_"), ops: newDevKey("sk_dev_ops_")}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return k, fmt.Errorf("dev keys file: %w", err)
 	}
@@ -348,11 +353,15 @@ Settle is running (Ctrl-C stops everything).
 	if b.Keys.checkout == "" {
 		fmt.Fprintln(w, "\nAPI keys: yours, from -api-keys / -api-keys-file (dev made none).")
 	} else {
+		kept := "kept in " + b.KeysFile + "; the same at every start"
+		if b.KeysFile == "" {
+			kept = "new each run: no -keys-file"
+		}
 		fmt.Fprintf(w, `
-Development API keys (kept in %s; the same at every start):
+Development API keys (%s):
   export SETTLE_KEY=%s      # checkout: OrderService
   export SETTLE_OPS_KEY=%s           # ops: OpsService
-`, b.KeysFile, b.Keys.checkout, b.Keys.ops)
+`, kept, b.Keys.checkout, b.Keys.ops)
 	}
 	fmt.Fprintf(w, `
 Create an order, charge it, look at it:

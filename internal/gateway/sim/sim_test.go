@@ -667,7 +667,9 @@ func TestChallengePages(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	var body bytes.Buffer
-	body.ReadFrom(resp.Body)
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
 	if bytes.Contains(body.Bytes(), []byte(secretA)) || bytes.Contains(body.Bytes(), []byte(secretB)) {
 		t.Errorf("the ledger shows a challenge's secret: %s", body.String())
 	}
