@@ -90,3 +90,43 @@ func TestUnconfiguredGatewayNamesTheSetting(t *testing.T) {
 		t.Errorf("gateway strpie: %q; want the server's gateways and not the name echoed", got)
 	}
 }
+
+// TestSilentTimeoutAndFailingLookups: the simulator's tok_timeout_silent
+// leaves a CHARGING order that only the reconciler's lookup makes PAID;
+// tok_lookup_fails one that the reconciler cannot settle, which reaches
+// NEEDS_REVIEW once the schedule is spent.
+func TestSilentTimeoutAndFailingLookups(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	runDue := func(id string) {
+		t.Helper()
+		if _, err := f.pool.Exec(ctx, "UPDATE orders SET reconcile_at = now() WHERE id = $1", id); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.rec.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	silent := f.create(t, "silent-1", "tok_timeout_silent")
+	if o, _ := f.charge(t, silent.ID, "silent-req-1"); o.State != order.StateCharging {
+		t.Fatalf("charge with tok_timeout_silent = %s; want CHARGING", o.State)
+	}
+	runDue(silent.ID)
+	if o, err := f.store.Order(ctx, order.AnyMerchant, silent.ID); err != nil || o.State != order.StatePaid {
+		t.Fatalf("after a reconcile: %s, %v; want PAID", o.State, err)
+	}
+
+	fails := f.create(t, "fails-1", "tok_lookup_fails")
+	if o, _ := f.charge(t, fails.ID, "fails-req-1"); o.State != order.StateCharging {
+		t.Fatalf("charge with tok_lookup_fails = %s; want CHARGING", o.State)
+	}
+	runDue(fails.ID)
+	if o, _ := f.store.Order(ctx, order.AnyMerchant, fails.ID); o.State != order.StateCharging {
+		t.Fatalf("after one failed lookup: %s; want CHARGING", o.State)
+	}
+	runDue(fails.ID) // the fixture's schedule has two steps
+	if o, _ := f.store.Order(ctx, order.AnyMerchant, fails.ID); o.State != order.StateNeedsReview {
+		t.Fatalf("after the schedule: %s; want NEEDS_REVIEW", o.State)
+	}
+}
