@@ -49,11 +49,12 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	simOpts := simFlags(fs)
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
 	keysFile := fs.String("keys-file", defaultDevKeysFile(getenv), "file of dev's own API keys, written at the first start and reused by every later one; unused when -api-keys or -api-keys-file is given")
-	// dev makes its own keys, so it has no --no-api-keys.
+	// dev makes its own keys, so it has no --no-api-keys, and always runs a
+	// reconciler.
 	devFlags := slices.DeleteFunc(concat([]string{"metrics-listen", "pprof"}, gatewayFlags, reconcileFlags, serveFlags, webhookFlags, deliveryFlags),
 		func(n string) bool {
 			// dev's gateway is the simulator, at the address it binds.
-			return n == "no-api-keys" || n == "default-gateway" || n == "refpsp-url" || n == "refpsp-key"
+			return n == "no-api-keys" || n == "with-reconciler" || n == "default-gateway" || n == "refpsp-url" || n == "refpsp-key"
 		})
 	load := bindConfig(fs, getenv, devDefaults, devFlags...)
 	if err := fs.Parse(args); err != nil {
