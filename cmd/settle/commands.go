@@ -11,9 +11,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -63,7 +65,7 @@ var commandOptions = map[string][]string{
 func parse(name string, args []string, getenv func(string) string, stderr io.Writer, names ...string) (*config, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("settle "+name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	load := bindConfig(fs, getenv, names...)
+	load := bindConfig(fs, getenv, nil, names...)
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -178,15 +180,86 @@ func (a *app) close() {
 	a.pool.Close()
 }
 
-// serveMetrics serves /metrics, /healthz and /readyz (ready) until ctx
-// ends, when a metrics address is configured.
-func (a *app) serveMetrics(ctx context.Context, ready func(context.Context) error) error {
-	if a.cfg.MetricsListen == "" {
+// bind listens on addr for the listener named what ("gRPC", "webhook",
+// …). Its error is one line naming the listener, the address and the
+// cause, and, when the address is taken, the flag that picks another.
+func bind(ctx context.Context, what, addr, flagName string) (net.Listener, error) {
+	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", addr)
+	if err == nil {
+		return lis, nil
+	}
+	cause := err
+	var op *net.OpError
+	if errors.As(err, &op) {
+		cause = op.Err
+	}
+	var se *os.SyscallError
+	if errors.As(cause, &se) {
+		cause = se.Err
+	}
+	hint := ""
+	if errors.Is(err, syscall.EADDRINUSE) {
+		hint = fmt.Sprintf(" (another settle running? pick another address with -%s)", flagName)
+	}
+	return nil, fmt.Errorf("%s listener %s: %w%s", what, addr, cause, hint)
+}
+
+// listeners are the sockets of a server, each nil until bound (and nil
+// when not configured). A server binds every one of them before it says
+// it is serving.
+type listeners struct {
+	grpc, webhooks, metrics net.Listener
+}
+
+// bindMetrics binds the metrics listener, when an address is configured
+// and it is not bound yet.
+func (ls *listeners) bindMetrics(ctx context.Context, cfg *config) (err error) {
+	if ls.metrics == nil && cfg.MetricsListen != "" {
+		ls.metrics, err = bind(ctx, "metrics", cfg.MetricsListen, "metrics-listen")
+	}
+	return err
+}
+
+// bindServer binds the gRPC listener and, when an address is configured,
+// the webhook listener, unless bound already.
+func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
+	if ls.grpc == nil {
+		if ls.grpc, err = bind(ctx, "gRPC", cfg.Listen, "listen"); err != nil {
+			return err
+		}
+	}
+	if ls.webhooks == nil && cfg.WebhookListen != "" {
+		ls.webhooks, err = bind(ctx, "webhook", cfg.WebhookListen, "webhook-listen")
+	}
+	return err
+}
+
+// close closes every bound listener; closing one a server has closed
+// already does no harm.
+func (ls *listeners) close() {
+	for _, l := range []net.Listener{ls.grpc, ls.webhooks, ls.metrics} {
+		if l != nil {
+			l.Close()
+		}
+	}
+}
+
+// failed returns the failure that ended ctx through its cancel-cause
+// function, or nil when ctx ended (or not) for its parent's reasons.
+func failed(ctx context.Context) error {
+	err := context.Cause(ctx)
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return nil
 	}
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.MetricsListen)
-	if err != nil {
-		return fmt.Errorf("listen on %s for metrics: %w", a.cfg.MetricsListen, err)
+	return err
+}
+
+// serveMetrics serves /metrics, /healthz and /readyz on lis until ctx
+// ends; nil lis (no metrics address) serves nothing. A failure of the
+// listener is handed to fail.
+func (a *app) serveMetrics(ctx context.Context, lis net.Listener, ready func(context.Context) error, fail func(error)) {
+	if lis == nil {
+		return
 	}
 	h := a.metrics.Handler(ready)
 	if a.cfg.Pprof {
@@ -203,26 +276,22 @@ func (a *app) serveMetrics(ctx context.Context, ready func(context.Context) erro
 	}()
 	go func() {
 		if err := srv.Serve(lis); !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("metrics listener stopped", "error", err)
+			fail(fmt.Errorf("metrics listener %s: %w", lis.Addr(), err))
 		}
 	}()
 	a.log.Info("serving metrics", "addr", lis.Addr().String())
-	return nil
 }
 
-// serveWebhooks serves the gateways' events on their own listener until
-// ctx ends, when an address is configured; g owns the server's goroutine.
-func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
-	if a.cfg.WebhookListen == "" {
+// serveWebhooks serves the gateways' events on lis until ctx ends; nil
+// lis (no webhook address) serves nothing; g owns the server's goroutine,
+// and a failure of the listener is handed to fail.
+func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitGroup, fail func(error)) error {
+	if lis == nil {
 		return nil
 	}
 	tlsCfg, err := a.cfg.webhookTLS()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
-	}
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", a.cfg.WebhookListen)
-	if err != nil {
-		return fmt.Errorf("listen on %s for webhooks: %w", a.cfg.WebhookListen, err)
 	}
 	h := webhook.New(a.store, webhook.Config{
 		StripeSecrets: a.cfg.StripeWebhookSecrets,
@@ -236,7 +305,7 @@ func (a *app) serveWebhooks(ctx context.Context, g *sync.WaitGroup) error {
 	lim.MaxConnectionsPerAddress = a.cfg.WebhookMaxConnsAddr
 	g.Go(func() {
 		if err := webhook.Serve(ctx, lis, h, lim, tlsCfg, a.cfg.ShutdownTimeout); err != nil {
-			a.log.Error("webhook listener stopped", "error", err)
+			fail(fmt.Errorf("webhook listener %s: %w", lis.Addr(), err))
 		}
 	})
 	a.log.Info("serving gateway events", "addr", lis.Addr().String(), "tls", tlsCfg != nil,
@@ -263,6 +332,7 @@ func (a *app) service() (*order.Service, error) {
 		Failpoint:      a.failpoints.Hit,
 		LookupReuse:    a.cfg.LookupReuse,
 		Budgets:        a.budgets,
+		Unconfigured:   a.unconfigured(),
 	}, a.log)
 }
 
@@ -293,12 +363,30 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 	return d, nil
 }
 
+// unconfigured names the product's gateways this server lacks, with the
+// setting that configures each (dev's refpsp is its simulator, "sim").
+func (a *app) unconfigured() map[string]string {
+	hints := map[string]string{}
+	if a.gateways["stripe"] == nil {
+		hints["stripe"] = "STRIPE_SECRET_KEY (or --stripe-secret-key-file)"
+	}
+	if a.gateways["refpsp"] == nil && a.gateways["sim"] == nil {
+		hints["refpsp"] = "SETTLE_REFPSP_URL and SETTLE_REFPSP_KEY"
+	}
+	return hints
+}
+
 // serve waits for the database, then runs the gRPC API (and a reconciler,
-// when asked) on the listener that listen opens, until ctx ends; then it
-// lets in-flight calls finish within the shutdown timeout. The metrics
-// listener answers from the start, /readyz saying not ready until the
-// database is reached; the gRPC port opens only then.
-func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), withReconciler bool, opts grpcapi.Options) error {
+// when asked) until ctx ends or one of its listeners fails; then it lets
+// in-flight calls finish within the shutdown timeout. The metrics listener
+// answers from the start, /readyz saying not ready until the database is
+// reached; the gRPC and webhook ports are bound only then, unless ls holds
+// them bound already (dev binds everything first). serving, when not nil,
+// is called once every listener is bound and served.
+func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opts grpcapi.Options, serving func(*listeners)) error {
+	defer ls.close()
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 	svc, err := a.service()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
@@ -335,16 +423,17 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 		}
 		return a.ready(ctx)
 	}
-	if err := a.serveMetrics(bgCtx, ready); err != nil {
+	if err := ls.bindMetrics(ctx, a.cfg); err != nil {
 		return err
 	}
+	a.serveMetrics(bgCtx, ls.metrics, ready, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
 		return err
 	}
-	lis, err := listen()
-	if err != nil {
+	if err := ls.bindServer(ctx, a.cfg); err != nil {
 		return err
 	}
+	lis := ls.grpc
 	bg.Go(func() { a.watchDurability(bgCtx) })
 	bg.Go(func() { srv.WatchHealth(bgCtx, a.ready, 2*time.Second) })
 	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
@@ -354,7 +443,7 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 		bg.Go(func() { _ = del.Run(bgCtx) })
 		bg.Go(func() { a.store.ListenDue(bgCtx, a.log, rec.Wake, func() { rec.Wake("") }) })
 	}
-	if err := a.serveWebhooks(bgCtx, &bg); err != nil {
+	if err := a.serveWebhooks(bgCtx, ls.webhooks, &bg, fail); err != nil {
 		return err
 	}
 
@@ -389,7 +478,14 @@ func (a *app) serve(ctx context.Context, listen func() (net.Listener, error), wi
 		return nil
 	})
 	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
-	return g.Wait()
+	if serving != nil {
+		serving(ls)
+	}
+	err = g.Wait()
+	if f := failed(ctx); f != nil {
+		return f
+	}
+	return err
 }
 
 func runServe(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -413,13 +509,7 @@ func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, g
 		return err
 	}
 	defer a.close()
-	return a.serve(ctx, func() (net.Listener, error) {
-		lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
-		}
-		return lis, nil
-	}, cfg.WithReconciler, opts)
+	return a.serve(ctx, &listeners{}, cfg.WithReconciler, opts, nil)
 }
 
 func runReconcile(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
@@ -441,9 +531,14 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if err := a.serveMetrics(ctx, a.ready); err != nil {
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	var ls listeners
+	if err := ls.bindMetrics(ctx, cfg); err != nil {
 		return err
 	}
+	defer ls.close()
+	a.serveMetrics(ctx, ls.metrics, a.ready, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
 		return err
 	}
@@ -457,7 +552,11 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	var g errgroup.Group
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return del.Run(ctx) })
-	return g.Wait()
+	err = g.Wait()
+	if f := failed(ctx); f != nil {
+		return f
+	}
+	return err
 }
 
 // runDeliver runs the webhook delivery worker alone: it needs the
@@ -490,15 +589,24 @@ func runDeliver(ctx context.Context, args []string, getenv func(string) string, 
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	if err := a.serveMetrics(ctx, a.ready); err != nil {
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
+	var ls listeners
+	if err := ls.bindMetrics(ctx, cfg); err != nil {
 		return err
 	}
+	defer ls.close()
+	a.serveMetrics(ctx, ls.metrics, a.ready, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
 		return err
 	}
 	go a.watchDurability(ctx)
 	log.Info("delivering events", "poll", cfg.DeliveryPoll)
-	return del.Run(ctx)
+	err = del.Run(ctx)
+	if f := failed(ctx); f != nil {
+		return f
+	}
+	return err
 }
 
 func runMigrate(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -538,9 +646,9 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if opts.Events.URL != "" && len(opts.Events.Secrets) == 0 {
 		return errors.New("configuration: --sim-events-url needs --sim-events-secrets")
 	}
-	lis, err := new(net.ListenConfig).Listen(ctx, "tcp", *addr)
+	lis, err := bind(ctx, "simulator", *addr, "addr")
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *addr, err)
+		return err
 	}
 	fmt.Fprintf(stdout, "gateway simulator on http://%s (ledger: /v1/ledger)\n", lis.Addr())
 	return sim.New(*opts).Serve(ctx, lis)

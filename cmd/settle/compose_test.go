@@ -45,7 +45,7 @@ func settleFlagSet(name string, getenv func(string) string) (fs *flag.FlagSet, l
 		simFlags(fs)
 		return fs, nil
 	}
-	return fs, bindConfig(fs, getenv, commandOptions[name]...)
+	return fs, bindConfig(fs, getenv, nil, commandOptions[name]...)
 }
 
 // helpFlags returns the flags that `settle <name> -h` lists, or ok false if
@@ -53,7 +53,7 @@ func settleFlagSet(name string, getenv func(string) string) (fs *flag.FlagSet, l
 func helpFlags(t *testing.T, name string) (flags []string, ok bool) {
 	t.Helper()
 	var stderr bytes.Buffer
-	err := run(context.Background(), []string{name, "-h"}, func(string) string { return "" }, io.Discard, &stderr)
+	err := dispatch(context.Background(), []string{name, "-h"}, func(string) string { return "" }, io.Discard, &stderr)
 	if !errors.Is(err, flag.ErrHelp) {
 		return nil, false
 	}

@@ -7,7 +7,9 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,18 +197,37 @@ var options = []option{
 	{"webhook-plaintext", "SETTLE_WEBHOOK_PLAINTEXT", "false", "serve webhooks over plain HTTP on a non-loopback address, behind a proxy that terminates TLS (plain HTTP on loopback needs no flag)", setBool(func(c *config) *bool { return &c.WebhookPlaintext })},
 }
 
-// bindConfig registers the named options on fs. The returned function,
-// called after fs.Parse, fills the config from flags, environment and
-// defaults, in that order of precedence.
-func bindConfig(fs *flag.FlagSet, getenv func(string) string, names ...string) func() (*config, error) {
+// secretOptions are the options whose values -print-config redacts.
+var secretOptions = map[string]bool{
+	"refpsp-key": true, "stripe-secret-key": true, "event-webhooks": true,
+	"stripe-webhook-secrets": true, "refpsp-webhook-secrets": true,
+}
+
+// errPrinted ends a command whose -print-config has printed its
+// configuration: the command exits 0 without starting.
+var errPrinted = errors.New("configuration printed")
+
+// bindConfig registers the named options on fs, and -print-config. The
+// returned function, called after fs.Parse, fills the config from flags,
+// environment and defaults, in that order of precedence; defaults are the
+// command's own where defs names one (dev's), the reference's otherwise.
+// With -print-config it prints the effective configuration to out, secrets
+// redacted, and returns errPrinted.
+func bindConfig(fs *flag.FlagSet, getenv func(string) string, defs map[string]string, names ...string) func() (*config, error) {
 	given := map[string]*string{}
+	def := func(o option) string {
+		if d, ok := defs[o.flag]; ok {
+			return d
+		}
+		return o.def
+	}
 	for _, o := range options {
 		if !slices.Contains(names, o.flag) {
 			continue
 		}
 		v := new(string)
 		given[o.flag] = v
-		usage := fmt.Sprintf("%s (env %s, default %q)", o.usage, o.env, o.def)
+		usage := fmt.Sprintf("%s (env %s, default %q)", o.usage, o.env, def(o))
 		set := func(s string) error { *v = s; return nil }
 		if o.def == "true" || o.def == "false" {
 			fs.BoolFunc(o.flag, usage, set) // --with-reconciler as well as --with-reconciler=true
@@ -214,9 +235,11 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, names ...string) f
 			fs.Func(o.flag, usage, set)
 		}
 	}
+	printConfig := fs.Bool("print-config", false, "print the effective configuration (flags, environment, defaults; secrets redacted) and exit")
 	return func() (*config, error) {
 		c := &config{}
 		var errs []error
+		var effective []string
 		for _, o := range options {
 			v, ok := given[o.flag]
 			if !ok {
@@ -227,18 +250,52 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, names ...string) f
 				val, source = getenv(o.env), o.env
 			}
 			if val == "" {
-				val, source = o.def, "default of "+o.flag
+				val, source = def(o), "default"
+			}
+			if ok || (val != "" && source != "default") {
+				effective = append(effective, fmt.Sprintf("%s=%s	(%s)", o.flag, redact(o.flag, val), source))
 			}
 			if val == "" {
 				continue
 			}
 			if err := o.set(c, val); err != nil {
+				if source == "default" {
+					source = "default of " + o.flag
+				}
 				errs = append(errs, fmt.Errorf("%s: %w", source, err))
 			}
+		}
+		if *printConfig {
+			tw := tabwriter.NewWriter(fs.Output(), 0, 4, 2, ' ', 0)
+			for _, l := range effective {
+				fmt.Fprintln(tw, l)
+			}
+			tw.Flush()
+			return nil, errPrinted
 		}
 		return c, errors.Join(errs...)
 	}
 }
+
+// redact hides a secret option's value, and the password of a database
+// URL or DSN, for -print-config.
+func redact(flag, v string) string {
+	switch {
+	case v == "":
+		return ""
+	case secretOptions[flag]:
+		return "(redacted)"
+	case flag == "database-url":
+		if u, err := url.Parse(v); err == nil && u.Scheme != "" {
+			return u.Redacted()
+		}
+		return dsnPassword.ReplaceAllString(v, "${1}xxxxx")
+	}
+	return v
+}
+
+// dsnPassword is the password of a key=value DSN.
+var dsnPassword = regexp.MustCompile(`(password\s*=\s*)('[^']*'|\S+)`)
 
 // validate checks the settings that every command shares.
 func (c *config) validate() error {
@@ -409,9 +466,35 @@ func (c *config) logger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// printReference prints the configuration table that docs/operations.md
-// shows.
+// printReference prints the configuration reference for a terminal: each
+// option's flag, environment variable and default on one line, its
+// meaning below, wrapped to 100 columns.
 func printReference(w io.Writer) {
+	for _, o := range options {
+		def := o.def
+		if def == "" {
+			def = "none"
+		}
+		if head := fmt.Sprintf("--%s  (env %s, default %s)", o.flag, o.env, def); len(head) <= 100 {
+			fmt.Fprintln(w, head)
+		} else {
+			fmt.Fprintf(w, "--%s  (env %s)\n    default %s\n", o.flag, o.env, def)
+		}
+		line := "   "
+		for word := range strings.FieldsSeq(o.usage) {
+			if len(line)+1+len(word) > 100 && line != "   " {
+				fmt.Fprintln(w, line)
+				line = "   "
+			}
+			line += " " + word
+		}
+		fmt.Fprintln(w, line)
+	}
+}
+
+// printReferenceTable prints the configuration table that
+// docs/operations.md shows (settle config -markdown).
+func printReferenceTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "| flag\t| environment\t| default\t| meaning\t|")
 	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|")

@@ -23,9 +23,9 @@ func TestDocsConfigTable(t *testing.T) {
 		t.Fatal("docs/operations.md has no config:begin/config:end markers")
 	}
 	var want bytes.Buffer
-	printReference(&want)
+	printReferenceTable(&want)
 	if table != want.String() {
-		t.Fatalf("docs/operations.md's configuration table is stale; replace it with the output of `settle config`:\n%s", want.String())
+		t.Fatalf("docs/operations.md's configuration table is stale; replace it with the output of `settle config -markdown`:\n%s", want.String())
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +22,23 @@ import (
 	"github.com/settlepay/settle/internal/postgres"
 )
 
+// devDefaults are dev's own defaults, which settle dev -h shows.
+var devDefaults = map[string]string{
+	// The simulator pushes its events to Settle's webhook listener.
+	"webhook-listen": "127.0.0.1:8090",
+	// Metrics on a free port; the banner says which.
+	"metrics-listen": "127.0.0.1:0",
+	// Events out reach the development receiver within a blink.
+	"event-delivery-poll": "200ms",
+	// An unknown outcome whose lookups keep failing (tok_lookup_fails)
+	// reaches NEEDS_REVIEW in about two minutes, not a day.
+	"reconcile-schedule": "5s,15s,30s,1m",
+}
+
 // runDev runs everything in one process: a throwaway PostgreSQL, the
-// migrations, the gateway simulator, the gRPC API and a reconciler.
+// migrations, the gateway simulator, the gRPC API and a reconciler. Every
+// listener is bound before anything starts, so a taken port ends dev at
+// once; the banner is printed once every one of them serves.
 func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("settle dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -31,42 +48,101 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
-	// dev makes its own keys, so it has no --no-api-keys.
-	devFlags := slices.DeleteFunc(concat([]string{"gateway-timeout", "metrics-listen", "refpsp-request-rate", "lookup-share", "lookup-wait"}, reconcileFlags, serveFlags, webhookFlags, deliveryFlags), func(n string) bool { return n == "no-api-keys" })
-	load := bindConfig(fs, getenv, devFlags...)
+	keysFile := fs.String("keys-file", defaultDevKeysFile(getenv), "file of dev's own API keys, written at the first start and reused by every later one; unused when -api-keys or -api-keys-file is given")
+	// dev makes its own keys, so it has no --no-api-keys, and always runs a
+	// reconciler.
+	devFlags := slices.DeleteFunc(concat([]string{"metrics-listen", "pprof"}, gatewayFlags, reconcileFlags, serveFlags, webhookFlags, deliveryFlags),
+		func(n string) bool {
+			// dev's gateway is the simulator, at the address it binds.
+			return n == "no-api-keys" || n == "with-reconciler" || n == "default-gateway" || n == "refpsp-url" || n == "refpsp-key"
+		})
+	load := bindConfig(fs, getenv, devDefaults, devFlags...)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	cfg, err := load()
 	if err != nil {
+		if errors.Is(err, errPrinted) {
+			return err
+		}
 		return fmt.Errorf("configuration: %w", err)
 	}
 	cfg.LogFormat, cfg.DefaultGateway, cfg.RefpspKey = "text", "sim", "dev"
 	// The simulator pushes its events to Settle's webhook listener, signed
 	// with a secret new each run.
-	if cfg.WebhookListen == "" {
-		cfg.WebhookListen = "127.0.0.1:8090"
-	}
 	if len(cfg.RefpspWebhookSecrets) == 0 {
 		cfg.RefpspWebhookSecrets = []string{newDevKey("whsec_dev_")}
-	}
-	if simOpts.Events.URL == "" {
-		simOpts.Events.URL = "http://" + cfg.WebhookListen + "/webhooks/refpsp"
 	}
 	simOpts.Events.Secrets = cfg.RefpspWebhookSecrets
 	// Both keys are the default merchant's: the ops key is scoped to it,
 	// the one merchant dev serves (a platform-wide key would name *).
-	checkoutKey, opsKey := newDevKey("sk_dev_checkout_"), newDevKey("sk_dev_ops_")
-	cfg.APIKeys = fmt.Sprintf("%s %s checkout dev-checkout; %s %s ops dev-ops",
-		grpcapi.HashKey(checkoutKey), order.DefaultMerchant, grpcapi.HashKey(opsKey), order.DefaultMerchant)
+	var keys devKeys
+	if cfg.APIKeys == "" && cfg.APIKeysFile == "" {
+		if keys, err = loadDevKeys(*keysFile); err != nil {
+			return err
+		}
+		cfg.APIKeys = fmt.Sprintf("%s %s checkout dev-checkout; %s %s ops dev-ops",
+			grpcapi.HashKey(keys.checkout), order.DefaultMerchant, grpcapi.HashKey(keys.ops), order.DefaultMerchant)
+	}
+	hookSecret := newDevKey("evsec_dev_")
+	customEvents := cfg.EventWebhooks != "" || cfg.EventWebhooksFile != ""
+	if !customEvents {
+		// A placeholder that passes the checks below; the receiver's
+		// address replaces it once bound.
+		cfg.EventWebhooks = fmt.Sprintf("%s http://127.0.0.1:1/events %s", order.DefaultMerchant, hookSecret)
+	}
+	if _, err := cfg.serverOptions(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	if *standby && (*citus || *dataDir != "") {
+		return errors.New("--standby goes with neither --citus nor --data-dir: the pair is always throwaway")
+	}
+	if *citus && *dataDir != "" {
+		return errors.New("--data-dir and --citus: the Citus cluster is always throwaway")
+	}
+
+	// Every listener, before anything starts.
+	var ls listeners
+	defer ls.close()
+	hookLis, err := bind(ctx, "events receiver", *hookAddr, "event-receiver-addr")
+	if err != nil {
+		return err
+	}
+	defer hookLis.Close()
+	simLis, err := bind(ctx, "simulator", *simAddr, "sim-addr")
+	if err != nil {
+		return err
+	}
+	defer simLis.Close()
+	if err := ls.bindServer(ctx, cfg); err != nil {
+		return err
+	}
+	if err := ls.bindMetrics(ctx, cfg); err != nil {
+		return err
+	}
+	cfg.RefpspURL = "http://" + simLis.Addr().String()
+	if simOpts.Events.URL == "" {
+		simOpts.Events.URL = "http://" + ls.webhooks.Addr().String() + "/webhooks/refpsp"
+	}
+	hookURL := "http://" + hookLis.Addr().String() + "/events"
+	if !customEvents {
+		cfg.EventWebhooks = fmt.Sprintf("%s %s %s", order.DefaultMerchant, hookURL, hookSecret)
+	}
+	if err := cfg.validate(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	opts, err := cfg.serverOptions()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
+	log := cfg.logger(stderr)
+
+	// A server of dev's that fails ends dev.
+	ctx, fail := context.WithCancelCause(ctx)
+	defer fail(nil)
 
 	// The default merchant's webhook endpoint: a receiver in this process
 	// that verifies each delivery and prints a line for it.
-	hookSecret := newDevKey("evsec_dev_")
-	hookLis, err := new(net.ListenConfig).Listen(ctx, "tcp", *hookAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *hookAddr, err)
-	}
 	var printMu sync.Mutex
 	hooks := receiver.New([]string{hookSecret}, func(d receiver.Delivery) {
 		sig := "signature ok"
@@ -84,28 +160,20 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	hookSrv := &http.Server{Handler: hooks, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := hookSrv.Serve(hookLis); !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(stderr, "webhook receiver stopped:", err)
+			fail(fmt.Errorf("events receiver %s: %w", hookLis.Addr(), err))
 		}
 	}()
 	defer hookSrv.Close()
-	hookURL := "http://" + hookLis.Addr().String() + "/events"
-	if cfg.EventWebhooks == "" && cfg.EventWebhooksFile == "" {
-		cfg.EventWebhooks = fmt.Sprintf("%s %s %s", order.DefaultMerchant, hookURL, hookSecret)
-		cfg.DeliveryPoll = 200 * time.Millisecond
-	}
-	opts, err := cfg.serverOptions()
-	if err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-	log := cfg.logger(stderr)
-
-	if *standby && (*citus || *dataDir != "") {
-		return errors.New("--standby goes with neither --citus nor --data-dir: the pair is always throwaway")
-	}
-	if *citus {
-		if *dataDir != "" {
-			return errors.New("--data-dir and --citus: the Citus cluster is always throwaway")
+	simDone := make(chan struct{})
+	go func() {
+		defer close(simDone)
+		if err := sim.New(*simOpts).Serve(ctx, simLis); err != nil && ctx.Err() == nil {
+			fail(fmt.Errorf("simulator %s: %w", simLis.Addr(), err))
 		}
+	}()
+	defer func() { fail(nil); <-simDone }()
+
+	if *citus {
 		fmt.Fprintln(stdout, "starting a throwaway Citus cluster (a coordinator and two workers)...")
 		cc, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{})
 		if err != nil {
@@ -150,66 +218,186 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 
-	simLis, err := new(net.ListenConfig).Listen(ctx, "tcp", *simAddr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", *simAddr, err)
-	}
-	simDone := make(chan error, 1)
-	go func() { simDone <- sim.New(*simOpts).Serve(ctx, simLis) }()
-	cfg.RefpspURL = "http://" + simLis.Addr().String()
-	if err := cfg.validate(); err != nil {
-		return fmt.Errorf("configuration: %w", err)
-	}
-
 	a, err := newApp(ctx, cfg, log, "sim", nil, getenv)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	err = a.serve(ctx, func() (net.Listener, error) {
-		lis, err := new(net.ListenConfig).Listen(ctx, "tcp", cfg.Listen)
-		if err != nil {
-			return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	err = a.serve(ctx, &ls, true, opts, func(ls *listeners) {
+		b := devBanner{
+			GRPC: ls.grpc.Addr().String(), SimURL: cfg.RefpspURL, DatabaseURL: cfg.DatabaseURL,
+			Webhooks: ls.webhooks.Addr().String(), WebhookSecret: cfg.RefpspWebhookSecrets[0], EventsURL: hookURL,
+			Keys: keys, KeysFile: *keysFile, Metrics: ls.metrics.Addr().String(), Stripe: a.gateways["stripe"] != nil,
 		}
-		printDevHelp(stdout, lis.Addr().String(), cfg.RefpspURL, cfg.DatabaseURL, checkoutKey, opsKey,
-			cfg.WebhookListen, cfg.RefpspWebhookSecrets[0], hookURL)
-		return lis, nil
-	}, true, opts)
-	if simErr := <-simDone; err == nil {
-		err = simErr
+		if customEvents {
+			b.EventsURL = ""
+		}
+		b.print(stdout)
+	})
+	if f := failed(ctx); f != nil {
+		return f
 	}
 	return err
 }
 
-func printDevHelp(w io.Writer, addr, simURL, dbURL, checkoutKey, opsKey, webhookAddr, webhookSecret, hookURL string) {
+// devKeys are dev's own API keys; zero when the user brought their own.
+type devKeys struct{ checkout, ops string }
+
+// defaultDevKeysFile is where dev keeps its keys: settle/dev-keys in the
+// user's configuration directory ($XDG_CONFIG_HOME, or ~/.config); "" when
+// there is no home to keep them in.
+func defaultDevKeysFile(getenv func(string) string) string {
+	dir := getenv("XDG_CONFIG_HOME")
+	if dir == "" {
+		home := getenv("HOME")
+		if home == "" {
+			return ""
+		}
+		dir = filepath.Join(home, ".config")
+	}
+	return filepath.Join(dir, "settle", "dev-keys")
+}
+
+// loadDevKeys reads dev's keys from path, or, the first time, makes them
+// and writes them there (mode 0600), so that every later start, and every
+// shell that exported them, keeps working. Two devs starting at once
+// agree on one file: it appears whole or not at all. An empty path keeps
+// no file: the keys are new each run.
+func loadDevKeys(path string) (devKeys, error) {
+	k := devKeys{checkout: newDevKey("sk_dev_checkout_"), ops: newDevKey("sk_dev_ops_")}
+	if path == "" {
+		return k, nil
+	}
+	if k, err := readDevKeys(path); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return k, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return k, fmt.Errorf("dev keys file: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".dev-keys-*")
+	if err != nil {
+		return k, fmt.Errorf("dev keys file: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	_, err = fmt.Fprintf(tmp, "# settle dev's API keys, made once and reused; delete this file for new ones.\ncheckout %s\nops %s\n", k.checkout, k.ops)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		// A link never replaces a file: of two devs, the second reads
+		// the first's keys.
+		if err = os.Link(tmp.Name(), path); errors.Is(err, os.ErrExist) {
+			return readDevKeys(path)
+		}
+	}
+	if err != nil {
+		return k, fmt.Errorf("dev keys file: %w", err)
+	}
+	return k, nil
+}
+
+func readDevKeys(path string) (devKeys, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return devKeys{}, err
+	}
+	var k devKeys
+	for line := range strings.Lines(string(b)) {
+		role, key, _ := strings.Cut(strings.TrimSpace(line), " ")
+		switch role {
+		case "checkout":
+			k.checkout = key
+		case "ops":
+			k.ops = key
+		}
+	}
+	if k.checkout == "" || k.ops == "" {
+		return k, fmt.Errorf("dev keys file %s: want a line \"checkout <key>\" and a line \"ops <key>\"; delete it for new keys", path)
+	}
+	return k, nil
+}
+
+// devBanner is what dev prints once every listener serves.
+type devBanner struct {
+	GRPC, SimURL, DatabaseURL string
+	Webhooks, WebhookSecret   string
+	// EventsURL is the development receiver of events out; empty when
+	// the user configured endpoints of their own.
+	EventsURL string
+	// Keys are dev's own keys, from KeysFile; zero when the user's
+	// -api-keys (or -api-keys-file) are in force.
+	Keys     devKeys
+	KeysFile string
+	Metrics  string
+	// Stripe says the gateway "stripe" is configured (STRIPE_SECRET_KEY).
+	Stripe bool
+}
+
+func (b devBanner) print(w io.Writer) {
 	fmt.Fprintf(w, `
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
   gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
   database:  %[3]s
-  webhooks:  http://%[6]s/webhooks/refpsp   (the simulator pushes its events here)
-  export SETTLE_REFPSP_WEBHOOK_SECRET=%[7]s   # signs refpsp events (see README: webhooks)
-  events:    %[8]s   (the default merchant's endpoint for events out;
-             each delivery prints a line below; list them: curl %[8]s)
-
-Development API keys (new each run):
-  export SETTLE_KEY=%[4]s      # checkout: OrderService
-  export SETTLE_OPS_KEY=%[5]s           # ops: OpsService
-
+  webhooks:  http://%[4]s/webhooks/refpsp   (the simulator pushes its events here)
+  export SETTLE_REFPSP_WEBHOOK_SECRET=%[5]s   # signs refpsp events (see README: webhooks)
+  metrics:   http://%[6]s/metrics   (also /healthz and /readyz; pick the address with -metrics-listen)
+`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics)
+	if b.Stripe {
+		fmt.Fprintln(w, `  stripe:    configured from STRIPE_SECRET_KEY: create orders with "gateway":"stripe"`)
+	} else {
+		fmt.Fprintln(w, `  stripe:    off; set STRIPE_SECRET_KEY=sk_test_... for orders with "gateway":"stripe"`)
+	}
+	if b.EventsURL != "" {
+		fmt.Fprintf(w, `  events:    %[1]s   (the default merchant's endpoint for events out;
+             each delivery prints a line below; list them: curl %[1]s)
+`, b.EventsURL)
+	}
+	if b.Keys.checkout == "" {
+		fmt.Fprintln(w, "\nAPI keys: yours, from -api-keys / -api-keys-file (dev made none).")
+	} else {
+		kept := "kept in " + b.KeysFile + "; the same at every start"
+		if b.KeysFile == "" {
+			kept = "new each run: no -keys-file"
+		}
+		fmt.Fprintf(w, `
+Development API keys (%s):
+  export SETTLE_KEY=%s      # checkout: OrderService
+  export SETTLE_OPS_KEY=%s           # ops: OpsService
+`, kept, b.Keys.checkout, b.Keys.ops)
+	}
+	fmt.Fprintf(w, `
 Create an order, charge it, look at it:
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1001","amount":{"currency":"GBP","amount_minor":1250},"payment_method":"tok_ok"}' %[1]s settle.v1.OrderService/CreateOrder
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"order_id":"<id from above>","request_id":"checkout-1001-a"}' %[1]s settle.v1.OrderService/ChargeOrder
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1001"}' %[1]s settle.v1.OrderService/GetOrder
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" %[1]s settle.v1.OpsService/Stats
 
-Payment method tokens of the simulator: tok_ok, tok_decline, tok_timeout, tok_5xx_after_charge,
-tok_drop_after_charge, tok_slow_<ms>, tok_refuse (429), tok_reject (422). Charged with tok_refund_timeout,
-tok_refund_5xx, tok_refund_drop, tok_refund_decline or tok_refund_fail_later, an order's refunds meet that fault.
+Payment method tokens of the simulator (any other is declined "unknown_token"):
+  %[2]s
+Charged with tok_refund_timeout, tok_refund_5xx, tok_refund_drop, tok_refund_decline or
+tok_refund_fail_later, an order's refunds meet that fault.
 
 Events out (order.paid, refund.succeeded, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
-  curl %[8]s
+  curl %[3]s
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"page_size":10}' %[1]s settle.v1.OrderService/ListEvents
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" -d '{"merchant_id":"default","event_id":"<evt_ id>"}' %[1]s settle.v1.OpsService/ResendEvent
 
-`, addr, simURL, dbURL, checkoutKey, opsKey, webhookAddr, webhookSecret, hookURL)
+`, b.GRPC, strings.Join(devTokens, "\n  "), b.EventsURL)
+}
+
+// devTokens are the simulator's charge tokens, as the banner lists them.
+var devTokens = []string{
+	"tok_ok                  paid",
+	"tok_decline             declined card_declined",
+	"tok_3ds                 3-D Secure: REQUIRES_ACTION with a page to open (customer_present: true)",
+	"tok_timeout             charged, answers after the deadline: CHARGING, then the simulator's event settles it",
+	"tok_timeout_silent      charged, answers after the deadline, no event: the reconciler settles it",
+	"tok_lookup_fails        charged, answers after the deadline, every lookup fails: NEEDS_REVIEW",
+	"tok_5xx_after_charge    charged, answers 500",
+	"tok_drop_after_charge   charged, drops the connection",
+	"tok_slow_<ms>           charged, answers after <ms> milliseconds",
+	"tok_refuse              429, nothing charged",
+	"tok_reject              422, nothing charged",
+	"tok_random              like tok_ok, under the -sim-rate-* faults",
 }

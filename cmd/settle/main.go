@@ -6,10 +6,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -17,7 +20,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "settle:", err)
+		name := "settle"
+		if len(os.Args) > 1 && !strings.HasPrefix(os.Args[1], "-") {
+			name += " " + os.Args[1]
+		}
+		fmt.Fprintf(os.Stderr, "%s: %v\n", name, err)
 		os.Exit(1)
 	}
 }
@@ -34,12 +41,23 @@ commands:
   chaos       run everything under faults; check no money was lost or taken twice
   bench       measure Settle against PostgreSQL's own limit (pgbench floors, gRPC load)
   probe       GET a URL, exit 0 on a 2xx answer (container health checks)
-  config      print the configuration reference
+  config      print the configuration reference (-markdown: as the table in
+              docs/operations.md); "settle config <command> [flags]" prints the
+              effective configuration of that command, as <command> -print-config
 
 Run "settle <command> -h" for its flags.
 `
 
+// run runs the command args name. A -h or a -print-config is no failure.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	err := dispatch(ctx, args, getenv, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) || errors.Is(err, errPrinted) {
+		return nil
+	}
+	return err
+}
+
+func dispatch(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("no command given")
@@ -69,7 +87,19 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 	case "probe":
 		return runProbe(ctx, args, stderr)
 	case "config":
-		printReference(stdout)
+		switch {
+		case len(args) == 0:
+			printReference(stdout)
+		case len(args) == 1 && args[0] == "-markdown":
+			printReferenceTable(stdout)
+		case args[0] == "config" || args[0] == "-h" || args[0] == "--help":
+			fmt.Fprintln(stderr, "usage: settle config [-markdown] | settle config <command> [flags]")
+			return nil
+		default:
+			// A command prints its flags' output, -print-config's
+			// included, to its stderr; here that output is the answer.
+			return dispatch(ctx, append([]string{args[0], "-print-config"}, args[1:]...), getenv, stderr, stdout)
+		}
 		return nil
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

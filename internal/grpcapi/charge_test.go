@@ -143,8 +143,9 @@ func TestCancel(t *testing.T) {
 	if err != nil || c.GetOrder().GetState() != canceled {
 		t.Fatalf("cancel: %v %v", c, err)
 	}
-	if got := s.charge(t, o.GetId(), "checkout-cancel-1"); got.GetOrder().GetState() != canceled || got.GetAttempt() != nil {
-		t.Fatalf("charge after cancel: %v", got)
+	if got := s.charge(t, o.GetId(), "checkout-cancel-1"); got.GetOrder().GetState() != canceled || got.GetAttempt() != nil ||
+		got.GetNoAttemptReason() != settlev1.NoAttemptReason_NO_ATTEMPT_REASON_CANCELED {
+		t.Fatalf("charge after cancel: %v; want no attempt, and the reason CANCELED", got)
 	}
 	_, err = s.orders.CancelOrder(ctx, &settlev1.CancelOrderRequest{OrderId: o.GetId()})
 	wantCode(t, err, codes.FailedPrecondition)
@@ -152,7 +153,13 @@ func TestCancel(t *testing.T) {
 		t.Fatalf("message %q does not name the state", msg)
 	}
 	p := s.create(t, "order-cancel-paid", "tok_ok")
-	s.charge(t, p.GetId(), "checkout-cancel-2")
+	if got := s.charge(t, p.GetId(), "checkout-cancel-2"); got.GetAttempt() == nil || got.GetNoAttemptReason() != settlev1.NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED {
+		t.Fatalf("first charge: %v; want an attempt and no reason", got)
+	}
+	if got := s.charge(t, p.GetId(), "checkout-cancel-3"); got.GetAttempt() != nil ||
+		got.GetNoAttemptReason() != settlev1.NoAttemptReason_NO_ATTEMPT_REASON_ALREADY_PAID {
+		t.Fatalf("charge of a paid order: %v; want no attempt, and the reason ALREADY_PAID", got)
+	}
 	_, err = s.orders.CancelOrder(ctx, &settlev1.CancelOrderRequest{OrderId: p.GetId()})
 	wantCode(t, err, codes.FailedPrecondition)
 }

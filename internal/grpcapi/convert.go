@@ -129,6 +129,25 @@ func createAndChargeInputFromProto(req *settlev1.CreateAndChargeOrderRequest) or
 
 // nextActionToProto is the next action of an attempt waiting for the
 // customer, or nil.
+// noAttemptReason says why a charge that returns no attempt made none,
+// from the state the order stands in.
+func noAttemptReason(o order.Order, a *order.Attempt) settlev1.NoAttemptReason {
+	if a != nil {
+		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED
+	}
+	switch o.State {
+	case order.StatePaid, order.StatePartiallyRefunded, order.StateRefunded:
+		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_ALREADY_PAID
+	case order.StateCanceled:
+		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_CANCELED
+	case order.StateCharging, order.StateRequiresAction:
+		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_ATTEMPT_IN_FLIGHT
+	case order.StateNeedsReview:
+		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_IN_REVIEW
+	}
+	return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED
+}
+
 func nextActionToProto(a *order.Attempt) *settlev1.NextAction {
 	if a == nil || a.NextAction == (order.NextAction{}) {
 		return nil

@@ -143,7 +143,8 @@ func TestClientTextNeverLogged(t *testing.T) {
 
 	// ChargeOrder.
 	req1 := m("req")
-	_, err = s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o1, RequestId: req1, PaymentMethod: m("pm")})
+	// A token the simulator knows, which pays: it declines any other.
+	_, err = s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o1, RequestId: req1, PaymentMethod: "tok_ok"})
 	check("ChargeOrder", err, codes.OK)
 	_, err = s.orders.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o1, RequestId: req1, PaymentMethod: m("pm")})
 	check("ChargeOrder, the request_id with another payment method", err, codes.AlreadyExists)

@@ -60,7 +60,8 @@ func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrder
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	return &settlev1.ChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a), NextAction: nextActionToProto(a)}, nil
+	return &settlev1.ChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a), NextAction: nextActionToProto(a),
+		NoAttemptReason: noAttemptReason(o, a)}, nil
 }
 
 func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.CreateAndChargeOrderRequest) (*settlev1.CreateAndChargeOrderResponse, error) {
@@ -73,7 +74,8 @@ func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.Cr
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a), NextAction: nextActionToProto(a)}, nil
+	return &settlev1.CreateAndChargeOrderResponse{Order: orderToProto(o), Attempt: attemptToProto(a), NextAction: nextActionToProto(a),
+		NoAttemptReason: noAttemptReason(o, a)}, nil
 }
 
 func (s *orderServer) RefundOrder(ctx context.Context, req *settlev1.RefundOrderRequest) (*settlev1.RefundOrderResponse, error) {

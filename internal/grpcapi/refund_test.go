@@ -47,8 +47,8 @@ func TestRefundOrderReplies(t *testing.T) {
 		t.Fatalf("request_id with another amount: %v, want AlreadyExists", err)
 	}
 	_, err = refund("api-refund-2", 751, "")
-	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "750 GBP") {
-		t.Fatalf("over-refund: %v, want FailedPrecondition naming 750 GBP", err)
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(status.Convert(err).Message(), "7.50 GBP (750 minor units)") {
+		t.Fatalf("over-refund: %v, want FailedPrecondition naming 7.50 GBP (750 minor units)", err)
 	}
 
 	unpaid := s.create(t, "api-refund-unpaid", "tok_ok")

@@ -1,6 +1,9 @@
 package order
 
-import "strings"
+import (
+	"fmt"
+	"strings"
+)
 
 // NoMinorUnit is the exponent of a currency that has no minor unit in ISO
 // 4217 (precious metals, fund codes such as XDR): an amount in it is counted
@@ -49,4 +52,24 @@ func CurrencyExponent(code string) (int, bool) {
 func isCurrency(code string) bool {
 	_, ok := currencyExponents[code]
 	return ok
+}
+
+// String writes m for a person: in the currency's units, with the minor
+// units beside them, as "7.50 GBP (750 minor units)"; a currency with no
+// minor unit (JPY, XAU) or an unknown code shows its count alone, as
+// "750 JPY".
+func (m Money) String() string {
+	exp, ok := CurrencyExponent(m.Currency)
+	if !ok || exp <= 0 {
+		return fmt.Sprintf("%d %s", m.AmountMinor, m.Currency)
+	}
+	sign, n := "", m.AmountMinor
+	if n < 0 {
+		sign, n = "-", -n
+	}
+	unit := int64(1)
+	for range exp {
+		unit *= 10
+	}
+	return fmt.Sprintf("%s%d.%0*d %s (%d minor units)", sign, n/unit, exp, n%unit, m.Currency, m.AmountMinor)
 }

@@ -88,7 +88,7 @@ func (in RefundInput) Validate() error {
 		return &ValidationError{Field: "amount_minor", Reason: "must not be negative (0 refunds what is left)"}
 	}
 	if in.AmountMinor > MaxAmountMinor {
-		return &ValidationError{Field: "amount_minor", Reason: "is too large"}
+		return &ValidationError{Field: "amount_minor", Reason: tooLarge}
 	}
 	return CheckReason("reason", in.Reason, false)
 }
@@ -197,8 +197,8 @@ func (e *RefundLimitError) Error() string {
 	if e.Left <= 0 {
 		return "nothing is left to refund on this order (refunds in flight count until they fail)"
 	}
-	return fmt.Sprintf("the refund exceeds what is left to refund on this order: %d %s (refunds in flight count until they fail)",
-		e.Left, e.Currency)
+	return fmt.Sprintf("the refund exceeds what is left to refund on this order: %s (refunds in flight count until they fail)",
+		Money{Currency: e.Currency, AmountMinor: e.Left})
 }
 
 // RefundStateError refuses a refund of an order that is not paid, or a

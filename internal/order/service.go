@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +139,10 @@ type Config struct {
 	// name; a gateway without one has no budget. The reconciler of the
 	// same process must be given the same budgets.
 	Budgets map[string]*Budget
+	// Unconfigured names, for each gateway this server could have but
+	// has not, the setting that would configure it ("stripe":
+	// "STRIPE_SECRET_KEY"): an order for one is refused with the hint.
+	Unconfigured map[string]string
 }
 
 // Service charges orders: claim, call, settle.
@@ -176,6 +182,17 @@ func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Or
 	return s.store.CreateOrder(ctx, o)
 }
 
+// unknownGateway refuses an order for a gateway this server does not have.
+// It names the gateway, and the setting that configures it, only when the
+// name is one it knows: a client's other text is never echoed.
+func (s *Service) unknownGateway(name string) error {
+	if setting, ok := s.cfg.Unconfigured[name]; ok {
+		return &ValidationError{Field: "gateway", Reason: fmt.Sprintf("%q is not configured on this server; set %s", name, setting)}
+	}
+	names := slices.Sorted(maps.Keys(s.gateways))
+	return &ValidationError{Field: "gateway", Reason: "is not a gateway of this server; use one of: " + strings.Join(names, ", ")}
+}
+
 // newOrder validates n and makes the PENDING order it asks for.
 func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if err := n.Validate(); err != nil {
@@ -186,7 +203,7 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	}
 	gw, ok := s.gateways[n.Gateway]
 	if !ok {
-		return Order{}, &ValidationError{Field: "gateway", Reason: "is not a configured gateway"}
+		return Order{}, s.unknownGateway(n.Gateway)
 	}
 	if c, ok := GatewayAs[AmountChecker](gw); ok {
 		if err := c.CheckAmount(n.Amount); err != nil {

@@ -1,6 +1,7 @@
 package order
 
 import (
+	"fmt"
 	"net"
 	"net/url"
 	"strconv"
@@ -49,6 +50,9 @@ func (n NewOrder) Validate() error {
 	return nil
 }
 
+// tooLarge refuses an amount past MaxAmountMinor, stating the maximum.
+var tooLarge = fmt.Sprintf("is too large: at most %d minor units", int64(MaxAmountMinor))
+
 // Validate checks an amount; field prefixes the field names in errors.
 func (m Money) Validate(field string) error {
 	if !isCurrency(m.Currency) {
@@ -58,7 +62,7 @@ func (m Money) Validate(field string) error {
 		return &ValidationError{Field: field + ".amount_minor", Reason: "must be greater than zero"}
 	}
 	if m.AmountMinor > MaxAmountMinor {
-		return &ValidationError{Field: field + ".amount_minor", Reason: "is too large"}
+		return &ValidationError{Field: field + ".amount_minor", Reason: tooLarge}
 	}
 	return nil
 }
@@ -230,9 +234,9 @@ func checkText(field, s string, min, max int) error {
 	case n < min && n == 0:
 		return &ValidationError{Field: field, Reason: "is required"}
 	case n < min:
-		return &ValidationError{Field: field, Reason: "is too short"}
+		return &ValidationError{Field: field, Reason: fmt.Sprintf("is too short: %d characters, at least %d", n, min)}
 	case n > max:
-		return &ValidationError{Field: field, Reason: "is too long"}
+		return &ValidationError{Field: field, Reason: fmt.Sprintf("is too long: %d characters, at most %d", n, max)}
 	}
 	for _, r := range s {
 		if r == unicode.ReplacementChar || !unicode.IsPrint(r) {

@@ -175,6 +175,70 @@ func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
 	return file_settle_v1_order_proto_rawDescGZIP(), []int{1}
 }
 
+// NoAttemptReason says why a charge made no attempt.
+type NoAttemptReason int32
+
+const (
+	// An attempt was made (or replayed): the reply carries it.
+	NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED NoAttemptReason = 0
+	// The order is paid already (PAID, PARTIALLY_REFUNDED or REFUNDED):
+	// nothing more is charged.
+	NoAttemptReason_NO_ATTEMPT_REASON_ALREADY_PAID NoAttemptReason = 1
+	// The order is CANCELED, which is final.
+	NoAttemptReason_NO_ATTEMPT_REASON_CANCELED NoAttemptReason = 2
+	// Another attempt is in flight (CHARGING) or waits for the customer
+	// (REQUIRES_ACTION): watch the order, or replay that attempt's
+	// request_id.
+	NoAttemptReason_NO_ATTEMPT_REASON_ATTEMPT_IN_FLIGHT NoAttemptReason = 3
+	// The order is NEEDS_REVIEW: an operator decides (OpsService.ResolveOrder).
+	NoAttemptReason_NO_ATTEMPT_REASON_IN_REVIEW NoAttemptReason = 4
+)
+
+// Enum value maps for NoAttemptReason.
+var (
+	NoAttemptReason_name = map[int32]string{
+		0: "NO_ATTEMPT_REASON_UNSPECIFIED",
+		1: "NO_ATTEMPT_REASON_ALREADY_PAID",
+		2: "NO_ATTEMPT_REASON_CANCELED",
+		3: "NO_ATTEMPT_REASON_ATTEMPT_IN_FLIGHT",
+		4: "NO_ATTEMPT_REASON_IN_REVIEW",
+	}
+	NoAttemptReason_value = map[string]int32{
+		"NO_ATTEMPT_REASON_UNSPECIFIED":       0,
+		"NO_ATTEMPT_REASON_ALREADY_PAID":      1,
+		"NO_ATTEMPT_REASON_CANCELED":          2,
+		"NO_ATTEMPT_REASON_ATTEMPT_IN_FLIGHT": 3,
+		"NO_ATTEMPT_REASON_IN_REVIEW":         4,
+	}
+)
+
+func (x NoAttemptReason) Enum() *NoAttemptReason {
+	p := new(NoAttemptReason)
+	*p = x
+	return p
+}
+
+func (x NoAttemptReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NoAttemptReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_order_proto_enumTypes[2].Descriptor()
+}
+
+func (NoAttemptReason) Type() protoreflect.EnumType {
+	return &file_settle_v1_order_proto_enumTypes[2]
+}
+
+func (x NoAttemptReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NoAttemptReason.Descriptor instead.
+func (NoAttemptReason) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{2}
+}
+
 // RefundState is where a refund stands.
 type RefundState int32
 
@@ -223,11 +287,11 @@ func (x RefundState) String() string {
 }
 
 func (RefundState) Descriptor() protoreflect.EnumDescriptor {
-	return file_settle_v1_order_proto_enumTypes[2].Descriptor()
+	return file_settle_v1_order_proto_enumTypes[3].Descriptor()
 }
 
 func (RefundState) Type() protoreflect.EnumType {
-	return &file_settle_v1_order_proto_enumTypes[2]
+	return &file_settle_v1_order_proto_enumTypes[3]
 }
 
 func (x RefundState) Number() protoreflect.EnumNumber {
@@ -236,7 +300,7 @@ func (x RefundState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefundState.Descriptor instead.
 func (RefundState) EnumDescriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{2}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
 }
 
 // Money is an amount in the currency's minor units (pence, cents).
@@ -890,9 +954,13 @@ type ChargeOrderResponse struct {
 	Order   *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
 	Attempt *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// When the order is REQUIRES_ACTION: what the customer must do.
-	NextAction    *NextAction `protobuf:"bytes,3,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextAction *NextAction `protobuf:"bytes,3,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
+	// Set when the reply carries no attempt: why none was made (the order
+	// is paid, canceled, another attempt is in flight, or a person reviews
+	// it). The call is still OK: the order is returned as it stands.
+	NoAttemptReason NoAttemptReason `protobuf:"varint,4,opt,name=no_attempt_reason,json=noAttemptReason,proto3,enum=settle.v1.NoAttemptReason" json:"no_attempt_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ChargeOrderResponse) Reset() {
@@ -944,6 +1012,13 @@ func (x *ChargeOrderResponse) GetNextAction() *NextAction {
 		return x.NextAction
 	}
 	return nil
+}
+
+func (x *ChargeOrderResponse) GetNoAttemptReason() NoAttemptReason {
+	if x != nil {
+		return x.NoAttemptReason
+	}
+	return NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED
 }
 
 // NextAction is what the checkout shows a customer the gateway asks to act.
@@ -1119,9 +1194,12 @@ type CreateAndChargeOrderResponse struct {
 	Order   *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
 	Attempt *Attempt               `protobuf:"bytes,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// When the order is REQUIRES_ACTION: what the customer must do.
-	NextAction    *NextAction `protobuf:"bytes,3,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NextAction *NextAction `protobuf:"bytes,3,opt,name=next_action,json=nextAction,proto3" json:"next_action,omitempty"`
+	// As in ChargeOrderResponse: set when the reply carries no attempt (an
+	// order with this merchant_reference existed already), why none was made.
+	NoAttemptReason NoAttemptReason `protobuf:"varint,4,opt,name=no_attempt_reason,json=noAttemptReason,proto3,enum=settle.v1.NoAttemptReason" json:"no_attempt_reason,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateAndChargeOrderResponse) Reset() {
@@ -1173,6 +1251,13 @@ func (x *CreateAndChargeOrderResponse) GetNextAction() *NextAction {
 		return x.NextAction
 	}
 	return nil
+}
+
+func (x *CreateAndChargeOrderResponse) GetNoAttemptReason() NoAttemptReason {
+	if x != nil {
+		return x.NoAttemptReason
+	}
+	return NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED
 }
 
 // Refund is money going back for a paid order. Its id is the gateway
@@ -1898,12 +1983,13 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x10customer_present\x18\x04 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
 	"\n" +
 	"return_url\x18\x05 \x01(\tR\treturnUrl\x12\x1a\n" +
-	"\bcustomer\x18\x06 \x01(\tR\bcustomer\"\xa3\x01\n" +
+	"\bcustomer\x18\x06 \x01(\tR\bcustomer\"\xeb\x01\n" +
 	"\x13ChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
 	"\vnext_action\x18\x03 \x01(\v2\x15.settle.v1.NextActionR\n" +
-	"nextAction\"T\n" +
+	"nextAction\x12F\n" +
+	"\x11no_attempt_reason\x18\x04 \x01(\x0e2\x1a.settle.v1.NoAttemptReasonR\x0fnoAttemptReason\"T\n" +
 	"\n" +
 	"NextAction\x12!\n" +
 	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\x12#\n" +
@@ -1918,12 +2004,13 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x10customer_present\x18\x06 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
 	"\n" +
 	"return_url\x18\a \x01(\tR\treturnUrl\x12\x1a\n" +
-	"\bcustomer\x18\b \x01(\tR\bcustomer\"\xac\x01\n" +
+	"\bcustomer\x18\b \x01(\tR\bcustomer\"\xf4\x01\n" +
 	"\x1cCreateAndChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
 	"\vnext_action\x18\x03 \x01(\v2\x15.settle.v1.NextActionR\n" +
-	"nextAction\"\x9a\x04\n" +
+	"nextAction\x12F\n" +
+	"\x11no_attempt_reason\x18\x04 \x01(\x0e2\x1a.settle.v1.NoAttemptReasonR\x0fnoAttemptReason\"\x9a\x04\n" +
 	"\x06Refund\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -1994,7 +2081,13 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x17ATTEMPT_OUTCOME_UNKNOWN\x10\x04\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_NOT_FOUND\x10\x05\x12\x1b\n" +
 	"\x17ATTEMPT_OUTCOME_REFUSED\x10\x06\x12#\n" +
-	"\x1fATTEMPT_OUTCOME_REQUIRES_ACTION\x10\a*\xb5\x01\n" +
+	"\x1fATTEMPT_OUTCOME_REQUIRES_ACTION\x10\a*\xc2\x01\n" +
+	"\x0fNoAttemptReason\x12!\n" +
+	"\x1dNO_ATTEMPT_REASON_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1eNO_ATTEMPT_REASON_ALREADY_PAID\x10\x01\x12\x1e\n" +
+	"\x1aNO_ATTEMPT_REASON_CANCELED\x10\x02\x12'\n" +
+	"#NO_ATTEMPT_REASON_ATTEMPT_IN_FLIGHT\x10\x03\x12\x1f\n" +
+	"\x1bNO_ATTEMPT_REASON_IN_REVIEW\x10\x04*\xb5\x01\n" +
 	"\vRefundState\x12\x1c\n" +
 	"\x18REFUND_STATE_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14REFUND_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -2026,89 +2119,92 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 	return file_settle_v1_order_proto_rawDescData
 }
 
-var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
 var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_settle_v1_order_proto_goTypes = []any{
 	(OrderState)(0),                      // 0: settle.v1.OrderState
 	(AttemptOutcome)(0),                  // 1: settle.v1.AttemptOutcome
-	(RefundState)(0),                     // 2: settle.v1.RefundState
-	(*Money)(nil),                        // 3: settle.v1.Money
-	(*Order)(nil),                        // 4: settle.v1.Order
-	(*Attempt)(nil),                      // 5: settle.v1.Attempt
-	(*CreateOrderRequest)(nil),           // 6: settle.v1.CreateOrderRequest
-	(*CreateOrderResponse)(nil),          // 7: settle.v1.CreateOrderResponse
-	(*GetOrderRequest)(nil),              // 8: settle.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),             // 9: settle.v1.GetOrderResponse
-	(*ChargeOrderRequest)(nil),           // 10: settle.v1.ChargeOrderRequest
-	(*ChargeOrderResponse)(nil),          // 11: settle.v1.ChargeOrderResponse
-	(*NextAction)(nil),                   // 12: settle.v1.NextAction
-	(*CreateAndChargeOrderRequest)(nil),  // 13: settle.v1.CreateAndChargeOrderRequest
-	(*CreateAndChargeOrderResponse)(nil), // 14: settle.v1.CreateAndChargeOrderResponse
-	(*Refund)(nil),                       // 15: settle.v1.Refund
-	(*RefundOrderRequest)(nil),           // 16: settle.v1.RefundOrderRequest
-	(*RefundOrderResponse)(nil),          // 17: settle.v1.RefundOrderResponse
-	(*CancelOrderRequest)(nil),           // 18: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),          // 19: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),            // 20: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),           // 21: settle.v1.WatchOrderResponse
-	(*ListEventsRequest)(nil),            // 22: settle.v1.ListEventsRequest
-	(*Event)(nil),                        // 23: settle.v1.Event
-	(*ListEventsResponse)(nil),           // 24: settle.v1.ListEventsResponse
-	(*timestamppb.Timestamp)(nil),        // 25: google.protobuf.Timestamp
+	(NoAttemptReason)(0),                 // 2: settle.v1.NoAttemptReason
+	(RefundState)(0),                     // 3: settle.v1.RefundState
+	(*Money)(nil),                        // 4: settle.v1.Money
+	(*Order)(nil),                        // 5: settle.v1.Order
+	(*Attempt)(nil),                      // 6: settle.v1.Attempt
+	(*CreateOrderRequest)(nil),           // 7: settle.v1.CreateOrderRequest
+	(*CreateOrderResponse)(nil),          // 8: settle.v1.CreateOrderResponse
+	(*GetOrderRequest)(nil),              // 9: settle.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),             // 10: settle.v1.GetOrderResponse
+	(*ChargeOrderRequest)(nil),           // 11: settle.v1.ChargeOrderRequest
+	(*ChargeOrderResponse)(nil),          // 12: settle.v1.ChargeOrderResponse
+	(*NextAction)(nil),                   // 13: settle.v1.NextAction
+	(*CreateAndChargeOrderRequest)(nil),  // 14: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 15: settle.v1.CreateAndChargeOrderResponse
+	(*Refund)(nil),                       // 16: settle.v1.Refund
+	(*RefundOrderRequest)(nil),           // 17: settle.v1.RefundOrderRequest
+	(*RefundOrderResponse)(nil),          // 18: settle.v1.RefundOrderResponse
+	(*CancelOrderRequest)(nil),           // 19: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 20: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 21: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 22: settle.v1.WatchOrderResponse
+	(*ListEventsRequest)(nil),            // 23: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 24: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 25: settle.v1.ListEventsResponse
+	(*timestamppb.Timestamp)(nil),        // 26: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
-	3,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
+	4,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	0,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	25, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	25, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	25, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
-	3,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
-	3,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
+	26, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	26, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	26, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
+	4,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
 	1,  // 7: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	25, // 8: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 9: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
-	4,  // 10: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 11: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 12: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 13: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	12, // 14: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 15: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	4,  // 16: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 17: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	12, // 18: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 19: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	2,  // 20: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	1,  // 21: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	25, // 22: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	25, // 23: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	25, // 24: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 25: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	15, // 26: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	4,  // 27: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	4,  // 28: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	25, // 29: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	23, // 30: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	6,  // 31: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	8,  // 32: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	10, // 33: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	13, // 34: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	18, // 35: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	16, // 36: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	20, // 37: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	22, // 38: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	7,  // 39: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	9,  // 40: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	11, // 41: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	14, // 42: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	19, // 43: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	17, // 44: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	21, // 45: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	24, // 46: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	39, // [39:47] is the sub-list for method output_type
-	31, // [31:39] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	26, // 8: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 9: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
+	5,  // 10: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 11: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 12: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	6,  // 13: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	13, // 14: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	2,  // 15: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	4,  // 16: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	5,  // 17: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	6,  // 18: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	13, // 19: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	2,  // 20: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	4,  // 21: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	3,  // 22: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	1,  // 23: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	26, // 24: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	26, // 25: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	26, // 26: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	5,  // 27: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	16, // 28: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	5,  // 29: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	5,  // 30: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	26, // 31: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	24, // 32: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	7,  // 33: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	9,  // 34: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	11, // 35: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	14, // 36: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	19, // 37: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	17, // 38: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	21, // 39: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	23, // 40: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	8,  // 41: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	10, // 42: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	12, // 43: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	15, // 44: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	20, // 45: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	18, // 46: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	22, // 47: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	25, // 48: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	41, // [41:49] is the sub-list for method output_type
+	33, // [33:41] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -2125,7 +2221,7 @@ func file_settle_v1_order_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
-			NumEnums:      3,
+			NumEnums:      4,
 			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,

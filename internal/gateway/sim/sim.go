@@ -7,12 +7,17 @@
 //
 // # Faults by payment method token
 //
-//	tok_ok                 succeeds: 201. So does any token not listed here.
+//	tok_ok                 succeeds: 201.
 //	tok_decline            declines: 402, decline_code "card_declined"; the
 //	                       ledger records the declined charge.
 //	tok_timeout            charges, then holds the answer for
 //	                       Options.ClientTimeout (or until the client hangs up)
 //	                       before a 201: to the client, a timeout after charging.
+//	tok_timeout_silent     like tok_timeout, and no event is sent for the
+//	                       charge: only a lookup (the reconciler) learns it.
+//	tok_lookup_fails       like tok_timeout_silent, and every lookup of the
+//	                       charge answers 503: the reconciler cannot learn the
+//	                       outcome, and the order ends in NEEDS_REVIEW.
 //	tok_5xx_after_charge   charges, then answers 500.
 //	tok_drop_after_charge  charges, then closes the connection without answering.
 //	tok_slow_<ms>          charges, and answers 201 after <ms> milliseconds
@@ -24,11 +29,19 @@
 //	tok_random             like tok_ok, under the random faults below.
 //	tok_3ds                asks for 3-D Secure: with customer_present, 202 with
 //	                       status requires_action and a next_action_url served
-//	                       here (GET /v1/charges/<id>/authenticate, no key):
-//	                       opening it charges, ?fail=1 declines it
-//	                       "authentication_failed"; POST /v1/charges/cancel
-//	                       cancels it while it waits. Without customer_present,
-//	                       402 declined "authentication_required".
+//	                       here (GET /v1/challenges/<id>/<secret>, no API key;
+//	                       the id and the secret are random, and the URL is
+//	                       only in the answer to the charge, so only who holds
+//	                       it can end the challenge): opening it charges,
+//	                       ?fail=1 declines it "authentication_failed";
+//	                       POST /v1/charges/cancel cancels it while it waits.
+//	                       Without customer_present, 402 declined
+//	                       "authentication_required".
+//	tok_refund_*           charge like tok_ok; their refunds meet a fault
+//	                       (see refunds.go).
+//
+// Any other token is declined: 402, decline_code "unknown_token" (a
+// mistyped token is not silently charged).
 //
 // A refused connection cannot be simulated by a handler: to test it, point
 // the client at a port nothing listens on.
@@ -65,6 +78,7 @@ package sim
 
 import (
 	"context"
+	crand "crypto/rand"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
@@ -169,16 +183,21 @@ type Charge struct {
 	Status      string `json:"status"`
 	DeclineCode string `json:"decline_code,omitempty"`
 	// NextActionURL is the authentication page of a charge waiting for
-	// the customer (StatusRequiresAction).
-	NextActionURL string `json:"next_action_url,omitempty"`
+	// the customer (StatusRequiresAction). The ledger endpoint, which
+	// needs no key, leaves it out: it holds the challenge's secret.
+	NextActionURL string `json:"-"`
 	// Created is when the simulator made the charge, in UTC.
 	Created time.Time `json:"created"`
 }
 
-// record is a ledger entry: a charge and when lookups may see it.
+// record is a ledger entry: a charge, when lookups may see it, and the
+// id and secret of its 3-D Secure challenge, if any.
 type record struct {
 	Charge
 	visibleAt time.Time
+	// challenge and secret name the challenge page of a charge waiting for
+	// the customer: /v1/challenges/<challenge>/<secret>.
+	challenge, secret string
 }
 
 // Sim is the simulator, an http.Handler. It is safe for concurrent use.
@@ -239,7 +258,7 @@ func New(opts Options) *Sim {
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
 	s.mux.HandleFunc("GET /v1/charges", s.handleLookup)
-	s.mux.HandleFunc("GET /v1/charges/{id}/authenticate", s.handleAuthenticate)
+	s.mux.HandleFunc("GET /v1/challenges/{id}/{secret}", s.handleAuthenticate)
 	s.mux.HandleFunc("POST /v1/charges/cancel", s.handleCancel)
 	s.mux.HandleFunc("GET /v1/ledger", s.handleLedger)
 	s.mux.HandleFunc("POST /v1/refunds", s.handleRefund)
@@ -372,6 +391,7 @@ const (
 	faultError       // 5xx after charging
 	faultDrop
 	faultAction // tok_3ds: the customer must authenticate
+	faultUnknownToken
 )
 
 // plan is how one charge request is handled.
@@ -381,6 +401,8 @@ type plan struct {
 	delay time.Duration
 	// hidden keeps the charge from lookups for delay.
 	hidden bool
+	// silent sends no event for the charge.
+	silent bool
 	// charge is the charge made (or, for faultReplay, found), if any.
 	charge Charge
 }
@@ -416,7 +438,7 @@ func (s *Sim) handleCharge(w http.ResponseWriter, r *http.Request) {
 // refusals ("… rejected; nothing <undone>").
 func (p plan) answer(w http.ResponseWriter, r *http.Request, rejected, undone string, ok func()) {
 	switch p.fault {
-	case faultNone, faultReplay, faultDecline, faultAction:
+	case faultNone, faultReplay, faultDecline, faultAction, faultUnknownToken:
 		ok()
 	case faultRateLimit:
 		writeError(w, http.StatusTooManyRequests, "rate limited; nothing "+undone)
@@ -474,14 +496,17 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 		},
 		visibleAt: now,
 	}
-	if p.fault == faultDecline {
+	switch p.fault {
+	case faultDecline:
 		rec.Status, rec.DeclineCode = StatusDeclined, "card_declined"
-	}
-	if p.fault == faultAction {
+	case faultUnknownToken:
+		rec.Status, rec.DeclineCode = StatusDeclined, "unknown_token"
+	case faultAction:
 		rec.Status, rec.DeclineCode = StatusDeclined, "authentication_required"
 		if in.CustomerPresent {
 			rec.Status, rec.DeclineCode = StatusRequiresAction, ""
-			rec.NextActionURL = base + "/v1/charges/" + rec.ID + "/authenticate"
+			rec.challenge, rec.secret = "chl_"+strings.ToLower(crand.Text()), strings.ToLower(crand.Text())
+			rec.NextActionURL = base + "/v1/challenges/" + rec.challenge + "/" + rec.secret
 		}
 	}
 	if p.hidden {
@@ -489,8 +514,9 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 	}
 	s.records = append(s.records, rec)
 	p.charge = rec.Charge
-	if rec.Status == StatusRequiresAction {
-		// Its event comes when the customer ends it.
+	if rec.Status == StatusRequiresAction || p.silent {
+		// A challenge's event comes when the customer ends it; a silent
+		// charge has none.
 		return p
 	}
 	for _, d := range s.eventsLocked(rec.Charge, rec.visibleAt) {
@@ -509,6 +535,8 @@ func (s *Sim) planLocked(token string) plan {
 		return plan{fault: faultAction}
 	case "tok_timeout":
 		return plan{fault: faultHold, delay: s.opts.ClientTimeout}
+	case tokTimeoutSilent, tokLookupFails:
+		return plan{fault: faultHold, delay: s.opts.ClientTimeout, silent: true}
 	case "tok_5xx_after_charge":
 		return plan{fault: faultError}
 	case "tok_drop_after_charge":
@@ -522,6 +550,8 @@ func (s *Sim) planLocked(token string) plan {
 			return s.drawLocked()
 		}
 		return plan{}
+	case "tok_refund_timeout", "tok_refund_5xx", "tok_refund_drop", "tok_refund_decline", "tok_refund_fail_later":
+		return plan{} // their refunds meet the fault (refundPlanLocked)
 	}
 	if ms, ok := strings.CutPrefix(token, "tok_slow_"); ok {
 		n, err := strconv.ParseUint(ms, 10, 31)
@@ -530,8 +560,14 @@ func (s *Sim) planLocked(token string) plan {
 		}
 		return plan{fault: faultHold, delay: time.Duration(n) * time.Millisecond, hidden: true}
 	}
-	return plan{}
+	return plan{fault: faultUnknownToken}
 }
+
+// The tokens whose charge only a lookup can learn.
+const (
+	tokTimeoutSilent = "tok_timeout_silent"
+	tokLookupFails   = "tok_lookup_fails"
+)
 
 // drawLocked draws a random fault. Every call makes the same draws for the
 // same fault, so the sequence depends only on the seed and the requests.
@@ -590,6 +626,10 @@ func (s *Sim) handleLookup(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	c, ok := s.latestLocked(ref, time.Now())
 	s.mu.Unlock()
+	if ok && c.PaymentMethod == tokLookupFails {
+		writeError(w, http.StatusServiceUnavailable, "lookups of this charge fail (tok_lookup_fails)")
+		return
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "no charge with that reference")
 		return
@@ -662,12 +702,12 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // endAction ends the charge with the id that waits for the customer: to
 // status, with declineCode. It reports false, changing nothing, when no
 // charge with the id waits.
-func (s *Sim) endAction(match func(Charge) bool, status, declineCode string) (Charge, bool) {
+func (s *Sim) endAction(match func(record) bool, status, declineCode string) (Charge, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for i := len(s.records) - 1; i >= 0; i-- {
 		r := &s.records[i]
-		if !match(r.Charge) {
+		if !match(*r) {
 			continue
 		}
 		if r.Status != StatusRequiresAction {
@@ -684,14 +724,22 @@ func (s *Sim) endAction(match func(Charge) bool, status, declineCode string) (Ch
 }
 
 // handleAuthenticate is the authentication page of a tok_3ds charge, which
-// the customer opens without any key: it charges, or with ?fail=1 declines.
+// the customer opens without any API key: it charges, or with ?fail=1
+// declines. The page's id and secret are both random; a wrong secret is
+// answered like an unknown id, and changes nothing.
 func (s *Sim) handleAuthenticate(w http.ResponseWriter, r *http.Request) {
 	status, code := StatusSucceeded, ""
 	if r.URL.Query().Get("fail") != "" {
 		status, code = StatusDeclined, "authentication_failed"
 	}
-	id := r.PathValue("id")
-	c, ok := s.endAction(func(c Charge) bool { return c.ID == id }, status, code)
+	id, secret := r.PathValue("id"), r.PathValue("secret")
+	c, ok := s.endAction(func(r record) bool {
+		return r.challenge != "" && r.challenge == id && subtle.ConstantTimeCompare([]byte(r.secret), []byte(secret)) == 1
+	}, status, code)
+	if !ok && c.ID == "" {
+		writeError(w, http.StatusNotFound, "no such challenge")
+		return
+	}
 	if !ok {
 		writeError(w, http.StatusConflict, "this charge is not waiting for authentication")
 		return
@@ -713,7 +761,7 @@ func (s *Sim) handleCancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "malformed cancel")
 		return
 	}
-	c, ok := s.endAction(func(c Charge) bool { return c.Reference == in.Reference }, StatusDeclined, "canceled")
+	c, ok := s.endAction(func(r record) bool { return r.Reference == in.Reference }, StatusDeclined, "canceled")
 	switch {
 	case ok:
 		writeJSON(w, http.StatusOK, wireCharge(c))

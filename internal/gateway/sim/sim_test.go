@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,7 +73,12 @@ func TestTokens(t *testing.T) {
 		lookup order.Outcome
 	}{
 		{"tok_ok", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
-		{"pm_card_visa", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		// A token the simulator does not know is declined, not charged.
+		{"pm_card_visa", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "unknown_token"}, []string{"declined"}, order.OutcomeDeclined},
+		{"tok_okk", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "unknown_token"}, []string{"declined"}, order.OutcomeDeclined},
+		{"tok_refund_timeout", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_refund_fail_later", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_timeout_silent", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_random", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_decline", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "card_declined"}, []string{"declined"}, order.OutcomeDeclined},
 		{"tok_timeout", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
@@ -566,4 +572,142 @@ func TestSucceededCountsOnlySucceededChargesOfTheReferences(t *testing.T) {
 			t.Errorf("Succeeded(%v) = %d, want %d", tt.refs, got, tt.want)
 		}
 	}
+}
+
+// TestLookupFails: tok_lookup_fails charges, times out, and then no lookup
+// can tell: the reconciler's path to NEEDS_REVIEW.
+func TestLookupFails(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, 300*time.Millisecond)
+	ctx := context.Background()
+	if got, _ := s.gw.Charge(ctx, req("att_1", "tok_lookup_fails")); got.Outcome != order.OutcomeUnknown {
+		t.Fatalf("Charge() = %+v; want unknown", got)
+	}
+	if n := s.sim.Succeeded("att_1"); n != 1 {
+		t.Fatalf("%d charges in the ledger, want 1", n)
+	}
+	for range 3 {
+		res, err := s.gw.Lookup(ctx, req("att_1", "tok_lookup_fails"))
+		if err == nil || res.Outcome != order.OutcomeUnknown {
+			t.Fatalf("Lookup() = %+v, %v; want an error and an unknown outcome", res, err)
+		}
+	}
+}
+
+// TestSilentTokensSendNoEvent: of tok_timeout, tok_timeout_silent and
+// tok_lookup_fails, only tok_timeout's charge is pushed as an event.
+func TestSilentTokensSendNoEvent(t *testing.T) {
+	t.Parallel()
+	got := make(chan string, 10)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var e refpsp.Event
+		if err := json.NewDecoder(r.Body).Decode(&e); err == nil {
+			got <- e.Data.Object.Reference
+		}
+	}))
+	t.Cleanup(receiver.Close)
+	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 2 * time.Second,
+		Events: sim.Events{URL: receiver.URL, Secrets: []string{"whsec_test"}}}, 200*time.Millisecond)
+	t.Cleanup(s.sim.Close)
+	ctx := context.Background()
+	for _, c := range []struct{ ref, token string }{{"att_silent", "tok_timeout_silent"}, {"att_fails", "tok_lookup_fails"}, {"att_loud", "tok_timeout"}} {
+		if res, _ := s.gw.Charge(ctx, req(c.ref, c.token)); res.Outcome != order.OutcomeUnknown {
+			t.Fatalf("Charge(%s) = %+v; want unknown", c.token, res)
+		}
+	}
+	// Events are sent in order of the charges' visibility; the loud one is
+	// the last charge, so once it arrives the silent ones would have too.
+	select {
+	case ref := <-got:
+		if ref != "att_loud" {
+			t.Fatalf("event for %s; want only att_loud's", ref)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no event for tok_timeout's charge")
+	}
+	select {
+	case ref := <-got:
+		t.Fatalf("a second event, for %s", ref)
+	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// TestChallengePages: a tok_3ds challenge's page has a random id and a
+// secret; the charge's own id, a wrong secret or another challenge's
+// secret end nothing, and only the URL the charge answered ends it.
+func TestChallengePages(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{APIKey: apiKey}, 2*time.Second)
+	ctx := context.Background()
+	present := func(ref string) order.Result {
+		r := req(ref, "tok_3ds")
+		r.CustomerPresent = true
+		res, err := s.gw.Charge(ctx, r)
+		if err != nil || res.Outcome != order.OutcomeRequiresAction || res.NextAction.RedirectURL == "" {
+			t.Fatalf("Charge(tok_3ds) = %+v, %v; want requires_action with a page", res, err)
+		}
+		return res
+	}
+	a, b := present("att_a"), present("att_b")
+	get := func(url string) int {
+		t.Helper()
+		resp, err := http.Get(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	pageA, pageB := a.NextAction.RedirectURL, b.NextAction.RedirectURL
+	idA, secretA := splitPage(t, pageA)
+	idB, secretB := splitPage(t, pageB)
+	if idA == idB || secretA == secretB || len(idA) < 20 || len(secretA) < 20 {
+		t.Fatalf("challenge pages %s and %s: want distinct random ids and secrets", pageA, pageB)
+	}
+	for _, url := range []string{
+		s.srv.URL + "/v1/charges/" + a.ChargeID + "/authenticate", // the old, sequential page
+		s.srv.URL + "/v1/challenges/" + idA,
+		s.srv.URL + "/v1/challenges/" + idA + "/wrong",
+		s.srv.URL + "/v1/challenges/" + idA + "/" + secretB,
+	} {
+		if code := get(url); code != http.StatusNotFound {
+			t.Errorf("GET %s = %d; want 404", url, code)
+		}
+	}
+	if n := s.sim.Succeeded("att_a", "att_b"); n != 0 {
+		t.Fatalf("%d charges after guessed pages; want none", n)
+	}
+	if code := get(pageA); code != http.StatusOK {
+		t.Fatalf("GET %s = %d; want 200", pageA, code)
+	}
+	if code := get(pageB + "?fail=1"); code != http.StatusOK {
+		t.Fatalf("GET %s?fail=1 = %d; want 200", pageB, code)
+	}
+	if n, m := s.sim.Succeeded("att_a"), s.sim.Succeeded("att_b"); n != 1 || m != 0 {
+		t.Errorf("succeeded charges: att_a %d, att_b %d; want 1 and 0", n, m)
+	}
+	// The ledger, which needs no key, does not hand out the pages.
+	resp, err := http.Get(s.srv.URL + "/v1/ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body bytes.Buffer
+	if _, err := body.ReadFrom(resp.Body); err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(body.Bytes(), []byte(secretA)) || bytes.Contains(body.Bytes(), []byte(secretB)) {
+		t.Errorf("the ledger shows a challenge's secret: %s", body.String())
+	}
+}
+
+// splitPage returns the id and the secret of a challenge page's URL.
+func splitPage(t *testing.T, page string) (id, secret string) {
+	t.Helper()
+	_, rest, ok := strings.Cut(page, "/v1/challenges/")
+	id, secret, ok2 := strings.Cut(rest, "/")
+	if !ok || !ok2 {
+		t.Fatalf("challenge page %s is not /v1/challenges/<id>/<secret>", page)
+	}
+	return id, secret
 }

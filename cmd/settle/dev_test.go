@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/metadata"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/grpcapi"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
+)
+
+// TestDevPortTaken: with each of dev's ports taken in turn, settle dev
+// exits at once, non-zero, with one line naming the listener, the address
+// and the cause, before it starts a database or prints a banner.
+func TestDevPortTaken(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ flag, what string }{
+		{"listen", "gRPC"},
+		{"webhook-listen", "webhook"},
+		{"metrics-listen", "metrics"},
+		{"sim-addr", "simulator"},
+		{"event-receiver-addr", "events receiver"},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			t.Parallel()
+			taken, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer taken.Close()
+			addrs := map[string]string{"listen": freeAddr(t), "webhook-listen": freeAddr(t), "metrics-listen": freeAddr(t),
+				"sim-addr": "127.0.0.1:0", "event-receiver-addr": "127.0.0.1:0"}
+			addrs[tc.flag] = taken.Addr().String()
+			args := []string{"dev", "-keys-file", filepath.Join(t.TempDir(), "keys")}
+			for f, a := range addrs {
+				args = append(args, "-"+f, a)
+			}
+			p := start(t, nil, args...)
+			st := p.waitExit(t, 20*time.Second)
+			out := p.output()
+			want := fmt.Sprintf("settle dev: %s listener %s: address already in use (another settle running? pick another address with -%s)\n",
+				tc.what, taken.Addr(), tc.flag)
+			if st.ExitStatus() == 0 || out != want {
+				t.Fatalf("dev with %s taken: exit %d, output\n%s\nwant a non-zero exit and only\n%s", tc.flag, st.ExitStatus(), out, want)
+			}
+		})
+	}
+}
+
+// TestServePortTaken: serve, too, ends at once when its webhook port is
+// taken, instead of serving gRPC without it.
+func TestServePortTaken(t *testing.T) {
+	t.Parallel()
+	url := postgrestest.URL(t)
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	env := map[string]string{"DATABASE_URL": url, "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_KEY": "k",
+		"SETTLE_NO_API_KEYS": "true", "SETTLE_ALLOW_UNSAFE_DATABASE": "true", "SETTLE_REFPSP_WEBHOOK_SECRETS": "whsec_0123456789abcdef0123456789"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out lockedBuffer
+	err = run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--webhook-listen", taken.Addr().String()}, mapEnv(env), &out, &out)
+	if err == nil || ctx.Err() != nil || !strings.Contains(err.Error(), "webhook listener "+taken.Addr().String()+": address already in use") {
+		t.Fatalf("serve with the webhook port taken: %v (context %v), want the webhook listener's failure at once\n%s", err, ctx.Err(), out.String())
+	}
+}
+
+// TestHelpExitsZero: every command's -h is an answer, not a failure, and
+// dev's shows its own defaults and the Stripe key.
+func TestHelpExitsZero(t *testing.T) {
+	t.Parallel()
+	for _, cmd := range []string{"serve", "reconcile", "deliver", "migrate", "dev", "gatewaysim", "chaos", "bench"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{cmd, "-h"}, mapEnv(nil), &out, &out); err != nil {
+			t.Errorf("settle %s -h: %v", cmd, err)
+		}
+		if !strings.Contains(strings.ToLower(out.String()), "settle "+cmd) {
+			t.Errorf("settle %s -h printed no usage:\n%s", cmd, out.String())
+		}
+	}
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"dev", "-h"}, mapEnv(nil), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	help := out.String()
+	for _, want := range []string{"env STRIPE_SECRET_KEY", "-keys-file", "-api-keys", `default "127.0.0.1:0"`, `default "5s,15s,30s,1m"`, `(env SETTLE_WEBHOOK_LISTEN, default "127.0.0.1:8090")`} {
+		if !strings.Contains(help, want) {
+			t.Errorf("settle dev -h lacks %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "-no-api-keys") || strings.Contains(help, "-refpsp-url") {
+		t.Errorf("settle dev -h lists flags dev does not take:\n%s", help)
+	}
+}
+
+// TestConfigReference: settle config reads in 100 columns; -markdown is
+// the docs' table.
+func TestConfigReference(t *testing.T) {
+	t.Parallel()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"config"}, mapEnv(nil), &out, &out); err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(out.String()) {
+		if n := len([]rune(strings.TrimRight(line, "\n"))); n > 100 {
+			t.Errorf("settle config: a line of %d columns: %s", n, line)
+		}
+	}
+	if !strings.Contains(out.String(), "--database-url  (env DATABASE_URL, default none)\n") {
+		t.Errorf("settle config lacks database-url's line:\n%s", out.String())
+	}
+}
+
+// TestConfigPrintsEffectiveConfiguration: settle config serve (and serve
+// -print-config) prints what serve would run with, and where each value
+// came from, with every secret redacted; it starts nothing.
+func TestConfigPrintsEffectiveConfiguration(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://settle:hunter2pass@db1/settle", "STRIPE_SECRET_KEY": "sk_test_secretvalue123",
+		"SETTLE_REFPSP_KEY": "refpspsecretkey", "SETTLE_GATEWAY_TIMEOUT": "7s"}
+	for _, args := range [][]string{{"config", "serve", "-listen", "127.0.0.1:6000"}, {"serve", "-print-config", "-listen", "127.0.0.1:6000"}} {
+		var out bytes.Buffer
+		if err := run(context.Background(), args, mapEnv(env), &out, &out); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+		got := out.String()
+		for _, want := range []string{"listen=127.0.0.1:6000", "(--listen)", "gateway-timeout=7s", "(SETTLE_GATEWAY_TIMEOUT)",
+			"db-max-conns=16", "(default)", "database-url=postgres://settle:xxxxx@db1/settle", "stripe-secret-key=(redacted)", "refpsp-key=(redacted)"} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%v lacks %q:\n%s", args, want, got)
+			}
+		}
+		for _, secret := range []string{"hunter2pass", "sk_test_secretvalue123", "refpspsecretkey"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("%v shows the secret %q:\n%s", args, secret, got)
+			}
+		}
+	}
+	// A DSN's password, too.
+	if got := redact("database-url", "host=db1 user=settle password=hunter2pass dbname=settle"); strings.Contains(got, "hunter2pass") {
+		t.Errorf("redact(DSN) = %q", got)
+	}
+}
+
+// TestDevKeysFile: dev's keys are made once and read back at every later
+// start; two starts at once agree on one pair.
+func TestDevKeysFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "settle", "dev-keys")
+	var wg sync.WaitGroup
+	got := make([]devKeys, 8)
+	errs := make([]error, 8)
+	for i := range got {
+		wg.Go(func() { got[i], errs[i] = loadDevKeys(path) })
+	}
+	wg.Wait()
+	for i := range got {
+		if errs[i] != nil || got[i] != got[0] || got[i].checkout == "" || got[i].ops == "" {
+			t.Fatalf("start %d: %+v, %v; want the same keys as start 0, %+v", i, got[i], errs[i], got[0])
+		}
+	}
+	again, err := loadDevKeys(path)
+	if err != nil || again != got[0] {
+		t.Fatalf("a later start: %+v, %v; want %+v", again, err, got[0])
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("keys file: %v, %v; want mode 0600", fi, err)
+	}
+	if d := defaultDevKeysFile(mapEnv(map[string]string{"HOME": "/home/u"})); d != "/home/u/.config/settle/dev-keys" {
+		t.Errorf("default keys file = %s", d)
+	}
+	if d := defaultDevKeysFile(mapEnv(map[string]string{"HOME": "/home/u", "XDG_CONFIG_HOME": "/cfg"})); d != "/cfg/settle/dev-keys" {
+		t.Errorf("default keys file with XDG_CONFIG_HOME = %s", d)
+	}
+}
+
+// TestDevBannerAndAPIKeys: dev started twice on one keys file prints the
+// same keys, which work, and where they are kept; the banner lists every
+// token and the metrics address, which answers. With -api-keys, dev's keys
+// give way to the given ones.
+func TestDevBannerAndAPIKeys(t *testing.T) {
+	t.Parallel()
+	keysFile := filepath.Join(t.TempDir(), "dev-keys")
+	devRun := func(extra ...string) (banner string, stop func()) {
+		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+		var out lockedBuffer
+		done := make(chan error, 1)
+		args := append([]string{"dev", "-keys-file", keysFile, "--listen", freeAddr(t), "--webhook-listen", freeAddr(t)}, extra...)
+		go func() {
+			done <- run(ctx, args, mapEnv(map[string]string{"SETTLE_ALLOW_UNSAFE_DATABASE": "true"}), &out, &out)
+		}()
+		for !strings.Contains(out.String(), "Events out (") && ctx.Err() == nil {
+			select {
+			case err := <-done:
+				t.Fatalf("dev exited: %v\n%s", err, out.String())
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+		return out.String(), func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				t.Errorf("dev: %v", err)
+			}
+		}
+	}
+	first, stop := devRun()
+	stop()
+	second, stop := devRun()
+	key := bannerValue(t, second, "export SETTLE_KEY=")
+	if key != bannerValue(t, first, "export SETTLE_KEY=") {
+		t.Fatalf("dev's key changed across restarts:\n%s\n%s", first, second)
+	}
+	for _, want := range []string{"kept in " + keysFile, "tok_3ds ", "tok_timeout_silent ", "tok_lookup_fails ", `"unknown_token"`, "metrics:   http://127.0.0.1:", "STRIPE_SECRET_KEY"} {
+		if !strings.Contains(second, want) {
+			t.Errorf("banner lacks %q:\n%s", want, second)
+		}
+	}
+	grpcAddr := bannerValue(t, second, "gRPC:      ")
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+key)
+	if _, err := dial(t, grpcAddr).CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "banner-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}); err != nil {
+		t.Errorf("CreateOrder with dev's key: %v", err)
+	}
+	stop()
+
+	mine := "sk_mine_0123456789abcdef0123"
+	third, stop := devRun("-api-keys", grpcapi.HashKey(mine)+" default checkout mine")
+	defer stop()
+	if strings.Contains(third, "export SETTLE_KEY=") || !strings.Contains(third, "from -api-keys") {
+		t.Errorf("banner with -api-keys still offers dev's keys:\n%s", third)
+	}
+	grpcAddr = bannerValue(t, third, "gRPC:      ")
+	c := dial(t, grpcAddr)
+	req := &settlev1.CreateOrderRequest{MerchantReference: "banner-2", Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}
+	if _, err := c.CreateOrder(metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+mine), req); err != nil {
+		t.Errorf("CreateOrder with the -api-keys key: %v", err)
+	}
+	if _, err := c.CreateOrder(ctx, req); err == nil {
+		t.Errorf("dev's own key still works beside -api-keys")
+	}
+}
+
+// bannerValue returns the word after prefix in the banner.
+func bannerValue(t *testing.T, banner, prefix string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(banner, prefix)
+	if !ok {
+		t.Fatalf("no %q in the banner:\n%s", prefix, banner)
+	}
+	return strings.Fields(rest)[0]
+}
