@@ -76,7 +76,7 @@ type money struct {
 }
 
 // Payload is the JSON body of the event, as POSTed to the merchant and
-// returned by ListEvents; the README documents it.
+// returned by ListEvents; docs/api.md documents it.
 func (n Notification) Payload() []byte {
 	if n.Refund != nil {
 		return n.refundPayload()
