@@ -242,3 +242,29 @@ func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
 		t.Logf("settle dev's output:\n%s", out.String())
 	}
 }
+
+// TestDocRecipeConvention: what parseRecipes makes of each kind of block,
+// and the mistakes it refuses rather than skipping a recipe unseen.
+func TestDocRecipeConvention(t *testing.T) {
+	doc := "text\n```sh dev\ngo run ./cmd/settle dev -sim-events-loss 1   # why\n```\n" +
+		"```sh\necho PAID   # the state => PAID\necho 42   # =~ ^4\\d$\n```\n" +
+		"- a list:\n  ```sh norun needs Stripe\n  echo no\n  ```\n```go\nfmt.Println()\n```\n"
+	recipes, err := parseRecipes(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recipes) != 3 || recipes[0].kind != "dev" || recipes[1].kind != "run" || recipes[2].kind != "norun" || recipes[2].reason != "needs Stripe" {
+		t.Fatalf("recipes = %+v, want dev, run, norun", recipes)
+	}
+	if got := devFlags(recipes); strings.Join(got, " ") != "-sim-events-loss 1" {
+		t.Errorf("dev flags = %q", got)
+	}
+	if c := recipes[1].checks; len(c) != 2 || c[0].text != "PAID" || !c[1].re.MatchString("42") || c[1].re.MatchString("4x") {
+		t.Errorf("checks = %+v, want PAID and a regexp", c)
+	}
+	for _, bad := range []string{"```sh norun\necho\n```\n", "```sh nrun x\necho\n```\n", "```sh\necho\n"} {
+		if _, err := parseRecipes(bad); err == nil {
+			t.Errorf("parseRecipes(%q): no error", bad)
+		}
+	}
+}
