@@ -125,6 +125,9 @@ func TestDocRecipes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds grpcurl and runs settle dev for each document; skipped with -short")
 	}
+	// Beside the other parallel tests rather than after them: the package
+	// runs for minutes under -race already.
+	t.Parallel()
 	for _, tool := range []string{"bash", "jq", "curl", "openssl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
