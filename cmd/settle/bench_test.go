@@ -17,6 +17,9 @@ import (
 // benchmark cannot rot: every measurement must complete with positive
 // throughput. It asserts nothing about speed.
 func TestBenchSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs every series of the benchmark; skipped with -short")
+	}
 	dir := t.TempDir()
 	jsonPath := filepath.Join(dir, "bench.json")
 	var stdout, stderr bytes.Buffer

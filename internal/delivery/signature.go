@@ -37,7 +37,7 @@ func SignatureValue(secrets []string, t time.Time, body []byte) string {
 
 // Verify checks a Settle-Signature header against body and any of
 // secrets, refusing a timestamp more than tolerance away from now. It is
-// the README's snippet for Settle's own receivers (settle dev, the chaos
+// the snippet in docs/api.md for Settle's own receivers (settle dev, the chaos
 // harness).
 func Verify(header string, body []byte, secrets []string, tolerance time.Duration) error {
 	var (

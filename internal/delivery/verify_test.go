@@ -14,8 +14,8 @@ import (
 	"github.com/settlepay/settle/internal/delivery"
 )
 
-// The merchant's side, as the README documents it: this block, between its
-// markers, is in the README word for word (TestReadmeSnippet).
+// The merchant's side, as docs/api.md documents it: this block, between its
+// markers, is in docs/api.md word for word (TestDocSnippet).
 
 // --- snippet: verify ---
 
@@ -55,21 +55,21 @@ func VerifySettleSignature(header string, body []byte, secret string, tolerance 
 
 // --- end snippet ---
 
-// TestReadmeSnippet: the README's verification snippet is the one tested
+// TestDocSnippet: the verification snippet of docs/api.md is the one tested
 // here.
-func TestReadmeSnippet(t *testing.T) {
+func TestDocSnippet(t *testing.T) {
 	src, err := os.ReadFile("verify_test.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, _ := strings.Cut(string(src), "// --- snippet: verify ---\n\n")
 	snippet, _, _ := strings.Cut(rest, "\n// --- end snippet ---")
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/api.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if snippet == "" || !strings.Contains(string(readme), snippet) {
-		t.Fatal("README.md does not hold the verification snippet of verify_test.go word for word")
+	if snippet == "" || !strings.Contains(string(doc), snippet) {
+		t.Fatal("docs/api.md does not hold the verification snippet of verify_test.go word for word")
 	}
 }
 

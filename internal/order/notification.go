@@ -79,7 +79,7 @@ type money struct {
 }
 
 // Payload is the JSON body of the event, as POSTed to the merchant and
-// returned by ListEvents; docs/operations.md documents it. actor is the
+// returned by ListEvents; docs/api.md documents it. actor is the
 // kind of who made the transition (Actor.Kind); a refund's requested_by is
 // the kind of who asked for it, whose reason and request id the refund
 // carries: an operator's, when an operator refunded.

@@ -690,7 +690,7 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 
 // checkRefundEvents checks the refunds' events: each refund's history is a
 // path of the refunds' transition table from its creation, ending in the
-// refund's state; each row the README announces is an event of that type,
+// refund's state; each row docs/api.md announces is an event of that type,
 // delivered and received; and every SUCCEEDED refund has exactly one
 // refund.succeeded event. It adds the refunds' events to byID (for the
 // check of what was received) and their refunds to refundOf.
@@ -749,7 +749,7 @@ func checkRefundEvents(s snapshot, byID map[string]dbEvent, refundOf map[string]
 	return out
 }
 
-// refundAnnouncement is the event type that the README promises for a
+// refundAnnouncement is the event type that docs/api.md promises for a
 // refund's move to state to, worked out apart from the database's mapping:
 // "" for the claim.
 func refundAnnouncement(to string) string {
@@ -759,7 +759,7 @@ func refundAnnouncement(to string) string {
 	return "refund." + strings.ToLower(to)
 }
 
-// announcement is the event type that the README promises for a move of
+// announcement is the event type that docs/api.md promises for a move of
 // the history, worked out here apart from the database's mapping: "" for
 // the creation and the claims.
 func announcement(e dbEvent) string {

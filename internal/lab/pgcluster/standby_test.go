@@ -33,6 +33,9 @@ func startPair(t *testing.T, opts pgcluster.Options) (primary, standby *pgcluste
 // rewound and follows it, and a client naming both hosts finds the primary
 // each time.
 func TestFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fails a pair of PostgreSQL servers over and back; skipped with -short")
+	}
 	ctx := context.Background()
 	a, b := startPair(t, pgcluster.Options{Rewindable: true, Config: []string{"synchronous_standby_names=*"}})
 	url := pgcluster.URLs("postgres", a, b) + "&target_session_attrs=read-write"
