@@ -340,7 +340,7 @@ Settle is running (Ctrl-C stops everything).
   gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
   database:  %[3]s
   webhooks:  http://%[4]s/webhooks/refpsp   (the simulator pushes its events here)
-  export SETTLE_REFPSP_WEBHOOK_SECRET=%[5]s   # signs refpsp events (see README: webhooks)
+  export SETTLE_REFPSP_WEBHOOK_SECRET=%[5]s   # signs refpsp events (see docs/api.md: webhooks)
   metrics:   http://%[6]s/metrics   (also /healthz and /readyz; pick the address with -metrics-listen)
 `, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics)
 	if b.Stripe {
