@@ -94,7 +94,7 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 						msg, name := status.Convert(err).Message(), string(path[len(path)-1].Name())
 						if status.Code(err) != codes.InvalidArgument || strings.Contains(msg, "4242") {
 							t.Errorf("%s with %q in %s: %v, want InvalidArgument", m.Name(), pan, path[len(path)-1].FullName(), err)
-						} else if !strings.Contains(msg, "looks like a card number") && !parsed[name] && !strings.HasSuffix(msg, "is too long") {
+						} else if !strings.Contains(msg, "looks like a card number") && !parsed[name] && !strings.Contains(msg, "is too long") {
 							t.Errorf("%s with %q in %s: %v, want the card number advisory", m.Name(), pan, path[len(path)-1].FullName(), err)
 						}
 					}
