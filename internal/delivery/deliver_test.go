@@ -198,6 +198,14 @@ func TestHangingEndpointTimesOut(t *testing.T) {
 			t.Fatal("the healthy merchant got nothing while the other's endpoint hung")
 		}
 	}
+	// The lanes run side by side: the hanging endpoint's request may come
+	// after the healthy merchant's event, but it comes, once (it hangs for
+	// the hour's timeout).
+	for deadline := time.Now().Add(30 * time.Second); len(hanging2.received()) == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the hanging endpoint was never tried")
+		}
+	}
 	if got := hanging2.received(); len(got) != 1 {
 		t.Fatalf("the hanging endpoint got %v", got)
 	}

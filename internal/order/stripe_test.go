@@ -42,11 +42,12 @@ type stripeFixture struct {
 // sk_test_settle.
 func newStripeFixture(t *testing.T, key string) *stripeFixture {
 	t.Helper()
-	return newStripeFixtureExpiring(t, key, time.Hour)
+	return newStripeFixtureExpiring(t, key, time.Hour, gatewayTimeout)
 }
 
-// newStripeFixtureExpiring gives customers expiry to act.
-func newStripeFixtureExpiring(t *testing.T, key string, expiry time.Duration) *stripeFixture {
+// newStripeFixtureExpiring gives customers expiry to act, and each call to
+// Stripe timeout.
+func newStripeFixtureExpiring(t *testing.T, key string, expiry, timeout time.Duration) *stripeFixture {
 	t.Helper()
 	f := &stripeFixture{pool: postgrestest.Pool(t), fake: stripetest.New(stripetest.Options{SecretKey: "sk_test_settle"})}
 	f.store = postgres.NewStore(f.pool)
@@ -60,20 +61,20 @@ func newStripeFixtureExpiring(t *testing.T, key string, expiry time.Duration) *s
 		f.fake.ServeHTTP(w, r)
 	}))
 	t.Cleanup(hs.Close)
-	gw, err := stripe.New(stripe.Config{SecretKey: key, BaseURL: hs.URL, Timeout: gatewayTimeout})
+	gw, err := stripe.New(stripe.Config{SecretKey: key, BaseURL: hs.URL, Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gateways := map[string]order.Gateway{"stripe": gw}
 	f.svc, err = order.NewService(f.store, gateways, order.Config{
-		DefaultGateway: "stripe", GatewayTimeout: gatewayTimeout, Grace: time.Second, FirstRecheck: time.Minute,
+		DefaultGateway: "stripe", GatewayTimeout: timeout, Grace: time.Second, FirstRecheck: time.Minute,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
 		Schedule: []time.Duration{time.Minute, time.Minute, time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
-		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour, ActionExpiry: expiry,
+		PollInterval: time.Second, LookupTimeout: timeout, NoShowHorizon: time.Hour, ActionExpiry: expiry,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
@@ -385,7 +386,7 @@ func TestStripeThreeDSecureExpires(t *testing.T) {
 	// The check before the expiry has to come within it, after the charge
 	// is presented: long enough for a loaded machine.
 	const expiry = 2 * time.Second
-	f := newStripeFixtureExpiring(t, "sk_test_settle", expiry)
+	f := newStripeFixtureExpiring(t, "sk_test_settle", expiry, gatewayTimeout)
 	o, a, _ := f.chargePresent(t, stripetest.TokenRequiresAction)
 	if got, _ := f.check(t, o); got.State != order.StateRequiresAction {
 		t.Fatalf("checked before the expiry: %s; want REQUIRES_ACTION", got.State)
@@ -414,7 +415,14 @@ func TestStripeThreeDSecureExpires(t *testing.T) {
 func TestStripeThreeDSecureRace(t *testing.T) {
 	t.Parallel()
 	const expiry = 100 * time.Millisecond
-	f := newStripeFixtureExpiring(t, "sk_test_settle", expiry)
+	// Sixty calls at once, each a round trip to the fake and statements on
+	// the test pool's eight connections: on a loaded machine, under -race,
+	// one can take seconds. A call cut short by its deadline proves nothing
+	// about the race (its outcome is unknown, and the order waits), so the
+	// deadline is far past what any of them needs; the race is the calls'
+	// timing, which it leaves alone.
+	const timeout = 15 * time.Second
+	f := newStripeFixtureExpiring(t, "sk_test_settle", expiry, timeout)
 	ctx := context.Background()
 	type run struct {
 		o  order.Order

@@ -89,9 +89,9 @@ func (h *harness) dbURL(db string) string {
 // primary acknowledged to Settle and Settle to its clients; a synchronous
 // standby's primary holds those commits unacknowledged, so Settle answers
 // UNAVAILABLE during the cut and nothing it said is lost.
+//
+// The caller holds dbMu.
 func (h *harness) failover(ctx context.Context, f Fault) {
-	h.dbMu.Lock()
-	defer h.dbMu.Unlock()
 	old, next := h.cluster, h.standby
 	cut := failoverCut(f)
 	h.logf("%s: failover from %s to %s, cut off from it for %s first", f, h.names[old], h.names[next], cut.Round(time.Millisecond))

@@ -53,21 +53,23 @@ func (h *harness) fault(ctx context.Context, f Fault) {
 			h.count(func(s *Summary) { s.Freezes++ })
 		}
 	case DBRestart:
-		if h.standby != nil {
-			h.failover(ctx, f)
-		} else {
-			h.restartDB(ctx, f)
-		}
+		h.restartDB(ctx, f)
 	case BackendKill:
 		h.killBackends(ctx, f)
 	}
 }
 
 // restartDB crashes PostgreSQL (immediate shutdown) and starts it again,
-// recovering from the WAL.
+// recovering from the WAL; with a standby, it fails over to it instead.
 func (h *harness) restartDB(ctx context.Context, f Fault) {
 	h.dbMu.Lock()
 	defer h.dbMu.Unlock()
+	// Whether there is a standby is read under dbMu too: a failover still
+	// in progress swaps the primary and the standby.
+	if h.standby != nil {
+		h.failover(ctx, f)
+		return
+	}
 	node, name := h.cluster, "PostgreSQL"
 	if h.citus != nil {
 		// On Citus the workers take the crashes, in turn: a worker holds

@@ -28,15 +28,16 @@ import (
 
 // harness is one run.
 type harness struct {
-	cfg     Config
-	dir     string
-	start   atomic.Int64       // unix nanoseconds: the start of the run, then of the workload
-	cluster *pgcluster.Cluster // the coordinator, on Citus
-	citus   *pgcluster.Citus   // nil on plain PostgreSQL
-	// standby is the primary's standby when cfg.Failover is set, and names
-	// each cluster's application_name.
+	cfg   Config
+	dir   string
+	start atomic.Int64 // unix nanoseconds: the start of the run, then of the workload
+	// cluster is the primary (the coordinator, on Citus) and standby its
+	// standby when cfg.Failover is set; a failover swaps them, so that
+	// once the faults start both are read and written under dbMu.
+	cluster *pgcluster.Cluster
+	citus   *pgcluster.Citus // nil on plain PostgreSQL
 	standby *pgcluster.Cluster
-	names   map[*pgcluster.Cluster]string
+	names   map[*pgcluster.Cluster]string // each cluster's application_name
 	clients []settlev1.OrderServiceClient
 	dbName  string
 	pool    *pgxpool.Pool // the harness's own, named settle-chaos
