@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,9 @@ import (
 
 // recipeDocs are the documents whose recipes TestDocRecipes runs, each
 // against its own settle dev.
-var recipeDocs = []string{"../../README.md", "../../docs/api.md"}
+// docs/card-numbers.md has no shell recipe (its one command is a go test
+// line, in a plain fence); docs/contributing.md's are all norun.
+var recipeDocs = []string{"../../README.md", "../../docs/api.md", "../../docs/operations.md", "../../docs/contributing.md"}
 
 // A recipe is a fenced block of a document. The convention, which
 // docs/contributing.md states for writers:
@@ -118,7 +121,7 @@ func devFlags(recipes []recipe) []string {
 	return nil
 }
 
-// TestDocRecipes runs every recipe of README.md and docs/api.md against
+// TestDocRecipes runs every recipe of recipeDocs against
 // settle dev and checks what they print, so that the docs cannot drift
 // from what Settle does.
 func TestDocRecipes(t *testing.T) {
@@ -128,7 +131,7 @@ func TestDocRecipes(t *testing.T) {
 	// Beside the other parallel tests rather than after them: the package
 	// runs for minutes under -race already.
 	t.Parallel()
-	for _, tool := range []string{"bash", "jq", "curl", "openssl"} {
+	for _, tool := range []string{"bash", "jq", "curl", "openssl", "psql"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("the docs' recipes need %s: install it (apt-get install -y %s)", tool, tool)
@@ -144,6 +147,16 @@ func TestDocRecipes(t *testing.T) {
 	build.Env = append(os.Environ(), "GOFLAGS=")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build grpcurl from tools/go.mod: %v\n%s", err, out)
+	}
+	// settle itself (settle config, settle migrate status) is this test
+	// binary, as in TestMain.
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapper := fmt.Sprintf("#!/bin/sh\nSETTLE_TEST_AS_MAIN=1 exec '%s' \"$@\"\n", self)
+	if err := os.WriteFile(filepath.Join(bin, "settle"), []byte(wrapper), 0o755); err != nil {
+		t.Fatal(err)
 	}
 	for _, path := range recipeDocs {
 		t.Run(filepath.Base(path), func(t *testing.T) {
@@ -162,6 +175,20 @@ func TestDocRecipes(t *testing.T) {
 }
 
 func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
+	norun, runs := map[string]int{}, 0
+	for _, r := range recipes {
+		switch r.kind {
+		case "norun":
+			norun[r.reason]++
+		case "run":
+			runs++
+		}
+	}
+	if runs == 0 {
+		// No settle dev for a document whose commands are none to run.
+		t.Logf("%s: 0 recipes run, %d not run: %v", path, len(recipes), norun)
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	addr, webhookAddr, eventsAddr, simAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
@@ -190,6 +217,15 @@ func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
 	banner := out.String()
 	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LC_ALL=C",
 		"SETTLE_ADDR=" + addr, "SETTLE_WEBHOOK_ADDR=" + webhookAddr, "SETTLE_EVENTS_URL=http://" + eventsAddr + "/events", "SETTLE_SIM_URL=http://" + simAddr}
+	// The database and the metrics listener are dev's choice; the banner
+	// names them.
+	for name, re := range map[string]string{"DATABASE_URL": `database:\s+(\S+)`, "SETTLE_METRICS_ADDR": `metrics:\s+http://([^/\s]+)/metrics`} {
+		m := regexp.MustCompile(re).FindStringSubmatch(banner)
+		if m == nil {
+			t.Fatalf("settle dev's banner names no %s (%s):\n%s", name, re, banner)
+		}
+		env = append(env, name+"="+m[1])
+	}
 	for _, name := range []string{"SETTLE_KEY", "SETTLE_OPS_KEY", "SETTLE_REFPSP_WEBHOOK_SECRET"} {
 		m := regexp.MustCompile(`export ` + name + `=(\S+)`).FindStringSubmatch(banner)
 		if m == nil {
@@ -202,13 +238,8 @@ func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
 	dir := t.TempDir()
 	var script strings.Builder
 	var ran []int
-	norun := map[string]int{}
 	for i, r := range recipes {
-		switch r.kind {
-		case "norun":
-			norun[r.reason]++
-			continue
-		case "dev":
+		if r.kind != "run" {
 			continue
 		}
 		if len(r.checks) == 0 {
@@ -268,6 +299,25 @@ func TestDocRecipeConvention(t *testing.T) {
 	for _, bad := range []string{"```sh norun\necho\n```\n", "```sh nrun x\necho\n```\n", "```sh\necho\n"} {
 		if _, err := parseRecipes(bad); err == nil {
 			t.Errorf("parseRecipes(%q): no error", bad)
+		}
+	}
+	// A document with shell recipes that recipeDocs does not list would
+	// drift unseen.
+	docs, err := filepath.Glob("../../docs/*.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range append(docs, "../../README.md") {
+		doc, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recipes, err := parseRecipes(string(doc))
+		if err != nil {
+			t.Errorf("%s: %v", path, err)
+		}
+		if len(recipes) > 0 && !slices.Contains(recipeDocs, path) {
+			t.Errorf("%s has %d sh blocks but is not in recipeDocs: TestDocRecipes would not run them", path, len(recipes))
 		}
 	}
 }
