@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -226,4 +227,68 @@ func TestLookupPastTheBudget(t *testing.T) {
 	if n := f.sim.Lookups() - before; n != 1 {
 		t.Errorf("%d lookups at the gateway; want 1, the one the budget allowed", n)
 	}
+}
+
+// TestRefundsDrawFromTheBudget: a burst of refunds never makes the gateway
+// see more than its request budget; a refund the budget cannot send before
+// its deadline fails as not sent (gateway_busy), and its amount is left to
+// refund again. No money is lost either way.
+func TestRefundsDrawFromTheBudget(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const rate = 10.0
+	budget, err := order.NewBudget(order.BudgetConfig{Rate: rate, LookupShare: 0.5, LookupWait: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := f.paid(t, "budget-refunds", "tok_ok")
+	// A deadline of a second: about rate refunds get through, the rest
+	// are not sent.
+	svc := f.service(t, order.Config{Budgets: map[string]*order.Budget{"sim": budget}, GatewayTimeout: time.Second})
+	before := f.sim.Requests()
+	start := time.Now()
+	const n = 40
+	var (
+		wg              sync.WaitGroup
+		mu              sync.Mutex
+		succeeded, busy int
+		unexpected      []string
+	)
+	for i := range n {
+		wg.Go(func() {
+			_, r, err := svc.Refund(ctx, order.ForMerchant(merchant), order.ActorAPI,
+				order.RefundInput{OrderID: o.ID, RequestID: fmt.Sprintf("budget-refund-%02d", i), AmountMinor: 10})
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil && r.State == order.RefundSucceeded:
+				succeeded++
+			case err == nil && r.State == order.RefundFailed && r.DeclineCode == "gateway_busy":
+				busy++
+			default:
+				unexpected = append(unexpected, fmt.Sprintf("%s %s %v", r.State, r.DeclineCode, err))
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	sent := f.sim.Requests() - before
+	if len(unexpected) > 0 {
+		t.Fatalf("%d refunds answered otherwise, first %q", len(unexpected), unexpected[0])
+	}
+	allowed := int(rate/10) + int(rate*elapsed.Seconds()) + 1
+	if sent > allowed {
+		t.Errorf("the gateway saw %d requests in %s for %d refunds; the budget allows %d", sent, elapsed, n, allowed)
+	}
+	if busy == 0 || succeeded == 0 {
+		t.Errorf("%d refunds succeeded and %d were not sent; want some of each (the burst goes past the budget)", succeeded, busy)
+	}
+	_, attempts := f.history(t, o.ID)
+	got, err := f.svc.Get(ctx, order.ForMerchant(merchant), o.ID)
+	if err != nil || got.Refunded != int64(10*succeeded) || got.Refunding != 0 || f.sim.Refunded(attempts[0].ID) != got.Refunded {
+		t.Fatalf("order refunded %d, refunding %d, gateway refunded %d, %v; want %d, 0, the same",
+			got.Refunded, got.Refunding, f.sim.Refunded(attempts[0].ID), err, 10*succeeded)
+	}
+	t.Logf("%d refunds in %s: %d sent, %d not sent (gateway_busy), %d requests at the gateway, %d allowed", n, elapsed, succeeded, busy, sent, allowed)
 }

@@ -272,7 +272,13 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 	ctx = context.WithoutCancel(ctx)
 	cctx, cancel := context.WithDeadline(ctx, deadline)
 	start := time.Now()
-	res, gerr := gw.Refund(cctx, req)
+	// A refund draws from its gateway's request budget as a charge does.
+	// Past it nothing is sent: the refund fails, and its amount may be
+	// refunded again with a new request id.
+	res, gerr := Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, s.cfg.Budgets[o.Gateway].WaitCharge(cctx)
+	if gerr == nil {
+		res, gerr = gw.Refund(cctx, req)
+	}
 	cancel()
 	GatewayCall{Op: "refund", Gateway: o.Gateway, OrderID: o.ID, AttemptID: r.ID, RequestID: in.RequestID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: gerr}.Log(ctx, s.log)

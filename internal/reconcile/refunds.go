@@ -63,6 +63,9 @@ func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
 	defer cancel()
+	if err := r.cfg.Budgets[d.Gateway].WaitLookup(ctx); err != nil {
+		return order.Result{}, err
+	}
 	start := time.Now()
 	res, err := gw.LookupRefund(ctx, order.RefundRequest{
 		RefundID: d.Refund.ID, OrderID: d.Refund.OrderID, ChargeAttemptID: d.ChargeAttemptID, ChargeID: d.ChargeID,
@@ -82,6 +85,14 @@ func (r *Reconciler) decideRefund(d order.DueRefund, res order.Result, err error
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalateRefund(st, err.Error())
+	case errors.Is(err, order.ErrBudgetExhausted):
+		// Nothing was asked: no failed check, and a look again soon.
+		st.Checked = false
+		st.Event, st.To, st.Reason = "", "", ""
+		st.Result = order.Result{Outcome: order.OutcomeUnknown}
+		st.LastError = "not looked up: the gateway's request budget was used up"
+		st.RecheckIn = jitter(r.cfg.Schedule[0])
+		return st
 	case err != nil:
 		st.LastError = err.Error()
 	case res.Outcome == order.OutcomeSucceeded:
