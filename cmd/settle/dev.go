@@ -375,8 +375,9 @@ Create an order, charge it, look at it:
 
 Payment method tokens of the simulator (any other is declined "unknown_token"):
   %[2]s
-Charged with tok_refund_timeout, tok_refund_5xx, tok_refund_drop, tok_refund_decline or
-tok_refund_fail_later, an order's refunds meet that fault.
+Charged with tok_refund_timeout, tok_refund_5xx, tok_refund_drop, tok_refund_decline,
+tok_refund_fail_later or tok_refund_lookup_fails (answers after the deadline, every lookup
+fails: NEEDS_REVIEW), an order's refunds meet that fault.
 
 Events out (order.paid, refund.succeeded, …): each delivery prints a "webhook" line here; list what arrived, or pull them:
   curl %[3]s

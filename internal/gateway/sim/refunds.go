@@ -24,6 +24,10 @@ import (
 // refunds:
 //
 //	tok_refund_timeout     refunds, then holds the answer like tok_timeout.
+//	tok_refund_lookup_fails
+//	                       like tok_refund_timeout, and every lookup of the
+//	                       refund answers 503: the reconciler cannot learn
+//	                       the outcome, and the refund ends in NEEDS_REVIEW.
 //	tok_refund_5xx         refunds, then answers 500.
 //	tok_refund_drop        refunds, then closes the connection.
 //	tok_refund_decline     402, status "failed", failure_code "refund_declined".
@@ -60,6 +64,9 @@ type refundRecord struct {
 	Refund
 	visibleAt    time.Time
 	pendingUntil time.Time
+	// lookupFails makes every lookup of the refund answer 503
+	// (tok_refund_lookup_fails).
+	lookupFails bool
 }
 
 // Refunds returns every refund made so far, oldest first, including those
@@ -159,7 +166,8 @@ func (s *Sim) acceptRefund(in refpsp.RefundBody) (refundPlan, int, string) {
 			ID: fmt.Sprintf("re_sim_%06d", len(s.refunds)+1), Reference: in.Reference, ChargeReference: in.ChargeReference,
 			Amount: in.Amount, Currency: in.Currency, Status: refpsp.RefundSucceeded, Created: now,
 		},
-		visibleAt: now,
+		visibleAt:   now,
+		lookupFails: charge.PaymentMethod == tokRefundLookupFails,
 	}
 	switch {
 	case p.fault == faultDecline:
@@ -184,7 +192,7 @@ type refundFault struct {
 // refundPlanLocked chooses the fault of a refund by its charge's token.
 func (s *Sim) refundPlanLocked(token string) refundFault {
 	switch token {
-	case "tok_refund_timeout":
+	case "tok_refund_timeout", tokRefundLookupFails:
 		return refundFault{plan: plan{fault: faultHold, delay: s.opts.ClientTimeout}}
 	case "tok_refund_5xx":
 		return refundFault{plan: plan{fault: faultError}}
@@ -229,16 +237,20 @@ func (s *Sim) handleRefundLookup(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
 	s.mu.Lock()
 	var (
-		found refpsp.RefundObject
-		ok    bool
+		found       refpsp.RefundObject
+		ok, failing bool
 	)
 	for i := len(s.refunds) - 1; i >= 0; i-- {
 		if rec := s.refunds[i]; rec.Reference == ref && !rec.visibleAt.After(now) {
-			found, ok = rec.wire(now), true
+			found, ok, failing = rec.wire(now), true, rec.lookupFails
 			break
 		}
 	}
 	s.mu.Unlock()
+	if failing {
+		writeError(w, http.StatusServiceUnavailable, "lookups of this refund fail (tok_refund_lookup_fails)")
+		return
+	}
 	if !ok {
 		writeError(w, http.StatusNotFound, "no refund with that reference")
 		return

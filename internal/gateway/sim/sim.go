@@ -550,7 +550,7 @@ func (s *Sim) planLocked(token string) plan {
 			return s.drawLocked()
 		}
 		return plan{}
-	case "tok_refund_timeout", "tok_refund_5xx", "tok_refund_drop", "tok_refund_decline", "tok_refund_fail_later":
+	case "tok_refund_timeout", tokRefundLookupFails, "tok_refund_5xx", "tok_refund_drop", "tok_refund_decline", "tok_refund_fail_later":
 		return plan{} // their refunds meet the fault (refundPlanLocked)
 	}
 	if ms, ok := strings.CutPrefix(token, "tok_slow_"); ok {
@@ -568,6 +568,10 @@ const (
 	tokTimeoutSilent = "tok_timeout_silent"
 	tokLookupFails   = "tok_lookup_fails"
 )
+
+// tokRefundLookupFails charges like tok_ok; its refunds answer late and
+// cannot be looked up.
+const tokRefundLookupFails = "tok_refund_lookup_fails"
 
 // drawLocked draws a random fault. Every call makes the same draws for the
 // same fault, so the sequence depends only on the seed and the requests.

@@ -78,6 +78,7 @@ func TestTokens(t *testing.T) {
 		{"tok_okk", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "unknown_token"}, []string{"declined"}, order.OutcomeDeclined},
 		{"tok_refund_timeout", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_refund_fail_later", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
+		{"tok_refund_lookup_fails", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_timeout_silent", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_random", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_decline", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "card_declined"}, []string{"declined"}, order.OutcomeDeclined},
@@ -590,6 +591,36 @@ func TestLookupFails(t *testing.T) {
 		res, err := s.gw.Lookup(ctx, req("att_1", "tok_lookup_fails"))
 		if err == nil || res.Outcome != order.OutcomeUnknown {
 			t.Fatalf("Lookup() = %+v, %v; want an error and an unknown outcome", res, err)
+		}
+	}
+}
+
+// TestRefundLookupFails: tok_refund_lookup_fails charges at once; its
+// refund is made, answers after the deadline, and then no lookup can tell:
+// the refund reconciler's path to NEEDS_REVIEW. The charge itself can still
+// be looked up.
+func TestRefundLookupFails(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, 300*time.Millisecond)
+	ctx := context.Background()
+	if got, err := s.gw.Charge(ctx, req("att_1", "tok_refund_lookup_fails")); got.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Charge() = %+v, %v; want succeeded", got, err)
+	}
+	if res, err := s.gw.Lookup(ctx, req("att_1", "tok_refund_lookup_fails")); err != nil || res.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Lookup() = %+v, %v; want succeeded", res, err)
+	}
+	rr := order.RefundRequest{RefundID: "ref_1", OrderID: "ord_att_1", ChargeAttemptID: "att_1",
+		Amount: order.Money{Currency: "GBP", AmountMinor: 500}}
+	if got, _ := s.gw.Refund(ctx, rr); got.Outcome != order.OutcomeUnknown {
+		t.Fatalf("Refund() = %+v; want unknown", got)
+	}
+	if got := s.sim.Refunds(); len(got) != 1 || got[0].Status != refpsp.RefundSucceeded {
+		t.Fatalf("refund ledger = %+v; want one succeeded refund", got)
+	}
+	for range 3 {
+		res, err := s.gw.LookupRefund(ctx, rr)
+		if err == nil || res.Outcome != order.OutcomeUnknown {
+			t.Fatalf("LookupRefund() = %+v, %v; want an error and an unknown outcome", res, err)
 		}
 	}
 }
