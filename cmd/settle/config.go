@@ -197,10 +197,11 @@ var options = []option{
 	{"webhook-plaintext", "SETTLE_WEBHOOK_PLAINTEXT", "false", "serve webhooks over plain HTTP on a non-loopback address, behind a proxy that terminates TLS (plain HTTP on loopback needs no flag)", setBool(func(c *config) *bool { return &c.WebhookPlaintext })},
 }
 
-// secretOptions are the options whose values -print-config redacts.
+// secretOptions are the options, and a command's own flags, whose values
+// -print-config redacts.
 var secretOptions = map[string]bool{
 	"refpsp-key": true, "stripe-secret-key": true, "event-webhooks": true,
-	"stripe-webhook-secrets": true, "refpsp-webhook-secrets": true,
+	"stripe-webhook-secrets": true, "refpsp-webhook-secrets": true, "sim-events-secrets": true,
 }
 
 // errPrinted ends a command whose -print-config has printed its
@@ -212,7 +213,8 @@ var errPrinted = errors.New("configuration printed")
 // environment and defaults, in that order of precedence; defaults are the
 // command's own where defs names one (dev's), the reference's otherwise.
 // With -print-config it prints the effective configuration to out, secrets
-// redacted, and returns errPrinted.
+// redacted, and returns errPrinted: the options, then the command's own
+// flags on fs (dev's -sim-*, say), given or default.
 func bindConfig(fs *flag.FlagSet, getenv func(string) string, defs map[string]string, names ...string) func() (*config, error) {
 	given := map[string]*string{}
 	def := func(o option) string {
@@ -266,6 +268,21 @@ func bindConfig(fs *flag.FlagSet, getenv func(string) string, defs map[string]st
 			}
 		}
 		if *printConfig {
+			set := map[string]bool{}
+			fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+			fs.VisitAll(func(f *flag.Flag) {
+				if _, shared := given[f.Name]; shared || f.Name == "print-config" {
+					return
+				}
+				val, source := redact(f.Name, f.Value.String()), "default"
+				if set[f.Name] {
+					source = "--" + f.Name
+					if secretOptions[f.Name] {
+						val = "(redacted)" // a flag.Func shows no value
+					}
+				}
+				effective = append(effective, fmt.Sprintf("%s=%s	(%s)", f.Name, val, source))
+			})
 			tw := tabwriter.NewWriter(fs.Output(), 0, 4, 2, ' ', 0)
 			for _, l := range effective {
 				fmt.Fprintln(tw, l)

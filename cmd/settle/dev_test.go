@@ -127,27 +127,44 @@ func TestConfigReference(t *testing.T) {
 
 // TestConfigPrintsEffectiveConfiguration: settle config serve (and serve
 // -print-config) prints what serve would run with, and where each value
-// came from, with every secret redacted; it starts nothing.
+// came from, with every secret redacted; it starts nothing. settle config
+// dev (and dev -print-config) lists dev's own flags too.
 func TestConfigPrintsEffectiveConfiguration(t *testing.T) {
 	t.Parallel()
 	env := map[string]string{"DATABASE_URL": "postgres://settle:hunter2pass@db1/settle", "STRIPE_SECRET_KEY": "sk_test_secretvalue123",
 		"SETTLE_REFPSP_KEY": "refpspsecretkey", "SETTLE_GATEWAY_TIMEOUT": "7s"}
-	for _, args := range [][]string{{"config", "serve", "-listen", "127.0.0.1:6000"}, {"serve", "-print-config", "-listen", "127.0.0.1:6000"}} {
+	serveWants := []string{"listen=127.0.0.1:6000", "(--listen)", "gateway-timeout=7s", "(SETTLE_GATEWAY_TIMEOUT)",
+		"db-max-conns=16", "(default)", "database-url=postgres://settle:xxxxx@db1/settle", "stripe-secret-key=(redacted)", "refpsp-key=(redacted)"}
+	devArgs := []string{"-sim-rate-decline", "0.25", "-sim-events-secrets", "whsec_devsecretvalue", "-data-dir", "/var/dev-data"}
+	devWants := []string{"reconcile-schedule=5s,15s,30s,1m", "stripe-secret-key=(redacted)", "sim-rate-decline=0.25", "(--sim-rate-decline)",
+		"sim-events-secrets=(redacted)", "data-dir=/var/dev-data", "(--data-dir)", "sim-addr=127.0.0.1:0", "sim-timeout-wait=30s",
+		"keys-file=", "citus=false", "standby=false", "event-receiver-addr=127.0.0.1:0"}
+	for _, tt := range []struct {
+		args  []string
+		wants []string
+	}{
+		{[]string{"config", "serve", "-listen", "127.0.0.1:6000"}, serveWants},
+		{[]string{"serve", "-print-config", "-listen", "127.0.0.1:6000"}, serveWants},
+		{append([]string{"config", "dev"}, devArgs...), devWants},
+		{append([]string{"dev", "-print-config"}, devArgs...), devWants},
+	} {
 		var out bytes.Buffer
-		if err := run(context.Background(), args, mapEnv(env), &out, &out); err != nil {
-			t.Fatalf("%v: %v", args, err)
+		if err := run(context.Background(), tt.args, mapEnv(env), &out, &out); err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
 		}
 		got := out.String()
-		for _, want := range []string{"listen=127.0.0.1:6000", "(--listen)", "gateway-timeout=7s", "(SETTLE_GATEWAY_TIMEOUT)",
-			"db-max-conns=16", "(default)", "database-url=postgres://settle:xxxxx@db1/settle", "stripe-secret-key=(redacted)", "refpsp-key=(redacted)"} {
+		for _, want := range tt.wants {
 			if !strings.Contains(got, want) {
-				t.Errorf("%v lacks %q:\n%s", args, want, got)
+				t.Errorf("%v lacks %q:\n%s", tt.args, want, got)
 			}
 		}
-		for _, secret := range []string{"hunter2pass", "sk_test_secretvalue123", "refpspsecretkey"} {
+		for _, secret := range []string{"hunter2pass", "sk_test_secretvalue123", "refpspsecretkey", "whsec_devsecretvalue"} {
 			if strings.Contains(got, secret) {
-				t.Errorf("%v shows the secret %q:\n%s", args, secret, got)
+				t.Errorf("%v shows the secret %q:\n%s", tt.args, secret, got)
 			}
+		}
+		if strings.Contains(got, "print-config=") {
+			t.Errorf("%v lists -print-config itself:\n%s", tt.args, got)
 		}
 	}
 	// A DSN's password, too.
@@ -224,7 +241,7 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 	if key != bannerValue(t, first, "export SETTLE_KEY=") {
 		t.Fatalf("dev's key changed across restarts:\n%s\n%s", first, second)
 	}
-	for _, want := range []string{"kept in " + keysFile, "tok_3ds ", "tok_timeout_silent ", "tok_lookup_fails ", `"unknown_token"`, "metrics:   http://127.0.0.1:", "STRIPE_SECRET_KEY"} {
+	for _, want := range []string{"kept in " + keysFile, "tok_3ds ", "tok_timeout_silent ", "tok_lookup_fails ", "tok_refund_lookup_fails", `"unknown_token"`, "metrics:   http://127.0.0.1:", "STRIPE_SECRET_KEY"} {
 		if !strings.Contains(second, want) {
 			t.Errorf("banner lacks %q:\n%s", want, second)
 		}
