@@ -11,33 +11,12 @@ import (
 
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/stats"
+
+	"github.com/settlepay/settle/internal/clientaddr"
 )
 
-// addressing says which connections come from one client: those whose IP
-// shares its first v4 (IPv4) or v6 (IPv6) bits.
-type addressing struct{ v4, v6 int }
-
-// key is the client address of a connection's remote address: its IPv4
-// /v4 or IPv6 /v6 network in CIDR notation, or the IP alone when the
-// prefix is the whole address.
-func (a addressing) key(addr net.Addr) string {
-	tcp, ok := addr.(*net.TCPAddr)
-	if !ok {
-		if addr == nil {
-			return "unknown"
-		}
-		return addr.Network()
-	}
-	ip, bits, ones := tcp.IP, 128, a.v6
-	if ip4 := ip.To4(); ip4 != nil {
-		ip, bits, ones = ip4, 32, a.v4
-	}
-	if ones >= bits {
-		return ip.String()
-	}
-	mask := net.CIDRMask(ones, bits)
-	return (&net.IPNet{IP: ip.Mask(mask), Mask: mask}).String()
-}
+// addressing says which connections come from one client.
+type addressing struct{ clientaddr.Prefixes }
 
 // fromContext is the client address of the call in ctx: its connection's,
 // as the listener counted it, or else the peer's.
@@ -46,7 +25,7 @@ func (a addressing) fromContext(ctx context.Context) string {
 		return c.addr
 	}
 	if p, ok := peer.FromContext(ctx); ok {
-		return a.key(p.Addr)
+		return a.Key(p.Addr)
 	}
 	return "unknown"
 }
@@ -86,7 +65,7 @@ type addressConns struct {
 }
 
 func newConnTracker(l ConnLimits, onClose func(string)) *connTracker {
-	return &connTracker{limits: l, addressing: addressing{v4: l.AddressPrefixV4, v6: l.AddressPrefixV6}, onClose: onClose,
+	return &connTracker{limits: l, addressing: addressing{clientaddr.Prefixes{V4: l.AddressPrefixV4, V6: l.AddressPrefixV6}}, onClose: onClose,
 		addrs: map[string]*addressConns{}, conns: map[string]*clientConn{}}
 }
 
@@ -145,7 +124,7 @@ func (l *trackedListener) Accept() (net.Conn, error) {
 // shares (a NAT) still connect: their connections carry a keyed call
 // within milliseconds and are then never evicted.
 func (t *connTracker) admit(c net.Conn) *clientConn {
-	cc := &clientConn{Conn: c, t: t, addr: t.addressing.key(c.RemoteAddr()), id: connID(c.RemoteAddr(), c.LocalAddr())}
+	cc := &clientConn{Conn: c, t: t, addr: t.addressing.Key(c.RemoteAddr()), id: connID(c.RemoteAddr(), c.LocalAddr())}
 	var evict *clientConn
 	t.mu.Lock()
 	a := t.addrs[cc.addr]

@@ -153,18 +153,7 @@ func TestKeylessConnectionsAreClosedAfterGrace(t *testing.T) {
 	if keyed.WaitForStateChange(ctx, connectivity.Ready) {
 		t.Fatalf("the keyed connection went %s within %s", keyed.GetState(), 10*grace)
 	}
-	closed := map[string]float64{}
-	mfs, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "settle_grpc_connections_closed_total" {
-			for _, m := range mf.GetMetric() {
-				closed[label(m, "reason")] = m.GetCounter().GetValue()
-			}
-		}
-	}
+	closed := counters(t, metrics, "settle_grpc_connections_closed_total", "reason")
 	if closed["keyless_grace"] != 2 {
 		t.Errorf("settle_grpc_connections_closed_total %v, want keyless_grace 2", closed)
 	}

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/grpc"
@@ -582,18 +581,7 @@ func TestFailedAuthenticationIsLimitedAndSampled(t *testing.T) {
 	if got := logged(logs, "failures="); got != calls+1 {
 		t.Errorf("the log lines count %d failures, want %d", got, calls+1)
 	}
-	counted := map[string]float64{}
-	mfs, err := metrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "settle_auth_failures_total" {
-			for _, m := range mf.GetMetric() {
-				counted[label(m, "result")] = m.GetCounter().GetValue()
-			}
-		}
-	}
+	counted := counters(t, metrics, "settle_auth_failures_total", "result")
 	if int(counted["rejected"]) != codesSeen[codes.Unauthenticated]+1 || int(counted["limited"]) != codesSeen[codes.ResourceExhausted] {
 		t.Errorf("settle_auth_failures_total %v, want rejected %d and limited %d", counted, codesSeen[codes.Unauthenticated]+1, codesSeen[codes.ResourceExhausted])
 	}
@@ -617,13 +605,27 @@ func logged(logs, field string) int {
 	}
 }
 
-func label(m *dto.Metric, name string) string {
-	for _, l := range m.GetLabel() {
-		if l.GetName() == name {
-			return l.GetValue()
+// counters reads the counter metric of metrics by the value of its label.
+func counters(t *testing.T, metrics *telemetry.Metrics, metric, label string) map[string]float64 {
+	t.Helper()
+	mfs, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != metric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == label {
+					got[l.GetValue()] = m.GetCounter().GetValue()
+				}
+			}
 		}
 	}
-	return ""
+	return got
 }
 
 // TestWatchStreamsHaveTheirOwnLimit opens more WatchOrder streams than the

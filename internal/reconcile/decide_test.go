@@ -226,3 +226,31 @@ func TestAbandonedChallengeLookups(t *testing.T) {
 	}
 	t.Logf("an abandoned challenge costs at most %d lookups over %s", most, expiry)
 }
+
+// TestDecideRefundPastTheBudget: a refund lookup the request budget refused
+// asked nothing, so it is no failed check: even with the schedule's last
+// check left it does not escalate, and it rechecks at the same step.
+func TestDecideRefundPastTheBudget(t *testing.T) {
+	t.Parallel()
+	schedule := []time.Duration{10 * time.Second, 20 * time.Second, 40 * time.Second}
+	r, err := New(nil, nil, Config{Schedule: schedule, BatchSize: 1, Concurrency: 1, PollInterval: time.Second,
+		LookupTimeout: time.Second, NoShowHorizon: time.Hour}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := order.DueRefund{Refund: order.Refund{ID: "ref_1", MerchantID: "m", ReconcileCount: 2}}
+	st := r.decideRefund(d, order.Result{}, order.ErrBudgetExhausted)
+	if st.Checked || st.Event != "" || st.To != "" || st.Result.Outcome != order.OutcomeUnknown {
+		t.Fatalf("settlement %+v, want an uncounted recheck with the outcome unknown", st)
+	}
+	if !strings.Contains(st.LastError, "request budget") {
+		t.Errorf("last error %q, want the budget named", st.LastError)
+	}
+	if lo, hi := schedule[2]-schedule[2]/5, schedule[2]+schedule[2]/5; st.RecheckIn < lo || st.RecheckIn > hi {
+		t.Errorf("recheck in %s, want %s to %s", st.RecheckIn, lo, hi)
+	}
+	// A lookup that failed for another reason is a check, and the last one.
+	if st := r.decideRefund(d, order.Result{}, errors.New("lookup timed out")); st.Event != order.EventEscalate {
+		t.Errorf("a failed lookup with the schedule spent: event %q, want %q", st.Event, order.EventEscalate)
+	}
+}

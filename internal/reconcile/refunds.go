@@ -86,12 +86,13 @@ func (r *Reconciler) decideRefund(d order.DueRefund, res order.Result, err error
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalateRefund(st, err.Error())
 	case errors.Is(err, order.ErrBudgetExhausted):
-		// Nothing was asked: no failed check, and a look again soon.
+		// Nothing was asked: no failed check, and the same step again, as
+		// for a charge.
 		st.Checked = false
 		st.Event, st.To, st.Reason = "", "", ""
 		st.Result = order.Result{Outcome: order.OutcomeUnknown}
 		st.LastError = "not looked up: the gateway's request budget was used up"
-		st.RecheckIn = jitter(r.cfg.Schedule[0])
+		st.RecheckIn = jitter(r.cfg.Schedule[min(checks, len(r.cfg.Schedule)-1)])
 		return st
 	case err != nil:
 		st.LastError = err.Error()

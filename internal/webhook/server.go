@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/net/netutil"
+
+	"github.com/settlepay/settle/internal/clientaddr"
 )
 
 // Limits bound the webhook listener, as grpcapi.ConnLimits bound the gRPC
@@ -98,7 +100,7 @@ type addressLimitListener struct {
 	max int
 
 	mu   sync.Mutex
-	open map[string]int // connections open, by addressKey
+	open map[string]int // connections open, by client address
 }
 
 // Accept returns the next connection whose address is under the bound.
@@ -108,7 +110,7 @@ func (l *addressLimitListener) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		key := addressKey(c.RemoteAddr())
+		key := clientaddr.Default.Key(c.RemoteAddr())
 		l.mu.Lock()
 		admit := l.open[key] < l.max
 		if admit {
@@ -141,17 +143,4 @@ func (c *addressConn) Close() error {
 	err := c.Conn.Close()
 	c.once.Do(c.release)
 	return err
-}
-
-// addressKey is the client address connections are counted by: the IPv4
-// address, or the IPv6 /64, which one host commonly holds whole.
-func addressKey(a net.Addr) string {
-	tcp, ok := a.(*net.TCPAddr)
-	if !ok {
-		return a.Network()
-	}
-	if ip4 := tcp.IP.To4(); ip4 != nil {
-		return ip4.String()
-	}
-	return tcp.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }

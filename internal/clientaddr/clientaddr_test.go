@@ -1,13 +1,13 @@
-package grpcapi
+package clientaddr
 
 import (
 	"net"
 	"testing"
 )
 
-// TestClientAddress: the per-address limits count an IPv4 address, or an
+// TestKey: the per-address limits count an IPv4 address, or an
 // IPv6 /64, unless configured otherwise.
-func TestClientAddress(t *testing.T) {
+func TestKey(t *testing.T) {
 	t.Parallel()
 	for _, c := range []struct {
 		v4, v6 int
@@ -22,8 +22,7 @@ func TestClientAddress(t *testing.T) {
 		{24, 48, "2001:db8:1:2::1", "2001:db8:1::/48"},
 		{32, 128, "2001:db8::1", "2001:db8::1"},
 	} {
-		a := addressing{v4: c.v4, v6: c.v6}
-		if got := a.key(&net.TCPAddr{IP: net.ParseIP(c.ip), Port: 443}); got != c.want {
+		if got := (Prefixes{V4: c.v4, V6: c.v6}).Key(&net.TCPAddr{IP: net.ParseIP(c.ip), Port: 443}); got != c.want {
 			t.Errorf("/%d, /%d: %s is client address %s, want %s", c.v4, c.v6, c.ip, got, c.want)
 		}
 	}
