@@ -67,15 +67,24 @@ func NewBudget(cfg BudgetConfig) (*Budget, error) {
 // burst is a tenth of a second's worth of requests at r, at least one.
 func burst(r float64) int { return max(1, int(r/10)) }
 
-// WaitCharge waits for the budget to let a charge go, as long as ctx
-// allows (the charge's deadline). Charges never wait for lookups' share:
-// only for the tokens other charges took, and the lookups' share at most.
+// WaitCharge waits for the budget to let a charge (or a refund) go. It
+// waits at most half the time ctx has left, so that the gateway call keeps
+// at least half of its timeout: a call that waited out its whole deadline
+// in the queue would time out at the gateway, and an outcome Settle could
+// have kept certain ("not sent") would become unknown. Charges never wait
+// for lookups' share: only for the tokens other charges took, and the
+// lookups' share at most.
 func (b *Budget) WaitCharge(ctx context.Context) error {
 	if b == nil {
 		return nil
 	}
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, time.Until(deadline)/2)
+		defer cancel()
+	}
 	if err := b.all.Wait(ctx); err != nil {
-		return fmt.Errorf("%w: no charge could be sent before its deadline", ErrBudgetExhausted)
+		return fmt.Errorf("%w: no charge could be sent in time to leave the gateway its timeout", ErrBudgetExhausted)
 	}
 	return nil
 }

@@ -243,9 +243,10 @@ func TestRefundsDrawFromTheBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	o := f.paid(t, "budget-refunds", "tok_ok")
-	// A deadline of a second: about rate refunds get through, the rest
-	// are not sent.
-	svc := f.service(t, order.Config{Budgets: map[string]*order.Budget{"sim": budget}, GatewayTimeout: time.Second})
+	// A deadline of two seconds: a refund waits for the budget at most
+	// one, so about rate refunds get through, each with at least a second
+	// left for its call, and the rest are not sent.
+	svc := f.service(t, order.Config{Budgets: map[string]*order.Budget{"sim": budget}, GatewayTimeout: 2 * time.Second})
 	before := f.sim.Requests()
 	start := time.Now()
 	const n = 40
@@ -291,4 +292,40 @@ func TestRefundsDrawFromTheBudget(t *testing.T) {
 			got.Refunded, got.Refunding, f.sim.Refunded(attempts[0].ID), err, 10*succeeded)
 	}
 	t.Logf("%d refunds in %s: %d sent, %d not sent (gateway_busy), %d requests at the gateway, %d allowed", n, elapsed, succeeded, busy, sent, allowed)
+}
+
+// A charge waits for the budget at most half of the time it has left, so
+// that its gateway call keeps at least half of the gateway timeout: a
+// charge that spent its whole deadline in the queue would time out at the
+// gateway, and "not sent" would become "unknown".
+func TestChargeWaitLeavesTheCallItsTime(t *testing.T) {
+	t.Parallel()
+	budget, err := order.NewBudget(order.BudgetConfig{Rate: 1, LookupShare: 0.5, LookupWait: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := budget.WaitCharge(ctx); err != nil {
+		t.Fatalf("the first charge: %v; want it sent at once", err)
+	}
+	// The next token comes in a second: a charge with 1.5 s left would
+	// keep only 0.5 s for its call, so it is not sent, and at once.
+	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := budget.WaitCharge(short); !errors.Is(err, order.ErrBudgetExhausted) {
+		t.Fatalf("a charge with 1.5 s left: %v; want ErrBudgetExhausted", err)
+	}
+	if waited := time.Since(start); waited > 500*time.Millisecond {
+		t.Errorf("the refused charge waited %s; want it refused without waiting", waited)
+	}
+	// With 3 s left it may wait the second and keep two for its call.
+	long, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := budget.WaitCharge(long); err != nil {
+		t.Fatalf("a charge with 3 s left: %v; want it sent after about a second", err)
+	}
+	if deadline, _ := long.Deadline(); time.Until(deadline) < time.Second {
+		t.Errorf("the charge left %s for its call; want at least half its time", time.Until(deadline))
+	}
 }
