@@ -50,8 +50,8 @@ func benchWith(ctx context.Context, args []string, srv bench.Server, stdout, std
 
 Measures Settle against the database's own limit, in one run: a throwaway
 PostgreSQL (fsync on), pgbench running the tightest SQL that does Settle's
-work per order (bench/floor.sql) and the same work as naive transactions
-(bench/naive.sql), gRPC health checks (the transport's floor), and settle
+work per order (internal/lab/bench/sql/floor.sql) and the same work as naive transactions
+(internal/lab/bench/sql/naive.sql), gRPC health checks (the transport's floor), and settle
 serve (as the hidden bench-server, with an in-process gateway that
 charges at once) as a subprocess under a closed-loop gRPC load client, at each
 concurrency; then a reconciler draining due orders against pgbench running

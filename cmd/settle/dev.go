@@ -16,9 +16,9 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
-	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 )
 

@@ -35,6 +35,8 @@ func TestImportDirections(t *testing.T) {
 	// Group commit serves settles now, refunds and events later: it knows
 	// none of them.
 	forbidden("internal/batch", deps, module+"internal")
+	// The throwaway clusters serve dev, the tests and the lab alike.
+	forbidden("internal/pgcluster", imports, module+"internal")
 	for pkg, imps := range imports {
 		rel := strings.TrimPrefix(pkg, module)
 		if strings.HasPrefix(rel, "cmd/") || strings.HasPrefix(rel, "internal/lab/") {
@@ -42,10 +44,6 @@ func TestImportDirections(t *testing.T) {
 		}
 		for _, imp := range imps {
 			if !strings.HasPrefix(imp, module+"internal/lab/") {
-				continue
-			}
-			// Test helpers may start a throwaway PostgreSQL.
-			if rel == "internal/postgres/postgrestest" && imp == module+"internal/lab/pgcluster" {
 				continue
 			}
 			t.Errorf("%s imports the lab (%s): only cmd/settle and tests may", rel, imp)

@@ -6,7 +6,7 @@
 // bench-server`: serve with the Instant gateway) as a subprocess under a
 // closed-loop gRPC load client, at several concurrencies; then one
 // reconciler draining due orders against pgbench running its settle
-// statement. `settle bench` runs it; bench/README.md says how to read it.
+// statement. `settle bench` runs it; sql/README.md says how to read it.
 package bench
 
 import (

@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/settlepay/settle/internal/lab/pgcluster"
+	"github.com/settlepay/settle/internal/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 )
 

@@ -16,7 +16,7 @@ import (
 )
 
 // deliverBatch is the delivery worker's default batch per merchant, which
-// bench/deliver_floor.sql also leases.
+// sql/deliver_floor.sql also leases.
 const deliverBatch = 32
 
 // Sink is a merchant's endpoint for events out that verifies each
@@ -85,7 +85,7 @@ var deliverSetupSQL = []string{
 
 // deliveryDrain measures one delivery worker POSTing DeliverEvents events
 // of one merchant to a local endpoint, and pgbench running the worker's
-// statements alone (bench/deliver_floor.sql, one client: one merchant's
+// statements alone (sql/deliver_floor.sql, one client: one merchant's
 // lane), Runs times each, alternately.
 func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
 	n := b.cfg.DeliverEvents

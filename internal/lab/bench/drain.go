@@ -29,7 +29,7 @@ const (
 
 // drainSetupSQL makes n ($1) due CHARGING orders, as a crash after the
 // claim leaves them, in bulk; order i of the drain tagged $2 and its
-// attempt have the ids that bench/settle_floor.sql computes from i and the
+// attempt have the ids that sql/settle_floor.sql computes from i and the
 // tag.
 var drainSetupSQL = []string{
 	`INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway)
@@ -44,7 +44,7 @@ var drainSetupSQL = []string{
 }
 
 // drain measures one reconciler draining DrainOrders due orders, and
-// pgbench settling the same orders with bench/settle_floor.sql, Runs times
+// pgbench settling the same orders with sql/settle_floor.sql, Runs times
 // each, alternately.
 func (b *benchmark) drain(ctx context.Context) (*Drain, error) {
 	// Each floor client settles an equal slice of the orders.

@@ -4,8 +4,10 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"embed"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,11 +16,23 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	sqlscripts "github.com/settlepay/settle/bench"
 )
 
-// pgbench runs the pgbench scripts of package bench against one database.
+// sqlFiles holds the pgbench scripts of the SQL floors (sql/README.md
+// explains each); scripts is the same files by their own names.
+//
+//go:embed sql/*.sql
+var sqlFiles embed.FS
+
+var scripts = func() fs.FS {
+	sub, err := fs.Sub(sqlFiles, "sql")
+	if err != nil {
+		panic(err) // "sql" is a valid path: cannot happen
+	}
+	return sub
+}()
+
+// pgbench runs the pgbench scripts of sql/ against one database.
 type pgbench struct {
 	path    string // the pgbench binary
 	dir     string // the scripts, written out, and the latency logs
@@ -36,7 +50,7 @@ func newPgbench(dir, host, db string) (*pgbench, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s --version: %w", path, err)
 	}
-	if err := os.CopyFS(filepath.Join(dir, "scripts"), sqlscripts.Scripts); err != nil {
+	if err := os.CopyFS(filepath.Join(dir, "scripts"), scripts); err != nil {
 		return nil, fmt.Errorf("write out the pgbench scripts: %w", err)
 	}
 	return &pgbench{path: path, dir: dir, host: host, db: db, version: strings.TrimSpace(string(out))}, nil
@@ -83,7 +97,7 @@ func findPgbench() (string, error) {
 // pgbench: PostgreSQL 15 counts a prepared BEGIN or COMMIT only the first
 // time a connection runs it.)
 func scriptRoundTrips(script string) (int, error) {
-	b, err := sqlscripts.Scripts.ReadFile(script)
+	b, err := fs.ReadFile(scripts, script)
 	if err != nil {
 		return 0, err
 	}

@@ -44,7 +44,7 @@ type Report struct {
 // Point is one concurrency: each series is the median of its runs.
 type Point struct {
 	Concurrency int `json:"concurrency"`
-	// Floor is pgbench running bench/floor.sql; Naive bench/naive.sql;
+	// Floor is pgbench running sql/floor.sql; Naive sql/naive.sql;
 	// Transport the load client's gRPC health checks; Settle the load
 	// client's orders (CreateOrder + ChargeOrder) against settle serve.
 	Floor     Series `json:"floor"`
@@ -61,7 +61,7 @@ type Point struct {
 }
 
 // OneCall is the one-call path at one concurrency: Floor is pgbench running
-// bench/floor_one_call.sql (2 commits per order), Settle the load client's
+// sql/floor_one_call.sql (2 commits per order), Settle the load client's
 // CreateAndChargeOrder against the same server.
 type OneCall struct {
 	Floor         Series  `json:"floor"`
@@ -109,7 +109,7 @@ type Measurement struct {
 type Drain struct {
 	Orders int `json:"orders"`
 	// Reconciler is one in-process reconciler with serve's defaults
-	// draining the orders; Floor is pgbench running bench/settle_floor.sql
+	// draining the orders; Floor is pgbench running sql/settle_floor.sql
 	// on equivalent rows with as many clients as the reconciler's
 	// concurrency.
 	Reconciler Series  `json:"reconciler"`
@@ -124,7 +124,7 @@ type DeliveryDrain struct {
 	Events int `json:"events"`
 	// Worker is an in-process delivery worker with the defaults POSTing
 	// to a local endpoint that verifies each signature; Floor is pgbench
-	// running bench/deliver_floor.sql (its lease and record statements,
+	// running sql/deliver_floor.sql (its lease and record statements,
 	// no POST) with one client, Batch events per transaction.
 	Worker Series  `json:"worker"`
 	Floor  Series  `json:"floor"`
@@ -375,7 +375,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	b.WriteString("(other load: the most CPU the rest of the machine used during a point's median runs)\n")
 
 	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.OneCall != nil }) {
-		b.WriteString("\none call (CreateAndChargeOrder) against its own floor (bench/floor_one_call.sql):\n")
+		b.WriteString("\none call (CreateAndChargeOrder) against its own floor (internal/lab/bench/sql/floor_one_call.sql):\n")
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/order\tround trips/order\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per order: settle client + server + PostgreSQL\t")
 		for _, p := range rep.Points {
@@ -392,7 +392,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 
 	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Refund != nil }) {
-		b.WriteString("\nrefunds (RefundOrder of 1 from each client's own PAID order) against their own floor (bench/floor_refund.sql):\n")
+		b.WriteString("\nrefunds (RefundOrder of 1 from each client's own PAID order) against their own floor (internal/lab/bench/sql/floor_refund.sql):\n")
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
 		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/refund\tround trips/refund\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per refund: settle client + server + PostgreSQL\t")
 		for _, p := range rep.Points {

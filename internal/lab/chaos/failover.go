@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
-	"github.com/settlepay/settle/internal/lab/pgcluster"
+	"github.com/settlepay/settle/internal/pgcluster"
 )
 
 // FailoverMode says whether, and how, a run fails PostgreSQL over.

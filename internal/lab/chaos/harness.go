@@ -21,8 +21,8 @@ import (
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/gateway/sim"
-	"github.com/settlepay/settle/internal/lab/pgcluster"
 	"github.com/settlepay/settle/internal/lab/receiver"
+	"github.com/settlepay/settle/internal/pgcluster"
 	"github.com/settlepay/settle/internal/postgres"
 )
 
