@@ -144,8 +144,9 @@ func noAttemptReason(o order.Order, a *order.Attempt) settlev1.NoAttemptReason {
 		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_ATTEMPT_IN_FLIGHT
 	case order.StateNeedsReview:
 		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_IN_REVIEW
+	default: // PENDING: an attempt is to be made, there is no reason
+		return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED
 	}
-	return settlev1.NoAttemptReason_NO_ATTEMPT_REASON_UNSPECIFIED
 }
 
 func nextActionToProto(a *order.Attempt) *settlev1.NextAction {

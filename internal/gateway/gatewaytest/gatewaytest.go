@@ -332,8 +332,9 @@ func definite(res order.Result) bool {
 	switch res.Outcome {
 	case order.OutcomeSucceeded, order.OutcomeDeclined, order.OutcomeNotFound:
 		return true
+	default:
+		return false
 	}
-	return false
 }
 
 func testOffSessionAction(t *testing.T, h Harness) {

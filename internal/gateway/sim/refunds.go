@@ -160,6 +160,7 @@ func (s *Sim) acceptRefund(in refpsp.RefundBody) (refundPlan, int, string) {
 	switch p.fault {
 	case faultRateLimit, faultReject, faultUnavailable:
 		return refundPlan{plan: p.plan}, 0, ""
+	default: // the refund is made, and answered as its fault says
 	}
 	rec := refundRecord{
 		Refund: Refund{

@@ -481,6 +481,7 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 	switch p.fault {
 	case faultRateLimit, faultReject, faultUnavailable:
 		return p
+	default: // the charge is made, and answered as its fault says
 	}
 	now := time.Now().UTC()
 	rec := record{
@@ -508,6 +509,7 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 			rec.challenge, rec.secret = "chl_"+strings.ToLower(crand.Text()), strings.ToLower(crand.Text())
 			rec.NextActionURL = base + "/v1/challenges/" + rec.challenge + "/" + rec.secret
 		}
+	default: // succeeded
 	}
 	if p.hidden {
 		rec.visibleAt = now.Add(p.delay)

@@ -197,6 +197,10 @@ func fromRefund(req order.RefundRequest, r *stripego.Refund) (order.Result, erro
 			code = string(r.Status)
 		}
 		return order.Result{Outcome: order.OutcomeDeclined, ChargeID: r.ID, DeclineCode: clip(code)}, nil
+	case stripego.RefundStatusPending, stripego.RefundStatusRequiresAction:
+		// Not decided yet: in flight, asked again later.
+		return unknown(fmt.Errorf("Refund %s is %q", clip(r.ID), clip(string(r.Status))))
+	default:
+		return unknown(fmt.Errorf("Refund %s is %q, a status Settle does not know", clip(r.ID), clip(string(r.Status))))
 	}
-	return unknown(fmt.Errorf("Refund %s is %q", clip(r.ID), clip(string(r.Status))))
 }

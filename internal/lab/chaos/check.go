@@ -504,6 +504,7 @@ func checkActions(s snapshot, orders map[string]dbOrder, attempts map[string]dbA
 				if st != sim.StatusSucceeded {
 					report(InvActionExit, id, "event %d: succeed out of REQUIRES_ACTION, but the gateway has attempt %s %q", i, e.attempt, st)
 				}
+			default: // no other event leaves REQUIRES_ACTION for the gateway's reason
 			}
 		}
 	}
@@ -566,6 +567,7 @@ func checkHistory(o dbOrder, evs []dbEvent, attempts []dbAttempt) []string {
 			if e.attempt != inFlight {
 				bad = append(bad, fmt.Sprintf("event %d: %s settles attempt %s, but attempt %s is in flight", i+1, e.event, e.attempt, inFlight))
 			}
+		default: // the others make or settle no attempt
 		}
 		if err == nil {
 			state = to

@@ -62,8 +62,9 @@ func (f Fault) String() string {
 		return fmt.Sprintf("+%s backend-kill %.0f%%", at, 100*f.Share)
 	case DBRestart:
 		return fmt.Sprintf("+%s db-restart, down %s", at, f.Down.Round(time.Millisecond))
+	default: // Kill, Freeze
+		return fmt.Sprintf("+%s %s %s for %s", at, f.Kind, f.Target, f.Down.Round(time.Millisecond))
 	}
-	return fmt.Sprintf("+%s %s %s for %s", at, f.Kind, f.Target, f.Down.Round(time.Millisecond))
 }
 
 // Faults are the rates of the faults injected while the workload runs.

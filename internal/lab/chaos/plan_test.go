@@ -41,6 +41,7 @@ func TestPlanIsAFunctionOfTheSeed(t *testing.T) {
 			}
 		case Arm:
 			armed[f.Failpoint]++
+		case Kill, DBRestart, BackendKill:
 		}
 	}
 	if kinds[DBRestart] < 2 || kinds[BackendKill] < 3 || kinds[Kill] < 30 || kinds[Freeze] < 1 {
