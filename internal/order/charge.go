@@ -292,17 +292,17 @@ func (op *resumeOp) settle(ctx context.Context, res Result, gerr error) (bool, e
 		Result: res, Actor: ActorAPI}
 	st.Result.ChargeID = cmp.Or(res.ChargeID, op.a.GatewayChargeID)
 	switch {
-	case gerr != nil:
-		return true, nil
-	case res.Outcome == OutcomeSucceeded:
+	case gerr == nil && res.Outcome == OutcomeSucceeded:
 		st.Event, st.Reason = EventSucceed, "the customer completed the gateway's challenge"
-	case res.Outcome == OutcomeDeclined:
+	case gerr == nil && res.Outcome == OutcomeDeclined:
 		st.Event, st.Reason = EventFail, "declined: "+res.DeclineCode
-	case res.Outcome == OutcomeRequiresAction:
+	case gerr == nil && res.Outcome == OutcomeRequiresAction:
 		// Still waiting for the customer.
 		op.a.NextAction = res.NextAction
 		return true, nil
 	default:
+		// The gateway could not say: the order stands as it is, for the
+		// reconciler.
 		return true, nil
 	}
 	st.To = MustNext(StateRequiresAction, st.Event)
