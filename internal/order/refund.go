@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/settlepay/settle/internal/failpoint"
 )
 
 // RefundState is where a refund stands. The database mirrors these values.
@@ -240,70 +238,105 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 	if !ok {
 		return Order{}, Refund{}, ErrRefundsUnsupported
 	}
-	deadline := time.Now().Add(s.cfg.GatewayTimeout)
-	c, err := s.refunds.ClaimRefund(ctx, RefundClaim{
+	op := &refundOp{s: s, gw: gw, actor: actor, in: in, o: o}
+	if err := s.run(ctx, op); err != nil {
+		return Order{}, Refund{}, err
+	}
+	return op.o, op.r, nil
+}
+
+// refundOp is a refund of a paid order by one request, as the lifecycle
+// runs it (see operation.go).
+type refundOp struct {
+	s     *Service
+	gw    Refunder
+	actor Actor
+	in    RefundInput
+	// o and r are the order and the refund as the operation last read or
+	// settled them; chargeID is the gateway's id of the order's charge.
+	o        Order
+	r        Refund
+	chargeID string
+}
+
+func (op *refundOp) claim(ctx context.Context) (bool, error) {
+	o, in := op.o, op.in
+	c, err := op.s.refunds.ClaimRefund(ctx, RefundClaim{
 		MerchantID: o.MerchantID, OrderID: o.ID, RequestID: in.RequestID, RefundID: RefundID(o.MerchantID, o.ID, in.RequestID),
-		AmountMinor: in.AmountMinor, Reason: in.Reason, Actor: actor, Lease: s.cfg.GatewayTimeout + s.cfg.Grace,
+		AmountMinor: in.AmountMinor, Reason: in.Reason, Actor: op.actor, Lease: op.s.cfg.GatewayTimeout + op.s.cfg.Grace,
 	})
 	if err != nil {
-		return Order{}, Refund{}, fmt.Errorf("claim refund of order %s: %w", o.ID, err)
+		return false, fmt.Errorf("claim refund of order %s: %w", o.ID, err)
 	}
 	if !c.Claimed {
 		if r := c.Refund; r != nil {
 			// A replay of an earlier request: refund nothing more.
 			if r.OrderID != in.OrderID || r.Requested != in.AmountMinor || r.Reason != in.Reason {
-				return Order{}, Refund{}, &ConflictError{Msg: "request_id was already used for another refund"}
+				return false, &ConflictError{Msg: "request_id was already used for another refund"}
 			}
-			return c.Order, *r, nil
+			op.o, op.r = c.Order, *r
+			return false, nil
 		}
 		if !c.Order.State.Refundable() {
-			return Order{}, Refund{}, &StateError{Current: c.Order.State, Event: EventRefund}
+			return false, &StateError{Current: c.Order.State, Event: EventRefund}
 		}
-		return Order{}, Refund{}, &RefundLimitError{Left: c.Order.Amount.AmountMinor - c.Order.Refunded - c.Order.Refunding,
+		return false, &RefundLimitError{Left: c.Order.Amount.AmountMinor - c.Order.Refunded - c.Order.Refunding,
 			Currency: c.Order.Amount.Currency}
 	}
-	r := *c.Refund
-	s.cfg.Failpoint(failpoint.AfterClaim)
-	RefundTransition{OrderID: o.ID, RefundID: r.ID, RequestID: in.RequestID, From: RefundPending, To: r.State,
-		Event: EventRefund, Actor: actor}.Log(ctx, s.log)
-	req := RefundRequest{RefundID: r.ID, OrderID: o.ID, ChargeAttemptID: c.Order.CurrentAttempt, ChargeID: c.ChargeID,
-		Amount: r.Amount, CreatedAt: r.CreatedAt}
-	// As for a charge, the call and the settle outlive the client's context.
-	ctx = context.WithoutCancel(ctx)
-	cctx, cancel := context.WithDeadline(ctx, deadline)
+	op.o, op.r, op.chargeID = c.Order, *c.Refund, c.ChargeID
+	return true, nil
+}
+
+func (op *refundOp) claimed(ctx context.Context) {
+	RefundTransition{OrderID: op.o.ID, RefundID: op.r.ID, RequestID: op.in.RequestID, From: RefundPending, To: op.r.State,
+		Event: EventRefund, Actor: op.actor}.Log(ctx, op.s.log)
+}
+
+// call asks the order's gateway to refund. A refund draws from its
+// gateway's request budget as a charge does. Past it nothing is sent: the
+// refund fails, and its amount may be refunded again with a new request
+// id.
+func (op *refundOp) call(ctx context.Context) (Result, error) {
+	o, r := &op.o, &op.r
 	start := time.Now()
-	// A refund draws from its gateway's request budget as a charge does.
-	// Past it nothing is sent: the refund fails, and its amount may be
-	// refunded again with a new request id.
-	res, gerr := Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, s.cfg.Budgets[o.Gateway].WaitCharge(cctx)
-	if gerr == nil {
-		res, gerr = gw.Refund(cctx, req)
+	res, err := Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, op.s.cfg.Budgets[o.Gateway].WaitCharge(ctx)
+	if err == nil {
+		res, err = op.gw.Refund(ctx, RefundRequest{RefundID: r.ID, OrderID: o.ID, ChargeAttemptID: o.CurrentAttempt,
+			ChargeID: op.chargeID, Amount: r.Amount, CreatedAt: r.CreatedAt})
 	}
-	cancel()
-	GatewayCall{Op: "refund", Gateway: o.Gateway, OrderID: o.ID, AttemptID: r.ID, RequestID: in.RequestID,
-		Outcome: res.Outcome, Latency: time.Since(start), Err: gerr}.Log(ctx, s.log)
-	s.cfg.Failpoint(failpoint.AfterGateway)
-	st := RefundSettlementFor(o.MerchantID, r.ID, res, s.cfg.FirstRecheck)
-	st.Actor = actor
+	GatewayCall{Op: "refund", Gateway: o.Gateway, OrderID: o.ID, AttemptID: r.ID, RequestID: op.in.RequestID,
+		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, op.s.log)
+	return res, err
+}
+
+func (op *refundOp) settle(ctx context.Context, res Result, gerr error) (bool, error) {
+	st := RefundSettlementFor(op.o.MerchantID, op.r.ID, res, op.s.cfg.FirstRecheck)
+	st.Actor = op.actor
 	if gerr != nil {
 		st.LastError = gerr.Error()
 	}
-	settled, sr, ok, err := s.refunds.SettleRefund(ctx, st)
+	settled, r, ok, err := op.s.refunds.SettleRefund(ctx, st)
 	if err != nil {
-		return Order{}, Refund{}, fmt.Errorf("settle refund %s of order %s: %w", r.ID, o.ID, err)
+		return false, fmt.Errorf("settle refund %s of order %s: %w", op.r.ID, op.o.ID, err)
 	}
-	if ok {
-		if st.Event != "" {
-			RefundTransition{OrderID: o.ID, RefundID: r.ID, RequestID: in.RequestID, From: RefundRefunding, To: st.To,
-				Event: st.Event, Actor: actor}.Log(ctx, s.log)
-		}
-		return settled, sr, nil
+	if !ok {
+		return false, nil
 	}
-	// The reconciler settled it first; report what won.
-	if settled, sr, err = s.refunds.OrderRefund(ctx, o.MerchantID, r.ID); err != nil {
-		return Order{}, Refund{}, err
+	if st.Event != "" {
+		RefundTransition{OrderID: op.o.ID, RefundID: op.r.ID, RequestID: op.in.RequestID, From: RefundRefunding, To: st.To,
+			Event: st.Event, Actor: op.actor}.Log(ctx, op.s.log)
 	}
-	return settled, sr, nil
+	op.o, op.r = settled, r
+	return true, nil
+}
+
+func (op *refundOp) reread(ctx context.Context) error {
+	o, r, err := op.s.refunds.OrderRefund(ctx, op.o.MerchantID, op.r.ID)
+	if err != nil {
+		return err
+	}
+	op.o, op.r = o, r
+	return nil
 }
 
 // RefundSettlementFor turns a refund call's or lookup's result into the

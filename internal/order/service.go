@@ -1,7 +1,6 @@
 package order
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/settlepay/settle/internal/failpoint"
 )
 
 // Store keeps orders, attempts and their history. Every write is guarded by
@@ -145,7 +142,8 @@ type Config struct {
 	Unconfigured map[string]string
 }
 
-// Service charges orders: claim, call, settle.
+// Service charges and refunds orders, each an operation at a gateway
+// taken through one lifecycle: claim, call, settle (see operation.go).
 type Service struct {
 	store Store
 	// refunds is store, when it keeps refunds too; nil refuses refunds.
@@ -244,271 +242,12 @@ func (s *Service) Get(ctx context.Context, scope Scope, id string) (Order, error
 	return settled, err
 }
 
-// resume asks the gateway about an attempt waiting for the customer
-// (REQUIRES_ACTION) and settles what it learns, under the same guard as
-// the reconciler: of a returning customer and the expiry, exactly one
-// settles. It never cancels: only the expiry does. A gateway that cannot
-// say leaves the order as it stands, for the reconciler. The lookup is
-// coalesced with others of the same attempt (lookupWaiting); when the
-// gateway's request budget refused it, resume returns ErrBudgetExhausted.
-func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attempt, error) {
-	gw, ok := s.gateways[o.Gateway]
-	if !ok {
-		return o, &a, nil
-	}
-	res, gerr := s.lookupWaiting(ctx, gw, o, a)
-	if errors.Is(gerr, ErrBudgetExhausted) {
-		return Order{}, nil, fmt.Errorf("look up order %s attempt %s: %w", o.ID, a.ID, gerr)
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GatewayTimeout)
-	defer cancel()
-	st := Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: a.ID, From: StateRequiresAction,
-		Result: res, Actor: ActorAPI}
-	st.Result.ChargeID = cmp.Or(res.ChargeID, a.GatewayChargeID)
-	switch {
-	case gerr != nil:
-		return o, &a, nil
-	case res.Outcome == OutcomeSucceeded:
-		st.Event, st.Reason = EventSucceed, "the customer completed the gateway's challenge"
-	case res.Outcome == OutcomeDeclined:
-		st.Event, st.Reason = EventFail, "declined: "+res.DeclineCode
-	case res.Outcome == OutcomeRequiresAction:
-		// Still waiting for the customer.
-		a.NextAction = res.NextAction
-		return o, &a, nil
-	default:
-		return o, &a, nil
-	}
-	st.To = MustNext(StateRequiresAction, st.Event)
-	settled, ok, err := s.store.Settle(ctx, st)
-	if err != nil {
-		return Order{}, nil, fmt.Errorf("settle order %s attempt %s: %w", o.ID, a.ID, err)
-	}
-	if ok {
-		Transition{OrderID: o.ID, AttemptID: a.ID, From: StateRequiresAction, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
-		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
-		return settled, &a, nil
-	}
-	// The expiry (or the reconciler) settled it first; report what won.
-	if settled, a, err = s.store.OrderAttempt(ctx, o.MerchantID, o.ID, a.ID); err != nil {
-		return Order{}, nil, err
-	}
-	return settled, &a, nil
-}
-
 // GetByReference returns merchantID's order by merchant reference.
 func (s *Service) GetByReference(ctx context.Context, merchantID, ref string) (Order, error) {
 	if err := CheckReference("merchant_reference", ref); err != nil {
 		return Order{}, err
 	}
 	return s.store.OrderByReference(ctx, merchantID, ref)
-}
-
-// Charge charges an order at most once per request id, and at most one
-// attempt at a time. It returns the order as it then stands, and the
-// attempt that in.RequestID names, if any. An unknown outcome is not an
-// error: the order is returned in CHARGING, to be settled by the reconciler.
-func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput) (Order, *Attempt, error) {
-	if err := in.Validate(); err != nil {
-		return Order{}, nil, err
-	}
-	// The gateway call's deadline is fixed before the claim, so that the
-	// request cannot reach the gateway later than GatewayTimeout after the
-	// attempt began, however long this process stalls in between. The
-	// reconciler's no-show horizon rests on that bound.
-	deadline := time.Now().Add(s.cfg.GatewayTimeout)
-	c, err := s.store.Claim(ctx, Claim{
-		MerchantID:    merchantID,
-		OrderID:       in.OrderID,
-		RequestID:     in.RequestID,
-		PaymentMethod: in.PaymentMethod,
-		Customer:      in.Customer,
-		AttemptID:     AttemptID(merchantID, in.OrderID, in.RequestID),
-		From:          StatePending,
-		To:            MustNext(StatePending, EventCharge),
-		Event:         EventCharge,
-		Lease:         s.cfg.GatewayTimeout + s.cfg.Grace,
-		Actor:         ActorAPI,
-	})
-	if err != nil {
-		return Order{}, nil, fmt.Errorf("claim order %s: %w", in.OrderID, err)
-	}
-	if !c.Claimed {
-		if a := c.Attempt; a != nil {
-			// A replay of an earlier request: charge nothing.
-			if a.OrderID != in.OrderID {
-				return Order{}, nil, &ConflictError{Msg: MsgRequestIDOtherOrder}
-			}
-			if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
-				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another payment_method"}
-			}
-			if in.Customer != "" && in.Customer != a.Customer {
-				return Order{}, nil, &ConflictError{Msg: "request_id was already used with another customer"}
-			}
-		}
-		if a := c.Attempt; a != nil && a.Outcome == OutcomeRefused {
-			// A retry of a charge the gateway refused gets the same answer,
-			// not an order that looks as if nothing had happened.
-			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", in.OrderID, a.ID, ErrGatewayRefused)
-		}
-		if a := c.Attempt; a != nil && c.Order.State == StateRequiresAction && c.Order.CurrentAttempt == a.ID {
-			// The customer is back from the gateway's challenge: ask the
-			// gateway now rather than wait for the reconciler.
-			return s.resume(ctx, c.Order, *a)
-		}
-		// Otherwise the order is CHARGING, PAID, CANCELED or in review:
-		// nothing to do but say how it stands.
-		return c.Order, c.Attempt, nil
-	}
-	return s.charge(ctx, merchantID, c.Order, *c.Attempt, in, deadline)
-}
-
-// CreateAndCharge creates an order and charges it. in is the charge as
-// Charge takes it (request id, customer present, return URL, customer),
-// validated alike, but for the order n creates: its OrderID and
-// PaymentMethod must be empty, because they are the new order's. A new
-// order and its first attempt are written in one commit; a retry (the
-// reference already taken) goes the way of Create and Charge, with their
-// idempotency and their conflicts. A new reference with a request id
-// already used is a conflict, and creates nothing: a failed call leaves no
-// order behind.
-func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, in ChargeInput) (Order, *Attempt, error) {
-	fresh, err := s.newOrder(merchantID, n)
-	if err != nil {
-		return Order{}, nil, err
-	}
-	if err := in.validateCharge(); err != nil {
-		return Order{}, nil, err
-	}
-	// A caller's mistakes: the order does not exist yet, and its payment
-	// method is n's.
-	if in.OrderID != "" {
-		return Order{}, nil, &ValidationError{Field: "order_id", Reason: "must be empty: the order is created by the call"}
-	}
-	if in.PaymentMethod != "" {
-		return Order{}, nil, &ValidationError{Field: "payment_method", Reason: "must be empty: the new order's is charged"}
-	}
-	deadline := time.Now().Add(s.cfg.GatewayTimeout)
-	o, a, created, err := s.store.CreateClaimed(ctx, fresh, Claim{
-		RequestID: in.RequestID, Customer: in.Customer, AttemptID: AttemptID(merchantID, fresh.ID, in.RequestID),
-		From: StatePending, To: MustNext(StatePending, EventCharge),
-		Event: EventCharge, Lease: s.cfg.GatewayTimeout + s.cfg.Grace, Actor: ActorAPI,
-	})
-	if err != nil {
-		return Order{}, nil, fmt.Errorf("create and claim order: %w", err)
-	}
-	if !created {
-		return s.createThenCharge(ctx, merchantID, n, in)
-	}
-	in.OrderID = o.ID
-	return s.charge(ctx, merchantID, o, a, in, deadline)
-}
-
-// createThenCharge is CreateAndCharge as Create and then Charge, for a
-// retry, whose order exists.
-func (s *Service) createThenCharge(ctx context.Context, merchantID string, n NewOrder, in ChargeInput) (Order, *Attempt, error) {
-	o, err := s.Create(ctx, merchantID, n)
-	if err != nil {
-		return Order{}, nil, err
-	}
-	in.OrderID = o.ID
-	return s.Charge(ctx, merchantID, in)
-}
-
-// charge calls the gateway for a claimed attempt and settles what it says.
-func (s *Service) charge(ctx context.Context, merchantID string, o Order, a Attempt, in ChargeInput, deadline time.Time) (Order, *Attempt, error) {
-	requestID := in.RequestID
-	s.cfg.Failpoint(failpoint.AfterClaim)
-	Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StatePending, To: o.State, Event: EventCharge, Actor: ActorAPI}.Log(ctx, s.log)
-	req := ChargeRequest{
-		AttemptID:         a.ID,
-		OrderID:           o.ID,
-		MerchantReference: o.MerchantReference,
-		Amount:            a.Amount,
-		PaymentMethod:     a.PaymentMethod,
-		Customer:          a.Customer,
-		CreatedAt:         a.CreatedAt,
-		CustomerPresent:   in.CustomerPresent,
-		ReturnURL:         in.ReturnURL,
-	}
-	// The call and the settle outlive the client's context: once claimed, a
-	// definite answer recorded now saves the reconciler a lookup.
-	ctx = context.WithoutCancel(ctx)
-	res, gerr := s.call(ctx, o.Gateway, req, deadline, requestID)
-	s.cfg.Failpoint(failpoint.AfterGateway)
-	st := settlementFor(o.MerchantID, o.ID, a.ID, res, s.cfg.FirstRecheck)
-	st.Actor = ActorAPI
-	if gerr != nil {
-		st.LastError = gerr.Error()
-	}
-	settled, ok, err := s.store.Settle(ctx, st)
-	if err != nil {
-		return Order{}, nil, fmt.Errorf("settle order %s attempt %s: %w", o.ID, a.ID, err)
-	}
-	if ok {
-		if st.Event != "" {
-			Transition{OrderID: o.ID, AttemptID: a.ID, RequestID: requestID, From: StateCharging, To: st.To, Event: st.Event, Actor: st.Actor}.Log(ctx, s.log)
-		}
-		a.Outcome, a.DeclineCode, a.GatewayChargeID = st.Result.Outcome, st.Result.DeclineCode, st.Result.ChargeID
-		a.NextAction = st.Result.NextAction
-		if a.Outcome == OutcomeRefused {
-			// The order is PENDING again and nothing was charged, but the
-			// checkout must not read this as the customer's card failing.
-			return Order{}, nil, fmt.Errorf("charge order %s attempt %s: %w", o.ID, a.ID, ErrGatewayRefused)
-		}
-		return settled, &a, nil
-	}
-	// The reconciler (or a person) settled it first; report what won.
-	if settled, a, err = s.store.OrderAttempt(ctx, merchantID, o.ID, a.ID); err != nil {
-		return Order{}, nil, err
-	}
-	return settled, &a, nil
-}
-
-// call asks the order's gateway to charge, within the gateway timeout.
-func (s *Service) call(ctx context.Context, gateway string, req ChargeRequest, deadline time.Time, requestID string) (Result, error) {
-	gw, ok := s.gateways[gateway]
-	if !ok {
-		// Configuration changed since the order was created; nothing was sent.
-		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_not_configured"},
-			fmt.Errorf("gateway %q is not configured", gateway)
-	}
-	ctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
-	if err := s.cfg.Budgets[gateway].WaitCharge(ctx); err != nil {
-		// Nothing was sent: the order is PENDING again, and a retry is safe.
-		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, err
-	}
-	start := time.Now()
-	res, err := gw.Charge(ctx, req)
-	GatewayCall{Op: "charge", Gateway: gateway, OrderID: req.OrderID, AttemptID: req.AttemptID, RequestID: requestID,
-		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, s.log)
-	return res, err
-}
-
-// settlementFor turns a charge's result into the settlement of its attempt.
-func settlementFor(merchantID, orderID, attemptID string, res Result, recheck time.Duration) Settlement {
-	st := Settlement{MerchantID: merchantID, OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
-	switch res.Outcome {
-	case OutcomeSucceeded:
-		st.Event = EventSucceed
-	case OutcomeRequiresAction:
-		// The customer must act; the reconciler checks after recheck, and
-		// cancels the attempt when it expires.
-		st.Event = EventRequireAction
-	case OutcomeDeclined, OutcomeNotSent, OutcomeNotFound, OutcomeRefused:
-		st.Event = EventFail
-		st.Reason = string(res.Outcome)
-		if res.DeclineCode != "" {
-			st.Reason += ": " + res.DeclineCode
-		}
-	default:
-		// Unknown, or an adapter that broke its contract: find out later.
-		st.Result.Outcome = OutcomeUnknown
-		return st
-	}
-	st.To = MustNext(StateCharging, st.Event)
-	return st
 }
 
 // Cancel moves merchantID's PENDING order to CANCELED.

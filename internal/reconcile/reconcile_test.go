@@ -356,6 +356,9 @@ type gatedGateway struct {
 	gate      chan struct{}
 }
 
+// Unwrap offers the gateway's other capabilities (refunds).
+func (g *gatedGateway) Unwrap() order.Gateway { return g.Gateway }
+
 func (g *gatedGateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
 	if req.AttemptID == g.attemptID {
 		<-g.gate

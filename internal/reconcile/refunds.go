@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/settlepay/settle/internal/order"
@@ -20,40 +19,35 @@ type RefundStore interface {
 	SettleRefund(ctx context.Context, s order.RefundSettlement) (order.Order, order.Refund, bool, error)
 }
 
-// runRefunds leases one batch of due refunds and checks each, with the
-// charges' lease, schedule and review rules: a refund is never assumed
-// failed on a timeout; "not found" means "not refunded" only past the
-// no-show horizon; after the schedule it goes to NEEDS_REVIEW.
-func (r *Reconciler) runRefunds(ctx context.Context) (int, error) {
+// The refunds' kind: a REFUNDING refund leased by
+// RefundStore.ClaimDueRefunds, looked up by its reference, decided by
+// decideRefund, settled by RefundStore.SettleRefund; with the charges'
+// lease, schedule and review rules: a refund is never assumed failed on a
+// timeout; "not found" means "not refunded" only past the no-show horizon;
+// after the schedule it goes to NEEDS_REVIEW.
+
+// dueRefund is a leased refund, as RunOnce checks it.
+type dueRefund struct{ order.DueRefund }
+
+func (d *dueRefund) lookup(ctx context.Context, r *Reconciler) (order.Result, error) {
+	return r.lookupRefund(ctx, d.DueRefund)
+}
+
+func (d *dueRefund) settle(ctx context.Context, r *Reconciler, res order.Result, err error) error {
+	return r.settleRefund(ctx, d.Refund.OrderID, r.decideRefund(d.DueRefund, res, err))
+}
+
+// claimDueRefunds leases one batch of due refunds, if the store keeps
+// refunds.
+func (r *Reconciler) claimDueRefunds(ctx context.Context) ([]order.DueRefund, error) {
 	if r.refunds == nil {
-		return 0, nil
+		return nil, nil
 	}
 	due, err := r.refunds.ClaimDueRefunds(ctx, r.cfg.BatchSize, r.lease())
 	if err != nil {
-		return 0, fmt.Errorf("claim due refunds: %w", err)
+		return nil, fmt.Errorf("claim due refunds: %w", err)
 	}
-	var (
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, r.cfg.Concurrency)
-		mu   sync.Mutex
-		errs []error
-	)
-	for _, d := range due {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			res, lookupErr := r.lookupRefund(ctx, d)
-			<-sem
-			if err := r.settleRefund(ctx, d.Refund.OrderID, r.decideRefund(d, res, lookupErr)); err != nil {
-				mu.Lock()
-				errs = append(errs, err)
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return len(due), errors.Join(errs...)
+	return due, nil
 }
 
 func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order.Result, error) {
@@ -61,19 +55,13 @@ func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order
 	if !ok {
 		return order.Result{}, fmt.Errorf("gateway %q is not configured here, or does not refund", d.Gateway)
 	}
-	ctx, cancel := context.WithTimeout(ctx, r.cfg.LookupTimeout)
-	defer cancel()
-	if err := r.cfg.Budgets[d.Gateway].WaitLookup(ctx); err != nil {
-		return order.Result{}, err
-	}
-	start := time.Now()
-	res, err := gw.LookupRefund(ctx, order.RefundRequest{
-		RefundID: d.Refund.ID, OrderID: d.Refund.OrderID, ChargeAttemptID: d.ChargeAttemptID, ChargeID: d.ChargeID,
-		Amount: d.Refund.Amount, CreatedAt: time.Now().Add(-d.Age),
+	line := order.GatewayCall{Op: "lookup_refund", Gateway: d.Gateway, OrderID: d.Refund.OrderID, AttemptID: d.Refund.ID}
+	return r.ask(ctx, line, func(ctx context.Context) (order.Result, error) {
+		return gw.LookupRefund(ctx, order.RefundRequest{
+			RefundID: d.Refund.ID, OrderID: d.Refund.OrderID, ChargeAttemptID: d.ChargeAttemptID, ChargeID: d.ChargeID,
+			Amount: d.Refund.Amount, CreatedAt: time.Now().Add(-d.Age),
+		})
 	})
-	order.GatewayCall{Op: "lookup_refund", Gateway: d.Gateway, OrderID: d.Refund.OrderID, AttemptID: d.Refund.ID,
-		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, r.log)
-	return res, err
 }
 
 // decideRefund turns what the gateway said about a refund into its
