@@ -163,13 +163,20 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// crashEnv is the environment of a crash test: short timeouts and a
-// reconciler that checks every 100ms, so the test runs in seconds; no API
-// keys, on loopback.
+// crashEnv is the environment of a crash test: a reconciler that checks
+// every 100ms, so the test runs in seconds; no API keys, on loopback. The
+// gateway timeout (5 s) is counted from before the claim, and a charge
+// must reach the simulator within it even from a -race build just
+// started on a loaded machine; a simulator holding tok_timeout's answer
+// holds it past that (simHold).
+// simHold is how long a crash test's simulator holds tok_timeout's answer:
+// past crashEnv's gateway timeout.
+const simHold = 10 * time.Second
+
 func crashEnv(dbURL, simURL string) []string {
 	return []string{
 		"DATABASE_URL=" + dbURL, "SETTLE_REFPSP_URL=" + simURL, "SETTLE_REFPSP_KEY=sk_sim", "SETTLE_LOG_FORMAT=text",
-		"SETTLE_GATEWAY_TIMEOUT=500ms", "SETTLE_CLAIM_GRACE=0s", "SETTLE_NO_SHOW_HORIZON=1s",
+		"SETTLE_GATEWAY_TIMEOUT=5s", "SETTLE_CLAIM_GRACE=0s", "SETTLE_NO_SHOW_HORIZON=6s",
 		"SETTLE_RECONCILE_SCHEDULE=100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms,100ms",
 		"SETTLE_RECONCILE_POLL=50ms", "SETTLE_NO_API_KEYS=true",
 	}
@@ -224,7 +231,7 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 		t.Run(tt.failpoint+"/"+tt.token, func(t *testing.T) {
 			t.Parallel()
 			dbURL := postgrestest.URL(t)
-			gw := sim.New(sim.Options{ClientTimeout: time.Second})
+			gw := sim.New(sim.Options{ClientTimeout: simHold})
 			hs := httptest.NewServer(gw)
 			t.Cleanup(hs.Close)
 			env := crashEnv(dbURL, hs.URL)
@@ -266,7 +273,7 @@ func TestCrashAtEveryFailpoint(t *testing.T) {
 func TestCrashMidReconcileBatch(t *testing.T) {
 	t.Parallel()
 	dbURL := postgrestest.URL(t)
-	gw := sim.New(sim.Options{ClientTimeout: time.Second})
+	gw := sim.New(sim.Options{ClientTimeout: simHold})
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	env := crashEnv(dbURL, hs.URL)
@@ -400,7 +407,7 @@ func TestServeDrainsOnSIGTERM(t *testing.T) {
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	addr := freeAddr(t)
-	env := append(crashEnv(postgrestest.URL(t), hs.URL), "SETTLE_GATEWAY_TIMEOUT=5s", "SETTLE_NO_SHOW_HORIZON=10s")
+	env := append(crashEnv(postgrestest.URL(t), hs.URL), "SETTLE_NO_SHOW_HORIZON=10s")
 	srv := start(t, env, "serve", "--listen", addr, "--with-reconciler")
 	c := dial(t, addr)
 	waitServing(t, c, srv)

@@ -28,7 +28,7 @@ import (
 // the counters moved on /metrics.
 func TestMetricsMoveWithCharges(t *testing.T) {
 	t.Parallel()
-	gw := sim.New(sim.Options{ClientTimeout: time.Second})
+	gw := sim.New(sim.Options{ClientTimeout: simHold})
 	hs := httptest.NewServer(gw)
 	t.Cleanup(hs.Close)
 	addr, metricsAddr := freeAddr(t), freeAddr(t)
@@ -133,7 +133,7 @@ func TestRefusedMetricAndAlert(t *testing.T) {
 			fake := stripetest.New(stripetest.Options{SecretKey: "sk_test_settle", RestrictedKey: "rk_test_readonly"})
 			fs := httptest.NewServer(fake)
 			t.Cleanup(fs.Close)
-			hs := httptest.NewServer(sim.New(sim.Options{ClientTimeout: time.Second}))
+			hs := httptest.NewServer(sim.New(sim.Options{ClientTimeout: simHold}))
 			t.Cleanup(hs.Close)
 			addr, metricsAddr := freeAddr(t), freeAddr(t)
 			srv := start(t, append(crashEnv(postgrestest.URL(t), hs.URL), "SETTLE_METRICS_LISTEN="+metricsAddr,

@@ -166,7 +166,7 @@ func TestHangingEndpointTimesOut(t *testing.T) {
 	})
 	healthy := newReceiver(t, ok)
 	canceledOrder(t, s, "slow", "ref-slow")
-	d := newDeliverer(t, s, delivery.Config{Timeout: 300 * time.Millisecond, Endpoints: []delivery.Endpoint{
+	d := newDeliverer(t, s, delivery.Config{Timeout: 3 * time.Second, Endpoints: []delivery.Endpoint{
 		{MerchantID: "slow", URL: hanging.URL, Secrets: []string{secret}}}})
 	if n := runOnce(t, d); n != 0 {
 		t.Fatalf("delivered %d to a hanging endpoint", n)
@@ -221,13 +221,14 @@ func TestHangingEndpointTimesOut(t *testing.T) {
 // another worker delivers it again with the same id.
 func TestKilledWorkerRedelivers(t *testing.T) {
 	t.Parallel()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	pool := postgrestest.Pool(t)
+	s := postgres.NewStore(pool)
 	rc := newReceiver(t, ok)
 	canceledOrder(t, s, "m1", "ref-1")
 	eps := []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}
 	// runtime.Goexit ends the lane's goroutine at the failpoint, as a
 	// SIGKILL would end the process: nothing after it runs.
-	dying := newDeliverer(t, s, delivery.Config{Endpoints: eps, Lease: 300 * time.Millisecond,
+	dying := newDeliverer(t, s, delivery.Config{Endpoints: eps, Lease: time.Minute,
 		Failpoint: func(string) { runtime.Goexit() }})
 	runOnce(t, dying)
 	if got := rc.received(); len(got) != 1 {
@@ -237,7 +238,10 @@ func TestKilledWorkerRedelivers(t *testing.T) {
 	if n := runOnce(t, d); n != 0 {
 		t.Fatalf("delivered %d while the dead worker's lease holds", n)
 	}
-	time.Sleep(400 * time.Millisecond) // the lease ends
+	// The lease ends (a minute later, as far as the outbox can tell).
+	if _, err := pool.Exec(context.Background(), `UPDATE order_events SET deliver_at = now() WHERE deliver_at IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
 	if n := runOnce(t, d); n != 1 {
 		t.Fatalf("delivered %d after the lease, want 1", n)
 	}

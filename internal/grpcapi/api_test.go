@@ -56,6 +56,14 @@ func newStack(t *testing.T) *stack {
 // transport credentials.
 func newStackWith(t *testing.T, opts grpcapi.Options, creds credentials.TransportCredentials, extraGateways ...map[string]order.Gateway) *stack {
 	t.Helper()
+	return newStackTimeout(t, gatewayTimeout, opts, creds, extraGateways...)
+}
+
+// newStackTimeout is newStackWith with a gateway timeout of its own, for
+// a test that holds a call in flight and waits for no timeout.
+func newStackTimeout(t *testing.T, gatewayTimeout time.Duration, opts grpcapi.Options, creds credentials.TransportCredentials,
+	extraGateways ...map[string]order.Gateway) *stack {
+	t.Helper()
 	url := postgrestest.URL(t)
 	pool, err := postgres.Open(context.Background(), url, 8)
 	if err != nil {

@@ -179,7 +179,7 @@ func TestLookupBudget(t *testing.T) {
 	}
 	// The bucket's burst (a tenth of a second's worth, at least one) and
 	// its rate over the storm; charges and lookups together.
-	allowed := int(rate/10) + int(rate*elapsed.Seconds()) + 1
+	allowed := 1 + int(rate*elapsed.Seconds()) + 1 // the burst (one token at this rate), the rate, and one spare
 	if sent > allowed {
 		t.Errorf("the gateway saw %d requests in %s (%d polls); the budget allows %d", sent, elapsed, polls, allowed)
 	}
@@ -237,16 +237,17 @@ func TestRefundsDrawFromTheBudget(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	const rate = 10.0
+	const rate = 4.0
 	budget, err := order.NewBudget(order.BudgetConfig{Rate: rate, LookupShare: 0.5, LookupWait: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o := f.paid(t, "budget-refunds", "tok_ok")
-	// A deadline of two seconds: a refund waits for the budget at most
-	// one, so about rate refunds get through, each with at least a second
-	// left for its call, and the rest are not sent.
-	svc := f.service(t, order.Config{Budgets: map[string]*order.Budget{"sim": budget}, GatewayTimeout: 2 * time.Second})
+	// A deadline of ten seconds: a refund waits for the budget at most
+	// five, so about 5 × rate refunds get through, each with seconds left
+	// for its call however long its claim waited, and the rest are not
+	// sent.
+	svc := f.service(t, order.Config{Budgets: map[string]*order.Budget{"sim": budget}, GatewayTimeout: 10 * time.Second})
 	before := f.sim.Requests()
 	start := time.Now()
 	const n = 40
@@ -278,7 +279,7 @@ func TestRefundsDrawFromTheBudget(t *testing.T) {
 	if len(unexpected) > 0 {
 		t.Fatalf("%d refunds answered otherwise, first %q", len(unexpected), unexpected[0])
 	}
-	allowed := int(rate/10) + int(rate*elapsed.Seconds()) + 1
+	allowed := 1 + int(rate*elapsed.Seconds()) + 1 // the burst (one token at this rate), the rate, and one spare
 	if sent > allowed {
 		t.Errorf("the gateway saw %d requests in %s for %d refunds; the budget allows %d", sent, elapsed, n, allowed)
 	}
@@ -300,7 +301,7 @@ func TestRefundsDrawFromTheBudget(t *testing.T) {
 // gateway, and "not sent" would become "unknown".
 func TestChargeWaitLeavesTheCallItsTime(t *testing.T) {
 	t.Parallel()
-	budget, err := order.NewBudget(order.BudgetConfig{Rate: 1, LookupShare: 0.5, LookupWait: time.Second})
+	budget, err := order.NewBudget(order.BudgetConfig{Rate: 0.25, LookupShare: 0.5, LookupWait: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,24 +309,24 @@ func TestChargeWaitLeavesTheCallItsTime(t *testing.T) {
 	if err := budget.WaitCharge(ctx); err != nil {
 		t.Fatalf("the first charge: %v; want it sent at once", err)
 	}
-	// The next token comes in a second: a charge with 1.5 s left would
-	// keep only 0.5 s for its call, so it is not sent, and at once.
-	short, cancel := context.WithTimeout(ctx, 1500*time.Millisecond)
+	// The next token comes in four seconds: a charge with 6 s left would
+	// keep only 2 s for its call, so it is not sent, and at once.
+	short, cancel := context.WithTimeout(ctx, 6*time.Second)
 	defer cancel()
 	start := time.Now()
 	if err := budget.WaitCharge(short); !errors.Is(err, order.ErrBudgetExhausted) {
-		t.Fatalf("a charge with 1.5 s left: %v; want ErrBudgetExhausted", err)
+		t.Fatalf("a charge with 6 s left: %v; want ErrBudgetExhausted", err)
 	}
-	if waited := time.Since(start); waited > 500*time.Millisecond {
+	if waited := time.Since(start); waited > 2*time.Second {
 		t.Errorf("the refused charge waited %s; want it refused without waiting", waited)
 	}
-	// With 3 s left it may wait the second and keep two for its call.
-	long, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// With 12 s left it may wait the four and keep eight for its call.
+	long, cancel := context.WithTimeout(ctx, 12*time.Second)
 	defer cancel()
 	if err := budget.WaitCharge(long); err != nil {
-		t.Fatalf("a charge with 3 s left: %v; want it sent after about a second", err)
+		t.Fatalf("a charge with 12 s left: %v; want it sent after about four seconds", err)
 	}
-	if deadline, _ := long.Deadline(); time.Until(deadline) < time.Second {
+	if deadline, _ := long.Deadline(); time.Until(deadline) < 4*time.Second {
 		t.Errorf("the charge left %s for its call; want at least half its time", time.Until(deadline))
 	}
 }

@@ -135,6 +135,9 @@ func TestRefundConcurrentOverRefund(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	o := f.paid(t, "refund-race", "tok_ok")
+	// Twelve claims of one order row: a deadline far past their waits, as
+	// this test waits for no timeout.
+	svc := f.service(t, order.Config{GatewayTimeout: 15 * time.Second})
 	var (
 		wg             sync.WaitGroup
 		mu             sync.Mutex
@@ -145,7 +148,7 @@ func TestRefundConcurrentOverRefund(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, r, err := f.svc.Refund(context.Background(), order.ForMerchant(merchant), order.ActorAPI,
+			_, r, err := svc.Refund(context.Background(), order.ForMerchant(merchant), order.ActorAPI,
 				order.RefundInput{OrderID: o.ID, RequestID: fmt.Sprintf("race-request-%02d", i), AmountMinor: 300})
 			mu.Lock()
 			defer mu.Unlock()
