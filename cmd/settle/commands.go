@@ -123,7 +123,8 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	}
 	metrics := telemetry.NewMetrics()
 	gateways := map[string]order.Gateway{}
-	// The webhook listener's gateways, by the path their events come to.
+	// The webhook listener's gateways, by the path their events come to:
+	// those whose signing secrets are set, each reading its own events.
 	receivers := map[string]order.EventReceiver{}
 	// Each gateway account's request budget, which the API's lookups and
 	// charges and the reconciler's lookups share; the lab's gateways have
@@ -136,7 +137,10 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
-		gateways[refpspName], receivers["refpsp"] = gw, gw
+		gateways[refpspName] = gw
+		if len(cfg.RefpspWebhookSecrets) > 0 {
+			receivers["refpsp"] = gw
+		}
 		if budgets[refpspName], err = cfg.budget(cfg.RefpspRate); err != nil {
 			return nil, fmt.Errorf("configuration: refpsp: %w", err)
 		}
@@ -160,10 +164,19 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
-		gateways["stripe"], receivers["stripe"] = gw, gw
+		gateways["stripe"] = gw
+		if len(cfg.StripeWebhookSecrets) > 0 {
+			receivers["stripe"] = gw
+		}
 		if budgets["stripe"], err = cfg.budget(cfg.stripeRate(stripeKey)); err != nil {
 			return nil, fmt.Errorf("configuration: stripe: %w", err)
 		}
+	}
+	if len(cfg.StripeWebhookSecrets) > 0 && receivers["stripe"] == nil {
+		return nil, errors.New("configuration: stripe-webhook-secrets is set, but no stripe gateway is configured to read its events (set STRIPE_SECRET_KEY)")
+	}
+	if len(cfg.RefpspWebhookSecrets) > 0 && receivers["refpsp"] == nil {
+		return nil, errors.New("configuration: refpsp-webhook-secrets is set, but no refpsp gateway is configured to read its events (set SETTLE_REFPSP_URL)")
 	}
 	for name, build := range lab {
 		gateways[name] = build(metrics.GatewayObserver(name, tracing.Tracer()))
@@ -305,20 +318,8 @@ func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitG
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	// A gateway's path is served when its signing secrets are set; its
-	// adapter, configured with them, verifies and reads the events.
-	gws := map[string]order.EventReceiver{}
-	for name, secrets := range map[string][]string{"stripe": a.cfg.StripeWebhookSecrets, "refpsp": a.cfg.RefpspWebhookSecrets} {
-		if len(secrets) == 0 {
-			continue
-		}
-		if gws[name] = a.receivers[name]; gws[name] == nil {
-			return fmt.Errorf("configuration: %s-webhook-secrets is set, but the %s gateway is not configured: it reads its own events (set %s)",
-				name, name, a.unconfigured()[name])
-		}
-	}
 	h := webhook.New(a.store, webhook.Config{
-		Gateways: gws,
+		Gateways: a.receivers,
 		MaxBody:  int64(a.cfg.WebhookMaxBody),
 		OnEvent:  a.metrics.GatewayEvent,
 	}, a.log)

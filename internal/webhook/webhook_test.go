@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -539,5 +540,83 @@ func TestEventForOrderInReview(t *testing.T) {
 	}
 	if got := f.order(t, o.ID); got.State != order.StatePaid {
 		t.Fatalf("order is %s after the event, want PAID", got.State)
+	}
+}
+
+// receiverFunc is an order.EventReceiver of a gateway the listener has
+// never heard of.
+type receiverFunc func(body []byte, header map[string][]string) (order.GatewayEvent, error)
+
+func (f receiverFunc) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+	return f(body, header)
+}
+
+// TestAnyGatewaysEvents: the listener knows no gateway. It serves each
+// receiver it is given at /webhooks/<name>, hands it the body and the
+// headers, records what it reads under that name, and answers by the
+// receiver's error: unverified is 400 with the connection closed;
+// ignored is 200 and malformed 400, on a connection kept open; another
+// name's path is 404.
+func TestAnyGatewaysEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, fixtureOptions{})
+	_, a := f.charging(t, "acme-1", "tok_slow_60000")
+	acme := receiverFunc(func(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+		switch http.Header(header).Get("Acme-Verdict") {
+		case "unsigned":
+			return order.GatewayEvent{}, fmt.Errorf("acme: %w", order.ErrEventSignature)
+		case "ignored":
+			return order.GatewayEvent{}, order.ErrEventIgnored
+		case "garbled":
+			return order.GatewayEvent{}, errors.New("acme: unreadable")
+		}
+		// The gateway's own name for itself is not what the event is
+		// recorded under.
+		return order.GatewayEvent{Gateway: "acme-inc", ID: "evt_" + string(body), Type: "acme.paid", ObjectID: "obj_1",
+			AttemptID: a.ID, Succeeded: true}, nil
+	})
+	var got []string
+	var mu sync.Mutex
+	hooks := httptest.NewServer(webhook.New(f.store, webhook.Config{
+		Gateways: map[string]order.EventReceiver{"acme": acme},
+		OnEvent: func(gateway, eventType, result string) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, gateway+" "+eventType+" "+result)
+		},
+	}, f.logs.Logger()))
+	t.Cleanup(hooks.Close)
+	for _, tc := range []struct {
+		path, verdict string
+		code          int
+		closed        bool
+	}{
+		{"/webhooks/acme", "unsigned", 400, true},
+		{"/webhooks/acme", "ignored", 200, false},
+		{"/webhooks/acme", "garbled", 400, false},
+		{"/webhooks/acme", "", 200, false},
+		{"/webhooks/refpsp", "", 404, true},
+	} {
+		req, _ := http.NewRequest(http.MethodPost, hooks.URL+tc.path, strings.NewReader("1"))
+		req.Header.Set("Acme-Verdict", tc.verdict)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Close != tc.closed {
+			t.Errorf("%s %q: %d (close %v), want %d (close %v)", tc.path, tc.verdict, resp.StatusCode, resp.Close, tc.code, tc.closed)
+		}
+	}
+	want := []string{"acme  bad_signature", "acme  ignored_type", "acme  malformed", "acme acme.paid woken"}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events told %q, want %q", got, want)
+	}
+	var gw string
+	if err := f.pool.QueryRow(context.Background(), "SELECT gateway FROM gateway_events WHERE event_id = 'evt_1'").Scan(&gw); err != nil || gw != "acme" {
+		t.Errorf("the event is recorded under %q (%v), want acme", gw, err)
 	}
 }
