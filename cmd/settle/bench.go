@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/lab/bench"
 	"github.com/settlepay/settle/internal/order"
 )
@@ -37,7 +38,9 @@ func runBenchServer(ctx context.Context, args []string, getenv func(string) stri
 		return err
 	}
 	cfg.DefaultGateway = "instant"
-	return serveWith(ctx, cfg, map[string]order.Gateway{"instant": bench.NewInstant()}, getenv, stderr)
+	return serveWith(ctx, cfg, map[string]func(gateway.Observer) order.Gateway{
+		"instant": func(obs gateway.Observer) order.Gateway { return bench.NewObservedInstant(obs) },
+	}, getenv, stderr)
 }
 
 // benchWith is runBench with the server given: tests run their own binary

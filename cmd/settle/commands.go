@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/failpoint"
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/gateway/stripe"
@@ -87,6 +87,9 @@ type app struct {
 	pool     *pgxpool.Pool
 	store    *postgres.Store
 	gateways map[string]order.Gateway
+	// receivers are the adapters that read their gateway's events, by
+	// the name of the webhook path their events come to.
+	receivers map[string]order.EventReceiver
 	// budgets holds the gateway accounts' request budgets by gateway.
 	budgets    map[string]*order.Budget
 	failpoints failpoint.Set
@@ -100,10 +103,13 @@ type app struct {
 }
 
 // newApp opens the database pool (without connecting: waitForDatabase
-// does) and sets up the gateways: the refpsp adapter is registered as refpspName, and lab
-// adds gateways only the lab runs (the benchmark's instant gateway); it is
-// nil for the product's commands.
-func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, lab map[string]order.Gateway, getenv func(string) string) (*app, error) {
+// does) and sets up the gateways, each adapter reporting its calls to the
+// metrics and traces, and verifying its own events: the refpsp adapter is
+// registered as refpspName, and lab adds gateways only the lab runs (the
+// benchmark's instant gateway), each built with its observer; it is nil
+// for the product's commands. The gateways are the adapters themselves,
+// every capability of theirs in sight of the charge path.
+func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName string, lab map[string]func(gateway.Observer) order.Gateway, getenv func(string) string) (*app, error) {
 	if cfg.DatabaseURL == "" {
 		return nil, errors.New("configuration: DATABASE_URL (or --database-url) is required")
 	}
@@ -111,17 +117,30 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if err != nil {
 		return nil, fmt.Errorf("configuration: SETTLE_FAILPOINTS: %w", err)
 	}
+	tracing, err := telemetry.NewTracing(ctx, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("configuration: tracing: %w", err)
+	}
+	metrics := telemetry.NewMetrics()
 	gateways := map[string]order.Gateway{}
+	// The webhook listener's gateways, by the path their events come to:
+	// those whose signing secrets are set, each reading its own events.
+	receivers := map[string]order.EventReceiver{}
 	// Each gateway account's request budget, which the API's lookups and
 	// charges and the reconciler's lookups share; the lab's gateways have
 	// none.
 	budgets := map[string]*order.Budget{}
 	if cfg.RefpspURL != "" {
-		gw, err := refpsp.New(refpsp.Config{BaseURL: cfg.RefpspURL, APIKey: cfg.RefpspKey, Timeout: cfg.GatewayTimeout})
+		gw, err := refpsp.New(refpsp.Config{BaseURL: cfg.RefpspURL, APIKey: cfg.RefpspKey, Timeout: cfg.GatewayTimeout,
+			Observer:     metrics.GatewayObserver(refpspName, tracing.Tracer()),
+			EventSecrets: cfg.RefpspWebhookSecrets, EventTolerance: cfg.WebhookTolerance})
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
 		gateways[refpspName] = gw
+		if len(cfg.RefpspWebhookSecrets) > 0 {
+			receivers["refpsp"] = gw
+		}
 		if budgets[refpspName], err = cfg.budget(cfg.RefpspRate); err != nil {
 			return nil, fmt.Errorf("configuration: refpsp: %w", err)
 		}
@@ -138,32 +157,38 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 			MaxNetworkRetries: cfg.StripeMaxRetries,
 			ReplayWindow:      cfg.StripeReplayWindow,
 			Logger:            log.With("gateway", "stripe"),
+			Observer:          metrics.GatewayObserver("stripe", tracing.Tracer()),
+			WebhookSecrets:    cfg.StripeWebhookSecrets,
+			WebhookTolerance:  cfg.WebhookTolerance,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
 		gateways["stripe"] = gw
+		if len(cfg.StripeWebhookSecrets) > 0 {
+			receivers["stripe"] = gw
+		}
 		if budgets["stripe"], err = cfg.budget(cfg.stripeRate(stripeKey)); err != nil {
 			return nil, fmt.Errorf("configuration: stripe: %w", err)
 		}
 	}
-	maps.Copy(gateways, lab)
+	if len(cfg.StripeWebhookSecrets) > 0 && receivers["stripe"] == nil {
+		return nil, errors.New("configuration: stripe-webhook-secrets is set, but no stripe gateway is configured to read its events (set STRIPE_SECRET_KEY)")
+	}
+	if len(cfg.RefpspWebhookSecrets) > 0 && receivers["refpsp"] == nil {
+		return nil, errors.New("configuration: refpsp-webhook-secrets is set, but no refpsp gateway is configured to read its events (set SETTLE_REFPSP_URL)")
+	}
+	for name, build := range lab {
+		gateways[name] = build(metrics.GatewayObserver(name, tracing.Tracer()))
+	}
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
 		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY)", cfg.DefaultGateway)
-	}
-	tracing, err := telemetry.NewTracing(ctx, getenv)
-	if err != nil {
-		return nil, fmt.Errorf("configuration: tracing: %w", err)
-	}
-	metrics := telemetry.NewMetrics()
-	for name, gw := range gateways {
-		gateways[name] = metrics.Gateway(name, gw, tracing.Tracer())
 	}
 	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
 	if err != nil {
 		return nil, err
 	}
-	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, budgets: budgets,
+	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, receivers: receivers, budgets: budgets,
 		failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
@@ -294,11 +319,9 @@ func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitG
 		return fmt.Errorf("configuration: %w", err)
 	}
 	h := webhook.New(a.store, webhook.Config{
-		StripeSecrets: a.cfg.StripeWebhookSecrets,
-		RefpspSecrets: a.cfg.RefpspWebhookSecrets,
-		Tolerance:     a.cfg.WebhookTolerance,
-		MaxBody:       int64(a.cfg.WebhookMaxBody),
-		OnEvent:       a.metrics.GatewayEvent,
+		Gateways: a.receivers,
+		MaxBody:  int64(a.cfg.WebhookMaxBody),
+		OnEvent:  a.metrics.GatewayEvent,
 	}, a.log)
 	lim := webhook.DefaultLimits
 	lim.MaxConnections = a.cfg.WebhookMaxConns
@@ -498,7 +521,7 @@ func runServe(ctx context.Context, args []string, getenv func(string) string, st
 
 // serveWith is serve once configured, with the lab's gateways added (nil
 // for serve itself; see runBenchServer).
-func serveWith(ctx context.Context, cfg *config, lab map[string]order.Gateway, getenv func(string) string, stderr io.Writer) error {
+func serveWith(ctx context.Context, cfg *config, lab map[string]func(gateway.Observer) order.Gateway, getenv func(string) string, stderr io.Writer) error {
 	opts, err := cfg.serverOptions()
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)

@@ -17,10 +17,10 @@ import (
 	"time"
 
 	"github.com/settlepay/settle/internal/delivery"
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/reconcile"
-	"github.com/settlepay/settle/internal/webhook"
 )
 
 // config is every setting of every command, filled from flags, then from
@@ -390,12 +390,12 @@ func (c *config) validate() error {
 	check(c.WebhookMaxConnsAddr >= 0, "webhook-max-connections-per-address must not be negative")
 	check(c.WebhookTolerance > 0, "webhook-tolerance must be positive")
 	for i, s := range c.StripeWebhookSecrets {
-		if err := webhook.CheckStripeSecret(s); err != nil {
+		if err := stripe.CheckWebhookSecret(s); err != nil {
 			errs = append(errs, fmt.Errorf("stripe-webhook-secrets (STRIPE_WEBHOOK_SECRETS): secret %d of %d: %w", i+1, len(c.StripeWebhookSecrets), err))
 		}
 	}
 	for i, s := range c.RefpspWebhookSecrets {
-		if err := webhook.CheckRefpspSecret(s); err != nil {
+		if err := refpsp.CheckEventSecret(s); err != nil {
 			errs = append(errs, fmt.Errorf("refpsp-webhook-secrets (SETTLE_REFPSP_WEBHOOK_SECRETS): secret %d of %d: %w", i+1, len(c.RefpspWebhookSecrets), err))
 		}
 	}

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/settlepay/settle/internal/webhook"
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 )
 
 // TestDocsConfigTable keeps the operator's guide's configuration table
@@ -57,7 +57,7 @@ func TestWebhookSecretsAreCheckedAtStart(t *testing.T) {
 		t.Fatalf("dev with a short refpsp secret: %v, want an error naming refpsp-webhook-secrets", err)
 	}
 	for range 100 {
-		if err := webhook.CheckRefpspSecret(newDevKey("whsec_dev_")); err != nil {
+		if err := refpsp.CheckEventSecret(newDevKey("whsec_dev_")); err != nil {
 			t.Fatalf("settle dev's own refpsp secret: %v", err)
 		}
 	}

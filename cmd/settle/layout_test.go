@@ -10,13 +10,15 @@ const module = "github.com/settlepay/settle/"
 
 // TestImportDirections keeps the map of the code (docs/contributing.md)
 // true: the domain imports no storage, transport or lab code, the
-// reconciler knows no database, group commit knows nothing of Settle, and
-// nothing in the product imports the lab, whose harnesses only cmd/settle
-// runs.
+// reconciler knows no database, group commit knows nothing of Settle, the
+// webhook listener knows no gateway, telemetry and the gateway adapters
+// know nothing of each other (an adapter reports to the gateway.Observer
+// in its Config), and nothing in the product imports the lab, whose
+// harnesses only cmd/settle runs.
 func TestImportDirections(t *testing.T) {
 	imports := goList(t, "{{.ImportPath}} {{join .Imports \" \"}}", "../../...")
 	deps := goList(t, "{{.ImportPath}} {{join .Deps \" \"}}", "../../internal/order", "../../internal/reconcile",
-		"../../internal/batch")
+		"../../internal/batch", "../../internal/webhook", "../../internal/telemetry", "../../internal/gateway/...")
 	forbidden := func(pkg string, in map[string][]string, bad ...string) {
 		t.Helper()
 		for _, dep := range in[module+pkg] {
@@ -35,6 +37,16 @@ func TestImportDirections(t *testing.T) {
 	// Group commit serves settles now, refunds and events later: it knows
 	// none of them.
 	forbidden("internal/batch", deps, module+"internal")
+	// Each adapter verifies and reads its own events: the listener routes
+	// by path to the order.EventReceiver it is given.
+	adapters := []string{module + "internal/gateway/refpsp", module + "internal/gateway/stripe", module + "internal/gateway/sim"}
+	forbidden("internal/webhook", deps, adapters...)
+	// Telemetry observes the adapters through gateway.Observer, and the
+	// adapters are handed one: neither imports the other.
+	forbidden("internal/telemetry", deps, adapters...)
+	for _, a := range adapters {
+		forbidden(strings.TrimPrefix(a, module), deps, module+"internal/telemetry", module+"internal/webhook")
+	}
 	// The throwaway clusters serve dev, the tests and the lab alike.
 	forbidden("internal/pgcluster", imports, module+"internal")
 	for pkg, imps := range imports {

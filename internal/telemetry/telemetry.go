@@ -1,6 +1,7 @@
 // Package telemetry is what Settle tells its operators: Prometheus metrics
 // on their own HTTP listener (with /healthz and /readyz), OpenTelemetry
-// traces when an OTLP endpoint is configured, and instrumented gateways.
+// traces when an OTLP endpoint is configured, and the observers the gateway
+// adapters report their calls to.
 package telemetry
 
 import (
@@ -17,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -295,75 +297,43 @@ func (m *Metrics) Handler(ready func(context.Context) error) http.Handler {
 	return mux
 }
 
-// Gateway wraps a gateway so that each call is counted, timed and traced.
-// Spans carry the order and attempt ids, never the payment method.
-// A gateway that refunds stays an order.Refunder, its refunds measured too.
-func (m *Metrics) Gateway(name string, gw order.Gateway, tracer trace.Tracer) order.Gateway {
-	g := &instrumented{name: name, gw: gw, m: m, tracer: tracer}
-	if r, ok := gw.(order.Refunder); ok {
-		return &instrumentedRefunder{instrumented: g, r: r}
-	}
-	return g
+// GatewayObserver returns the observer of the gateway wired as name: its
+// adapter (refpsp.Config.Observer, stripe.Config.Observer) reports each
+// call to it, which counts, times and traces the call. Spans carry the
+// order and attempt (or refund) ids, never the payment method.
+func (m *Metrics) GatewayObserver(name string, tracer trace.Tracer) *GatewayObserver {
+	return &GatewayObserver{name: name, m: m, tracer: tracer}
 }
 
-// instrumentedRefunder is instrumented for a gateway that refunds.
-type instrumentedRefunder struct {
-	*instrumented
-	r order.Refunder
-}
-
-func (g *instrumentedRefunder) Refund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
-	return g.observeRefund(ctx, "refund", req, g.r.Refund)
-}
-
-func (g *instrumentedRefunder) LookupRefund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
-	return g.observeRefund(ctx, "lookup_refund", req, g.r.LookupRefund)
-}
-
-func (g *instrumentedRefunder) observeRefund(ctx context.Context, op string, req order.RefundRequest,
-	call func(context.Context, order.RefundRequest) (order.Result, error)) (order.Result, error) {
-	return g.observe(ctx, op, order.ChargeRequest{OrderID: req.OrderID, AttemptID: req.RefundID},
-		func(ctx context.Context, _ order.ChargeRequest) (order.Result, error) { return call(ctx, req) })
-}
-
-type instrumented struct {
+// GatewayObserver is a gateway.Observer for one gateway.
+type GatewayObserver struct {
 	name   string
-	gw     order.Gateway
 	m      *Metrics
 	tracer trace.Tracer
 }
 
-// Unwrap returns the gateway g observes, so that order.GatewayAs finds the
-// capabilities g does not forward itself (an amount check, for one).
-func (g *instrumented) Unwrap() order.Gateway { return g.gw }
+var _ gateway.Observer = (*GatewayObserver)(nil)
 
-func (g *instrumented) Charge(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
-	return g.observe(ctx, "charge", req, g.gw.Charge)
-}
-
-func (g *instrumented) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
-	return g.observe(ctx, "lookup", req, g.gw.Lookup)
-}
-
-func (g *instrumented) observe(ctx context.Context, op string, req order.ChargeRequest,
-	call func(context.Context, order.ChargeRequest) (order.Result, error)) (order.Result, error) {
-	ctx, span := g.tracer.Start(ctx, "gateway."+op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
-		attribute.String("settle.gateway", g.name),
-		attribute.String("settle.order_id", req.OrderID),
-		attribute.String("settle.attempt_id", req.AttemptID),
+// Start starts the call's span; the function it returns counts and times
+// the call and ends the span.
+func (o *GatewayObserver) Start(ctx context.Context, call gateway.Call) (context.Context, func(order.Result, error)) {
+	ctx, span := o.tracer.Start(ctx, "gateway."+call.Op, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+		attribute.String("settle.gateway", o.name),
+		attribute.String("settle.order_id", call.OrderID),
+		attribute.String("settle.attempt_id", call.AttemptID),
 	))
-	defer span.End()
 	start := time.Now()
-	res, err := call(ctx, req)
-	g.m.gatewaySeconds.WithLabelValues(g.name, op).Observe(time.Since(start).Seconds())
-	outcome := string(res.Outcome)
-	if err != nil && (op == "lookup" || op == "lookup_refund") {
-		outcome = "error"
+	return ctx, func(res order.Result, err error) {
+		defer span.End()
+		o.m.gatewaySeconds.WithLabelValues(o.name, call.Op).Observe(time.Since(start).Seconds())
+		outcome := string(res.Outcome)
+		if err != nil && (call.Op == gateway.OpLookup || call.Op == gateway.OpLookupRefund) {
+			outcome = "error"
+		}
+		o.m.gatewayCalls.WithLabelValues(o.name, call.Op, outcome).Inc()
+		span.SetAttributes(attribute.String("settle.outcome", outcome))
+		if err != nil {
+			span.SetStatus(codes.Error, outcome)
+		}
 	}
-	g.m.gatewayCalls.WithLabelValues(g.name, op, outcome).Inc()
-	span.SetAttributes(attribute.String("settle.outcome", outcome))
-	if err != nil {
-		span.SetStatus(codes.Error, outcome)
-	}
-	return res, err
 }

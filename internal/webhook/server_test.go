@@ -17,8 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/gatewaytest"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/logtest"
+	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
 	"github.com/settlepay/settle/internal/webhook"
@@ -33,7 +35,9 @@ func serveLimited(t *testing.T, lim webhook.Limits) string { return serveTLS(t, 
 func serveTLS(t *testing.T, lim webhook.Limits, tlsCfg *tls.Config) string {
 	t.Helper()
 	var logs logtest.Buffer
-	h := webhook.New(postgres.NewStore(postgrestest.Pool(t)), webhook.Config{RefpspSecrets: []string{refpspSecret}}, logs.Logger())
+	h := webhook.New(postgres.NewStore(postgrestest.Pool(t)), webhook.Config{
+		Gateways: map[string]order.EventReceiver{"refpsp": newRefpsp(t, "http://"+gatewaytest.ClosedAddr(t), time.Second)},
+	}, logs.Logger())
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -17,8 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	stripewebhook "github.com/stripe/stripe-go/v76/webhook"
 
+	"github.com/settlepay/settle/internal/gateway/gatewaytest"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/logtest"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
@@ -80,23 +83,25 @@ func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 	}
 	f := &fixture{pool: postgrestest.Pool(t), timeout: fo.gatewayTimeout}
 	f.store = postgres.NewStore(f.pool)
-	f.hooks = httptest.NewServer(webhook.New(f.store, webhook.Config{
-		StripeSecrets: []string{stripeSecret, stripeOldSecret},
-		RefpspSecrets: []string{refpspSecret, refpspOldSecret},
-		MaxBody:       8 << 10,
-	}, f.logs.Logger()))
+	// The listener's address first: the simulator sends its events there,
+	// and the adapter that charges the simulator reads them.
+	f.hooks = httptest.NewUnstartedServer(nil)
 	t.Cleanup(f.hooks.Close)
+	hooksURL := "http://" + f.hooks.Listener.Addr().String()
 	if fo.events.URL == "" && fo.events.Secrets != nil {
-		fo.events.URL = f.hooks.URL + "/webhooks/refpsp"
+		fo.events.URL = hooksURL + "/webhooks/refpsp"
 	}
 	f.sim = sim.New(sim.Options{ClientTimeout: fo.simHold, Events: fo.events})
 	hs := httptest.NewServer(f.sim)
 	t.Cleanup(func() { hs.Close(); f.sim.Close() })
-	gw, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: fo.gatewayTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	gw := newRefpsp(t, hs.URL, fo.gatewayTimeout)
+	f.hooks.Config.Handler = webhook.New(f.store, webhook.Config{
+		Gateways: map[string]order.EventReceiver{"refpsp": gw, "stripe": newStripe(t)},
+		MaxBody:  8 << 10,
+	}, f.logs.Logger())
+	f.hooks.Start()
 	gateways := map[string]order.Gateway{"sim": gw}
+	var err error
 	f.svc, err = order.NewService(f.store, gateways, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: fo.gatewayTimeout, Grace: time.Second, FirstRecheck: fo.schedule[0],
 	}, f.logs.Logger())
@@ -111,6 +116,31 @@ func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// newRefpsp is the refpsp adapter for the gateway at baseURL, reading
+// events signed with refpspSecret or refpspOldSecret.
+func newRefpsp(t testing.TB, baseURL string, timeout time.Duration) *refpsp.Client {
+	t.Helper()
+	gw, err := refpsp.New(refpsp.Config{BaseURL: baseURL, APIKey: "sk_sim_test", Timeout: timeout,
+		EventSecrets: []string{refpspSecret, refpspOldSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
+}
+
+// newStripe is the Stripe adapter as far as its events go (it is never
+// asked to charge), reading events signed with stripeSecret or
+// stripeOldSecret.
+func newStripe(t testing.TB) *stripe.Gateway {
+	t.Helper()
+	gw, err := stripe.New(stripe.Config{SecretKey: "sk_test_webhooks", BaseURL: "http://" + gatewaytest.ClosedAddr(t),
+		WebhookSecrets: []string{stripeSecret, stripeOldSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gw
 }
 
 // runReconciler runs the reconciler woken by the database's notifications,
@@ -513,34 +543,80 @@ func TestEventForOrderInReview(t *testing.T) {
 	}
 }
 
-// TestSecretRules: a refpsp secret is at least 32 bytes; a Stripe secret
-// has the form Stripe issues (whsec_ and at least 32 letters and digits).
-func TestSecretRules(t *testing.T) {
+// receiverFunc is an order.EventReceiver of a gateway the listener has
+// never heard of.
+type receiverFunc func(body []byte, header map[string][]string) (order.GatewayEvent, error)
+
+func (f receiverFunc) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+	return f(body, header)
+}
+
+// TestAnyGatewaysEvents: the listener knows no gateway. It serves each
+// receiver it is given at /webhooks/<name>, hands it the body and the
+// headers, records what it reads under that name, and answers by the
+// receiver's error: unverified is 400 with the connection closed;
+// ignored is 200 and malformed 400, on a connection kept open; another
+// name's path is 404.
+func TestAnyGatewaysEvents(t *testing.T) {
 	t.Parallel()
-	for _, c := range []struct {
-		check  func(string) error
-		secret string
-		ok     bool
+	f := newFixture(t, fixtureOptions{})
+	_, a := f.charging(t, "acme-1", "tok_slow_60000")
+	acme := receiverFunc(func(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+		switch http.Header(header).Get("Acme-Verdict") {
+		case "unsigned":
+			return order.GatewayEvent{}, fmt.Errorf("acme: %w", order.ErrEventSignature)
+		case "ignored":
+			return order.GatewayEvent{}, order.ErrEventIgnored
+		case "garbled":
+			return order.GatewayEvent{}, errors.New("acme: unreadable")
+		}
+		// The gateway's own name for itself is not what the event is
+		// recorded under.
+		return order.GatewayEvent{Gateway: "acme-inc", ID: "evt_" + string(body), Type: "acme.paid", ObjectID: "obj_1",
+			AttemptID: a.ID, Succeeded: true}, nil
+	})
+	var got []string
+	var mu sync.Mutex
+	hooks := httptest.NewServer(webhook.New(f.store, webhook.Config{
+		Gateways: map[string]order.EventReceiver{"acme": acme},
+		OnEvent: func(gateway, eventType, result string) {
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, gateway+" "+eventType+" "+result)
+		},
+	}, f.logs.Logger()))
+	t.Cleanup(hooks.Close)
+	for _, tc := range []struct {
+		path, verdict string
+		code          int
+		closed        bool
 	}{
-		{webhook.CheckRefpspSecret, "a", false},
-		{webhook.CheckRefpspSecret, strings.Repeat("x", 31), false},
-		{webhook.CheckRefpspSecret, strings.Repeat("x", 32), true},
-		{webhook.CheckRefpspSecret, refpspSecret, true},
-		{webhook.CheckStripeSecret, "a", false},
-		{webhook.CheckStripeSecret, "whsec_", false},
-		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("A", 31), false},
-		{webhook.CheckStripeSecret, "sk_test_" + strings.Repeat("A", 32), false},
-		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("A", 31) + " ", false},
-		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("aB3", 10) + "xy", true},      // the Dashboard's
-		{webhook.CheckStripeSecret, "whsec_" + strings.Repeat("0123456789abcdef", 4), true}, // the Stripe CLI's
-		{webhook.CheckStripeSecret, stripeSecret, true},
+		{"/webhooks/acme", "unsigned", 400, true},
+		{"/webhooks/acme", "ignored", 200, false},
+		{"/webhooks/acme", "garbled", 400, false},
+		{"/webhooks/acme", "", 200, false},
+		{"/webhooks/refpsp", "", 404, true},
 	} {
-		err := c.check(c.secret)
-		if (err == nil) != c.ok {
-			t.Errorf("%q: %v, want ok %v", c.secret, err, c.ok)
+		req, _ := http.NewRequest(http.MethodPost, hooks.URL+tc.path, strings.NewReader("1"))
+		req.Header.Set("Acme-Verdict", tc.verdict)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if err != nil && len(c.secret) > len("whsec_") && strings.Contains(err.Error(), c.secret) {
-			t.Errorf("%q: the error %q holds the secret", c.secret, err)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.code || resp.Close != tc.closed {
+			t.Errorf("%s %q: %d (close %v), want %d (close %v)", tc.path, tc.verdict, resp.StatusCode, resp.Close, tc.code, tc.closed)
 		}
+	}
+	want := []string{"acme  bad_signature", "acme  ignored_type", "acme  malformed", "acme acme.paid woken"}
+	mu.Lock()
+	defer mu.Unlock()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("events told %q, want %q", got, want)
+	}
+	var gw string
+	if err := f.pool.QueryRow(context.Background(), "SELECT gateway FROM gateway_events WHERE event_id = 'evt_1'").Scan(&gw); err != nil || gw != "acme" {
+		t.Errorf("the event is recorded under %q (%v), want acme", gw, err)
 	}
 }

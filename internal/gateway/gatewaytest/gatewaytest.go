@@ -24,7 +24,9 @@
 //   - a merchant-initiated (off-session) charge of a card that needs the
 //     customer's authentication is declined
 //     order.DeclineAuthenticationRequired, and leaves nothing open that an
-//     authentication or a later confirm could still charge.
+//     authentication or a later confirm could still charge;
+//   - every call is reported to the adapter's observer, once, with its
+//     ids and its result.
 //
 // A Lookup never moves money. Two capabilities differ between gateways and
 // are declared in the Harness: whether a repeated Charge of one attempt is
@@ -40,6 +42,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -78,6 +81,9 @@ type Harness struct {
 	// order.Refunder; refunds.go lists what the suite checks.
 	RefundTimeout, RefundFailLater string
 	RefundLedger                   func(refundID string) []Entry
+	// Observed returns the same adapter configured with obs as its
+	// Observer (each adapter's Config.Observer).
+	Observed func(obs gateway.Observer) order.Gateway
 	// Action, when set, names a payment method that the fake charges only
 	// once the customer has authenticated (3-D Secure); the suite then
 	// checks an off-session charge of it.
@@ -112,6 +118,7 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 		{"repeated charge of one attempt", testRepeatedCharge},
 		{"unreachable gateway", testUnreachable},
 		{"off-session charge needing authentication", testOffSessionAction},
+		{"every call is observed", testObserved},
 	}
 	for _, tt := range refundTests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -5,8 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/gateway/gatewaytest"
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
+	"github.com/settlepay/settle/internal/order"
 )
 
 // TestConformance runs the gateway conformance suite against the refpsp
@@ -40,9 +43,16 @@ func TestConformance(t *testing.T) {
 						}
 						return out
 					},
-					DedupesCharges:  dedupe,
-					LookupCancels:   false,
-					Unreachable:     newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
+					DedupesCharges: dedupe,
+					LookupCancels:  false,
+					Unreachable:    newClient(t, "http://"+gatewaytest.ClosedAddr(t), callTimeout),
+					Observed: func(obs gateway.Observer) order.Gateway {
+						c, err := refpsp.New(refpsp.Config{BaseURL: srv.URL, APIKey: apiKey, Timeout: callTimeout, Observer: obs})
+						if err != nil {
+							t.Fatal(err)
+						}
+						return c
+					},
 					RefundTimeout:   "tok_refund_timeout",
 					RefundFailLater: "tok_refund_fail_later",
 					Action:          "tok_3ds",

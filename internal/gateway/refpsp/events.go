@@ -4,10 +4,15 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/settlepay/settle/internal/order"
 )
 
 // Events
@@ -24,6 +29,9 @@ import (
 // signing secret, and while a secret is rotated the header carries one v1
 // per secret. An event is delivered at least once, in no particular order;
 // a repeat has the same id.
+//
+// Client.ReceiveEvent verifies and reads an event for Settle's webhook
+// listener (order.EventReceiver).
 
 // SignatureHeader is the header that carries an event's signature.
 const SignatureHeader = "Refpsp-Signature"
@@ -113,4 +121,48 @@ func mac(ts string, body []byte, secret string) []byte {
 	m.Write([]byte("."))
 	m.Write(body)
 	return m.Sum(nil)
+}
+
+// DefaultEventTolerance is Config.EventTolerance when it is zero.
+const DefaultEventTolerance = 5 * time.Minute
+
+// MinEventSecretLen is the shortest event signing secret accepted: 32
+// bytes, the size of the HMAC-SHA256 key that signs the events.
+const MinEventSecretLen = 32
+
+// CheckEventSecret returns why s cannot be an event signing secret, nil
+// if it can. The error never holds the secret.
+func CheckEventSecret(s string) error {
+	if len(s) < MinEventSecretLen {
+		return fmt.Errorf("a secret of %d bytes is too short: use at least %d random bytes (for example `openssl rand -hex 32`)", len(s), MinEventSecretLen)
+	}
+	return nil
+}
+
+// eventTypes are the events that matter, and whether each reports money
+// moved. Their types are the only text of an event's that reaches logs
+// and metrics.
+var eventTypes = map[string]bool{EventSucceeded: true, EventDeclined: false}
+
+var _ order.EventReceiver = (*Client)(nil)
+
+// ReceiveEvent verifies an event signed with one of Config.EventSecrets
+// within Config.EventTolerance and returns it as the domain's event: about
+// the charge with the event's reference as its attempt id.
+func (c *Client) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+	if err := Verify(body, http.Header(header).Get(SignatureHeader), c.eventSecrets, c.eventTolerance, time.Now()); err != nil {
+		return order.GatewayEvent{}, errors.Join(order.ErrEventSignature, err)
+	}
+	var e Event
+	if err := json.Unmarshal(body, &e); err != nil || e.ID == "" || e.Data.Object.Reference == "" {
+		return order.GatewayEvent{}, errors.New("refpsp: malformed event")
+	}
+	succeeded, ok := eventTypes[e.Type]
+	if !ok {
+		return order.GatewayEvent{}, order.ErrEventIgnored
+	}
+	return order.GatewayEvent{
+		ID: e.ID, Type: e.Type, ObjectID: e.Data.Object.ID,
+		AttemptID: e.Data.Object.Reference, ChargeID: e.Data.Object.ID, Succeeded: succeeded,
+	}, nil
 }

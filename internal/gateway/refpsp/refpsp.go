@@ -64,6 +64,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -87,6 +88,17 @@ type Config struct {
 	// HTTPClient sends the requests. Nil means a client with its own
 	// transport. The Client uses a copy that never follows redirects.
 	HTTPClient *http.Client
+	// Observer is told of every charge, lookup and refund call (telemetry
+	// counts, times and traces them). Nil means gateway.Unobserved.
+	Observer gateway.Observer
+	// EventSecrets are the signing secrets of the gateway's events, each
+	// at least MinEventSecretLen bytes; an event signed with any of them is
+	// accepted, so that a secret can be rotated. With none, ReceiveEvent
+	// refuses every event.
+	EventSecrets []string
+	// EventTolerance bounds how far an event signature's timestamp may lie
+	// from now, either way. Zero means DefaultEventTolerance.
+	EventTolerance time.Duration
 }
 
 // Client charges and looks up charges at the reference gateway. It
@@ -97,6 +109,10 @@ type Client struct {
 	apiKey     string
 	timeout    time.Duration
 	http       *http.Client
+	obs        gateway.Observer
+	// The events' signing secrets and tolerance (events.go).
+	eventSecrets   []string
+	eventTolerance time.Duration
 }
 
 var _ order.Gateway = (*Client)(nil)
@@ -124,6 +140,20 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
+	for i, secret := range cfg.EventSecrets {
+		if err := CheckEventSecret(secret); err != nil {
+			return nil, fmt.Errorf("refpsp: event secret %d of %d: %w", i+1, len(cfg.EventSecrets), err)
+		}
+	}
+	if cfg.EventTolerance < 0 {
+		return nil, fmt.Errorf("refpsp: event tolerance %s must not be negative", cfg.EventTolerance)
+	}
+	if cfg.EventTolerance == 0 {
+		cfg.EventTolerance = DefaultEventTolerance
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = gateway.Unobserved
+	}
 
 	var hc http.Client
 	if cfg.HTTPClient != nil {
@@ -142,6 +172,10 @@ func New(cfg Config) (*Client, error) {
 		apiKey:     cfg.APIKey,
 		timeout:    cfg.Timeout,
 		http:       &hc,
+		obs:        cfg.Observer,
+
+		eventSecrets:   cfg.EventSecrets,
+		eventTolerance: cfg.EventTolerance,
 	}, nil
 }
 
@@ -154,7 +188,9 @@ func New(cfg Config) (*Client, error) {
 // request was written, because a POST carrying an Idempotency-Key header
 // counts as replayable. Against a gateway that ignores the key that replay
 // is a second charge, so the request is made non-replayable instead.
-func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (res order.Result, err error) {
+	ctx, done := c.obs.Start(ctx, gateway.Call{Op: gateway.OpCharge, OrderID: req.OrderID, AttemptID: req.AttemptID})
+	defer func() { done(res, err) }()
 	if req.AttemptID == "" {
 		return order.Result{Outcome: order.OutcomeNotSent}, errors.New("refpsp: charge: attempt id is required")
 	}
@@ -180,7 +216,7 @@ func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (order.Res
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Idempotency-Key", req.AttemptID)
 
-	res, err := classifyCharge(req, c.do(hreq))
+	res, err = classifyCharge(req, c.do(hreq))
 	if err != nil {
 		err = fmt.Errorf("refpsp: charge %s: %w", req.AttemptID, err)
 	}
@@ -191,7 +227,9 @@ func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (order.Res
 // returns OutcomeSucceeded or OutcomeDeclined with the charge, OutcomeNotFound
 // when the gateway has no such charge, or an error when the gateway cannot
 // say (the result's outcome is then OutcomeUnknown).
-func (c *Client) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+func (c *Client) Lookup(ctx context.Context, req order.ChargeRequest) (res order.Result, err error) {
+	ctx, done := c.obs.Start(ctx, gateway.Call{Op: gateway.OpLookup, OrderID: req.OrderID, AttemptID: req.AttemptID})
+	defer func() { done(res, err) }()
 	if req.AttemptID == "" {
 		return order.Result{Outcome: order.OutcomeUnknown}, errors.New("refpsp: lookup: attempt id is required")
 	}
@@ -203,7 +241,7 @@ func (c *Client) Lookup(ctx context.Context, req order.ChargeRequest) (order.Res
 		return order.Result{Outcome: order.OutcomeUnknown}, fmt.Errorf("refpsp: lookup %s: build request: %w", req.AttemptID, err)
 	}
 
-	res, err := classifyLookup(req, c.do(hreq))
+	res, err = classifyLookup(req, c.do(hreq))
 	if err == nil && res.Outcome == order.OutcomeRequiresAction && req.CancelAwaitingAction {
 		// The customer did not authenticate in time: cancel, which proves
 		// the charge will not happen, or learn that it ended meanwhile.

@@ -45,7 +45,9 @@ var _ order.Refunder = (*Client)(nil)
 // Refund asks the gateway to refund req.Amount of the charge with
 // reference req.ChargeAttemptID, with req.RefundID as the reference and
 // idempotency key. Like Charge, it sends the request at most once.
-func (c *Client) Refund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+func (c *Client) Refund(ctx context.Context, req order.RefundRequest) (res order.Result, err error) {
+	ctx, done := c.obs.Start(ctx, gateway.Call{Op: gateway.OpRefund, OrderID: req.OrderID, AttemptID: req.RefundID})
+	defer func() { done(res, err) }()
 	if req.RefundID == "" || req.ChargeAttemptID == "" {
 		return order.Result{Outcome: order.OutcomeNotSent}, errors.New("refpsp: refund: refund id and charge reference are required")
 	}
@@ -64,7 +66,7 @@ func (c *Client) Refund(ctx context.Context, req order.RefundRequest) (order.Res
 	}
 	hreq.Header.Set("Content-Type", "application/json")
 	hreq.Header.Set("Idempotency-Key", req.RefundID)
-	res, err := classifyRefund(req, c.do(hreq))
+	res, err = classifyRefund(req, c.do(hreq))
 	if err != nil {
 		err = fmt.Errorf("refpsp: refund %s: %w", req.RefundID, err)
 	}
@@ -74,7 +76,9 @@ func (c *Client) Refund(ctx context.Context, req order.RefundRequest) (order.Res
 // LookupRefund asks the gateway about the refund with reference
 // req.RefundID: OutcomeSucceeded, OutcomeDeclined (it failed),
 // OutcomeNotFound, or an error when the gateway cannot say yet (pending).
-func (c *Client) LookupRefund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+func (c *Client) LookupRefund(ctx context.Context, req order.RefundRequest) (res order.Result, err error) {
+	ctx, done := c.obs.Start(ctx, gateway.Call{Op: gateway.OpLookupRefund, OrderID: req.OrderID, AttemptID: req.RefundID})
+	defer func() { done(res, err) }()
 	if req.RefundID == "" {
 		return order.Result{Outcome: order.OutcomeUnknown}, errors.New("refpsp: lookup refund: refund id is required")
 	}
@@ -85,7 +89,7 @@ func (c *Client) LookupRefund(ctx context.Context, req order.RefundRequest) (ord
 	if err != nil {
 		return order.Result{Outcome: order.OutcomeUnknown}, fmt.Errorf("refpsp: lookup refund %s: build request: %w", req.RefundID, err)
 	}
-	res, err := classifyRefundLookup(req, c.do(hreq))
+	res, err = classifyRefundLookup(req, c.do(hreq))
 	if err != nil {
 		err = fmt.Errorf("refpsp: lookup refund %s: %w", req.RefundID, err)
 	}

@@ -5,9 +5,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/gateway/gatewaytest"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+	"github.com/settlepay/settle/internal/order"
 )
 
 // TestConformance runs the gateway conformance suite against the Stripe
@@ -32,9 +34,12 @@ func TestConformance(t *testing.T) {
 				}
 				return out
 			},
-			DedupesCharges:  true,
-			LookupCancels:   true,
-			Unreachable:     newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
+			DedupesCharges: true,
+			LookupCancels:  true,
+			Unreachable:    newGateway(t, stripe.Config{BaseURL: "http://" + gatewaytest.ClosedAddr(t), Timeout: callTimeout}),
+			Observed: func(obs gateway.Observer) order.Gateway {
+				return newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: callTimeout, MaxNetworkRetries: 2, Observer: obs})
+			},
 			RefundTimeout:   stripetest.TokenRefundTimeout,
 			RefundFailLater: stripetest.TokenRefundFail,
 			Action:          stripetest.TokenRequiresAction,

@@ -55,7 +55,9 @@ func (g *Gateway) refunds() refund.Client {
 // Refund refunds req.Amount of the PaymentIntent req.ChargeID, with
 // req.RefundID as the idempotency key. It always reports an outcome; a
 // non-nil error explains an unknown or not-sent outcome or a rejection.
-func (g *Gateway) Refund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+func (g *Gateway) Refund(ctx context.Context, req order.RefundRequest) (res order.Result, err error) {
+	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpRefund, OrderID: req.OrderID, AttemptID: req.RefundID})
+	defer func() { done(res, err) }()
 	if err := checkRefund(req); err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("stripe: refund %s: %w", req.RefundID, err)
 	}
@@ -77,7 +79,7 @@ func (g *Gateway) Refund(ctx context.Context, req order.RefundRequest) (order.Re
 	p.SetIdempotencyKey(req.RefundID)
 	p.Context = ctx
 	r, err := g.refunds().New(p)
-	res, err := g.classifyRefund(ctx, req, r, err, connected.Load(), int(sent.Load()))
+	res, err = g.classifyRefund(ctx, req, r, err, connected.Load(), int(sent.Load()))
 	if err != nil {
 		err = fmt.Errorf("stripe: refund %s: %w", req.RefundID, err)
 	}
@@ -88,7 +90,9 @@ func (g *Gateway) Refund(ctx context.Context, req order.RefundRequest) (order.Re
 // among the PaymentIntent's refunds: OutcomeSucceeded, OutcomeDeclined (it
 // failed), OutcomeNotFound, or an error when Stripe cannot say now (a
 // pending refund included).
-func (g *Gateway) LookupRefund(ctx context.Context, req order.RefundRequest) (order.Result, error) {
+func (g *Gateway) LookupRefund(ctx context.Context, req order.RefundRequest) (res order.Result, err error) {
+	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpLookupRefund, OrderID: req.OrderID, AttemptID: req.RefundID})
+	defer func() { done(res, err) }()
 	unknownRes := order.Result{Outcome: order.OutcomeUnknown}
 	if err := checkRefund(req); err != nil {
 		return unknownRes, fmt.Errorf("stripe: lookup refund %s: %w", req.RefundID, err)

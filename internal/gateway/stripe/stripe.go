@@ -134,6 +134,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v76"
 	"github.com/stripe/stripe-go/v76/paymentintent"
 
+	"github.com/settlepay/settle/internal/gateway"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -183,6 +184,17 @@ type Config struct {
 	// Now is the clock that ages attempts for the replay window. Nil means
 	// time.Now.
 	Now func() time.Time
+	// Observer is told of every charge, lookup and refund call (telemetry
+	// counts, times and traces them). Nil means gateway.Unobserved.
+	Observer gateway.Observer
+	// WebhookSecrets are the signing secrets (whsec_...) of Settle's
+	// webhook endpoint at Stripe, each as CheckWebhookSecret wants it; an
+	// event signed with any of them is accepted, so that a secret can be
+	// rolled. With none, ReceiveEvent refuses every event.
+	WebhookSecrets []string
+	// WebhookTolerance bounds how far an event signature's timestamp may
+	// lie from now, either way. Zero means DefaultWebhookTolerance.
+	WebhookTolerance time.Duration
 }
 
 // Gateway charges payment methods through Stripe PaymentIntents. It
@@ -194,6 +206,10 @@ type Gateway struct {
 	window  time.Duration
 	log     *slog.Logger
 	now     func() time.Time
+	obs     gateway.Observer
+	// The webhook endpoint's signing secrets and tolerance (events.go).
+	webhookSecrets   []string
+	webhookTolerance time.Duration
 }
 
 var _ order.Gateway = (*Gateway)(nil)
@@ -246,6 +262,20 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Observer == nil {
+		cfg.Observer = gateway.Unobserved
+	}
+	for i, secret := range cfg.WebhookSecrets {
+		if err := CheckWebhookSecret(secret); err != nil {
+			return nil, fmt.Errorf("stripe: webhook secret %d of %d: %w", i+1, len(cfg.WebhookSecrets), err)
+		}
+	}
+	if cfg.WebhookTolerance < 0 {
+		return nil, fmt.Errorf("stripe: webhook tolerance %s must not be negative", cfg.WebhookTolerance)
+	}
+	if cfg.WebhookTolerance == 0 {
+		cfg.WebhookTolerance = DefaultWebhookTolerance
+	}
 
 	// A transport of its own, so that nothing else in the process shares its
 	// connections or changes its settings. Stripe never redirects; a
@@ -269,6 +299,10 @@ func New(cfg Config) (*Gateway, error) {
 		window:  cfg.ReplayWindow,
 		log:     cfg.Logger,
 		now:     cfg.Now,
+		obs:     cfg.Observer,
+
+		webhookSecrets:   cfg.WebhookSecrets,
+		webhookTolerance: cfg.WebhookTolerance,
 	}, nil
 }
 
@@ -282,14 +316,16 @@ const (
 // documentation). It always reports an outcome, and the PaymentIntent's id
 // whenever the create answered; a non-nil error explains an unknown,
 // not-sent or refused outcome or a rejection, and is for logs.
-func (g *Gateway) Charge(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+func (g *Gateway) Charge(ctx context.Context, req order.ChargeRequest) (res order.Result, err error) {
+	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpCharge, OrderID: req.OrderID, AttemptID: req.AttemptID})
+	defer func() { done(res, err) }()
 	amount, err := checkRequest(req)
 	if err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("stripe: charge %s: %w", req.AttemptID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err := g.charge(ctx, req, amount)
+	res, err = g.charge(ctx, req, amount)
 	if err != nil {
 		err = fmt.Errorf("stripe: charge %s: %w", req.AttemptID, err)
 	}
@@ -337,14 +373,16 @@ func (g *Gateway) charge(ctx context.Context, req order.ChargeRequest, amount in
 // outcome is then OutcomeUnknown, with the PaymentIntent's id when Lookup
 // learned it. Past the replay window, with no id known, the error wraps
 // order.ErrLookupExpired.
-func (g *Gateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+func (g *Gateway) Lookup(ctx context.Context, req order.ChargeRequest) (res order.Result, err error) {
+	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpLookup, OrderID: req.OrderID, AttemptID: req.AttemptID})
+	defer func() { done(res, err) }()
 	amount, err := checkRequest(req)
 	if err != nil {
 		return order.Result{Outcome: order.OutcomeUnknown}, fmt.Errorf("stripe: lookup %s: %w", req.AttemptID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err := g.lookup(ctx, req, amount)
+	res, err = g.lookup(ctx, req, amount)
 	if err != nil {
 		res.Outcome = order.OutcomeUnknown
 		err = fmt.Errorf("stripe: lookup %s: %w", req.AttemptID, err)

@@ -1,0 +1,45 @@
+package gateway
+
+import (
+	"context"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// The operations an adapter reports to its Observer.
+const (
+	OpCharge       = "charge"
+	OpLookup       = "lookup"
+	OpRefund       = "refund"
+	OpLookupRefund = "lookup_refund"
+)
+
+// Call is one operation of an adapter at its gateway, as it is observed.
+type Call struct {
+	// Op is OpCharge, OpLookup, OpRefund or OpLookupRefund.
+	Op      string
+	OrderID string
+	// AttemptID is the attempt's id, or the refund's for a refund's
+	// operations.
+	AttemptID string
+}
+
+// Observer watches an adapter's calls (telemetry counts, times and traces
+// them). Each adapter calls Start as an operation begins and the function
+// it returns with the operation's result, so that the adapter itself is
+// what Settle wires, every capability of it in sight, and no wrapper
+// stands between the charge path and the adapter.
+type Observer interface {
+	// Start returns the context the call runs in (carrying a span, say)
+	// and the function to tell of its result, once.
+	Start(ctx context.Context, call Call) (context.Context, func(order.Result, error))
+}
+
+// Unobserved is the Observer of an adapter configured with none.
+var Unobserved Observer = unobserved{}
+
+type unobserved struct{}
+
+func (unobserved) Start(ctx context.Context, _ Call) (context.Context, func(order.Result, error)) {
+	return ctx, func(order.Result, error) {}
+}
