@@ -132,21 +132,3 @@ type AmountChecker interface {
 // retention window). The reconciler hands such orders to a person.
 var ErrLookupExpired = errors.New("gateway can no longer be asked about this attempt")
 
-// GatewayAs finds capability T (Refunder, AmountChecker) of gw, or of the
-// gateway it wraps: a wrapper (metrics, tracing) offers Unwrap() Gateway,
-// and every capability check goes through GatewayAs, so that no wrapper
-// hides what the adapter under it can do.
-func GatewayAs[T any](gw Gateway) (T, bool) {
-	for gw != nil {
-		if c, ok := gw.(T); ok {
-			return c, true
-		}
-		u, ok := gw.(interface{ Unwrap() Gateway })
-		if !ok {
-			break
-		}
-		gw = u.Unwrap()
-	}
-	var zero T
-	return zero, false
-}

@@ -234,7 +234,7 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 	if err != nil {
 		return Order{}, Refund{}, err
 	}
-	gw, ok := GatewayAs[Refunder](s.gateways[o.Gateway])
+	gw, ok := s.gateways[o.Gateway].(Refunder)
 	if !ok {
 		return Order{}, Refund{}, ErrRefundsUnsupported
 	}

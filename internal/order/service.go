@@ -203,7 +203,7 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if !ok {
 		return Order{}, s.unknownGateway(n.Gateway)
 	}
-	if c, ok := GatewayAs[AmountChecker](gw); ok {
+	if c, ok := gw.(AmountChecker); ok {
 		if err := c.CheckAmount(n.Amount); err != nil {
 			return Order{}, err
 		}

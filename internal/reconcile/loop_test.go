@@ -46,7 +46,7 @@ func TestOneLoopOverEveryKind(t *testing.T) {
 	ctx := context.Background()
 	_, refundID := f.refunding(t)
 	slow, slowAtt := f.charging(t, "tok_ok", true)
-	gw := &gatedGateway{Gateway: f.gw, attemptID: slowAtt, gate: make(chan struct{})}
+	gw := &gatedGateway{Client: f.gw, attemptID: slowAtt, gate: make(chan struct{})}
 	r := f.reconciler(t, gw, reconcile.Config{})
 	done := make(chan error, 1)
 	go func() {

@@ -349,21 +349,19 @@ func TestSettlesHoldNoLookupSlot(t *testing.T) {
 	}
 }
 
-// gatedGateway holds the lookups of one attempt until gate is closed.
+// gatedGateway holds the lookups of one attempt until gate is closed; the
+// refpsp client under it does the rest (refunds included).
 type gatedGateway struct {
-	order.Gateway
+	*refpsp.Client
 	attemptID string
 	gate      chan struct{}
 }
-
-// Unwrap offers the gateway's other capabilities (refunds).
-func (g *gatedGateway) Unwrap() order.Gateway { return g.Gateway }
 
 func (g *gatedGateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
 	if req.AttemptID == g.attemptID {
 		<-g.gate
 	}
-	return g.Gateway.Lookup(ctx, req)
+	return g.Client.Lookup(ctx, req)
 }
 
 // TestSlowLookupHoldsBackNoOtherOrder: grouping settlements does not make
@@ -377,7 +375,7 @@ func TestSlowLookupHoldsBackNoOtherOrder(t *testing.T) {
 		id, _ := f.charging(t, "tok_ok", true)
 		others = append(others, id)
 	}
-	gw := &gatedGateway{Gateway: f.gw, attemptID: slowAtt, gate: make(chan struct{})}
+	gw := &gatedGateway{Client: f.gw, attemptID: slowAtt, gate: make(chan struct{})}
 	r := f.reconciler(t, gw, reconcile.Config{})
 	done := make(chan error, 1)
 	go func() {

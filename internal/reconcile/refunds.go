@@ -51,7 +51,7 @@ func (r *Reconciler) claimDueRefunds(ctx context.Context) ([]order.DueRefund, er
 }
 
 func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order.Result, error) {
-	gw, ok := order.GatewayAs[order.Refunder](r.gateways[d.Gateway])
+	gw, ok := r.gateways[d.Gateway].(order.Refunder)
 	if !ok {
 		return order.Result{}, fmt.Errorf("gateway %q is not configured here, or does not refund", d.Gateway)
 	}
