@@ -75,7 +75,7 @@ func (s *Store) CreateClaimedMany(ctx context.Context, os []order.Order, cs []or
 	for i := range os {
 		ns[i] = newClaimed{os[i], cs[i]}
 	}
-	out, err := s.createClaimedMany(ctx, ns)
+	out, err := s.postgres.createClaimedMany(ctx, ns)
 	if err != nil {
 		return nil, nil, err
 	}
