@@ -142,7 +142,7 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 	return e.claimMany(ctx, cs)
 }
 
-// createClaimedRow is what create_claimed_many.sql returns for the i-th
+// createClaimedRow is what create_claimed_orders.sql returns for the i-th
 // order (from 1).
 type createClaimedRow struct {
 	I int `db:"i"`

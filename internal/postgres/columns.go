@@ -96,7 +96,7 @@ func (c *claimColumns) add(cl order.Claim) {
 	c.Actor = append(c.Actor, string(cl.Actor))
 }
 
-// createClaimedColumns are the rows of create_claimed_many.sql: an order
+// createClaimedColumns are the rows of create_claimed_orders.sql: an order
 // and its claim.
 type createClaimedColumns struct {
 	ID                []string        `arg:"id" uuid:"order"`
@@ -134,7 +134,7 @@ func (c *createClaimedColumns) add(o order.Order, cl order.Claim) {
 	c.Customer = append(c.Customer, cl.Customer)
 }
 
-// settleColumns are the rows of settle.sql (and of citus_settle.sql, which
+// settleColumns are the rows of settles.sql (and of citus/settles.sql, which
 // takes one merchant instead of a column of them).
 type settleColumns struct {
 	MerchantID  []string        `arg:"merchant_id"`

@@ -32,16 +32,16 @@ type citusEngine struct {
 	polled pollWatches
 }
 
-//go:embed sql/citus_transition.sql
+//go:embed sql/citus/transition.sql
 var citusTransitionSQL string
 
-//go:embed sql/citus_refund_claim.sql
+//go:embed sql/citus/refund_claim.sql
 var citusRefundClaimSQL string
 
-//go:embed sql/citus_refund_settle.sql
+//go:embed sql/citus/refund_settle.sql
 var citusRefundSettleSQL string
 
-//go:embed sql/citus_record_gateway_event.sql
+//go:embed sql/citus/record_gateway_event.sql
 var citusRecordGatewayEventSQL string
 
 var citusStatements = statements{
@@ -53,10 +53,10 @@ var citusStatements = statements{
 
 func (e *citusEngine) statements() *statements { return &citusStatements }
 
-//go:embed sql/citus_create_order.sql
+//go:embed sql/citus/create_order.sql
 var citusCreateOrderSQL string
 
-// citusCreatedRow is what citus_create_order.sql returns.
+// citusCreatedRow is what citus/create_order.sql returns.
 type citusCreatedRow struct {
 	Created bool `db:"created"`
 	orderRow
@@ -98,10 +98,10 @@ func (e *citusEngine) createOrders(ctx context.Context, news []order.Order) ([]c
 	return out, nil
 }
 
-//go:embed sql/citus_claim.sql
+//go:embed sql/citus/claim.sql
 var citusClaimSQL string
 
-// citusClaimRow is what citus_claim.sql returns; an attempt ID of ” means
+// citusClaimRow is what citus/claim.sql returns; an attempt ID of ” means
 // no attempt.
 type citusClaimRow struct {
 	Claimed bool `db:"claimed"`
@@ -140,10 +140,10 @@ func (e *citusEngine) claim(ctx context.Context, c order.Claim) (order.ClaimResu
 	return res, nil
 }
 
-//go:embed sql/citus_create_claimed.sql
-var citusCreateClaimedSQL string
+//go:embed sql/citus/create_claimed_order.sql
+var citusCreateClaimedOrderSQL string
 
-// citusCreateClaimedRow is what citus_create_claimed.sql returns.
+// citusCreateClaimedRow is what citus/create_claimed_order.sql returns.
 type citusCreateClaimedRow struct {
 	orderRow
 	attemptRow
@@ -155,7 +155,7 @@ type citusCreateClaimedRow struct {
 func (e *citusEngine) createClaimed(ctx context.Context, o order.Order, c order.Claim) (createdClaimed, error) {
 	var r citusCreateClaimedRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[citusCreateClaimedRow](ctx, e.pool, citusCreateClaimedSQL, pgx.StrictNamedArgs{
+		r, err = queryOne[citusCreateClaimedRow](ctx, e.pool, citusCreateClaimedOrderSQL, pgx.StrictNamedArgs{
 			"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 			"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
@@ -178,11 +178,11 @@ func (e *citusEngine) claimMany(ctx context.Context, cs []order.Claim) ([]claime
 	return out, nil
 }
 
-// citusSettleSQL is settle.sql on Citus, for one merchant's settlements: a
+// citusSettlesSQL is settles.sql on Citus, for one merchant's settlements: a
 // call that Citus runs whole on the merchant's worker.
 //
-//go:embed sql/citus_settle.sql
-var citusSettleSQL string
+//go:embed sql/citus/settles.sql
+var citusSettlesSQL string
 
 func (e *citusEngine) settle(ctx context.Context, st order.Settlement) (settled, error) {
 	return e.merchantSettles(st.MerchantID).Do(ctx, st)
@@ -203,7 +203,7 @@ func (e *citusEngine) merchantSettles(merchant string) *batch.Batcher[string, or
 }
 
 // settleMany makes one call per merchant, each run whole on the
-// merchant's worker (citus_settle.sql). A merchant's settlements commit
+// merchant's worker (citus/settles.sql). A merchant's settlements commit
 // together; different merchants' do not.
 func (e *citusEngine) settleMany(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
 	orders, applied := make([]order.Order, len(sts)), make([]bool, len(sts))
@@ -228,7 +228,7 @@ func (e *citusEngine) settleMany(ctx context.Context, sts []order.Settlement) ([
 			for _, i := range idx {
 				orders[i], applied[i] = order.Order{}, false
 			}
-			rows, err := queryAll[settledRow](ctx, e.pool, citusSettleSQL, args)
+			rows, err := queryAll[settledRow](ctx, e.pool, citusSettlesSQL, args)
 			if err != nil {
 				return err
 			}
@@ -245,7 +245,7 @@ func (e *citusEngine) settleMany(ctx context.Context, sts []order.Settlement) ([
 	return orders, applied, nil
 }
 
-//go:embed sql/due_orders.sql
+//go:embed sql/citus/claim_due.sql
 var dueOrdersSQL string
 
 func (e *citusEngine) claimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
@@ -253,10 +253,10 @@ func (e *citusEngine) claimDue(ctx context.Context, limit int, lease time.Durati
 		pgx.StrictNamedArgs{"lease": lease, "due_only": true})
 }
 
-//go:embed sql/due_review.sql
+//go:embed sql/citus/claim_review_due.sql
 var dueReviewSQL string
 
-//go:embed sql/lease_review.sql
+//go:embed sql/citus/lease_review.sql
 var leaseReviewSQL string
 
 func (e *citusEngine) claimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error) {
@@ -304,10 +304,10 @@ func (e *citusEngine) leaseEach(ctx context.Context, dueSQL, leaseSQL string, du
 	return due, nil
 }
 
-//go:embed sql/due_refunds.sql
+//go:embed sql/citus/claim_due_refunds.sql
 var dueRefundsSQL string
 
-//go:embed sql/lease_refund.sql
+//go:embed sql/citus/lease_refund.sql
 var leaseRefundSQL string
 
 // claimDueRefunds reads every shard's due refunds, then leases each on its
@@ -344,7 +344,7 @@ func (e *citusEngine) claimDueRefunds(ctx context.Context, limit int, lease time
 	return due, nil
 }
 
-//go:embed sql/lease_merchant_deliveries.sql
+//go:embed sql/citus/lease_deliveries.sql
 var leaseMerchantDeliveriesSQL string
 
 // leaseDeliveries runs one statement per merchant, each on the

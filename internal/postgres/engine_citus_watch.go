@@ -82,7 +82,7 @@ func (w *pollWatches) changed(k watchKey, v string) bool {
 	return ok && old != v
 }
 
-//go:embed sql/watched_orders.sql
+//go:embed sql/citus/watched_orders.sql
 var watchedOrdersSQL string
 
 // watch registers a stream's watch of merchantID's order orderID in

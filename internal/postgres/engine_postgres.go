@@ -238,22 +238,22 @@ func (e *postgresEngine) claimSome(ctx context.Context, cs []order.Claim, out []
 	})
 }
 
-// createClaimedManySQL creates orders already claimed for their first
-// attempts in one statement; createClaimedSQL is the same statement for one
+// createClaimedOrdersSQL creates orders already claimed for their first
+// attempts in one statement; createClaimedOrderSQL is the same statement for one
 // order, generated from it.
 //
-//go:generate go run gen_onerow.go sql/create_claimed_many.sql sql/create_claimed.sql
-//go:embed sql/create_claimed_many.sql
-var createClaimedManySQL string
+//go:generate go run gen_onerow.go sql/create_claimed_orders.sql sql/create_claimed_order.sql
+//go:embed sql/create_claimed_orders.sql
+var createClaimedOrdersSQL string
 
-//go:embed sql/create_claimed.sql
-var createClaimedSQL string
+//go:embed sql/create_claimed_order.sql
+var createClaimedOrderSQL string
 
 func (e *postgresEngine) createClaimed(ctx context.Context, o order.Order, c order.Claim) (createdClaimed, error) {
 	return e.createClaims.Do(ctx, newClaimed{o, c})
 }
 
-// createClaimedMany runs create_claimed_many.sql for ns, whose merchant
+// createClaimedMany runs create_claimed_orders.sql for ns, whose merchant
 // references differ, and returns each one's result.
 func (e *postgresEngine) createClaimedMany(ctx context.Context, ns []newClaimed) ([]createdClaimed, error) {
 	n := len(ns)
@@ -266,9 +266,9 @@ func (e *postgresEngine) createClaimedMany(ctx context.Context, ns []newClaimed)
 		return nil, fmt.Errorf("create claimed: %w", err)
 	}
 	args["create_event"] = order.EventCreate
-	sql := createClaimedManySQL
+	sql := createClaimedOrdersSQL
 	if n == 1 {
-		sql = createClaimedSQL
+		sql = createClaimedOrderSQL
 		oneRow(args)
 	}
 	var rows []createClaimedRow
@@ -286,16 +286,16 @@ func (e *postgresEngine) createClaimedMany(ctx context.Context, ns []newClaimed)
 	return out, nil
 }
 
-// settleSQL records gateways' answers for one or many orders in one
-// statement, guarded, in one round trip and one commit; settleOneSQL is the
+// settlesSQL records gateways' answers for one or many orders in one
+// statement, guarded, in one round trip and one commit; settleSQL is the
 // same statement for one settlement, generated from it.
 //
-//go:generate go run gen_onerow.go sql/settle.sql sql/settle_one.sql
+//go:generate go run gen_onerow.go sql/settles.sql sql/settle.sql
+//go:embed sql/settles.sql
+var settlesSQL string
+
 //go:embed sql/settle.sql
 var settleSQL string
-
-//go:embed sql/settle_one.sql
-var settleOneSQL string
 
 func (e *postgresEngine) settle(ctx context.Context, st order.Settlement) (settled, error) {
 	return e.settles.Do(ctx, st)
@@ -311,9 +311,9 @@ func (e *postgresEngine) settleMany(ctx context.Context, sts []order.Settlement)
 	if err != nil {
 		return nil, nil, err
 	}
-	sql := settleSQL
+	sql := settlesSQL
 	if n == 1 {
-		sql = settleOneSQL
+		sql = settleSQL
 		oneRow(args)
 	}
 	orders, applied := make([]order.Order, n), make([]bool, n)

@@ -12,8 +12,8 @@ import (
 var CheckoutStatementsOnCitus = map[string]string{
 	"create_order":         citusCreateOrderSQL,
 	"claim":                citusClaimSQL,
-	"create_claimed":       citusCreateClaimedSQL,
-	"settle":               citusSettleSQL,
+	"create_claimed":       citusCreateClaimedOrderSQL,
+	"settle":               citusSettlesSQL,
 	"transition":           citusTransitionSQL,
 	"refund_claim":         citusRefundClaimSQL,
 	"refund_settle":        citusRefundSettleSQL,

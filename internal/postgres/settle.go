@@ -12,7 +12,7 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// settledRow is what settle.sql returns: the i-th settlement's order (from
+// settledRow is what settles.sql returns: the i-th settlement's order (from
 // 1), for each settlement whose guard held.
 type settledRow struct {
 	I int `db:"i"`
@@ -41,7 +41,7 @@ func (s *Store) SettleMany(ctx context.Context, sts []order.Settlement) ([]order
 	return e.settleMany(ctx, sts)
 }
 
-// settleArgs returns settle.sql's arguments for the settlements sts[i] of
+// settleArgs returns settles.sql's arguments for the settlements sts[i] of
 // idx, in that order: one array per column.
 func settleArgs(sts []order.Settlement, idx []int) (pgx.StrictNamedArgs, error) {
 	var cols settleColumns

@@ -289,7 +289,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 type statementCounter struct{ n atomic.Int64 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	// settle.sql, or on Citus the call that does its work.
+	// settles.sql, or on Citus the call that does its work.
 	if strings.Contains(d.SQL, "UPDATE charge_attempts") || strings.Contains(d.SQL, "settle_settle_orders(") {
 		c.n.Add(1)
 	}

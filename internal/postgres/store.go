@@ -178,7 +178,7 @@ func truncate(s string, n int) string {
 	return s[:n]
 }
 
-// isRequestKey reports whether a unique violation of create_claimed.sql
+// isRequestKey reports whether a unique violation of create_claimed_order.sql
 // is charge_attempts_request_key's. Citus relays a worker's error without
 // the constraint's name; there the statement's other keys cannot be the
 // one violated (the order's reference is ON CONFLICT DO NOTHING, the ids
