@@ -220,3 +220,55 @@ func BenchmarkCreateAndCharge(b *testing.B) {
 	b.ReportMetric(float64(rt.n.Load()-startTrips-1)/float64(b.N), "roundtrips/order")
 	b.ReportMetric(float64(writeCommits(b, pool)-startCommits)/float64(b.N), "commits/order")
 }
+
+// BenchmarkCheckoutForms compares, on plain PostgreSQL, the two forms of
+// the checkout path's writes: the statements the store runs there (sql/,
+// CTEs) and the PL/pgSQL functions it calls on Citus (migration 00016,
+// sql/citus/). One op is one order's create, claim, settle, refund claim
+// and refund settle, by one caller, so that each write runs alone (the
+// one-row forms), one round trip each in both forms.
+func BenchmarkCheckoutForms(b *testing.B) {
+	for _, form := range []struct {
+		name  string
+		citus bool
+	}{{"cte", false}, {"function", true}} {
+		b.Run(form.name, func(b *testing.B) {
+			ctx := context.Background()
+			pool := postgrestest.Pool(b)
+			if postgrestest.Citus() {
+				b.Skip("compares the forms on plain PostgreSQL")
+			}
+			// The functions check that Citus delegated their call; plain
+			// PostgreSQL has no coordinator to run them on.
+			if _, err := pool.Exec(ctx, `CREATE FUNCTION citus_is_coordinator() RETURNS boolean LANGUAGE sql AS 'SELECT false'`); err != nil {
+				b.Fatal(err)
+			}
+			s := postgres.NewStoreOn(pool, form.citus)
+			b.ResetTimer()
+			for i := range b.N {
+				o, err := s.CreateOrder(ctx, newOrder(fmt.Sprintf("form-%d", i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				c, err := s.Claim(ctx, claimOf(o, fmt.Sprintf("form-req-%d", i)))
+				if err != nil || !c.Claimed {
+					b.Fatalf("claim: %v %+v", err, c)
+				}
+				if _, ok, err := s.Settle(ctx, order.Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: c.Attempt.ID,
+					Event: order.EventSucceed, To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch"},
+					Actor: "bench"}); err != nil || !ok {
+					b.Fatalf("settle: %v %v", err, ok)
+				}
+				r, err := s.ClaimRefund(ctx, refundClaimOf(o, fmt.Sprintf("form-refund-%d", i), 0))
+				if err != nil || !r.Claimed {
+					b.Fatalf("refund claim: %v %+v", err, r)
+				}
+				st := order.RefundSettlementFor(o.MerchantID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)
+				st.Actor = "bench"
+				if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
+					b.Fatalf("refund settle: %v %v", err, ok)
+				}
+			}
+		})
+	}
+}
