@@ -1,10 +1,14 @@
 package postgres_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -219,4 +223,94 @@ func BenchmarkCreateAndCharge(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "orders/s")
 	b.ReportMetric(float64(rt.n.Load()-startTrips-1)/float64(b.N), "roundtrips/order")
 	b.ReportMetric(float64(writeCommits(b, pool)-startCommits)/float64(b.N), "commits/order")
+}
+
+// BenchmarkCheckoutForms compares, on plain PostgreSQL, the two forms of
+// the checkout path's writes: the statements the store runs there (sql/,
+// CTEs) and the PL/pgSQL functions it calls on Citus (migration 00016,
+// sql/citus/). One op is one order's create, claim, settle, refund claim
+// and refund settle, by one caller on one connection, so that each write
+// runs alone (the one-row forms), one round trip each in both forms. It
+// reports the CPU that the connection's server process spent per op
+// (server-µs/op), steadier than the wall time on a shared machine.
+func BenchmarkCheckoutForms(b *testing.B) {
+	for _, form := range []struct {
+		name  string
+		citus bool
+	}{{"cte", false}, {"function", true}} {
+		b.Run(form.name, func(b *testing.B) {
+			if postgrestest.Citus() {
+				b.Skip("compares the forms on plain PostgreSQL")
+			}
+			ctx := context.Background()
+			pool, err := postgres.Open(ctx, postgrestest.URL(b), 1)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(pool.Close)
+			var backend int
+			if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+				b.Fatal(err)
+			}
+			// The functions check that Citus delegated their call; plain
+			// PostgreSQL has no coordinator to run them on.
+			if _, err := pool.Exec(ctx, `CREATE FUNCTION citus_is_coordinator() RETURNS boolean LANGUAGE sql AS 'SELECT false'`); err != nil {
+				b.Fatal(err)
+			}
+			s := postgres.NewStoreOn(pool, form.citus)
+			startCPU := backendCPU(b, backend)
+			b.ResetTimer()
+			for i := range b.N {
+				o, err := s.CreateOrder(ctx, newOrder(fmt.Sprintf("form-%d", i)))
+				if err != nil {
+					b.Fatal(err)
+				}
+				c, err := s.Claim(ctx, claimOf(o, fmt.Sprintf("form-req-%d", i)))
+				if err != nil || !c.Claimed {
+					b.Fatalf("claim: %v %+v", err, c)
+				}
+				if _, ok, err := s.Settle(ctx, order.Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: c.Attempt.ID,
+					Event: order.EventSucceed, To: order.StatePaid, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch"},
+					Actor: "bench"}); err != nil || !ok {
+					b.Fatalf("settle: %v %v", err, ok)
+				}
+				r, err := s.ClaimRefund(ctx, refundClaimOf(o, fmt.Sprintf("form-refund-%d", i), 0))
+				if err != nil || !r.Claimed {
+					b.Fatalf("refund claim: %v %+v", err, r)
+				}
+				st := order.RefundSettlementFor(o.MerchantID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)
+				st.Actor = "bench"
+				if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
+					b.Fatalf("refund settle: %v %v", err, ok)
+				}
+			}
+			b.StopTimer()
+			var again int
+			if err := pool.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&again); err != nil || again != backend {
+				b.Fatalf("the connection changed (%d, then %d: %v): its server's CPU is not the whole", backend, again, err)
+			}
+			b.ReportMetric(float64((backendCPU(b, backend)-startCPU).Microseconds())/float64(b.N), "server-µs/op")
+		})
+	}
+}
+
+// backendCPU is the CPU time (user and system) that the server process pid,
+// on this machine, has used.
+func backendCPU(b *testing.B, pid int) time.Duration {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Skipf("the server's CPU: %v", err)
+	}
+	// The fields after the command name, which is in parentheses: utime
+	// and stime are the 12th and 13th, in clock ticks of 1/100 s.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond
 }

@@ -9,18 +9,16 @@ import (
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
-// TestClaimManyFailsOnlyItsRow: in one grouped claim, a row whose order is
+// testClaimManyFailsOnlyItsRow: in one grouped claim, a row whose order is
 // not PENDING, whose request id already names another order's attempt,
 // whose request id another row of the group takes first, or whose order
 // does not exist is refused alone; the other rows are claimed, each with
 // its own attempt and event.
-func TestClaimManyFailsOnlyItsRow(t *testing.T) {
-	t.Parallel()
+func testClaimManyFailsOnlyItsRow(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	create := func(ref string) order.Order {
 		o, err := s.CreateOrder(ctx, newOrder(ref))
 		if err != nil {
@@ -99,12 +97,11 @@ func TestClaimManyFailsOnlyItsRow(t *testing.T) {
 	}
 }
 
-// TestCreateOrdersGrouped: a grouped create makes the new orders and finds
+// testCreateOrdersGrouped: a grouped create makes the new orders and finds
 // the ones whose reference was taken, each with its own result.
-func TestCreateOrdersGrouped(t *testing.T) {
-	t.Parallel()
+func testCreateOrdersGrouped(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	before, err := s.CreateOrder(ctx, newOrder("taken"))
 	if err != nil {
 		t.Fatal(err)
@@ -127,14 +124,13 @@ func TestCreateOrdersGrouped(t *testing.T) {
 	}
 }
 
-// TestConcurrentClaimsGrouped: many concurrent claims and creates through
+// testConcurrentClaimsGrouped: many concurrent claims and creates through
 // the store's batchers (grouped while one statement is in flight) each get
 // their own answer: every order is created once and claimed once, by one of
 // the two requests that race for it.
-func TestConcurrentClaimsGrouped(t *testing.T) {
-	t.Parallel()
+func testConcurrentClaimsGrouped(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	const n = 40
 	orders := make([]order.Order, n)
 	var wg sync.WaitGroup
@@ -178,15 +174,14 @@ func TestConcurrentClaimsGrouped(t *testing.T) {
 	}
 }
 
-// TestCreateClaimedFailsOnlyItsOrder: of concurrent CreateClaimed calls
+// testCreateClaimedFailsOnlyItsOrder: of concurrent CreateClaimed calls
 // (grouped while a statement is in flight), the one whose request id
 // another order's attempt holds fails alone with a conflict and creates
 // nothing; one whose reference is taken creates nothing; the others are
 // created and claimed.
-func TestCreateClaimedFailsOnlyItsOrder(t *testing.T) {
-	t.Parallel()
+func testCreateClaimedFailsOnlyItsOrder(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	taken, err := s.CreateOrder(ctx, newOrder("taken-ref"))
 	if err != nil {
 		t.Fatal(err)

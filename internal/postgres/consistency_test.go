@@ -10,7 +10,6 @@ import (
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // The replay races: a client that retries quickly sends the same request
@@ -100,13 +99,12 @@ func isClosed(c chan struct{}) bool {
 	}
 }
 
-// TestRefundReplayRepliesAreConsistent: the same refund request sent
+// testRefundReplayRepliesAreConsistent: the same refund request sent
 // again and again while the first claims and settles it; every reply
 // shows the refund and the order at one moment.
-func TestRefundReplayRepliesAreConsistent(t *testing.T) {
-	t.Parallel()
+func testRefundReplayRepliesAreConsistent(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	orders := make([]order.Order, replayRounds)
 	for i := range orders {
@@ -159,13 +157,12 @@ func TestRefundReplayRepliesAreConsistent(t *testing.T) {
 	t.Logf("%d replies, each one moment's truth", n)
 }
 
-// TestChargeReplayRepliesAreConsistent: the same charge request sent
+// testChargeReplayRepliesAreConsistent: the same charge request sent
 // again and again while the first claims and settles it (PAID); every
 // reply shows the attempt and the order at one moment.
-func TestChargeReplayRepliesAreConsistent(t *testing.T) {
-	t.Parallel()
+func testChargeReplayRepliesAreConsistent(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	orders := make([]order.Order, replayRounds)
 	for i := range orders {

@@ -89,32 +89,28 @@ func TestKeysNameTheMerchant(t *testing.T) {
 // the merchant's shard alone. docs/operations.md ("Settle on Citus") says
 // how each of these runs there.
 var fanOut = map[string]string{
-	"order_merchant.sql":        "finds the merchant of an order an operator names by id alone",
-	"claim_due.sql":             "the reconciler's lease over every merchant's due orders",
-	"claim_due_refunds.sql":     "the reconciler's lease over every merchant's due refunds",
-	"sweep_watchers.sql":        "expired watchers of every merchant, at a listener's start",
-	"listen.sql":                "not a query",
-	"listen_due.sql":            "not a query",
-	"claim_review_due.sql":      "the reconciler's slow recheck over every merchant's orders in review",
-	"due_orders.sql":            "the reconciler's lease on Citus: a read of every shard's due orders",
-	"due_review.sql":            "the reconciler's review lease on Citus: a read of every shard's orders in review",
-	"due_refunds.sql":           "the reconciler's refund lease on Citus: a read of every shard's due refunds",
-	"is_citus.sql":              "asks the engine, not a table",
-	"durability.sql":            "asks the engine (its settings and standbys), not a table",
-	"writable.sql":              "asks the engine whether it accepts writes, not a table",
-	"gateway_event_attempt.sql": "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
+	"order_merchant.sql":          "finds the merchant of an order an operator names by id alone",
+	"claim_due.sql":               "the reconciler's lease over every merchant's due orders",
+	"claim_due_refunds.sql":       "the reconciler's lease over every merchant's due refunds",
+	"sweep_watchers.sql":          "expired watchers of every merchant, at a listener's start",
+	"listen.sql":                  "not a query",
+	"listen_due.sql":              "not a query",
+	"claim_review_due.sql":        "the reconciler's slow recheck over every merchant's orders in review",
+	"citus/claim_due.sql":         "the reconciler's lease on Citus: a read of every shard's due orders",
+	"citus/claim_review_due.sql":  "the reconciler's review lease on Citus: a read of every shard's orders in review",
+	"citus/claim_due_refunds.sql": "the reconciler's refund lease on Citus: a read of every shard's due refunds",
+	"is_citus.sql":                "asks the engine, not a table",
+	"durability.sql":              "asks the engine (its settings and standbys), not a table",
+	"writable.sql":                "asks the engine whether it accepts writes, not a table",
+	"gateway_event_attempt.sql":   "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 }
 
 // TestStatementsNameTheMerchant: every statement outside fanOut takes the
 // merchant as an argument.
 func TestStatementsNameTheMerchant(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob("sql/*.sql")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no statements in sql/: %v", err)
-	}
-	for _, f := range files {
-		name := filepath.Base(f)
+	for _, f := range sqlFiles(t) {
+		name := strings.TrimPrefix(filepath.ToSlash(f), "sql/")
 		src, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

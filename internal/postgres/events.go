@@ -131,59 +131,16 @@ func (s *Store) ResendEvent(ctx context.Context, merchant string, num int64) err
 	return err
 }
 
-//go:embed sql/lease_deliveries.sql
-var leaseDeliveriesSQL string
-
 // LeaseDeliveries leases up to perMerchant due events of each merchant for
 // lease; an event not recorded by then is leased again.
 func (s *Store) LeaseDeliveries(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error) {
-	citus, err := s.onCitus(ctx)
+	e, err := s.engine(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("lease deliveries: %w", err)
 	}
-	if citus {
-		return s.leaseDeliveriesEach(ctx, merchants, perMerchant, lease)
-	}
-	var out []order.Notification
-	err = retry(ctx, func() error {
-		rows, err := queryAll[notificationRow](ctx, s.pool, leaseDeliveriesSQL, pgx.StrictNamedArgs{
-			"merchant_id": merchants, "per_merchant": perMerchant, "lease": lease,
-		})
-		if err != nil {
-			return err
-		}
-		out, err = notifications(rows)
-		return err
-	})
+	out, err := e.leaseDeliveries(ctx, merchants, perMerchant, lease)
 	if err != nil {
-		return nil, fmt.Errorf("lease deliveries: %w", err)
-	}
-	return out, nil
-}
-
-//go:embed sql/lease_merchant_deliveries.sql
-var leaseMerchantDeliveriesSQL string
-
-// leaseDeliveriesEach is LeaseDeliveries on Citus: one statement per
-// merchant, each on the merchant's shard.
-func (s *Store) leaseDeliveriesEach(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error) {
-	var out []order.Notification
-	for _, m := range merchants {
-		var got []order.Notification
-		err := retry(ctx, func() error {
-			rows, err := queryAll[notificationRow](ctx, s.pool, leaseMerchantDeliveriesSQL, pgx.StrictNamedArgs{
-				"merchant_id": m, "per_merchant": perMerchant, "lease": lease,
-			})
-			if err != nil {
-				return err
-			}
-			got, err = notifications(rows)
-			return err
-		})
-		if err != nil {
-			return out, fmt.Errorf("lease deliveries: %w", err)
-		}
-		out = append(out, got...)
+		return out, fmt.Errorf("lease deliveries: %w", err)
 	}
 	return out, nil
 }
@@ -195,24 +152,24 @@ var recordDeliveriesSQL string
 // statement; an event whose retries run out within giveUp of its
 // transition has failed.
 func (s *Store) RecordDeliveries(ctx context.Context, ds []order.Delivery, giveUp time.Duration) ([]order.DeliveryRecord, error) {
-	n := len(ds)
-	merchants, ids, outcomes := make([]string, n), make([]int64, n), make([]string, n)
-	statuses, backoffs := make([]int32, n), make([]time.Duration, n)
-	for i, d := range ds {
-		merchants[i], ids[i], outcomes[i], statuses[i], backoffs[i] = d.MerchantID, d.Num, string(d.Outcome), int32(d.Status), d.Backoff
+	var cols deliveryColumns
+	for _, d := range ds {
+		cols.add(d)
 	}
+	args, err := columnArgs(&cols)
+	if err != nil {
+		return nil, fmt.Errorf("record deliveries: %w", err)
+	}
+	args["give_up"] = giveUp
 	var out []order.DeliveryRecord
-	err := retry(ctx, func() error {
+	err = retry(ctx, func() error {
 		rows, err := queryAll[struct {
 			Num        int64   `db:"event_num"`
 			MerchantID string  `db:"merchant_id"`
 			Outcome    string  `db:"outcome"`
 			Failed     bool    `db:"failed"`
 			Latency    float64 `db:"latency_seconds"`
-		}](ctx, s.pool, recordDeliveriesSQL, pgx.StrictNamedArgs{
-			"merchant_id": merchants, "id": ids, "outcome": outcomes, "status": statuses, "backoff": backoffs,
-			"give_up": giveUp,
-		})
+		}](ctx, s.pool, recordDeliveriesSQL, args)
 		out = make([]order.DeliveryRecord, len(rows))
 		for i, r := range rows {
 			out[i] = order.DeliveryRecord{MerchantID: r.MerchantID, Num: r.Num, Outcome: order.DeliveryOutcome(r.Outcome),

@@ -13,14 +13,13 @@ import (
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
-// TestEventsAreTheHistory: each transition a merchant cares about is an
+// testEventsAreTheHistory: each transition a merchant cares about is an
 // event of the right type, written by the transition's own statement, with
 // the order as it stood and its place in the order's history; creations and
 // claims are not events.
-func TestEventsAreTheHistory(t *testing.T) {
-	t.Parallel()
+func testEventsAreTheHistory(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 
 	paid, paidAtt := chargingOrder(t, s, "ref-paid")
@@ -102,14 +101,13 @@ func TestEventsAreTheHistory(t *testing.T) {
 	}
 }
 
-// TestListEventsWaitsForOlderTransactions: an event written by a
+// testListEventsWaitsForOlderTransactions: an event written by a
 // transaction still open, with a smaller id than an event already
 // committed, is not passed by the cursor: the later event is not listed
 // until the older transaction has ended.
-func TestListEventsWaitsForOlderTransactions(t *testing.T) {
-	t.Parallel()
+func testListEventsWaitsForOlderTransactions(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	a, err := s.CreateOrder(ctx, newOrder("ref-a"))
 	if err != nil {
@@ -124,7 +122,7 @@ func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	if postgrestest.Citus() {
+	if db.citus {
 		// As Settle writes history there: on the merchant's worker, in its
 		// transaction ids (a row inserted through the coordinator would
 		// take the coordinator's). Citus delegates this call inside the
@@ -165,13 +163,12 @@ func TestListEventsWaitsForOlderTransactions(t *testing.T) {
 	}
 }
 
-// TestDeliveryLeaseAndRecord: a leased event is not leased again until its
+// testDeliveryLeaseAndRecord: a leased event is not leased again until its
 // lease ends; delivered, it is leased no more; retried, it comes back after
 // its backoff; past its retry window it fails, and a resend brings it back.
-func TestDeliveryLeaseAndRecord(t *testing.T) {
-	t.Parallel()
+func testDeliveryLeaseAndRecord(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o, err := s.CreateOrder(ctx, newOrder("ref-1"))
 	if err != nil {
@@ -256,16 +253,15 @@ func listEvents(t *testing.T, s *postgres.Store, after order.EventCursor, limit,
 	}
 }
 
-// TestRefundEvents: a refund that succeeds, one that fails and one sent to
+// testRefundEvents: a refund that succeeds, one that fails and one sent to
 // review are events (refund.succeeded, refund.failed, refund.needs_review),
 // written by the refund's own statements, with the refund as it stood and
 // its order's id; the claims are not events. They share the order events'
 // numbering and per-order sequence, and are leased, recorded, resent and
 // counted in the backlog as order events are.
-func TestRefundEvents(t *testing.T) {
-	t.Parallel()
+func testRefundEvents(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	paid, att := chargingOrder(t, s, "ref-refunds")
 	if _, _, err := s.SettleMany(ctx, []order.Settlement{{MerchantID: order.DefaultMerchant, OrderID: paid.ID,
@@ -419,11 +415,8 @@ func TestRefundEvents(t *testing.T) {
 // coordinator's counter is ahead; here it is put ahead on purpose.
 func TestEventsListedOnCitus(t *testing.T) {
 	t.Parallel()
-	if !postgrestest.Citus() {
-		t.Skip("transaction ids of several nodes: runs with SETTLE_TEST_CITUS=1")
-	}
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := postgrestest.CitusPool(t)
 	s := postgres.NewStore(pool)
 	var coordinator, worker int64
 	if err := pool.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint,

@@ -19,9 +19,6 @@ import (
 //go:embed sql/record_gateway_event.sql
 var recordGatewayEventSQL string
 
-//go:embed sql/citus_record_gateway_event.sql
-var citusRecordGatewayEventSQL string
-
 // RecordGatewayEvent records a verified gateway event once, in the same
 // transaction (one statement) as what it triggers: the attempt's order made
 // due now, or a possible double charge raised for review. A repeat of an
@@ -34,10 +31,11 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 	if _, err := uuid.Parse(ev.AttemptID); err == nil {
 		attemptID = &ev.AttemptID
 	}
-	sql, err := s.forEngine(ctx, recordGatewayEventSQL, citusRecordGatewayEventSQL)
+	e, err := s.engine(ctx)
 	if err != nil {
 		return order.RecordedEvent{}, err
 	}
+	sql := e.statements().recordGatewayEvent
 	var r recordedRow
 	err = retry(ctx, func() error {
 		// The merchant first, then everything on its shard. An event

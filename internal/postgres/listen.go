@@ -2,33 +2,25 @@ package postgres
 
 import (
 	"context"
-	_ "embed"
 	"log/slog"
 	"time"
-
-	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 )
 
-// listenSQL subscribes a connection to the ids of changed orders.
-//
-//go:embed sql/listen.sql
-var listenSQL string
-
-// ListenOrders calls fn with the id of every order that changes, until ctx
-// ends. It holds one connection of the pool, and reconnects after a failure;
-// changes made while it reconnects are not reported, so callers also look
-// again now and then. missed is called after each reconnection. On Citus
-// it reads the watched orders every second instead (see pollWatched).
+// ListenOrders calls fn with the id of every watched order that changes,
+// until ctx ends. It holds one connection of the pool, and reconnects after
+// a failure; changes made while it reconnects are not reported, so callers
+// also look again now and then. missed is called after each reconnection.
+// On Citus it reads the watched orders every second instead (see
+// engine_citus_watch.go).
 func (s *Store) ListenOrders(ctx context.Context, log *slog.Logger, fn func(orderID string), missed func()) {
 	for {
-		citus, err := s.onCitus(ctx)
-		if err == nil && citus {
-			s.pollWatched(ctx, fn, missed)
+		e, err := s.engine(ctx)
+		if err == nil {
+			e.listenOrders(ctx, log, fn, missed)
 			return
 		}
-		if err == nil || ctx.Err() != nil {
-			break
+		if ctx.Err() != nil {
+			return
 		}
 		log.WarnContext(ctx, "cannot tell the database's engine; order notifications wait", "error", err)
 		select {
@@ -37,129 +29,18 @@ func (s *Store) ListenOrders(ctx context.Context, log *slog.Logger, fn func(orde
 		case <-time.After(time.Second):
 		}
 	}
-	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := s.listen(ctx, fn, missed)
-		if ctx.Err() != nil {
-			return
-		}
-		log.WarnContext(ctx, "order notifications interrupted; reconnecting", "error", err, "in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
-	}
 }
-
-func (s *Store) listen(ctx context.Context, fn func(string), missed func()) error {
-	pc, err := s.pool.Acquire(ctx)
-	if err != nil {
-		return err
-	}
-	// A connection that has listened is not handed back to the pool.
-	conn := pc.Hijack()
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, listenSQL); err != nil {
-		return err
-	}
-	// Each (re)connection of each server clears the rows that crashed
-	// servers left; a failure here costs only stale rows, which the
-	// trigger ignores.
-	if err := s.sweepWatchers(ctx); err != nil {
-		return err
-	}
-	missed()
-	for {
-		n, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			return err
-		}
-		fn(n.Payload)
-	}
-}
-
-// watchTTL is how long a row of order_watchers lives unless its server
-// refreshes it, which it does every watchRefresh while the stream is open.
-// A crashed server's rows expire within watchTTL; the trigger ignores
-// expired rows, and sweepWatchers deletes them.
-const (
-	watchTTL     = 2 * time.Minute
-	watchRefresh = watchTTL / 4
-)
-
-//go:embed sql/watch.sql
-var watchSQL string
-
-//go:embed sql/refresh_watch.sql
-var refreshWatchSQL string
-
-//go:embed sql/unwatch.sql
-var unwatchSQL string
-
-//go:embed sql/sweep_watchers.sql
-var sweepWatchersSQL string
 
 // Watch registers interest in merchantID's order orderID until the returned
 // function is called; only watched orders are notified (see migrations
 // 00003 and 00004). An order of another merchant, or none, is
 // order.ErrNotFound, and registers nothing. The registration is refreshed
 // until the returned function is called or ctx ends. On Citus the
-// registration is in this process only (see pollWatched).
+// registration is in this process only (see engine_citus_watch.go).
 func (s *Store) Watch(ctx context.Context, merchantID, orderID string) (func(), error) {
-	if citus, err := s.onCitus(ctx); err != nil {
-		return nil, err
-	} else if citus {
-		return s.watchOnCitus(ctx, merchantID, orderID)
-	}
-	watcher := uuid.NewString()
-	err := retry(ctx, func() error {
-		_, err := queryOne[struct {
-			Watched bool `db:"watched"`
-		}](ctx, s.pool, watchSQL, pgx.StrictNamedArgs{
-			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
-		})
-		return err
-	})
+	e, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	stop, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(watchRefresh)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-stop:
-				return
-			case <-t.C:
-				// A failed refresh is retried at the next tick; the row
-				// outlives a few of them.
-				_, _ = s.pool.Exec(ctx, refreshWatchSQL, pgx.StrictNamedArgs{
-					"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher, "ttl": watchTTL,
-				})
-			}
-		}
-	}()
-	return func() {
-		close(stop)
-		<-done
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		// A row left behind expires (see refreshWatchSQL).
-		_, _ = s.pool.Exec(ctx, unwatchSQL, pgx.StrictNamedArgs{
-			"merchant_id": merchantID, "order_id": orderID, "watcher_id": watcher,
-		})
-	}, nil
-}
-
-// sweepWatchers deletes every expired row of order_watchers: those of
-// servers that stopped without removing theirs.
-func (s *Store) sweepWatchers(ctx context.Context) error {
-	_, err := s.pool.Exec(ctx, sweepWatchersSQL)
-	return err
+	return e.watch(ctx, merchantID, orderID)
 }

@@ -10,16 +10,14 @@ import (
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
-// TestWatchOnlyOwnOrders checks that a watcher row is never created for an
+// testWatchOnlyOwnOrders checks that a watcher row is never created for an
 // order the caller may not see: another merchant's, or none. On Citus no
 // row is created at all: a server there watches in memory.
-func TestWatchOnlyOwnOrders(t *testing.T) {
-	t.Parallel()
+func testWatchOnlyOwnOrders(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o, err := s.CreateOrder(ctx, newOrder("ref-watch"))
 	if err != nil {
@@ -45,7 +43,7 @@ func TestWatchOnlyOwnOrders(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := 1
-	if postgrestest.Citus() {
+	if db.citus {
 		want = 0
 	}
 	if n := rows(); n != want {
@@ -57,17 +55,16 @@ func TestWatchOnlyOwnOrders(t *testing.T) {
 	}
 }
 
-// TestWatchersOfDeadServersExpire checks that the rows a crashed server left
+// testWatchersOfDeadServersExpire checks that the rows a crashed server left
 // (here: a watch never unwatched, whose refreshes stopped with its context,
 // and whose time has run out) no longer cause notifications, and are
 // deleted when a server's listener connects.
-func TestWatchersOfDeadServersExpire(t *testing.T) {
-	t.Parallel()
-	if postgrestest.Citus() {
+func testWatchersOfDeadServersExpire(t *testing.T, db storeDB) {
+	if db.citus {
 		t.Skip("on Citus there are no notifications: the trigger would fire on a worker; WatchOrder rechecks instead")
 	}
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	dead, err := s.CreateOrder(ctx, newOrder("ref-dead"))
 	if err != nil {
@@ -118,14 +115,13 @@ func TestWatchersOfDeadServersExpire(t *testing.T) {
 	}
 }
 
-// TestWatchedChangeIsReported: a change of a watched order reaches the
+// testWatchedChangeIsReported: a change of a watched order reaches the
 // listener, by a notification on PostgreSQL and, on Citus, where the
 // trigger would fire on a worker, by the server's reads of its watched
 // orders.
-func TestWatchedChangeIsReported(t *testing.T) {
-	t.Parallel()
+func testWatchedChangeIsReported(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o, err := s.CreateOrder(ctx, newOrder("ref-watched"))
 	if err != nil {
@@ -139,7 +135,7 @@ func TestWatchedChangeIsReported(t *testing.T) {
 	notified := listen(t, s)
 	// On Citus the first read only records the order as it stands: let it
 	// come before the change.
-	if postgrestest.Citus() {
+	if db.citus {
 		time.Sleep(2500 * time.Millisecond)
 	}
 	if c, err := s.Claim(ctx, claimOf(o, "req-watched")); err != nil || !c.Claimed {

@@ -69,9 +69,6 @@ func (r refundRow) refund() order.Refund {
 //go:embed sql/refund_claim.sql
 var refundClaimSQL string
 
-//go:embed sql/citus_refund_claim.sql
-var citusRefundClaimSQL string
-
 // refundClaimRow is what refund_claim.sql returns; a refund ID of ” means
 // no refund.
 type refundClaimRow struct {
@@ -95,10 +92,11 @@ var refundableStates = func() []string {
 
 // ClaimRefund implements order.RefundStore.
 func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
-	sql, err := s.forEngine(ctx, refundClaimSQL, citusRefundClaimSQL)
+	e, err := s.engine(ctx)
 	if err != nil {
 		return order.RefundClaimResult{}, err
 	}
+	sql := e.statements().refundClaim
 	var res order.RefundClaimResult
 	// A claim that made no refund and saw none may have met a refund of its
 	// request id that a concurrent claim committed after the statement's
@@ -136,9 +134,6 @@ func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.Ref
 //go:embed sql/refund_settle.sql
 var refundSettleSQL string
 
-//go:embed sql/citus_refund_settle.sql
-var citusRefundSettleSQL string
-
 // refundSettledRow is what refund_settle.sql returns.
 type refundSettledRow struct {
 	refundedOrderRow
@@ -161,10 +156,11 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 	if from == "" {
 		from = order.RefundRefunding
 	}
-	sql, err := s.forEngine(ctx, refundSettleSQL, citusRefundSettleSQL)
+	e, err := s.engine(ctx)
 	if err != nil {
 		return order.Order{}, order.Refund{}, false, err
 	}
+	sql := e.statements().refundSettle
 	err = retry(ctx, func() (err error) {
 		r, err = queryOne[refundSettledRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": from,
@@ -270,9 +266,6 @@ func refundsOf(ctx context.Context, q querier, merchantID, orderID string) ([]or
 	return refunds, events, nil
 }
 
-//go:embed sql/claim_due_refunds.sql
-var claimDueRefundsSQL string
-
 // dueRefundRow is a leased refund with what its lookup needs.
 type dueRefundRow struct {
 	refundRow
@@ -285,69 +278,16 @@ type dueRefundRow struct {
 // ClaimDueRefunds leases up to limit REFUNDING refunds whose reconcile_at
 // has come, oldest first, skipping those another reconciler holds.
 func (s *Store) ClaimDueRefunds(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
-	citus, err := s.onCitus(ctx)
+	e, err := s.engine(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if citus {
-		return s.claimDueRefundsEach(ctx, limit, lease)
-	}
-	var due []order.DueRefund
-	err = retry(ctx, func() error {
-		rows, err := queryAll[dueRefundRow](ctx, s.pool, claimDueRefundsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
-		due = make([]order.DueRefund, len(rows))
-		for i, r := range rows {
-			due[i] = r.due()
-		}
-		return err
-	})
-	return due, err
+	return e.claimDueRefunds(ctx, limit, lease)
 }
 
 func (r dueRefundRow) due() order.DueRefund {
 	return order.DueRefund{Refund: r.refund(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
 		ChargeID: r.ChargeID, Age: time.Duration(r.RefundAgeSeconds * float64(time.Second))}
-}
-
-//go:embed sql/due_refunds.sql
-var dueRefundsSQL string
-
-//go:embed sql/lease_refund.sql
-var leaseRefundSQL string
-
-// claimDueRefundsEach is ClaimDueRefunds on Citus, as claimDueEach is
-// ClaimDue: a read of every shard's due refunds, then a guarded lease of
-// each on its merchant's shard.
-func (s *Store) claimDueRefundsEach(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
-	type candidate struct {
-		MerchantID string `db:"merchant_id"`
-		ID         string `db:"id"`
-	}
-	var cands []candidate
-	err := retry(ctx, func() (err error) {
-		cands, err = queryAll[candidate](ctx, s.pool, dueRefundsSQL, pgx.StrictNamedArgs{"limit": limit})
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	var due []order.DueRefund
-	for _, c := range cands {
-		var r dueRefundRow
-		err := retry(ctx, func() (err error) {
-			r, err = queryOne[dueRefundRow](ctx, s.pool, leaseRefundSQL,
-				pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "id": c.ID, "lease": lease})
-			return err
-		})
-		switch {
-		case errors.Is(err, order.ErrNotFound):
-			continue // another reconciler has it, or it was settled
-		case err != nil:
-			return due, err
-		}
-		due = append(due, r.due())
-	}
-	return due, nil
 }
 
 //go:embed sql/refund_count_by_state.sql

@@ -7,7 +7,6 @@ import (
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 func refundClaimOf(o order.Order, requestID string, amount int64) order.RefundClaim {
@@ -15,15 +14,14 @@ func refundClaimOf(o order.Order, requestID string, amount int64) order.RefundCl
 		AmountMinor: amount, Actor: "test", Lease: 15 * time.Second}
 }
 
-// TestSettleRefundAfterConcurrentClaim: a refund's settle whose statement
+// testSettleRefundAfterConcurrentClaim: a refund's settle whose statement
 // began before another refund of the same amount was claimed, and waited
 // for that claim's lock, still releases its own reservation and keeps the
 // other's. (The order's version in the settle's snapshot then looked
 // already settled; a guard on it skipped the update.)
-func TestSettleRefundAfterConcurrentClaim(t *testing.T) {
-	t.Parallel()
+func testSettleRefundAfterConcurrentClaim(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o, err := s.CreateOrder(ctx, newOrder("refund-race"))
 	if err != nil {
@@ -60,7 +58,7 @@ func TestSettleRefundAfterConcurrentClaim(t *testing.T) {
 	// On Citus the settle waits on the worker that holds the order's
 	// shard, which citus_stat_activity shows from the coordinator.
 	activity := "pg_stat_activity"
-	if postgrestest.Citus() {
+	if db.citus {
 		activity = "citus_stat_activity"
 	}
 	deadline := time.Now().Add(10 * time.Second)

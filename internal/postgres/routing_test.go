@@ -23,11 +23,8 @@ import (
 // tens of milliseconds there instead of one round trip.
 func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 	t.Parallel()
-	if !postgrestest.Citus() {
-		t.Skip("Citus's planning: runs with SETTLE_TEST_CITUS=1")
-	}
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := postgrestest.CitusPool(t)
 	m := order.DefaultMerchant
 	id, att, ref := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	one := func(v any) any { return v }
@@ -100,11 +97,8 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 // bits (the coordinator's, group 0, start at 1).
 func TestCallsRunOnTheWorkerOnCitus(t *testing.T) {
 	t.Parallel()
-	if !postgrestest.Citus() {
-		t.Skip("Citus's delegation: runs with SETTLE_TEST_CITUS=1")
-	}
 	ctx := context.Background()
-	pool, err := postgres.Open(ctx, postgrestest.URL(t), 1)
+	pool, err := postgres.Open(ctx, postgrestest.CitusURL(t), 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // chargingOrder makes a CHARGING order and returns it with its attempt id.
@@ -33,10 +32,9 @@ func chargingOrder(t *testing.T, s *postgres.Store, ref string) (order.Order, st
 	return c.Order, c.Attempt.ID
 }
 
-func TestSettleMany(t *testing.T) {
-	t.Parallel()
+func testSettleMany(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 
 	paid, paidAtt := chargingOrder(t, s, "ref-paid")
@@ -160,12 +158,11 @@ func TestSettleMany(t *testing.T) {
 	}
 }
 
-// TestSettleManyOverlapping: two calls that settle the same orders, listed
+// testSettleManyOverlapping: two calls that settle the same orders, listed
 // in opposite orders, wait for each other rather than deadlock.
-func TestSettleManyOverlapping(t *testing.T) {
-	t.Parallel()
+func testSettleManyOverlapping(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	const n, rounds = 40, 20
 	var sts []order.Settlement
@@ -199,7 +196,7 @@ func TestSettleManyOverlapping(t *testing.T) {
 	if checks != 2*rounds*n {
 		t.Errorf("%d checks counted, want %d", checks, 2*rounds*n)
 	}
-	if postgrestest.Citus() {
+	if db.citus {
 		// There a deadlock would be counted on a worker, whose statistics
 		// this test does not read; the checks counted above still show
 		// every settlement applied once.
@@ -230,12 +227,11 @@ func TestSettleManyOverlapping(t *testing.T) {
 	}
 }
 
-// TestSettleManyWaitingForSettle: a call that waits for another settle of
+// testSettleManyWaitingForSettle: a call that waits for another settle of
 // its orders checks its guard on what that settle committed.
-func TestSettleManyWaitingForSettle(t *testing.T) {
-	t.Parallel()
+func testSettleManyWaitingForSettle(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	paid, paidAtt := chargingOrder(t, s, "ref-wait-paid")
 	rechecked, recheckedAtt := chargingOrder(t, s, "ref-wait-recheck")
@@ -289,7 +285,7 @@ func TestSettleManyWaitingForSettle(t *testing.T) {
 type statementCounter struct{ n atomic.Int64 }
 
 func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	// settle.sql, or on Citus the call that does its work.
+	// settles.sql, or on Citus the call that does its work.
 	if strings.Contains(d.SQL, "UPDATE charge_attempts") || strings.Contains(d.SQL, "settle_settle_orders(") {
 		c.n.Add(1)
 	}
@@ -349,10 +345,9 @@ func countingStore(t *testing.T) (*postgres.Store, *pgxpool.Pool, *statementCoun
 	return postgres.NewStore(pool), pool, counter
 }
 
-// TestSettleGroups: concurrent settles share statements, and each caller
+// testSettleGroups: concurrent settles share statements, and each caller
 // gets its own order back.
-func TestSettleGroups(t *testing.T) {
-	t.Parallel()
+func testSettleGroups(t *testing.T, db storeDB) {
 	s, pool, counter := countingStore(t)
 	const n = 40
 	var sts []order.Settlement
@@ -379,10 +374,9 @@ func TestSettleGroups(t *testing.T) {
 	}
 }
 
-// TestSettleGroupPoisoned: a settlement that makes its group's statement
+// testSettleGroupPoisoned: a settlement that makes its group's statement
 // fail fails alone; the others of its group are settled.
-func TestSettleGroupPoisoned(t *testing.T) {
-	t.Parallel()
+func testSettleGroupPoisoned(t *testing.T, db storeDB) {
 	s, pool, counter := countingStore(t)
 	var sts []order.Settlement
 	for i := range 5 {
@@ -405,12 +399,11 @@ func TestSettleGroupPoisoned(t *testing.T) {
 	}
 }
 
-// TestSettleTruncatesToValidUTF8: a long error text cut in the middle of a
+// testSettleTruncatesToValidUTF8: a long error text cut in the middle of a
 // character, or invalid UTF-8 from a gateway, must not fail the settle.
-func TestSettleTruncatesToValidUTF8(t *testing.T) {
-	t.Parallel()
+func testSettleTruncatesToValidUTF8(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	o, att := chargingOrder(t, s, "ref-utf8")
 	_, ok, err := s.Settle(ctx, order.Settlement{MerchantID: order.DefaultMerchant, OrderID: o.ID, AttemptID: att, RecheckIn: time.Minute,
 		LastError: "x" + strings.Repeat("€", 600) + "\xff", Result: order.Result{Outcome: order.OutcomeUnknown,
@@ -436,7 +429,12 @@ func waitForLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
 	// On Citus the statement waits on the worker that holds the order's
 	// shard, which citus_stat_activity shows from the coordinator.
 	activity := "pg_stat_activity"
-	if postgrestest.Citus() {
+	var citus bool
+	if err := pool.QueryRow(context.Background(),
+		`SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')`).Scan(&citus); err != nil {
+		t.Fatal(err)
+	}
+	if citus {
 		activity = "citus_stat_activity"
 	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(5 * time.Millisecond) {

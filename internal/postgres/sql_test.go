@@ -22,10 +22,7 @@ func TestSQLFiles(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	pool := postgrestest.Pool(t)
-	files, err := filepath.Glob("sql/*.sql")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no statements in sql/: %v", err)
-	}
+	files := sqlFiles(t)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
 		if err != nil {
@@ -69,6 +66,21 @@ func TestSQLFiles(t *testing.T) {
 	}
 }
 
+// sqlFiles returns the statements' files: sql/*.sql, and sql/citus/*.sql
+// (Citus's own forms, see sql/README.md).
+func sqlFiles(t *testing.T) []string {
+	t.Helper()
+	shared, err := filepath.Glob("sql/*.sql")
+	if err != nil || len(shared) == 0 {
+		t.Fatalf("no statements in sql/: %v", err)
+	}
+	citus, err := filepath.Glob("sql/citus/*.sql")
+	if err != nil || len(citus) == 0 {
+		t.Fatalf("no statements in sql/citus/: %v", err)
+	}
+	return append(shared, citus...)
+}
+
 func stripComments(sql string) string {
 	var out []string
 	for _, line := range strings.Split(sql, "\n") {
@@ -84,10 +96,10 @@ func stripComments(sql string) string {
 func TestOneRowGenerated(t *testing.T) {
 	t.Parallel()
 	for src, dst := range map[string]string{
-		"sql/settle.sql":              "sql/settle_one.sql",
-		"sql/claims.sql":              "sql/claim.sql",
-		"sql/create_orders.sql":       "sql/create_order.sql",
-		"sql/create_claimed_many.sql": "sql/create_claimed.sql",
+		"sql/settles.sql":               "sql/settle.sql",
+		"sql/claims.sql":                "sql/claim.sql",
+		"sql/create_orders.sql":         "sql/create_order.sql",
+		"sql/create_claimed_orders.sql": "sql/create_claimed_order.sql",
 	} {
 		b, err := os.ReadFile(src)
 		if err != nil {

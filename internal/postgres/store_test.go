@@ -25,10 +25,9 @@ func claimOf(o order.Order, requestID string) order.Claim {
 		From: order.StatePending, To: order.StateCharging, Event: order.EventCharge, Lease: 15 * time.Second, Actor: "test"}
 }
 
-func TestCreateOrderIdempotent(t *testing.T) {
-	t.Parallel()
+func testCreateOrderIdempotent(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 
 	first, err := s.CreateOrder(ctx, newOrder("ref-1"))
@@ -57,10 +56,9 @@ func TestCreateOrderIdempotent(t *testing.T) {
 	}
 }
 
-func TestClaimConcurrentOneWinner(t *testing.T) {
-	t.Parallel()
+func testClaimConcurrentOneWinner(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o, err := s.CreateOrder(ctx, newOrder("ref-race"))
 	if err != nil {
@@ -118,10 +116,9 @@ func TestClaimConcurrentOneWinner(t *testing.T) {
 	}
 }
 
-func TestSettleGuard(t *testing.T) {
-	t.Parallel()
+func testSettleGuard(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	o, _ := s.CreateOrder(ctx, newOrder("ref-settle"))
 	c, err := s.Claim(ctx, claimOf(o, "req-settle-1"))
 	if err != nil || !c.Claimed {
@@ -150,14 +147,13 @@ func TestSettleGuard(t *testing.T) {
 	}
 }
 
-// TestClaimWaitingForSettle: a claim that waits for the previous attempt's
+// testClaimWaitingForSettle: a claim that waits for the previous attempt's
 // settle (CHARGING → PENDING) claims the order it then finds PENDING. A
 // guard re-checked against the statement's snapshot once left the new
 // attempt inserted but the order unclaimed.
-func TestClaimWaitingForSettle(t *testing.T) {
-	t.Parallel()
+func testClaimWaitingForSettle(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o, _ := s.CreateOrder(ctx, newOrder("ref-wait"))
 	first, err := s.Claim(ctx, claimOf(o, "req-wait-1"))
@@ -190,10 +186,9 @@ func TestClaimWaitingForSettle(t *testing.T) {
 	}
 }
 
-func TestCreateClaimed(t *testing.T) {
-	t.Parallel()
+func testCreateClaimed(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	pool := postgrestest.Pool(t)
+	pool := db.pool(t)
 	s := postgres.NewStore(pool)
 	o := newOrder("ref-one-call")
 	c := claimOf(o, "req-one-call")
@@ -223,13 +218,12 @@ func TestCreateClaimed(t *testing.T) {
 	}
 }
 
-// TestScope: a merchant's scope reaches its own orders only, the operators'
+// testScope: a merchant's scope reaches its own orders only, the operators'
 // scope reaches every merchant's, and the zero scope reaches none, for
 // reads and for transitions alike.
-func TestScope(t *testing.T) {
-	t.Parallel()
+func testScope(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	o, err := s.CreateOrder(ctx, newOrder("ref-scope"))
 	if err != nil {
 		t.Fatal(err)
@@ -266,12 +260,11 @@ func TestScope(t *testing.T) {
 	}
 }
 
-// TestClaimOrder: an operator's lease of one order takes a CHARGING order
+// testClaimOrder: an operator's lease of one order takes a CHARGING order
 // with its current attempt, and reports false for any other state or id.
-func TestClaimOrder(t *testing.T) {
-	t.Parallel()
+func testClaimOrder(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	charging, att := chargingOrder(t, s, "ref-claim-order")
 	pending, err := s.CreateOrder(ctx, newOrder("ref-claim-order-pending"))
 	if err != nil {

@@ -29,9 +29,15 @@ var (
 	cluster  *pgcluster.Cluster
 	citus    *pgcluster.Citus // with SETTLE_TEST_CITUS=1, instead of cluster
 	adminURL string           // a database to run CREATE DATABASE from
-	template string
 	serial   atomic.Int64
 	prefix   = fmt.Sprintf("settle_test_%d_%d", os.Getpid(), rand.N(1_000_000))
+	template = prefix + "_template"
+
+	// A Citus cluster of CitusURL's own, when the tests do not all run on
+	// Citus.
+	citusOnce     sync.Once
+	ownCitus      *pgcluster.Citus
+	ownCitusError error
 )
 
 // Main runs the tests and then stops the cluster, if one was started.
@@ -43,13 +49,15 @@ func Main(m *testing.M) {
 	if citus != nil {
 		citus.Stop()
 	}
+	if ownCitus != nil {
+		ownCitus.Stop()
+	}
 	os.Exit(code)
 }
 
 func setup() {
 	ctx := context.Background()
 	adminURL = os.Getenv("DATABASE_URL")
-	template = prefix + "_template"
 	if Citus() {
 		setupErr = setupCitus(ctx)
 		return
@@ -68,13 +76,7 @@ func setup() {
 	if setupErr = exec(ctx, adminURL, "CREATE DATABASE "+template); setupErr != nil {
 		return
 	}
-	pool, err := postgres.Open(ctx, withDB(adminURL, template), 2)
-	if err != nil {
-		setupErr = err
-		return
-	}
-	defer pool.Close()
-	setupErr = postgres.Migrate(ctx, pool)
+	setupErr = migrate(ctx, withDB(adminURL, template))
 }
 
 // URL creates a fresh migrated database for the test and returns its URL.
@@ -164,23 +166,83 @@ func Citus() bool { return os.Getenv("SETTLE_TEST_CITUS") == "1" }
 
 func setupCitus(ctx context.Context) error {
 	var err error
-	// Four shards per table: enough to spread merchants over both workers,
-	// few enough that making the template is quick.
-	citus, err = pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Fast: os.Getenv("SETTLE_TEST_DURABLE") != "1",
-		ShardCount: 4})
-	if err != nil {
-		return fmt.Errorf("start a throwaway Citus cluster (SETTLE_TEST_CITUS=1): %w", err)
+	if citus, err = startCitus(ctx); err != nil {
+		return fmt.Errorf("SETTLE_TEST_CITUS=1: %w", err)
 	}
 	adminURL = citus.URL("postgres")
-	if err := citus.CreateDatabase(ctx, template, ""); err != nil {
-		return err
+	return nil
+}
+
+// startCitus starts a throwaway Citus cluster with the migrated template.
+func startCitus(ctx context.Context) (*pgcluster.Citus, error) {
+	// Four shards per table: enough to spread merchants over both workers,
+	// few enough that making the template is quick.
+	c, err := pgcluster.StartCitus(ctx, pgcluster.CitusOptions{Fast: os.Getenv("SETTLE_TEST_DURABLE") != "1",
+		ShardCount: 4})
+	if err != nil {
+		return nil, fmt.Errorf("start a throwaway Citus cluster: %w", err)
 	}
-	pool, err := postgres.Open(ctx, citus.URL(template), 2)
+	err = c.CreateDatabase(ctx, template, "")
+	if err == nil {
+		err = migrate(ctx, c.URL(template))
+	}
+	if err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func migrate(ctx context.Context, url string) error {
+	pool, err := postgres.Open(ctx, url, 2)
 	if err != nil {
 		return err
 	}
 	defer pool.Close()
 	return postgres.Migrate(ctx, pool)
+}
+
+// CitusURL is URL on Citus, whatever SETTLE_TEST_CITUS says, for the tests
+// that run on both engines in one run (the store's conformance suite).
+// Without SETTLE_TEST_CITUS=1 it starts a Citus cluster of its own at its
+// first call, once per test binary. Without the Citus extension
+// (scripts/citus-install) the test is skipped, and fails when CI is set.
+func CitusURL(t testing.TB) string {
+	t.Helper()
+	if Citus() {
+		return URL(t)
+	}
+	if !pgcluster.CitusInstalled() {
+		if os.Getenv("CI") != "" {
+			t.Fatal(pgcluster.ErrCitusMissing)
+		}
+		t.Skip(pgcluster.ErrCitusMissing)
+	}
+	citusOnce.Do(func() { ownCitus, ownCitusError = startCitus(context.Background()) })
+	if ownCitusError != nil {
+		t.Fatal(ownCitusError)
+	}
+	name := fmt.Sprintf("%s_%d", prefix, serial.Add(1))
+	if err := ownCitus.CreateDatabase(context.Background(), name, template); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := ownCitus.DropDatabase(context.Background(), name); err != nil {
+			t.Logf("drop test database: %v", err)
+		}
+	})
+	return ownCitus.URL(name)
+}
+
+// CitusPool is Pool on Citus (see CitusURL).
+func CitusPool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	pool, err := postgres.Open(context.Background(), CitusURL(t), 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
 }
 
 // createDB creates database name from template (none: an empty database)

@@ -1,7 +1,7 @@
 -- Lease up to @limit NEEDS_REVIEW orders whose slow recheck is due, oldest
 -- first, skipping those another reconciler holds: an order in review is
 -- looked up again every @cadence, so that a charge the gateway shows late
--- moves it to PAID. An order escalated by settle.sql has no reconcile_at:
+-- moves it to PAID. An order escalated by settles.sql has no reconcile_at:
 -- its first recheck is @cadence after it entered review. The lease is the
 -- cadence itself: one look per cadence, whatever the look finds. Like
 -- claim_due.sql, it reads every merchant's orders.

@@ -6,7 +6,7 @@
 --
 -- ord locks the orders, in id order before anything is written (att sorts
 -- its input, which reads all of ord first), so that two statements claiming
--- overlapping sets of orders, or a claim and a settle (settle.sql locks in
+-- overlapping sets of orders, or a claim and a settle (settles.sql locks in
 -- the same order), wait for each other instead of deadlocking. The FOR
 -- UPDATE waits for any other claim or settle of an order and then sees its
 -- latest version, so two claims of one order are serialized and only one
@@ -31,7 +31,7 @@
 -- a missing attempt as NULLs.
 --
 -- claim.sql is this statement for one claim, which is every claim without
--- load: go generate derives it from this file (see settle.sql for why the
+-- load: go generate derives it from this file (see settles.sql for why the
 -- one-row form is kept).
 WITH st AS (
 	SELECT * FROM unnest((SELECT @merchant_id::text[]), (SELECT @order_id::uuid[]), (SELECT @request_id::text[]),

@@ -16,7 +16,7 @@
 -- it, and the store runs that create again.
 --
 -- create_order.sql is this statement for one order, which is every create
--- without load: go generate derives it from this file (see settle.sql for
+-- without load: go generate derives it from this file (see settles.sql for
 -- why the one-row form is kept).
 WITH new AS NOT MATERIALIZED (
 	SELECT @id::uuid AS id, @merchant_id::text AS merchant_id, @merchant_reference::text AS merchant_reference,

@@ -14,7 +14,7 @@
 -- it, and the store runs that create again.
 --
 -- create_order.sql is this statement for one order, which is every create
--- without load: go generate derives it from this file (see settle.sql for
+-- without load: go generate derives it from this file (see settles.sql for
 -- why the one-row form is kept).
 WITH new AS (
 	SELECT * FROM unnest((SELECT @id::uuid[]), (SELECT @merchant_id::text[]), (SELECT @merchant_reference::text[]),

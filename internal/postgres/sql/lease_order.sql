@@ -1,6 +1,6 @@
 -- Lease one CHARGING or REQUIRES_ACTION order now, due or not (an operator asked; or, with
 -- due_only, only if it is due: the second half of the reconciler's lease on
--- Citus, see due_orders.sql), waiting for any other holder of its row: push
+-- Citus, see citus/claim_due.sql), waiting for any other holder of its row: push
 -- its reconcile_at forward by the lease and return it with its current
 -- attempt and the attempt's age in database time, as claim_due.sql does. No
 -- row when the order is neither CHARGING nor REQUIRES_ACTION (or not due). Two reconcilers that

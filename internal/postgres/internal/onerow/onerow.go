@@ -1,6 +1,6 @@
 // Package onerow derives the one-row form of a statement written for
 // arrays, so that the two forms have one source (see the storage package's
-// sql/settle.sql, and gen_onerow.go beside it).
+// sql/settles.sql, and gen_onerow.go beside it).
 package onerow
 
 import (

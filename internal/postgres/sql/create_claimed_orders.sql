@@ -10,8 +10,8 @@
 -- twice: the store's batcher puts two creates of one reference in two
 -- statements.
 --
--- create_claimed.sql is this statement for one order, which is every call
--- without load: go generate derives it from this file (see settle.sql for
+-- create_claimed_order.sql is this statement for one order, which is every call
+-- without load: go generate derives it from this file (see settles.sql for
 -- why the one-row form is kept).
 WITH new AS (
 	SELECT * FROM unnest((SELECT @id::uuid[]), (SELECT @merchant_id::text[]), (SELECT @merchant_reference::text[]),

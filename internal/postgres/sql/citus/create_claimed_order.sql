@@ -1,4 +1,4 @@
--- create_claimed.sql on Citus: settle_create_claimed does what it does.
+-- create_claimed_order.sql on Citus: settle_create_claimed does what it does.
 -- Citus runs this call whole on the worker that holds @merchant_id's shard
 -- (function call delegation; migration 00016 says why).
 SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merchant_reference AS merchant_reference,

@@ -1,6 +1,6 @@
 -- Lease one NEEDS_REVIEW order of a merchant whose slow recheck has come,
 -- waiting for any other holder of its row: on Citus, the second half of
--- the reconciler's review lease (see due_review.sql; the row is
+-- the reconciler's review lease (see claim_review_due.sql; the row is
 -- claim_review_due.sql's). An order another reconciler leased meanwhile is
 -- no longer due, and no row comes back.
 WITH due AS (

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -81,25 +82,29 @@ func (w *pollWatches) changed(k watchKey, v string) bool {
 	return ok && old != v
 }
 
-//go:embed sql/watched_orders.sql
+//go:embed sql/citus/watched_orders.sql
 var watchedOrdersSQL string
 
-// watchOnCitus registers a stream's watch of merchantID's order orderID in
+// watch registers a stream's watch of merchantID's order orderID in
 // memory, once the order is found to be the merchant's.
-func (s *Store) watchOnCitus(ctx context.Context, merchantID, orderID string) (func(), error) {
-	if _, err := s.Order(ctx, order.ForMerchant(merchantID), orderID); err != nil {
+func (e *citusEngine) watch(ctx context.Context, merchantID, orderID string) (func(), error) {
+	if _, err := readOrder(ctx, e.pool, order.ForMerchant(merchantID), orderID); err != nil {
 		return nil, err
 	}
 	k := watchKey{merchantID, orderID}
-	s.polled.add(k)
+	e.polled.add(k)
 	var once sync.Once
-	return func() { once.Do(func() { s.polled.remove(k) }) }, nil
+	return func() { once.Do(func() { e.polled.remove(k) }) }, nil
+}
+
+func (e *citusEngine) listenOrders(ctx context.Context, _ *slog.Logger, fn func(orderID string), missed func()) {
+	e.pollWatched(ctx, fn, missed)
 }
 
 // pollWatched reads the watched orders every citusWatchPoll until ctx ends,
 // calling fn with the id of each that changed. A failed read is reported
 // as missed changes: the streams look again themselves.
-func (s *Store) pollWatched(ctx context.Context, fn func(string), missed func()) {
+func (e *citusEngine) pollWatched(ctx context.Context, fn func(string), missed func()) {
 	missed()
 	t := time.NewTicker(citusWatchPoll)
 	defer t.Stop()
@@ -109,19 +114,19 @@ func (s *Store) pollWatched(ctx context.Context, fn func(string), missed func())
 			return
 		case <-t.C:
 		}
-		watched := s.polled.byMerchant()
+		watched := e.polled.byMerchant()
 		for _, m := range slices.Sorted(maps.Keys(watched)) {
 			rows, err := queryAll[struct {
 				ID             string `db:"id"`
 				State          string `db:"state"`
 				CurrentAttempt string `db:"current_attempt"`
-			}](ctx, s.pool, watchedOrdersSQL, pgx.StrictNamedArgs{"merchant_id": m, "id": watched[m]})
+			}](ctx, e.pool, watchedOrdersSQL, pgx.StrictNamedArgs{"merchant_id": m, "id": watched[m]})
 			if err != nil {
 				missed()
 				continue
 			}
 			for _, r := range rows {
-				if s.polled.changed(watchKey{m, r.ID}, r.State+"/"+r.CurrentAttempt) {
+				if e.polled.changed(watchKey{m, r.ID}, r.State+"/"+r.CurrentAttempt) {
 					fn(r.ID)
 				}
 			}

@@ -1,6 +1,6 @@
 -- Lease one due REFUNDING refund of a merchant, waiting for any other
 -- holder of its row: on Citus, the second half of the reconciler's refund
--- lease (see due_refunds.sql and claim_due_refunds.sql, whose row it
+-- lease (see claim_due_refunds.sql here and in sql/, whose row it
 -- returns). A refund another reconciler leased meanwhile is no longer due,
 -- and no row comes back.
 WITH due AS (

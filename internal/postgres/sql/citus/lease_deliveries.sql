@@ -1,8 +1,8 @@
--- lease_deliveries.sql for one merchant, on Citus: there a statement may
+-- sql/lease_deliveries.sql for one merchant, on Citus: there a statement may
 -- lock rows on one shard only, and a merchant's events (orders' and
 -- refunds', co-located) are on one shard, so LeaseDeliveries leases each
 -- merchant's events with a statement of its own. Keep it in step with
--- lease_deliveries.sql, which says what the lease does. Every table is
+-- sql/lease_deliveries.sql, which says what the lease does. Every table is
 -- named with @merchant_id, not only joined on it: Citus routes a statement
 -- to one shard only when it sees each table's merchant.
 WITH due_o AS (

@@ -1,4 +1,4 @@
--- settle.sql on Citus, for one merchant's settlements: settle_settle_orders
+-- settles.sql on Citus, for one merchant's settlements: settle_settle_orders
 -- does what it does.
 -- Citus runs this call whole on the worker that holds @merchant_id's shard
 -- (function call delegation; migration 00016 says why).

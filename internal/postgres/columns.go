@@ -1,0 +1,193 @@
+package postgres
+
+import (
+	"cmp"
+	"fmt"
+	"reflect"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/settlepay/settle/internal/order"
+)
+
+// A grouped statement takes its rows as one array per column, the group's
+// i-th row at index i of each, so that a group of any size is one round
+// trip (see internal/onerow for how its one-row form reads them). Each
+// grouped statement has a column struct: one field per array, tagged arg
+// with the statement's argument; add appends a row, and columnArgs makes
+// the statement's arguments. A field tagged uuid holds ids as text, sent
+// as UUIDs; the tag names them in the error when one is not a UUID.
+
+// columnArgs returns the statement arguments of cols, a pointer to a
+// column struct: each field under its arg tag.
+func columnArgs(cols any) (pgx.StrictNamedArgs, error) {
+	v := reflect.ValueOf(cols).Elem()
+	t := v.Type()
+	args := make(pgx.StrictNamedArgs, t.NumField())
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if v.Field(i).IsNil() {
+			// An empty group's arrays are empty, not NULL.
+			v.Field(i).Set(reflect.MakeSlice(f.Type, 0, 0))
+		}
+		val := v.Field(i).Interface()
+		if what, ok := f.Tag.Lookup("uuid"); ok {
+			u, err := uuids(val.([]string))
+			if err != nil {
+				return nil, fmt.Errorf("%s %w", what, err)
+			}
+			val = u
+		}
+		args[f.Tag.Get("arg")] = val
+	}
+	return args, nil
+}
+
+// createColumns are the rows of create_orders.sql.
+type createColumns struct {
+	ID                []string `arg:"id" uuid:"order"`
+	MerchantID        []string `arg:"merchant_id"`
+	MerchantReference []string `arg:"merchant_reference"`
+	AmountMinor       []int64  `arg:"amount_minor"`
+	Currency          []string `arg:"currency"`
+	PaymentMethod     []string `arg:"payment_method"`
+	Gateway           []string `arg:"gateway"`
+	State             []string `arg:"state"`
+}
+
+func (c *createColumns) add(o order.Order) {
+	c.ID = append(c.ID, o.ID)
+	c.MerchantID = append(c.MerchantID, o.MerchantID)
+	c.MerchantReference = append(c.MerchantReference, o.MerchantReference)
+	c.AmountMinor = append(c.AmountMinor, o.Amount.AmountMinor)
+	c.Currency = append(c.Currency, o.Amount.Currency)
+	c.PaymentMethod = append(c.PaymentMethod, o.PaymentMethod)
+	c.Gateway = append(c.Gateway, o.Gateway)
+	c.State = append(c.State, string(o.State))
+}
+
+// claimColumns are the rows of claims.sql.
+type claimColumns struct {
+	MerchantID    []string        `arg:"merchant_id"`
+	OrderID       []string        `arg:"order_id" uuid:"order"`
+	RequestID     []string        `arg:"request_id"`
+	AttemptID     []string        `arg:"attempt_id" uuid:"attempt"`
+	PaymentMethod []string        `arg:"payment_method"`
+	Customer      []string        `arg:"customer"`
+	From          []string        `arg:"from_state"`
+	To            []string        `arg:"to_state"`
+	Lease         []time.Duration `arg:"lease"`
+	Event         []string        `arg:"event"`
+	Actor         []string        `arg:"actor"`
+}
+
+func (c *claimColumns) add(cl order.Claim) {
+	c.MerchantID = append(c.MerchantID, cl.MerchantID)
+	c.OrderID = append(c.OrderID, cl.OrderID)
+	c.RequestID = append(c.RequestID, cl.RequestID)
+	c.AttemptID = append(c.AttemptID, cl.AttemptID)
+	c.PaymentMethod = append(c.PaymentMethod, cl.PaymentMethod)
+	c.Customer = append(c.Customer, cl.Customer)
+	c.From = append(c.From, string(cl.From))
+	c.To = append(c.To, string(cl.To))
+	c.Lease = append(c.Lease, cl.Lease)
+	c.Event = append(c.Event, string(cl.Event))
+	c.Actor = append(c.Actor, string(cl.Actor))
+}
+
+// createClaimedColumns are the rows of create_claimed_orders.sql: an order
+// and its claim.
+type createClaimedColumns struct {
+	ID                []string        `arg:"id" uuid:"order"`
+	MerchantID        []string        `arg:"merchant_id"`
+	MerchantReference []string        `arg:"merchant_reference"`
+	AmountMinor       []int64         `arg:"amount_minor"`
+	Currency          []string        `arg:"currency"`
+	PaymentMethod     []string        `arg:"payment_method"`
+	Gateway           []string        `arg:"gateway"`
+	To                []string        `arg:"to_state"`
+	AttemptID         []string        `arg:"attempt_id" uuid:"attempt"`
+	Lease             []time.Duration `arg:"lease"`
+	RequestID         []string        `arg:"request_id"`
+	From              []string        `arg:"from_state"`
+	Event             []string        `arg:"claim_event"`
+	Actor             []string        `arg:"actor"`
+	Customer          []string        `arg:"customer"`
+}
+
+func (c *createClaimedColumns) add(o order.Order, cl order.Claim) {
+	c.ID = append(c.ID, o.ID)
+	c.MerchantID = append(c.MerchantID, o.MerchantID)
+	c.MerchantReference = append(c.MerchantReference, o.MerchantReference)
+	c.AmountMinor = append(c.AmountMinor, o.Amount.AmountMinor)
+	c.Currency = append(c.Currency, o.Amount.Currency)
+	c.PaymentMethod = append(c.PaymentMethod, o.PaymentMethod)
+	c.Gateway = append(c.Gateway, o.Gateway)
+	c.To = append(c.To, string(cl.To))
+	c.AttemptID = append(c.AttemptID, cl.AttemptID)
+	c.Lease = append(c.Lease, cl.Lease)
+	c.RequestID = append(c.RequestID, cl.RequestID)
+	c.From = append(c.From, string(cl.From))
+	c.Event = append(c.Event, string(cl.Event))
+	c.Actor = append(c.Actor, string(cl.Actor))
+	c.Customer = append(c.Customer, cl.Customer)
+}
+
+// settleColumns are the rows of settles.sql (and of citus/settles.sql, which
+// takes one merchant instead of a column of them).
+type settleColumns struct {
+	MerchantID  []string        `arg:"merchant_id"`
+	OrderID     []string        `arg:"order_id" uuid:"order"`
+	AttemptID   []string        `arg:"attempt_id" uuid:"attempt"`
+	To          []string        `arg:"to_state"`
+	RecheckIn   []time.Duration `arg:"recheck_in"`
+	Checked     []bool          `arg:"checked"`
+	LastError   []string        `arg:"last_error"`
+	Outcome     []string        `arg:"outcome"`
+	DeclineCode []string        `arg:"decline_code"`
+	ChargeID    []string        `arg:"charge_id"`
+	Event       []string        `arg:"event"`
+	Actor       []string        `arg:"actor"`
+	Reason      []string        `arg:"reason"`
+	From        []string        `arg:"from_state"`
+}
+
+func (c *settleColumns) add(st order.Settlement) {
+	from := string(cmp.Or(st.From, order.StateCharging))
+	to := string(st.To)
+	if st.Event == "" {
+		to = from // a settlement that records no move keeps the state
+	}
+	c.MerchantID = append(c.MerchantID, st.MerchantID)
+	c.OrderID = append(c.OrderID, st.OrderID)
+	c.AttemptID = append(c.AttemptID, st.AttemptID)
+	c.To = append(c.To, to)
+	c.RecheckIn = append(c.RecheckIn, st.RecheckIn)
+	c.Checked = append(c.Checked, st.Checked)
+	c.LastError = append(c.LastError, truncate(st.LastError, 1000))
+	c.Outcome = append(c.Outcome, string(st.Result.Outcome))
+	c.DeclineCode = append(c.DeclineCode, truncate(st.Result.DeclineCode, 255))
+	c.ChargeID = append(c.ChargeID, truncate(st.Result.ChargeID, 255))
+	c.Event = append(c.Event, string(st.Event))
+	c.Actor = append(c.Actor, string(st.Actor))
+	c.Reason = append(c.Reason, truncate(st.Reason, 1000))
+	c.From = append(c.From, from)
+}
+
+// deliveryColumns are the rows of record_deliveries.sql.
+type deliveryColumns struct {
+	MerchantID []string        `arg:"merchant_id"`
+	Num        []int64         `arg:"id"`
+	Outcome    []string        `arg:"outcome"`
+	Status     []int32         `arg:"status"`
+	Backoff    []time.Duration `arg:"backoff"`
+}
+
+func (c *deliveryColumns) add(d order.Delivery) {
+	c.MerchantID = append(c.MerchantID, d.MerchantID)
+	c.Num = append(c.Num, d.Num)
+	c.Outcome = append(c.Outcome, string(d.Outcome))
+	c.Status = append(c.Status, int32(d.Status))
+	c.Backoff = append(c.Backoff, d.Backoff)
+}

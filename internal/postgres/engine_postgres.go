@@ -1,0 +1,405 @@
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/settlepay/settle/internal/batch"
+	"github.com/settlepay/settle/internal/order"
+)
+
+// postgresEngine is the store on plain PostgreSQL. The checkout path's
+// create, claim and settle are one statement each (data-modifying CTEs),
+// so each costs one round trip and one commit, which concurrent calls of
+// one kind share: while one statement of a kind is in flight, the calls
+// that arrive wait and go together in the next, one row each (see package
+// batch). Each row keeps its own guard, conflict and idempotency in the
+// statement; a call alone runs at once, with the statement's one-row form.
+// A row lock is held only for the length of that statement.
+type postgresEngine struct {
+	pool         *pgxpool.Pool
+	creates      *batch.Batcher[string, order.Order, created]
+	claims       *batch.Batcher[string, order.Claim, claimed]
+	createClaims *batch.Batcher[string, newClaimed, createdClaimed]
+	settles      *batch.Batcher[string, order.Settlement, settled]
+}
+
+func newPostgresEngine(pool *pgxpool.Pool) *postgresEngine {
+	e := &postgresEngine{pool: pool}
+	e.creates = batch.New(batch.Config[string, order.Order, created]{
+		Run:     e.createOrders,
+		Key:     func(o order.Order) string { return o.MerchantID + "\x00" + o.MerchantReference },
+		MaxSize: maxGroup,
+		Isolate: isolate,
+	})
+	// One claim per order in each group, so that the statement never has
+	// to choose between two claims of one order.
+	e.claims = batch.New(batch.Config[string, order.Claim, claimed]{
+		Run:     e.claimMany,
+		Key:     func(c order.Claim) string { return c.OrderID },
+		MaxSize: maxGroup,
+		Isolate: isolate,
+	})
+	// A request id that is taken fails the group's statement, which is
+	// then run again order by order, so that only the order that took it
+	// fails.
+	e.createClaims = batch.New(batch.Config[string, newClaimed, createdClaimed]{
+		Run:     e.createClaimedMany,
+		Key:     func(n newClaimed) string { return n.order.MerchantID + "\x00" + n.order.MerchantReference },
+		MaxSize: maxGroup,
+		Isolate: isolate,
+	})
+	e.settles = newSettles(e.settleMany)
+	return e
+}
+
+//go:embed sql/transition.sql
+var transitionSQL string
+
+var postgresStatements = statements{
+	transition:         transitionSQL,
+	refundClaim:        refundClaimSQL,
+	refundSettle:       refundSettleSQL,
+	recordGatewayEvent: recordGatewayEventSQL,
+}
+
+func (e *postgresEngine) statements() *statements { return &postgresStatements }
+
+// createOrdersSQL creates orders in one statement; createOrderSQL is the
+// same statement for one order, generated from it.
+//
+//go:generate go run gen_onerow.go sql/create_orders.sql sql/create_order.sql
+//go:embed sql/create_orders.sql
+var createOrdersSQL string
+
+//go:embed sql/create_order.sql
+var createOrderSQL string
+
+func (e *postgresEngine) createOrder(ctx context.Context, o order.Order) (created, error) {
+	return e.creates.Do(ctx, o)
+}
+
+func (e *postgresEngine) createOrders(ctx context.Context, news []order.Order) ([]created, error) {
+	out := make([]created, len(news))
+	todo := make([]int, len(news)) // indexes into news of the creates without a result
+	for i := range todo {
+		todo[i] = i
+	}
+	// A reference that a concurrent statement inserted and committed after
+	// this statement's snapshot returns no row (see create_orders.sql); the
+	// next run of the statement sees it.
+	for range 3 {
+		var err error
+		if todo, err = e.createSome(ctx, news, todo, out); err != nil {
+			return nil, err
+		}
+		if len(todo) == 0 {
+			return out, nil
+		}
+	}
+	return nil, errors.New("conflicting insert never became visible")
+}
+
+// createSome runs create_orders.sql once for news[i] for each i in todo,
+// sets out[i] for each that returned a row, and returns those that did not.
+func (e *postgresEngine) createSome(ctx context.Context, news []order.Order, todo []int, out []created) ([]int, error) {
+	n := len(todo)
+	var cols createColumns
+	for _, i := range todo {
+		cols.add(news[i])
+	}
+	args, err := columnArgs(&cols)
+	if err != nil {
+		return nil, err
+	}
+	args["event"] = order.EventCreate
+	sql := createOrdersSQL
+	if n == 1 {
+		sql = createOrderSQL
+		oneRow(args)
+	}
+	var rows []createdRow
+	err = retry(ctx, func() (err error) {
+		rows, err = queryAll[createdRow](ctx, e.pool, sql, args)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	seen := make([]bool, n)
+	for _, r := range rows {
+		seen[r.I-1] = true
+		out[todo[r.I-1]] = created{order: r.order(), created: r.Created}
+	}
+	var missing []int
+	for k, i := range todo {
+		if !seen[k] {
+			missing = append(missing, i)
+		}
+	}
+	return missing, nil
+}
+
+// claimsSQL claims orders in one statement; its comments say how it
+// serializes claims and why its guard is checked where it is. claimSQL is
+// the same statement for one claim, generated from it.
+//
+//go:generate go run gen_onerow.go sql/claims.sql sql/claim.sql
+//go:embed sql/claims.sql
+var claimsSQL string
+
+//go:embed sql/claim.sql
+var claimSQL string
+
+func (e *postgresEngine) claim(ctx context.Context, c order.Claim) (order.ClaimResult, error) {
+	r, err := e.claims.Do(ctx, c)
+	if err != nil {
+		return order.ClaimResult{}, err
+	}
+	return r.res, r.err
+}
+
+func (e *postgresEngine) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, error) {
+	out := make([]claimed, len(cs))
+	if err := e.claimSome(ctx, cs, out); err != nil {
+		return nil, err
+	}
+	// A claim that made no attempt and saw none may have met an attempt of
+	// its request id that a concurrent claim committed after the
+	// statement's snapshot was taken: the insert did nothing, and the
+	// snapshot does not hold the attempt. Those claims run once more, in a
+	// statement whose snapshot holds it, so that the order and the attempt
+	// of each reply are read together; the attempt read alone would go
+	// with an order read earlier, which its settle may have moved since.
+	var again []order.Claim
+	var at []int
+	for i, r := range out {
+		if r.err == nil && !r.res.Claimed && r.res.Attempt == nil {
+			again, at = append(again, cs[i]), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return out, nil
+	}
+	rerun := make([]claimed, len(again))
+	if err := e.claimSome(ctx, again, rerun); err != nil {
+		// Their own second run failed: the others stand.
+		for _, i := range at {
+			out[i].err = err
+		}
+		return out, nil
+	}
+	for k, i := range at {
+		out[i] = rerun[k]
+	}
+	return out, nil
+}
+
+// claimSome runs claims.sql once for cs, whose orders differ, and sets
+// out[i] to claim i's result, or to order.ErrNotFound when its order does
+// not exist.
+func (e *postgresEngine) claimSome(ctx context.Context, cs []order.Claim, out []claimed) error {
+	var cols claimColumns
+	for _, c := range cs {
+		cols.add(c)
+	}
+	args, err := columnArgs(&cols)
+	if err != nil {
+		return fmt.Errorf("claim: %w", err)
+	}
+	sql := claimsSQL
+	if len(cs) == 1 {
+		sql = claimSQL
+		oneRow(args)
+	}
+	return retry(ctx, func() error {
+		rows, err := queryAll[claimRow](ctx, e.pool, sql, args)
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			out[i] = claimed{err: order.ErrNotFound}
+		}
+		for _, r := range rows {
+			res := order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
+			if r.attemptRow.ID != "" {
+				a := r.attempt()
+				res.Attempt = &a
+			}
+			out[r.I-1] = claimed{res: res}
+		}
+		return nil
+	})
+}
+
+// createClaimedOrdersSQL creates orders already claimed for their first
+// attempts in one statement; createClaimedOrderSQL is the same statement for one
+// order, generated from it.
+//
+//go:generate go run gen_onerow.go sql/create_claimed_orders.sql sql/create_claimed_order.sql
+//go:embed sql/create_claimed_orders.sql
+var createClaimedOrdersSQL string
+
+//go:embed sql/create_claimed_order.sql
+var createClaimedOrderSQL string
+
+func (e *postgresEngine) createClaimed(ctx context.Context, o order.Order, c order.Claim) (createdClaimed, error) {
+	return e.createClaims.Do(ctx, newClaimed{o, c})
+}
+
+// createClaimedMany runs create_claimed_orders.sql for ns, whose merchant
+// references differ, and returns each one's result.
+func (e *postgresEngine) createClaimedMany(ctx context.Context, ns []newClaimed) ([]createdClaimed, error) {
+	n := len(ns)
+	var cols createClaimedColumns
+	for _, nc := range ns {
+		cols.add(nc.order, nc.claim)
+	}
+	args, err := columnArgs(&cols)
+	if err != nil {
+		return nil, fmt.Errorf("create claimed: %w", err)
+	}
+	args["create_event"] = order.EventCreate
+	sql := createClaimedOrdersSQL
+	if n == 1 {
+		sql = createClaimedOrderSQL
+		oneRow(args)
+	}
+	var rows []createClaimedRow
+	err = retry(ctx, func() (err error) {
+		rows, err = queryAll[createClaimedRow](ctx, e.pool, sql, args)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]createdClaimed, n)
+	for _, r := range rows {
+		out[r.I-1] = createdClaimed{order: r.order(), attempt: r.attempt(), created: true}
+	}
+	return out, nil
+}
+
+// settlesSQL records gateways' answers for one or many orders in one
+// statement, guarded, in one round trip and one commit; settleSQL is the
+// same statement for one settlement, generated from it.
+//
+//go:generate go run gen_onerow.go sql/settles.sql sql/settle.sql
+//go:embed sql/settles.sql
+var settlesSQL string
+
+//go:embed sql/settle.sql
+var settleSQL string
+
+func (e *postgresEngine) settle(ctx context.Context, st order.Settlement) (settled, error) {
+	return e.settles.Do(ctx, st)
+}
+
+func (e *postgresEngine) settleMany(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error) {
+	n := len(sts)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	args, err := settleArgs(sts, all)
+	if err != nil {
+		return nil, nil, err
+	}
+	sql := settlesSQL
+	if n == 1 {
+		sql = settleSQL
+		oneRow(args)
+	}
+	orders, applied := make([]order.Order, n), make([]bool, n)
+	err = retry(ctx, func() error {
+		clear(orders)
+		clear(applied)
+		rows, err := queryAll[settledRow](ctx, e.pool, sql, args)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			orders[r.I-1], applied[r.I-1] = r.order(), true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return orders, applied, nil
+}
+
+//go:embed sql/claim_due.sql
+var claimDueSQL string
+
+func (e *postgresEngine) claimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
+	var due []order.Due
+	err := retry(ctx, func() error {
+		rows, err := queryAll[leaseRow](ctx, e.pool, claimDueSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
+		due = make([]order.Due, len(rows))
+		for i, r := range rows {
+			due[i] = r.due()
+		}
+		return err
+	})
+	return due, err
+}
+
+//go:embed sql/claim_review_due.sql
+var claimReviewDueSQL string
+
+func (e *postgresEngine) claimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error) {
+	var due []order.Due
+	err := retry(ctx, func() error {
+		rows, err := queryAll[leaseRow](ctx, e.pool, claimReviewDueSQL, pgx.StrictNamedArgs{"limit": limit, "cadence": cadence})
+		due = make([]order.Due, len(rows))
+		for i, r := range rows {
+			due[i] = r.due()
+		}
+		return err
+	})
+	return due, err
+}
+
+//go:embed sql/claim_due_refunds.sql
+var claimDueRefundsSQL string
+
+func (e *postgresEngine) claimDueRefunds(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
+	var due []order.DueRefund
+	err := retry(ctx, func() error {
+		rows, err := queryAll[dueRefundRow](ctx, e.pool, claimDueRefundsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
+		due = make([]order.DueRefund, len(rows))
+		for i, r := range rows {
+			due[i] = r.due()
+		}
+		return err
+	})
+	return due, err
+}
+
+//go:embed sql/lease_deliveries.sql
+var leaseDeliveriesSQL string
+
+func (e *postgresEngine) leaseDeliveries(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error) {
+	var out []order.Notification
+	err := retry(ctx, func() error {
+		rows, err := queryAll[notificationRow](ctx, e.pool, leaseDeliveriesSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchants, "per_merchant": perMerchant, "lease": lease,
+		})
+		if err != nil {
+			return err
+		}
+		out, err = notifications(rows)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
