@@ -131,4 +131,3 @@ type AmountChecker interface {
 // asked about the attempt safely (for example, an idempotency key past its
 // retention window). The reconciler hands such orders to a person.
 var ErrLookupExpired = errors.New("gateway can no longer be asked about this attempt")
-
