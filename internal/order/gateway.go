@@ -81,6 +81,10 @@ type ChargeRequest struct {
 	// cancels it, proving it uncharged, instead of reporting
 	// OutcomeRequiresAction.
 	CancelAwaitingAction bool
+	// Capture is the order's capture mode: with CaptureManual the charge
+	// only authorizes (a Capturer), and a succeeded Result carries its
+	// Hold. Charge and Lookup. Empty is CaptureAutomatic.
+	Capture CaptureMode
 }
 
 // Result is a gateway's answer about one attempt.
@@ -95,6 +99,9 @@ type Result struct {
 	DeclineCode string
 	// NextAction is what the customer must do, with OutcomeRequiresAction.
 	NextAction NextAction
+	// Hold is the authorization as the gateway has it, for a charge made
+	// with CaptureManual (and its captures); nil otherwise.
+	Hold *Hold
 }
 
 // NextAction is what the checkout shows a customer the gateway asks to act:
