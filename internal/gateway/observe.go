@@ -12,15 +12,20 @@ const (
 	OpLookup       = "lookup"
 	OpRefund       = "refund"
 	OpLookupRefund = "lookup_refund"
+	// The operations of a gateway that authorizes (an order.Capturer).
+	OpCapture       = "capture"
+	OpLookupCapture = "lookup_capture"
+	OpVoid          = "void"
+	OpLookupVoid    = "lookup_void"
 )
 
 // Call is one operation of an adapter at its gateway, as it is observed.
 type Call struct {
-	// Op is OpCharge, OpLookup, OpRefund or OpLookupRefund.
+	// Op is one of the Op constants.
 	Op      string
 	OrderID string
-	// AttemptID is the attempt's id, or the refund's for a refund's
-	// operations.
+	// AttemptID is the attempt's id, or the refund's, the capture's or
+	// the void's for their operations.
 	AttemptID string
 }
 

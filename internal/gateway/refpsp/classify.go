@@ -50,17 +50,10 @@ func classifyCharge(req order.ChargeRequest, ex exchange) (order.Result, error) 
 		if err := ch.matches(req); err != nil {
 			return unknown(fmt.Errorf("gateway answered %d: %w", s, err))
 		}
-		want := StatusSucceeded
-		switch s {
-		case http.StatusPaymentRequired:
-			want = StatusDeclined
-		case http.StatusAccepted:
-			want = StatusRequiresAction
-		}
-		if ch.Status != want {
+		if !answerFits(s, ch.Status) {
 			return unknown(fmt.Errorf("gateway answered %d with a charge whose status is %q", s, clip(ch.Status)))
 		}
-		return ch.result(), nil
+		return ch.result(req), nil
 	case s == http.StatusTooManyRequests:
 		return order.Result{Outcome: order.OutcomeNotSent},
 			errors.New("gateway rate limited the charge (429); nothing was charged")
@@ -93,7 +86,7 @@ func classifyLookup(req order.ChargeRequest, ex exchange) (order.Result, error) 
 		if err := ch.matches(req); err != nil {
 			return unknown(fmt.Errorf("gateway answered 200: %w", err))
 		}
-		return ch.result(), nil
+		return ch.result(req), nil
 	case http.StatusNotFound:
 		return order.Result{Outcome: order.OutcomeNotFound}, nil
 	default:
@@ -117,9 +110,9 @@ func parseCharge(body []byte) (ChargeObject, error) {
 		return ChargeObject{}, errors.New("charge has no reference")
 	}
 	switch ch.Status {
-	case StatusSucceeded:
+	case StatusSucceeded, StatusAuthorized, StatusCaptured, StatusVoided, StatusExpired:
 		if ch.ID == "" {
-			return ChargeObject{}, errors.New("succeeded charge has no id")
+			return ChargeObject{}, fmt.Errorf("%s charge has no id", ch.Status)
 		}
 	case StatusDeclined, StatusRequiresAction:
 	default:
@@ -138,14 +131,66 @@ func (ch ChargeObject) matches(req order.ChargeRequest) error {
 		return fmt.Errorf("charge is for %d %s, not %d %s",
 			ch.Amount, clip(ch.Currency), req.Amount.AmountMinor, req.Amount.Currency)
 	}
+	if ch.hold() != nil && req.Capture != order.CaptureManual {
+		// Money held, not taken: reporting it as a charge would mark an
+		// order paid that is not. Only a person can untangle it.
+		return fmt.Errorf("charge is an authorization (%s), but the order captures at once", ch.Status)
+	}
 	return nil
 }
 
-// result is the outcome ch stands for. parseCharge has checked its status.
-func (ch ChargeObject) result() order.Result {
+// answerFits reports whether a charge's status is one the HTTP status of
+// the answer to POST /v1/charges can carry: 201 a charge made (at once,
+// or an authorization in whatever state it now is, when a repeated
+// reference is answered with it), 402 a decline, 202 a charge waiting for
+// the customer.
+func answerFits(code int, status string) bool {
+	switch code {
+	case http.StatusPaymentRequired:
+		return status == StatusDeclined
+	case http.StatusAccepted:
+		return status == StatusRequiresAction
+	}
+	switch status {
+	case StatusSucceeded, StatusAuthorized, StatusCaptured, StatusVoided, StatusExpired:
+		return true
+	}
+	return false
+}
+
+// hold is the authorization ch is, or nil when it is none.
+func (ch ChargeObject) hold() *order.Hold {
+	h := &order.Hold{AuthorizedMinor: ch.Amount, CapturedMinor: ch.AmountCaptured, CaptureBefore: ch.CaptureBefore}
+	switch ch.Status {
+	case StatusAuthorized:
+		h.State = order.HoldOpen
+	case StatusCaptured:
+		h.State = order.HoldCaptured
+	case StatusVoided:
+		h.State = order.HoldVoided
+	case StatusExpired:
+		h.State = order.HoldExpired
+	default:
+		return nil
+	}
+	return h
+}
+
+// result is the outcome ch stands for, as an answer to req. parseCharge
+// has checked its status, and matches that it fits req's capture mode.
+func (ch ChargeObject) result(req order.ChargeRequest) order.Result {
+	if h := ch.hold(); h != nil {
+		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: ch.ID, Hold: h}
+	}
 	switch ch.Status {
 	case StatusSucceeded:
-		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: ch.ID}
+		res := order.Result{Outcome: order.OutcomeSucceeded, ChargeID: ch.ID}
+		if req.Capture == order.CaptureManual {
+			// A gateway that charged at once what it was asked to
+			// authorize: the money is taken, all of it.
+			res.Hold = &order.Hold{State: order.HoldCaptured, AuthorizedMinor: ch.Amount, CapturedMinor: ch.Amount}
+		}
+		return res
 	case StatusRequiresAction:
 		return order.Result{Outcome: order.OutcomeRequiresAction, ChargeID: ch.ID,
 			NextAction: order.NextAction{RedirectURL: ch.NextActionURL}}

@@ -31,7 +31,9 @@
 //	404  no charge with that reference exists
 //
 // Refunds (POST /v1/refunds, GET /v1/refunds?reference=) follow the same
-// rules; refund.go describes them.
+// rules; refund.go describes them. A charge with "capture": false only
+// authorizes; its captures (POST /v1/captures) and voids (POST /v1/voids)
+// follow the same rules too, and capture.go describes them.
 //
 // # Outcomes
 //
@@ -106,10 +108,12 @@ type Config struct {
 type Client struct {
 	chargesURL string
 	refundsURL string
-	apiKey     string
-	timeout    time.Duration
-	http       *http.Client
-	obs        gateway.Observer
+	// capturesURL and voidsURL are capture.go's.
+	capturesURL, voidsURL string
+	apiKey                string
+	timeout               time.Duration
+	http                  *http.Client
+	obs                   gateway.Observer
 	// The events' signing secrets and tolerance (events.go).
 	eventSecrets   []string
 	eventTolerance time.Duration
@@ -167,12 +171,14 @@ func New(cfg Config) (*Client, error) {
 	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 	return &Client{
-		chargesURL: base.JoinPath("v1", "charges").String(),
-		refundsURL: base.JoinPath("v1", "refunds").String(),
-		apiKey:     cfg.APIKey,
-		timeout:    cfg.Timeout,
-		http:       &hc,
-		obs:        cfg.Observer,
+		chargesURL:  base.JoinPath("v1", "charges").String(),
+		refundsURL:  base.JoinPath("v1", "refunds").String(),
+		capturesURL: base.JoinPath("v1", "captures").String(),
+		voidsURL:    base.JoinPath("v1", "voids").String(),
+		apiKey:      cfg.APIKey,
+		timeout:     cfg.Timeout,
+		http:        &hc,
+		obs:         cfg.Observer,
 
 		eventSecrets:   cfg.EventSecrets,
 		eventTolerance: cfg.EventTolerance,
@@ -194,7 +200,7 @@ func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (res order
 	if req.AttemptID == "" {
 		return order.Result{Outcome: order.OutcomeNotSent}, errors.New("refpsp: charge: attempt id is required")
 	}
-	body, err := json.Marshal(ChargeBody{
+	in := ChargeBody{
 		Reference:       req.AttemptID,
 		Amount:          req.Amount.AmountMinor,
 		Currency:        req.Amount.Currency,
@@ -202,7 +208,11 @@ func (c *Client) Charge(ctx context.Context, req order.ChargeRequest) (res order
 		Description:     req.MerchantReference,
 		CustomerPresent: req.CustomerPresent,
 		ReturnURL:       req.ReturnURL,
-	})
+	}
+	if req.Capture == order.CaptureManual {
+		in.Capture = new(false)
+	}
+	body, err := json.Marshal(in)
 	if err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("refpsp: charge %s: encode request: %w", req.AttemptID, err)
 	}
@@ -281,7 +291,7 @@ func (c *Client) cancel(ctx context.Context, req order.ChargeRequest) (order.Res
 	if ch.Status == StatusRequiresAction {
 		return unknown(errors.New("cancel: the charge still waits for the customer"))
 	}
-	return ch.result(), nil
+	return ch.result(req), nil
 }
 
 // do sends req with the API key and reports what came of it.
