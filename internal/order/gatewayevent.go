@@ -23,6 +23,9 @@ type GatewayEvent struct {
 	// Succeeded says the event reports money moved: a success for an
 	// attempt its order does not hold raises a possible double charge.
 	Succeeded bool
+	// About says what AttemptID names: an attempt (EventAboutAttempt, the
+	// zero value), or a capture's or a void's id (gatewayevent_hold.go).
+	About EventAbout
 }
 
 // GatewayEventResult is what recording a gateway event came to.

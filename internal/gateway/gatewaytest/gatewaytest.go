@@ -28,6 +28,9 @@
 //   - every call is reported to the adapter's observer, once, with its
 //     ids and its result.
 //
+// Refunds (refunds.go) and authorize, capture and void (captures.go) have
+// cases of their own.
+//
 // A Lookup never moves money. Two capabilities differ between gateways and
 // are declared in the Harness: whether a repeated Charge of one attempt is
 // deduplicated by the gateway, and how Lookup proves that an attempt the
@@ -88,6 +91,19 @@ type Harness struct {
 	// once the customer has authenticated (3-D Secure); the suite then
 	// checks an off-session charge of it.
 	Action string
+	// Captures opts the harness in to the suite's authorize, capture and
+	// void cases (captures.go): its Gateway must then be an
+	// order.Capturer, and CaptureLedger set (the fake's captures under a
+	// capture's reference or idempotency key).
+	Captures      bool
+	CaptureLedger func(captureID string) []Entry
+	// CaptureTimeout, when set, names a payment method whose
+	// authorizations succeed, and whose captures are made with the answer
+	// held past CallTimeout.
+	CaptureTimeout string
+	// Lapse, when set, names a payment method whose authorizations lapse
+	// at the gateway within a few seconds.
+	Lapse string
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.
@@ -132,6 +148,20 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 				t.Fatal("gatewaytest: a harness of a gateway that refunds must set RefundTimeout, RefundFailLater and RefundLedger")
 			}
 			tt.run(t, h, r)
+		})
+	}
+	for _, tt := range captureTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			if !h.Captures {
+				t.Skip("the harness does not opt in to the capture cases")
+			}
+			c, ok := h.Gateway.(order.Capturer)
+			if !ok || h.CaptureLedger == nil {
+				t.Fatal("gatewaytest: a harness with Captures must have a Gateway that is an order.Capturer, and set CaptureLedger")
+			}
+			tt.run(t, h, c)
 		})
 	}
 	for _, tt := range tests {

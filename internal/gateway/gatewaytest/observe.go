@@ -39,7 +39,8 @@ func (r *recorder) Start(ctx context.Context, call gateway.Call) (context.Contex
 }
 
 // testObserved: the adapter reports each of its calls (charge and lookup,
-// and a refunder's refund and refund lookup) to its observer once, with
+// a refunder's refund and refund lookup, and a capturer's capture, void
+// and their lookups) to its observer once, with
 // the order's and the attempt's (or the refund's) ids and what the call
 // returned, so that telemetry needs no wrapper around it.
 func testObserved(t *testing.T, h Harness) {
@@ -66,6 +67,27 @@ func testObserved(t *testing.T, h Harness) {
 		want = append(want, observed{gateway.Call{Op: gateway.OpRefund, OrderID: req.OrderID, AttemptID: rreq.RefundID}, rres.Outcome, err, 1})
 		rres, err = r.LookupRefund(ctx, rreq)
 		want = append(want, observed{gateway.Call{Op: gateway.OpLookupRefund, OrderID: req.OrderID, AttemptID: rreq.RefundID}, rres.Outcome, err, 1})
+	}
+	if c, ok := gw.(order.Capturer); ok && h.Captures {
+		areq := request(h.OK)
+		areq.Capture = order.CaptureManual
+		ares, err := gw.Charge(ctx, areq)
+		if err != nil || ares.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("Charge with manual capture = %+v, %v; want succeeded", ares, err)
+		}
+		want = append(want, observed{gateway.Call{Op: gateway.OpCharge, OrderID: areq.OrderID, AttemptID: areq.AttemptID}, ares.Outcome, err, 1})
+		creq := order.CaptureRequest{CaptureID: order.NewID(), OrderID: areq.OrderID, ChargeAttemptID: areq.AttemptID,
+			ChargeID: ares.ChargeID, Amount: areq.Amount, Final: true, CreatedAt: time.Now()}
+		cres, err := c.Capture(ctx, creq)
+		want = append(want, observed{gateway.Call{Op: gateway.OpCapture, OrderID: areq.OrderID, AttemptID: creq.CaptureID}, cres.Outcome, err, 1})
+		cres, err = c.LookupCapture(ctx, creq)
+		want = append(want, observed{gateway.Call{Op: gateway.OpLookupCapture, OrderID: areq.OrderID, AttemptID: creq.CaptureID}, cres.Outcome, err, 1})
+		vreq := order.VoidRequest{VoidID: order.NewID(), OrderID: areq.OrderID, ChargeAttemptID: areq.AttemptID,
+			ChargeID: ares.ChargeID, CreatedAt: time.Now()}
+		vres, err := c.Void(ctx, vreq)
+		want = append(want, observed{gateway.Call{Op: gateway.OpVoid, OrderID: areq.OrderID, AttemptID: vreq.VoidID}, vres.Outcome, err, 1})
+		vres, err = c.LookupVoid(ctx, vreq)
+		want = append(want, observed{gateway.Call{Op: gateway.OpLookupVoid, OrderID: areq.OrderID, AttemptID: vreq.VoidID}, vres.Outcome, err, 1})
 	}
 	// A call refused before anything is sent is observed too.
 	bad := request(h.OK)

@@ -56,6 +56,18 @@ func TestConformance(t *testing.T) {
 					RefundTimeout:   "tok_refund_timeout",
 					RefundFailLater: "tok_refund_fail_later",
 					Action:          "tok_3ds",
+					Captures:        true,
+					CaptureTimeout:  "tok_capture_timeout",
+					Lapse:           "tok_lapse_1500",
+					CaptureLedger: func(captureID string) []gatewaytest.Entry {
+						var out []gatewaytest.Entry
+						for _, c := range s.Captures() {
+							if c.Reference == captureID {
+								out = append(out, gatewaytest.Entry{ChargeID: c.ID, Succeeded: c.Status == "succeeded"})
+							}
+						}
+						return out
+					},
 					RefundLedger: func(refundID string) []gatewaytest.Entry {
 						var out []gatewaytest.Entry
 						for _, r := range s.Refunds() {

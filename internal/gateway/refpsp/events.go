@@ -17,7 +17,8 @@ import (
 
 // Events
 //
-// The gateway pushes an event when a charge's outcome is known:
+// The gateway pushes an event when the outcome of a charge, a capture or a
+// void is known, and when an authorization lapses:
 //
 //	POST <the merchant's endpoint>
 //	Refpsp-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>">
@@ -29,6 +30,13 @@ import (
 // signing secret, and while a secret is rotated the header carries one v1
 // per secret. An event is delivered at least once, in no particular order;
 // a repeat has the same id.
+//
+// The events of captures and voids carry the capture or void object
+// beside the charge: {"data": {"object": <the authorization as it then
+// stood>, "capture": <the capture object>}} (or "void"). Their types are
+// capture.succeeded, capture.failed, void.succeeded and void.failed; an
+// authorization's are charge.authorized, charge.declined and
+// authorization.expired (data.object the charge).
 //
 // Client.ReceiveEvent verifies and reads an event for Settle's webhook
 // listener (order.EventReceiver).
@@ -42,6 +50,18 @@ const (
 	EventSucceeded = "charge.succeeded"
 	// EventDeclined: the charge was declined.
 	EventDeclined = "charge.declined"
+	// EventAuthorized: the charge, made with "capture": false, holds its
+	// amount.
+	EventAuthorized = "charge.authorized"
+	// EventAuthorizationExpired: the authorization lapsed (its status is
+	// expired, or captured when something of it was).
+	EventAuthorizationExpired = "authorization.expired"
+	// EventCaptureSucceeded and EventCaptureFailed: a capture's outcome.
+	EventCaptureSucceeded = "capture.succeeded"
+	EventCaptureFailed    = "capture.failed"
+	// EventVoidSucceeded and EventVoidFailed: a void's outcome.
+	EventVoidSucceeded = "void.succeeded"
+	EventVoidFailed    = "void.failed"
 )
 
 // Event is an event as the gateway sends it.
@@ -50,7 +70,13 @@ type Event struct {
 	Type    string `json:"type"`
 	Created int64  `json:"created"`
 	Data    struct {
+		// Object is the charge the event is about, or the
+		// authorization a capture or a void is of.
 		Object ChargeObject `json:"object"`
+		// Capture and Void are the capture or the void of an event
+		// about one.
+		Capture *CaptureObject `json:"capture,omitempty"`
+		Void    *VoidObject    `json:"void,omitempty"`
 	} `json:"data"`
 }
 
@@ -140,15 +166,20 @@ func CheckEventSecret(s string) error {
 }
 
 // eventTypes are the events that matter, and whether each reports money
-// moved. Their types are the only text of an event's that reaches logs
-// and metrics.
-var eventTypes = map[string]bool{EventSucceeded: true, EventDeclined: false}
+// moved (or held, for an authorization). Their types are the only text of
+// an event's that reaches logs and metrics.
+var eventTypes = map[string]bool{
+	EventSucceeded: true, EventDeclined: false, EventAuthorized: true, EventAuthorizationExpired: false,
+	EventCaptureSucceeded: true, EventCaptureFailed: false, EventVoidSucceeded: false, EventVoidFailed: false,
+}
 
 var _ order.EventReceiver = (*Client)(nil)
 
 // ReceiveEvent verifies an event signed with one of Config.EventSecrets
 // within Config.EventTolerance and returns it as the domain's event: about
-// the charge with the event's reference as its attempt id.
+// the charge with the event's reference as its attempt id, or about the
+// capture or void with its reference as its id (GatewayEvent.About says
+// which; ObjectID and ChargeID are then the gateway's capture or void id).
 func (c *Client) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
 	if err := Verify(body, http.Header(header).Get(SignatureHeader), c.eventSecrets, c.eventTolerance, time.Now()); err != nil {
 		return order.GatewayEvent{}, errors.Join(order.ErrEventSignature, err)
@@ -161,8 +192,21 @@ func (c *Client) ReceiveEvent(body []byte, header map[string][]string) (order.Ga
 	if !ok {
 		return order.GatewayEvent{}, order.ErrEventIgnored
 	}
-	return order.GatewayEvent{
+	ge := order.GatewayEvent{
 		ID: e.ID, Type: e.Type, ObjectID: e.Data.Object.ID,
 		AttemptID: e.Data.Object.Reference, ChargeID: e.Data.Object.ID, Succeeded: succeeded,
-	}, nil
+	}
+	switch e.Type {
+	case EventCaptureSucceeded, EventCaptureFailed:
+		if e.Data.Capture == nil || e.Data.Capture.Reference == "" {
+			return order.GatewayEvent{}, errors.New("refpsp: malformed event: a capture's event carries no capture")
+		}
+		ge.About, ge.AttemptID, ge.ObjectID, ge.ChargeID = order.EventAboutCapture, e.Data.Capture.Reference, e.Data.Capture.ID, e.Data.Capture.ID
+	case EventVoidSucceeded, EventVoidFailed:
+		if e.Data.Void == nil || e.Data.Void.Reference == "" {
+			return order.GatewayEvent{}, errors.New("refpsp: malformed event: a void's event carries no void")
+		}
+		ge.About, ge.AttemptID, ge.ObjectID, ge.ChargeID = order.EventAboutVoid, e.Data.Void.Reference, e.Data.Void.ID, e.Data.Void.ID
+	}
+	return ge, nil
 }

@@ -12,8 +12,9 @@ import (
 )
 
 // Events configures the events the simulator pushes, in refpsp's format
-// (see refpsp.Event), for every charge it makes, once the charge is visible
-// to lookups: a gateway tells of an outcome it knows.
+// (see refpsp.Event), for every charge, capture and void it makes, once it
+// is visible to lookups (a gateway tells of an outcome it knows), and for
+// every authorization that lapses.
 type Events struct {
 	// URL receives the events (POST); empty sends none.
 	URL string
@@ -44,20 +45,41 @@ type delivery struct {
 	first int
 }
 
-// eventsLocked plans the deliveries of the event for c, drawing the
-// duplication, reordering and loss from the simulator's source so that
-// they depend only on the seed and the requests.
-func (s *Sim) eventsLocked(c Charge, visibleAt time.Time) []delivery {
+// chargeEvent is the event that tells of c's outcome, made at now.
+func chargeEvent(c Charge, now time.Time) refpsp.Event {
+	e := refpsp.Event{Type: refpsp.EventSucceeded, Created: now.Unix()}
+	switch c.Status {
+	case StatusDeclined:
+		e.Type = refpsp.EventDeclined
+	case StatusAuthorized:
+		e.Type = refpsp.EventAuthorized
+	}
+	e.Data.Object = wireCharge(c)
+	return e
+}
+
+// sendLocked sends e (numbered here) once visibleAt has come, as the
+// events' faults allow.
+func (s *Sim) sendLocked(e refpsp.Event, visibleAt time.Time) {
+	for _, d := range s.eventsLocked(e, visibleAt) {
+		s.senders.Add(1)
+		go s.deliver(d)
+	}
+}
+
+// eventsLocked plans the deliveries of e, drawing the duplication,
+// reordering and loss from the simulator's source so that they depend
+// only on the seed and the requests.
+func (s *Sim) eventsLocked(e refpsp.Event, visibleAt time.Time) []delivery {
 	ev := s.opts.Events
 	if ev.URL == "" {
 		return nil
 	}
 	s.eventSeq++
-	e := refpsp.Event{ID: fmt.Sprintf("evt_sim_%06d", s.eventSeq), Type: refpsp.EventSucceeded, Created: visibleAt.Unix()}
-	if c.Status == StatusDeclined {
-		e.Type = refpsp.EventDeclined
+	e.ID = fmt.Sprintf("evt_sim_%06d", s.eventSeq)
+	if e.Created == 0 || visibleAt.Unix() > e.Created {
+		e.Created = visibleAt.Unix()
 	}
-	e.Data.Object = wireCharge(c)
 	body, err := json.Marshal(e)
 	if err != nil {
 		panic(err) // the simulator's own types always marshal

@@ -144,14 +144,14 @@ func (s *Sim) acceptRefund(in refpsp.RefundBody) (refundPlan, int, string) {
 	}
 	var charge *record
 	for i := len(s.records) - 1; i >= 0; i-- {
-		if s.records[i].Reference == in.ChargeReference && s.records[i].Status == StatusSucceeded {
+		if s.records[i].Reference == in.ChargeReference && (s.records[i].Status == StatusSucceeded || s.records[i].AmountCaptured > 0) {
 			charge = &s.records[i]
 			break
 		}
 	}
 	switch {
 	case charge == nil:
-		return refundPlan{}, http.StatusNotFound, "no succeeded charge with that charge_reference"
+		return refundPlan{}, http.StatusNotFound, "no succeeded (or captured) charge with that charge_reference"
 	case !strings.EqualFold(charge.Currency, in.Currency):
 		return refundPlan{}, http.StatusUnprocessableEntity, "currency is not the charge's"
 	}

@@ -137,6 +137,11 @@ type Options struct {
 	// RefundSettleDelay is how long a refund that fails later stays
 	// pending. Zero means DefaultRefundSettleDelay.
 	RefundSettleDelay time.Duration
+	// AuthorizationLifetime is how long an authorization (a charge with
+	// "capture": false) can be captured: its capture_before is its
+	// creation plus this. Zero means DefaultAuthorizationLifetime. The
+	// tok_lapse_<ms> tokens set their own.
+	AuthorizationLifetime time.Duration
 }
 
 // RandomFaults are the probabilities, each from 0 to 1, that a tok_ok or
@@ -188,6 +193,14 @@ type Charge struct {
 	NextActionURL string `json:"-"`
 	// Created is when the simulator made the charge, in UTC.
 	Created time.Time `json:"created"`
+	// Manual says the charge was made with "capture": false: an
+	// authorization, whose Status is then StatusAuthorized,
+	// StatusCaptured, StatusVoided or StatusExpired once it succeeded,
+	// AmountCaptured what its captures took, and CaptureBefore when it
+	// lapses (see holds.go).
+	Manual         bool      `json:"manual,omitempty"`
+	AmountCaptured int64     `json:"amount_captured,omitempty"`
+	CaptureBefore  time.Time `json:"capture_before,omitzero"`
 }
 
 // record is a ledger entry: a charge, when lookups may see it, and the
@@ -198,6 +211,10 @@ type record struct {
 	// challenge and secret name the challenge page of a charge waiting for
 	// the customer: /v1/challenges/<challenge>/<secret>.
 	challenge, secret string
+	// lifetime is how long the authorization lasts once it succeeds, and
+	// lapsed says it has lapsed (holds.go).
+	lifetime time.Duration
+	lapsed   bool
 }
 
 // Sim is the simulator, an http.Handler. It is safe for concurrent use.
@@ -206,11 +223,13 @@ type Sim struct {
 	mux  *http.ServeMux
 
 	mu       sync.Mutex
-	rng      *rand.Rand     // draws random faults; guarded by mu
-	records  []record       // the ledger, oldest first; guarded by mu
-	refunds  []refundRecord // the refund ledger, oldest first; guarded by mu
-	eventSeq int            // numbers the events; guarded by mu
-	eventRng *rand.Rand     // draws the events' faults; guarded by mu
+	rng      *rand.Rand      // draws random faults; guarded by mu
+	records  []record        // the ledger, oldest first; guarded by mu
+	refunds  []refundRecord  // the refund ledger, oldest first; guarded by mu
+	captures []captureRecord // the capture ledger, oldest first; guarded by mu
+	voids    []voidRecord    // the void ledger, oldest first; guarded by mu
+	eventSeq int             // numbers the events; guarded by mu
+	eventRng *rand.Rand      // draws the events' faults; guarded by mu
 
 	// Event deliveries run until the simulator stops (Close, or the end
 	// of Serve), which waits for them.
@@ -244,6 +263,9 @@ func New(opts Options) *Sim {
 	if opts.RefundSettleDelay <= 0 {
 		opts.RefundSettleDelay = DefaultRefundSettleDelay
 	}
+	if opts.AuthorizationLifetime <= 0 {
+		opts.AuthorizationLifetime = DefaultAuthorizationLifetime
+	}
 	if opts.Random.SlowMax <= 0 {
 		opts.Random.SlowMax = DefaultSlowMax
 	}
@@ -264,6 +286,12 @@ func New(opts Options) *Sim {
 	s.mux.HandleFunc("POST /v1/refunds", s.handleRefund)
 	s.mux.HandleFunc("GET /v1/refunds", s.handleRefundLookup)
 	s.mux.HandleFunc("GET /v1/refund-ledger", s.handleRefundLedger)
+	s.mux.HandleFunc("POST /v1/captures", s.handleCapture)
+	s.mux.HandleFunc("GET /v1/captures", s.handleCaptureLookup)
+	s.mux.HandleFunc("GET /v1/capture-ledger", s.handleCaptureLedger)
+	s.mux.HandleFunc("POST /v1/voids", s.handleVoid)
+	s.mux.HandleFunc("GET /v1/voids", s.handleVoidLookup)
+	s.mux.HandleFunc("GET /v1/void-ledger", s.handleVoidLedger)
 	return s
 }
 
@@ -286,20 +314,23 @@ func (s *Sim) Requests() int { return int(s.requests.Load()) }
 func (s *Sim) Lookups() int { return int(s.lookups.Load()) }
 
 // Ledger returns every charge made so far, oldest first, including those
-// still hidden from lookups.
+// still hidden from lookups; an authorization as it now stands.
 func (s *Sim) Ledger() []Charge {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := time.Now()
 	out := make([]Charge, len(s.records))
-	for i, r := range s.records {
-		out[i] = r.Charge
+	for i := range s.records {
+		s.lapseLocked(i, now)
+		out[i] = s.records[i].Charge
 	}
 	return out
 }
 
 // Succeeded counts the ledger's succeeded charges whose reference is one of
 // references: for a test, the times the customer was charged for the
-// attempts (the references) of one order.
+// attempts (the references) of one order. Authorizations are not counted:
+// their captures are (Captures).
 func (s *Sim) Succeeded(references ...string) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -472,7 +503,7 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.opts.Dedupe {
-		if c, ok := s.latestLocked(in.Reference, time.Time{}); ok {
+		if c, ok := s.latestLocked(in.Reference, false); ok {
 			return plan{fault: faultReplay, charge: c}
 		}
 	}
@@ -497,6 +528,8 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 		},
 		visibleAt: now,
 	}
+	rec.Manual = in.Capture != nil && !*in.Capture
+	rec.lifetime = s.lifetime(in.PaymentMethod)
 	switch p.fault {
 	case faultDecline:
 		rec.Status, rec.DeclineCode = StatusDeclined, "card_declined"
@@ -510,6 +543,7 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 			rec.NextActionURL = base + "/v1/challenges/" + rec.challenge + "/" + rec.secret
 		}
 	default: // succeeded
+		rec.authorize(now)
 	}
 	if p.hidden {
 		rec.visibleAt = now.Add(p.delay)
@@ -521,10 +555,8 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 		// charge has none.
 		return p
 	}
-	for _, d := range s.eventsLocked(rec.Charge, rec.visibleAt) {
-		s.senders.Add(1)
-		go s.deliver(d)
-	}
+	s.sendLocked(chargeEvent(rec.Charge, now), rec.visibleAt)
+	s.lapseLaterLocked(rec.Charge)
 	return p
 }
 
@@ -554,6 +586,15 @@ func (s *Sim) planLocked(token string) plan {
 		return plan{}
 	case "tok_refund_timeout", tokRefundLookupFails, "tok_refund_5xx", "tok_refund_drop", "tok_refund_decline", "tok_refund_fail_later":
 		return plan{} // their refunds meet the fault (refundPlanLocked)
+	}
+	if holdToken(token) {
+		return plan{} // their captures and voids meet the fault (holdPlanLocked)
+	}
+	if ms, ok := strings.CutPrefix(token, "tok_lapse_"); ok {
+		if _, err := strconv.ParseUint(ms, 10, 31); err != nil {
+			return plan{fault: faultReject}
+		}
+		return plan{}
 	}
 	if ms, ok := strings.CutPrefix(token, "tok_slow_"); ok {
 		n, err := strconv.ParseUint(ms, 10, 31)
@@ -605,15 +646,18 @@ func (s *Sim) drawLocked() plan {
 	return plan{}
 }
 
-// latestLocked returns the latest charge with the reference. With a non-zero
-// now it skips charges that lookups may not see yet.
-func (s *Sim) latestLocked(reference string, now time.Time) (Charge, bool) {
+// latestLocked returns the latest charge with the reference, an
+// authorization as it stands now. With visible it skips charges that
+// lookups may not see yet.
+func (s *Sim) latestLocked(reference string, visible bool) (Charge, bool) {
+	now := time.Now()
 	for i := len(s.records) - 1; i >= 0; i-- {
 		r := s.records[i]
-		if r.Reference != reference || (!now.IsZero() && r.visibleAt.After(now)) {
+		if r.Reference != reference || (visible && r.visibleAt.After(now)) {
 			continue
 		}
-		return r.Charge, true
+		s.lapseLocked(i, now)
+		return s.records[i].Charge, true
 	}
 	return Charge{}, false
 }
@@ -630,7 +674,7 @@ func (s *Sim) handleLookup(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	c, ok := s.latestLocked(ref, time.Now())
+	c, ok := s.latestLocked(ref, true)
 	s.mu.Unlock()
 	if ok && c.PaymentMethod == tokLookupFails {
 		writeError(w, http.StatusServiceUnavailable, "lookups of this charge fail (tok_lookup_fails)")
@@ -659,14 +703,19 @@ func (s *Sim) authorized(r *http.Request) bool {
 
 // wireCharge is c as the protocol answers it.
 func wireCharge(c Charge) refpsp.ChargeObject {
-	return refpsp.ChargeObject{
+	o := refpsp.ChargeObject{
 		ID: c.ID, Reference: c.Reference, Status: c.Status,
 		Amount: c.Amount, Currency: c.Currency, DeclineCode: c.DeclineCode, NextActionURL: c.NextActionURL,
+		AmountCaptured: c.AmountCaptured, CaptureBefore: c.CaptureBefore,
 	}
+	if c.Status == StatusAuthorized {
+		o.AmountCapturable = c.Amount - c.AmountCaptured
+	}
+	return o
 }
 
-// writeCharge answers a charge request with c: 201 if it succeeded, 402 if
-// it was declined.
+// writeCharge answers a charge request with c: 201 if it succeeded (or
+// authorized), 402 if it was declined, 202 if it waits for the customer.
 func writeCharge(w http.ResponseWriter, c Charge) {
 	code := http.StatusCreated
 	switch c.Status {
@@ -719,11 +768,13 @@ func (s *Sim) endAction(match func(record) bool, status, declineCode string) (Ch
 		if r.Status != StatusRequiresAction {
 			return r.Charge, false
 		}
+		now := time.Now().UTC()
 		r.Status, r.DeclineCode, r.NextActionURL = status, declineCode, ""
-		for _, d := range s.eventsLocked(r.Charge, time.Now().UTC()) {
-			s.senders.Add(1)
-			go s.deliver(d)
+		if status == StatusSucceeded {
+			r.authorize(now)
 		}
+		s.sendLocked(chargeEvent(r.Charge, now), now)
+		s.lapseLaterLocked(r.Charge)
 		return r.Charge, true
 	}
 	return Charge{}, false
