@@ -95,6 +95,15 @@ func TestReceiveEvent(t *testing.T) {
 		}
 	}
 
+	// A capture's or a void's event without its object is unreadable.
+	for _, typ := range []string{refpsp.EventCaptureSucceeded, refpsp.EventVoidFailed} {
+		bad := event("evt_5", typ, "att-1")
+		_, err := c.ReceiveEvent(bad, signed(refpsp.Sign(bad, now, eventSecret)))
+		if err == nil || errors.Is(err, order.ErrEventSignature) || errors.Is(err, order.ErrEventIgnored) {
+			t.Errorf("%s without its object: %v, want an error of its own", typ, err)
+		}
+	}
+
 	// With no secret, nothing verifies.
 	bare := newClient(t, "http://127.0.0.1:1", time.Second)
 	if _, err := bare.ReceiveEvent(body, signed(refpsp.Sign(body, now, eventSecret))); !errors.Is(err, order.ErrEventSignature) {
