@@ -12,7 +12,8 @@ const (
 	OpLookup       = "lookup"
 	OpRefund       = "refund"
 	OpLookupRefund = "lookup_refund"
-	// The operations of a gateway that authorizes (an order.Capturer).
+	// OpCapture, OpLookupCapture, OpVoid and OpLookupVoid are the
+	// operations of a gateway that authorizes (an order.Capturer).
 	OpCapture       = "capture"
 	OpLookupCapture = "lookup_capture"
 	OpVoid          = "void"

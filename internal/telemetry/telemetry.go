@@ -314,6 +314,16 @@ type GatewayObserver struct {
 
 var _ gateway.Observer = (*GatewayObserver)(nil)
 
+// isLookup says whether op asks about an earlier call, whose error means
+// the gateway could not say (counted as outcome "error").
+func isLookup(op string) bool {
+	switch op {
+	case gateway.OpLookup, gateway.OpLookupRefund, gateway.OpLookupCapture, gateway.OpLookupVoid:
+		return true
+	}
+	return false
+}
+
 // Start starts the call's span; the function it returns counts and times
 // the call and ends the span.
 func (o *GatewayObserver) Start(ctx context.Context, call gateway.Call) (context.Context, func(order.Result, error)) {
@@ -327,7 +337,7 @@ func (o *GatewayObserver) Start(ctx context.Context, call gateway.Call) (context
 		defer span.End()
 		o.m.gatewaySeconds.WithLabelValues(o.name, call.Op).Observe(time.Since(start).Seconds())
 		outcome := string(res.Outcome)
-		if err != nil && (call.Op == gateway.OpLookup || call.Op == gateway.OpLookupRefund) {
+		if err != nil && isLookup(call.Op) {
 			outcome = "error"
 		}
 		o.m.gatewayCalls.WithLabelValues(o.name, call.Op, outcome).Inc()

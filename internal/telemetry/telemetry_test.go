@@ -58,6 +58,13 @@ func TestGatewaySpan(t *testing.T) {
 		attrs["settle.gateway"] != "sim" || attrs["settle.outcome"] != "succeeded" {
 		t.Fatalf("span attributes %v", attrs)
 	}
+	// A capture's and a void's lookup that cannot say count as errors too.
+	if _, err := gw.LookupCapture(context.Background(), order.CaptureRequest{OrderID: req.OrderID}); err == nil {
+		t.Fatal("a capture lookup without a capture id did not fail")
+	}
+	if _, err := gw.LookupVoid(context.Background(), order.VoidRequest{OrderID: req.OrderID}); err == nil {
+		t.Fatal("a void lookup without a void id did not fail")
+	}
 	rec := httptest.NewRecorder()
 	m.Handler(func(context.Context) error { return nil }).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	body, _ := io.ReadAll(rec.Body)
@@ -65,6 +72,8 @@ func TestGatewaySpan(t *testing.T) {
 		`settle_gateway_calls_total{gateway="sim",op="charge",outcome="succeeded"} 1`,
 		`settle_gateway_calls_total{gateway="sim",op="lookup",outcome="succeeded"} 1`,
 		`settle_gateway_calls_total{gateway="sim",op="lookup",outcome="error"} 1`,
+		`settle_gateway_calls_total{gateway="sim",op="lookup_capture",outcome="error"} 1`,
+		`settle_gateway_calls_total{gateway="sim",op="lookup_void",outcome="error"} 1`,
 		`settle_gateway_call_seconds_count{gateway="sim",op="charge"} 1`,
 		`settle_gateway_call_seconds_count{gateway="sim",op="lookup"} 2`,
 	} {

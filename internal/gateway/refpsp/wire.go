@@ -70,7 +70,7 @@ type ChargeBody struct {
 type ChargeObject struct {
 	ID        string `json:"id"`
 	Reference string `json:"reference"`
-	// Status is StatusSucceeded or StatusDeclined.
+	// Status is one of the Status constants.
 	Status      string `json:"status"`
 	Amount      int64  `json:"amount"`
 	Currency    string `json:"currency"`

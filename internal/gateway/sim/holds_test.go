@@ -1,9 +1,9 @@
 package sim_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -319,9 +319,12 @@ func TestHoldEvents(t *testing.T) {
 	got := make(chan order.GatewayEvent, 20)
 	var gw *refpsp.Client
 	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var b bytes.Buffer
-		b.ReadFrom(r.Body)
-		e, err := gw.ReceiveEvent(b.Bytes(), r.Header)
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			t.Errorf("read event: %v", err)
+			return
+		}
+		e, err := gw.ReceiveEvent(body, r.Header)
 		if err != nil {
 			t.Errorf("ReceiveEvent: %v", err)
 			return

@@ -1,6 +1,7 @@
 // Package sim is a payment gateway simulator: a real HTTP server that speaks
 // the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=,
-// and the same for /v1/refunds: see refunds.go)
+// and the same for /v1/refunds: see refunds.go; authorizations, /v1/captures
+// and /v1/voids: see holds.go)
 // and misbehaves on request, so that tests and local runs can see what a
 // gateway's faults do to Settle. It keeps a ledger of every charge it made,
 // which is the truth to check "charged exactly once" against.
@@ -39,6 +40,10 @@
 //	                       "authentication_required".
 //	tok_refund_*           charge like tok_ok; their refunds meet a fault
 //	                       (see refunds.go).
+//	tok_capture_*, tok_void_*, tok_lapse_<ms>
+//	                       charge like tok_ok; their captures or voids meet
+//	                       a fault, or their authorization lapses early
+//	                       (see holds.go).
 //
 // Any other token is declined: 402, decline_code "unknown_token" (a
 // mistyped token is not silently charged).
@@ -73,7 +78,7 @@
 //
 // Sim.Ledger and GET /v1/ledger (a JSON array of Charge, no authorization)
 // list every charge made, succeeded or declined, in the order made, in flight
-// or not.
+// or not; an authorization as it stands (captured, voided, lapsed).
 package sim
 
 import (
@@ -184,7 +189,8 @@ type Charge struct {
 	Currency      string `json:"currency"`
 	PaymentMethod string `json:"payment_method"`
 	Description   string `json:"description"`
-	// Status is StatusSucceeded (money moved) or StatusDeclined.
+	// Status is StatusSucceeded (money moved), StatusDeclined,
+	// StatusRequiresAction, or one of an authorization's (see Manual).
 	Status      string `json:"status"`
 	DeclineCode string `json:"decline_code,omitempty"`
 	// NextActionURL is the authentication page of a charge waiting for
