@@ -264,13 +264,21 @@ func TestCaptureRefusals(t *testing.T) {
 func TestLapse(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := newStack(t, sim.Options{AuthorizationLifetime: 300 * time.Millisecond}, time.Second)
-	s.authorize(t, "att_none", "tok_ok")
+	s := newStack(t, sim.Options{AuthorizationLifetime: 2 * time.Second}, time.Second)
 	s.authorize(t, "att_part", "tok_ok")
 	if res, err := s.gw.Capture(ctx, captureReq("c1", "att_part", 200, false)); err != nil || res.Outcome != order.OutcomeSucceeded {
 		t.Fatalf("Capture = %+v, %v", res, err)
 	}
-	time.Sleep(400 * time.Millisecond)
+	s.authorize(t, "att_none", "tok_ok")
+	// Until the last one made has lapsed.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if res, err := s.gw.Lookup(ctx, authReq("att_none", "tok_ok")); err == nil && res.Hold != nil && res.Hold.State != order.HoldOpen {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("att_none has not lapsed")
+		}
+	}
 	for ref, want := range map[string]order.Hold{
 		"att_none": {State: order.HoldExpired, AuthorizedMinor: 1250},
 		"att_part": {State: order.HoldCaptured, AuthorizedMinor: 1250, CapturedMinor: 200},

@@ -245,7 +245,8 @@ type Sim struct {
 	stopOnce sync.Once
 
 	// requests counts the protocol requests served (charges, lookups,
-	// cancels, refunds), lookups the charge lookups among them.
+	// cancels, refunds, captures, voids), lookups the charge lookups among
+	// them.
 	requests, lookups atomic.Int64
 }
 
@@ -310,9 +311,9 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Requests counts the protocol requests the simulator has served, as a
-// gateway account's rate limit counts them: every charge, lookup, cancel
-// and refund, but not the ledgers (a test's) nor the customers'
-// authentication pages.
+// gateway account's rate limit counts them: every charge, lookup,
+// cancel, refund, capture and void, but not the ledgers (a test's) nor
+// the customers' authentication pages.
 func (s *Sim) Requests() int { return int(s.requests.Load()) }
 
 // Lookups counts the charge lookups (GET /v1/charges) the simulator has
