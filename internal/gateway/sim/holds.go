@@ -115,6 +115,20 @@ func (s *Sim) Captures() []Capture {
 	return out
 }
 
+// Captured sums the succeeded captures of the authorization with reference
+// chargeReference: what the gateway took of it.
+func (s *Sim) Captured(chargeReference string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, c := range s.captures {
+		if c.ChargeReference == chargeReference && c.Status == refpsp.OpSucceeded {
+			n += c.Amount
+		}
+	}
+	return n
+}
+
 // Voids returns every void made or refused so far, oldest first,
 // including those hidden from lookups.
 func (s *Sim) Voids() []Void {

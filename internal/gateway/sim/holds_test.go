@@ -194,7 +194,7 @@ func TestCaptureDedupe(t *testing.T) {
 			t.Fatalf("Capture = %+v, %v", res, err)
 		}
 	}
-	if l := n.sim.Ledger(); l[0].AmountCaptured != 1000 {
+	if l := n.sim.Ledger(); l[0].AmountCaptured != 1000 || n.sim.Captured("att_1") != 1000 {
 		t.Fatalf("captured %d; want 1000: a gateway without dedupe captures every request", l[0].AmountCaptured)
 	}
 }
