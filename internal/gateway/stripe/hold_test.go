@@ -421,10 +421,16 @@ func TestHoldObserved(t *testing.T) {
 	f := newHoldFixture(t, stripetest.Options{}, stripe.Config{Observer: obs})
 	auth, _ := f.authorize(t, stripetest.TokenVisa)
 	c, v := captureReq(auth, 1250, true), voidReq(auth)
-	f.g.Void(ctx, v)
-	f.g.LookupVoid(ctx, v)
-	f.g.Capture(ctx, c)
-	f.g.LookupCapture(ctx, c)
+	for _, call := range []func() (order.Result, error){
+		func() (order.Result, error) { return f.g.Void(ctx, v) },
+		func() (order.Result, error) { return f.g.LookupVoid(ctx, v) },
+		func() (order.Result, error) { return f.g.Capture(ctx, c) },
+		func() (order.Result, error) { return f.g.LookupCapture(ctx, c) },
+	} {
+		if res, err := call(); res.Outcome == order.OutcomeUnknown {
+			t.Errorf("unknown: %v", err)
+		}
+	}
 	obs.mu.Lock()
 	defer obs.mu.Unlock()
 	wantOps := []string{"charge " + auth.AttemptID, "void " + v.VoidID, "lookup_void " + v.VoidID,
@@ -465,5 +471,57 @@ func TestHoldEvents(t *testing.T) {
 	bad := []byte(`{"id":"evt_5","object":"event","type":"charge.captured","data":{"object":{"id":"ch_1","object":"charge"}}}`)
 	if _, err := g.ReceiveEvent(bad, signature(sign(bad, time.Now(), webhookSecret))); err == nil || errors.Is(err, order.ErrEventIgnored) {
 		t.Errorf("a charge event without its PaymentIntent: %v, want an error of its own", err)
+	}
+}
+
+// TestAuthorizeAfterChallengeOrTimeout: a manual charge that asks for 3-D
+// Secure is authorized once the customer passes it, and one whose confirm
+// timed out is found authorized by the lookup; both then capture.
+func TestAuthorizeAfterChallengeOrTimeout(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newHoldFixture(t, stripetest.Options{Hold: 1500 * time.Millisecond}, stripe.Config{Timeout: 300 * time.Millisecond})
+
+	req := chargeReq(stripetest.TokenRequiresAction)
+	req.Capture, req.CustomerPresent, req.ReturnURL = order.CaptureManual, true, "https://checkout.example/return"
+	res, err := f.g.Charge(ctx, req)
+	if res.Outcome != order.OutcomeRequiresAction {
+		t.Fatalf("charge = %s, %v; want requires_action", res.Outcome, err)
+	}
+	req.GatewayChargeID = res.ChargeID
+	if !f.fake.Authenticate(res.ChargeID, true) {
+		t.Fatal("the challenge could not be passed")
+	}
+	res, err = f.g.Lookup(ctx, req)
+	want(t, "lookup after the challenge", res, err, order.OutcomeSucceeded, "", &order.Hold{State: order.HoldOpen, AuthorizedMinor: 1250})
+	res, err = f.g.Capture(ctx, captureReq(req, 1250, true))
+	want(t, "capture", res, err, order.OutcomeSucceeded, "", &order.Hold{State: order.HoldCaptured, AuthorizedMinor: 1250, CapturedMinor: 1250})
+
+	req = chargeReq(stripetest.TokenTimeout)
+	req.Capture = order.CaptureManual
+	res, err = f.g.Charge(ctx, req)
+	want(t, "authorization timing out", res, err, order.OutcomeUnknown, "", nil)
+	req.GatewayChargeID = res.ChargeID
+	res, err = f.g.Lookup(ctx, req)
+	want(t, "its lookup", res, err, order.OutcomeSucceeded, "", &order.Hold{State: order.HoldOpen, AuthorizedMinor: 1250})
+	res, err = f.g.Capture(ctx, captureReq(req, 600, true))
+	want(t, "capture", res, err, order.OutcomeSucceeded, "", &order.Hold{State: order.HoldCaptured, AuthorizedMinor: 1250, CapturedMinor: 600})
+}
+
+// TestHoldMinorUnits: a hold's amounts are in ISO 4217 minor units, not
+// Stripe's (ISK counts hundredths at Stripe).
+func TestHoldMinorUnits(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newHoldFixture(t, stripetest.Options{}, stripe.Config{})
+	req := chargeReq(stripetest.TokenVisa)
+	req.Capture, req.Amount = order.CaptureManual, order.Money{Currency: "ISK", AmountMinor: 1250}
+	res, err := f.g.Charge(ctx, req)
+	want(t, "authorize", res, err, order.OutcomeSucceeded, "", &order.Hold{State: order.HoldOpen, AuthorizedMinor: 1250})
+	req.GatewayChargeID = res.ChargeID
+	res, err = f.g.Capture(ctx, captureReq(req, 1000, true))
+	want(t, "capture", res, err, order.OutcomeSucceeded, "", &order.Hold{State: order.HoldCaptured, AuthorizedMinor: 1250, CapturedMinor: 1000})
+	if pi, _ := f.fake.Intent(req.GatewayChargeID); pi.AmountReceived != 100000 {
+		t.Errorf("Stripe received %d, want 100000 (1000 krónur in hundredths)", pi.AmountReceived)
 	}
 }

@@ -14,6 +14,7 @@
 //	  amount=<Stripe units>  currency=<lowercased>  payment_method=<token>
 //	  payment_method_types[0]=card  [customer=<cus_...>, for a saved card]
 //	  metadata[order_id]  metadata[attempt_id]  metadata[merchant_reference]
+//	  [capture_method=manual, for order.CaptureManual (hold.go)]
 //	POST /v1/payment_intents/<pi>/confirm     Idempotency-Key: <attempt id>:confirm
 //	  [off_session=true, for a merchant-initiated charge]  [return_url]
 //	POST /v1/payment_intents/<pi>/cancel      (only for an off-session confirm answered requires_action)
@@ -44,6 +45,7 @@
 //	                                                     the reconciler's first lookup cancels it
 //	confirm 200, requires_payment_method, canceled       declined (last_payment_error's decline code or
 //	                                                     code, else the status)
+//	confirm 200, manual capture: requires_capture        succeeded, with the hold (hold.go)
 //	confirm 200, processing, requires_capture, other     unknown
 //	402 card_error                                       declined (decline_code, else code)
 //	400 payment_intent_unexpected_state (first try)      read from the PaymentIntent in the error
@@ -82,6 +84,8 @@
 //	  without an error, requires_action past the         declined "canceled_unconfirmed" ("requires_action");
 //	  expiry or off-session (CancelAwaitingAction)       a cancel refused because it succeeded meanwhile,
 //	                                                     succeeded
+//	manual capture: requires_capture, succeeded,         succeeded, with the hold: open, captured,
+//	  canceled after an authorization                    voided or expired (hold.go)
 //	processing, requires_capture                         unknown: money may yet move; ask later
 //	an error answer, no answer                           unknown
 //

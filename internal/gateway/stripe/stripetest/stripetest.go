@@ -1,6 +1,6 @@
 // Package stripetest is a stateful fake of the part of Stripe's API that
 // Settle uses, for tests: PaymentIntents created unconfirmed, confirmed,
-// read and canceled, under idempotency keys. It is a real HTTP server (an
+// read, canceled and captured, under idempotency keys. It is a real HTTP server (an
 // http.Handler to put behind httptest.NewServer) speaking Stripe's wire
 // format, with a ledger of every PaymentIntent (each with the statuses it
 // took, in order, and when: PaymentIntent.Changes) and of every charge made.
@@ -15,6 +15,7 @@
 //	GET  /v1/payment_intents/{id}          retrieve, as it stands now
 //	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
 //	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
+//	POST /v1/payment_intents/{id}/capture  capture an authorization (capture_method=manual: holds.go)
 //
 // Idempotency works as Stripe documents it, for every POST: the first
 // request with a key is executed and its answer saved (a decline and a 500
