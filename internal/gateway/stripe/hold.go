@@ -186,8 +186,7 @@ func (g *Gateway) Capture(ctx context.Context, req order.CaptureRequest) (res or
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err = g.holdAnswer(ctx, holdCall{op: "capture", orderID: req.OrderID, ref: req.CaptureID, pi: req.ChargeID,
-		currency: req.Amount.Currency, amount: amount, final: req.Final}, g.sendCapture(ctx, req, amount))
+	res, err = g.holdAnswer(ctx, captureCall(req, amount), g.sendCapture(ctx, req, amount))
 	if err != nil {
 		err = fmt.Errorf("stripe: capture %s: %w", req.CaptureID, err)
 	}
@@ -204,7 +203,7 @@ func (g *Gateway) Void(ctx context.Context, req order.VoidRequest) (res order.Re
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	res, err = g.holdAnswer(ctx, holdCall{op: "void", orderID: req.OrderID, ref: req.VoidID, pi: req.ChargeID}, g.sendVoid(ctx, req))
+	res, err = g.holdAnswer(ctx, voidCall(req), g.sendVoid(ctx, req))
 	if err != nil {
 		err = fmt.Errorf("stripe: void %s: %w", req.VoidID, err)
 	}
@@ -237,8 +236,7 @@ func (g *Gateway) lookupCapture(ctx context.Context, req order.CaptureRequest) (
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	call := holdCall{op: "capture", orderID: req.OrderID, ref: req.CaptureID, pi: req.ChargeID,
-		currency: req.Amount.Currency, amount: amount, final: req.Final}
+	call := captureCall(req, amount)
 	pi, err := g.retrieveHold(ctx, call)
 	if err != nil {
 		return unknown(err)
@@ -280,7 +278,7 @@ func (g *Gateway) lookupVoid(ctx context.Context, req order.VoidRequest) (order.
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
-	call := holdCall{op: "void", orderID: req.OrderID, ref: req.VoidID, pi: req.ChargeID}
+	call := voidCall(req)
 	pi, err := g.retrieveHold(ctx, call)
 	if err != nil {
 		return unknown(err)
@@ -343,10 +341,21 @@ func (g *Gateway) replayed(ctx context.Context, call holdCall, ex exchange) (ord
 type holdCall struct {
 	op               string // "capture" or "void"
 	orderID, ref, pi string
+	// attempt is the authorizing attempt's id, when known.
+	attempt string
 	// currency and amount (Stripe units) of a capture, and its Final.
 	currency string
 	amount   int64
 	final    bool
+}
+
+func captureCall(req order.CaptureRequest, amount int64) holdCall {
+	return holdCall{op: "capture", orderID: req.OrderID, ref: req.CaptureID, pi: req.ChargeID, attempt: req.ChargeAttemptID,
+		currency: req.Amount.Currency, amount: amount, final: req.Final}
+}
+
+func voidCall(req order.VoidRequest) holdCall {
+	return holdCall{op: "void", orderID: req.OrderID, ref: req.VoidID, pi: req.ChargeID, attempt: req.ChargeAttemptID}
 }
 
 // declinedError is a capture Stripe would refuse, refused before sending.
@@ -437,6 +446,9 @@ func (c holdCall) belongs(pi *stripego.PaymentIntent) error {
 		return fmt.Errorf("the answer is about PaymentIntent %s, not %s", clip(pi.ID), clip(c.pi))
 	case c.currency != "" && !strings.EqualFold(string(pi.Currency), c.currency):
 		return fmt.Errorf("PaymentIntent %s is in %s, not %s", clip(pi.ID), clip(string(pi.Currency)), c.currency)
+	}
+	if a, ok := pi.Metadata["attempt_id"]; ok && c.attempt != "" && a != c.attempt {
+		return fmt.Errorf("PaymentIntent %s belongs to attempt %q, not %q", clip(pi.ID), clip(a), c.attempt)
 	}
 	return nil
 }

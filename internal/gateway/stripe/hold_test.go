@@ -157,6 +157,16 @@ func TestCapture(t *testing.T) {
 	if keys != 3 {
 		t.Errorf("%d requests carried the capture's key, want 3 (capture, replay, lookup's replay)", keys)
 	}
+	if caps := f.fake.Captures(); len(caps) != 1 || caps[0].IdempotencyKey != full.CaptureID+":capture" || caps[0].Amount != 1250 || !caps[0].Final {
+		t.Errorf("the fake's captures = %+v, want one final capture of 1250 under the capture's key", caps)
+	}
+
+	// An answer about another attempt's PaymentIntent is not an answer.
+	other := captureReq(auth, 1250, true)
+	other.ChargeAttemptID = "another-attempt"
+	if res, err := f.g.LookupCapture(ctx, other); res.Outcome != order.OutcomeUnknown || err == nil {
+		t.Errorf("lookup naming another attempt: %s, %v; want unknown", res.Outcome, err)
+	}
 
 	auth, _ = f.authorize(t, stripetest.TokenVisa)
 	res, err = f.g.Capture(ctx, captureReq(auth, 500, true))
@@ -234,6 +244,9 @@ func TestVoid(t *testing.T) {
 	want(t, "its replay", res, err, order.OutcomeSucceeded, "", voided)
 	res, err = f.g.LookupVoid(ctx, v)
 	want(t, "its lookup", res, err, order.OutcomeSucceeded, "", voided)
+	if pi, _ := f.fake.Intent(auth.GatewayChargeID); pi.CancelKey != v.VoidID+":void" {
+		t.Errorf("canceled under key %q, want the void's", pi.CancelKey)
+	}
 	res, err = f.g.Lookup(ctx, auth)
 	want(t, "the charge's lookup", res, err, order.OutcomeSucceeded, "", voided)
 	c := captureReq(auth, 1250, true)
@@ -299,7 +312,10 @@ func TestHoldExpiry(t *testing.T) {
 func TestHoldFaults(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newHoldFixture(t, stripetest.Options{Hold: 1500 * time.Millisecond}, stripe.Config{Timeout: 300 * time.Millisecond})
+	// The answers are held 3s; only the calls that are to time out are
+	// made by an adapter that waits 300ms.
+	f := newHoldFixture(t, stripetest.Options{Hold: 3 * time.Second}, stripe.Config{})
+	impatient := newGateway(t, stripe.Config{BaseURL: f.url, Timeout: 300 * time.Millisecond})
 	waitIdle := func() {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
@@ -313,7 +329,7 @@ func TestHoldFaults(t *testing.T) {
 
 	auth, _ := f.authorize(t, stripetest.TokenHoldTimeout)
 	c := captureReq(auth, 1000, true)
-	res, err := f.g.Capture(ctx, c)
+	res, err := impatient.Capture(ctx, c)
 	want(t, "capture timing out", res, err, order.OutcomeUnknown, "", nil)
 	if err == nil {
 		t.Error("an unknown capture without an error")
@@ -332,7 +348,7 @@ func TestHoldFaults(t *testing.T) {
 
 	auth, _ = f.authorize(t, stripetest.TokenHoldTimeout)
 	v := voidReq(auth)
-	res, err = f.g.Void(ctx, v)
+	res, err = impatient.Void(ctx, v)
 	want(t, "void timing out", res, err, order.OutcomeUnknown, "", nil)
 	waitIdle()
 	res, err = f.g.LookupVoid(ctx, v)
@@ -480,7 +496,8 @@ func TestHoldEvents(t *testing.T) {
 func TestAuthorizeAfterChallengeOrTimeout(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	f := newHoldFixture(t, stripetest.Options{Hold: 1500 * time.Millisecond}, stripe.Config{Timeout: 300 * time.Millisecond})
+	f := newHoldFixture(t, stripetest.Options{Hold: 1500 * time.Millisecond}, stripe.Config{})
+	impatient := newGateway(t, stripe.Config{BaseURL: f.url, Timeout: 300 * time.Millisecond})
 
 	req := chargeReq(stripetest.TokenRequiresAction)
 	req.Capture, req.CustomerPresent, req.ReturnURL = order.CaptureManual, true, "https://checkout.example/return"
@@ -499,7 +516,7 @@ func TestAuthorizeAfterChallengeOrTimeout(t *testing.T) {
 
 	req = chargeReq(stripetest.TokenTimeout)
 	req.Capture = order.CaptureManual
-	res, err = f.g.Charge(ctx, req)
+	res, err = impatient.Charge(ctx, req)
 	want(t, "authorization timing out", res, err, order.OutcomeUnknown, "", nil)
 	req.GatewayChargeID = res.ChargeID
 	res, err = f.g.Lookup(ctx, req)

@@ -56,6 +56,24 @@ const (
 
 const defaultAuthorizationExpiry = 7 * 24 * time.Hour
 
+// Capture is one capture the fake executed.
+type Capture struct {
+	// IdempotencyKey is the capture request's key.
+	IdempotencyKey string
+	PaymentIntent  string
+	Amount         int64
+	Final          bool
+	Created        time.Time
+}
+
+// Captures returns every capture executed so far, in order (replays and
+// refused captures not included).
+func (s *Server) Captures() []Capture {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Capture(nil), s.captures...)
+}
+
 // authorizeLocked is a confirm (or a completed challenge, or the end of
 // processing) that went through: an automatic intent succeeds, a manual
 // one holds its amount.
@@ -133,6 +151,8 @@ func (s *Server) capture(r *http.Request, form url.Values) answer {
 	pi.AmountReceived += amount
 	pi.AmountCapturable -= amount
 	pi.Captures++
+	s.captures = append(s.captures, Capture{IdempotencyKey: r.Header.Get("Idempotency-Key"), PaymentIntent: pi.ID,
+		Amount: amount, Final: final, Created: time.Now().UTC()})
 	if final || pi.AmountCapturable == 0 {
 		pi.Status, pi.AmountCapturable = "succeeded", 0
 	}

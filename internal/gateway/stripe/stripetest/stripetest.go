@@ -146,6 +146,9 @@ type PaymentIntent struct {
 	CancellationReason string
 	// Captures counts the captures executed (replays not included).
 	Captures int
+	// CancelKey is the idempotency key of the cancel that canceled it
+	// ("" when that cancel had none, or Stripe let the hold lapse).
+	CancelKey string
 	// Confirmations counts the confirms executed (replays not included).
 	Confirmations int
 	// RedirectURL is the challenge page of a requires_action intent
@@ -200,6 +203,8 @@ type Server struct {
 	// keys (refunds.go).
 	refunds    []Refund
 	refundKeys map[string]*keyState
+	// captures is the captures' ledger (holds.go).
+	captures []Capture
 }
 
 // keyState is what the fake remembers of an idempotency key.
@@ -599,6 +604,7 @@ func (s *Server) cancel(r *http.Request, form url.Values) answer {
 	}
 	authorized := pi.Status == "requires_capture"
 	pi.Status, pi.CancellationReason, pi.AmountCapturable = "canceled", form.Get("cancellation_reason"), 0
+	pi.CancelKey = r.Header.Get("Idempotency-Key")
 	noteLocked(pi)
 	a := answer{status: http.StatusOK, body: intentJSON(*pi, expandsCharge(form)), save: true}
 	if authorized {
