@@ -98,19 +98,21 @@ func refusesSettle(se *stripego.Error) bool {
 // unknown outcome: whatever it says, Lookup cannot tell what the attempt
 // came to. A refusal of Settle's key is logged at ERROR: until it is
 // fixed, no lookup can settle anything.
-func (g *Gateway) lookupError(ctx context.Context, req order.ChargeRequest, err error, what string) (order.Result, error) {
+// ref names what was looked up (the attempt, the capture or the void) in
+// those log lines.
+func (g *Gateway) lookupError(ctx context.Context, orderID string, ref slog.Attr, err error, what string) (order.Result, error) {
 	var se *stripego.Error
 	if !errors.As(err, &se) {
 		return unknown(fmt.Errorf("%s: %w", what, noAnswer(err)))
 	}
 	if se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden {
 		g.log.LogAttrs(ctx, slog.LevelError, "stripe refused Settle's API key: lookups cannot settle anything until it is fixed",
-			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", what),
+			ref, slog.String("order_id", orderID), slog.String("step", what),
 			slog.Int("status", se.HTTPStatusCode), slog.String("request_id", se.RequestID))
 	}
 	if se.Type == stripego.ErrorTypeIdempotency {
-		g.log.LogAttrs(ctx, slog.LevelError, "stripe idempotency_error: a replay was built with other parameters than the attempt's create (a bug)",
-			slog.String("attempt_id", req.AttemptID), slog.String("order_id", req.OrderID), slog.String("step", what),
+		g.log.LogAttrs(ctx, slog.LevelError, "stripe idempotency_error: a replay was built with other parameters than the first request (a bug)",
+			ref, slog.String("order_id", orderID), slog.String("step", what),
 			slog.String("request_id", se.RequestID), slog.String("stripe_message", g.redact(se.Msg)))
 	}
 	return unknown(fmt.Errorf("%s: %s", what, g.describe(se)))
@@ -148,6 +150,11 @@ func belongs(req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) 
 // answered with. An off-session PaymentIntent that waits for the customer
 // is canceled first (see cancelUnattended).
 func (g *Gateway) confirmedOutcome(ctx context.Context, req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) (order.Result, error) {
+	if req.Capture == order.CaptureManual {
+		if res, ok := g.authorized(pi); ok {
+			return res, nil
+		}
+	}
 	res := order.Result{Outcome: order.OutcomeDeclined}
 	switch pi.Status {
 	case stripego.PaymentIntentStatusSucceeded:

@@ -36,7 +36,8 @@ const stripeMockVersion = "v0.203.0"
 
 // TestContract checks against stripe-mock, which validates requests against
 // Stripe's OpenAPI schema and answers with schema fixtures, that Stripe
-// accepts every request Settle sends (create, confirm, retrieve, cancel)
+// accepts every request Settle sends (create, confirm, retrieve, cancel,
+// and a manual-capture charge's create, confirm, capture and cancel)
 // and that its answers decode. stripe-mock is stateless: this is about the
 // wire format only; behaviour is tested against the stateful fake (package
 // stripetest). A recording proxy in front of stripe-mock sees each answer's
@@ -149,6 +150,27 @@ func TestContract(t *testing.T) {
 		res, err := g.Lookup(t.Context(), req)
 		t.Logf("Lookup = %+v, %v", res, err)
 		match(t, "POST /v1/payment_intents", "GET /v1/payment_intents/pi_[^/]+", "POST /v1/payment_intents/pi_[^/]+/cancel")
+	})
+
+	t.Run("manual capture: the create, confirm, capture, cancel and retrieve are accepted", func(t *testing.T) {
+		mg := newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: 10 * time.Second, Multicapture: true, Logger: logs.Logger()})
+		manual := req
+		manual.AttemptID, manual.Capture = order.NewID(), order.CaptureManual
+		res, err := mg.Charge(t.Context(), manual)
+		t.Logf("Charge = %+v, %v", res, err)
+		match(t, "POST /v1/payment_intents", "POST /v1/payment_intents/pi_[^/]+/confirm")
+		c := order.CaptureRequest{CaptureID: order.NewID(), OrderID: manual.OrderID, ChargeID: "pi_123",
+			Amount: manual.Amount, Final: false, CreatedAt: time.Now()}
+		res, err = mg.Capture(t.Context(), c)
+		t.Logf("Capture = %+v, %v", res, err)
+		match(t, "POST /v1/payment_intents/pi_123/capture")
+		res, err = mg.Void(t.Context(), order.VoidRequest{VoidID: order.NewID(), OrderID: manual.OrderID, ChargeID: "pi_123"})
+		t.Logf("Void = %+v, %v", res, err)
+		match(t, "POST /v1/payment_intents/pi_123/cancel")
+		// The retrieved intent reads as never confirmed: the lookup only reads.
+		res, err = mg.LookupCapture(t.Context(), c)
+		t.Logf("LookupCapture = %+v, %v", res, err)
+		match(t, "GET /v1/payment_intents/pi_123")
 	})
 
 	t.Run("stripe-mock rejects what the schema does not allow", func(t *testing.T) {

@@ -52,13 +52,20 @@ func CheckWebhookSecret(s string) error {
 
 // eventTypes are the Stripe events that matter, and whether each reports
 // money moved. Their types are the only text of an event's that reaches
-// logs and metrics.
+// logs and metrics. An authorization's events (hold.go) make it due for a
+// lookup like the others: payment_intent.amount_capturable_updated when
+// the hold is placed (nothing moved yet), charge.captured when some of it
+// is taken, charge.expired when it lapsed uncaptured, and
+// payment_intent.canceled when it was released.
 var eventTypes = map[string]bool{
-	"payment_intent.succeeded":       true,
-	"payment_intent.payment_failed":  false,
-	"payment_intent.canceled":        false,
-	"payment_intent.requires_action": false,
-	"payment_intent.processing":      false,
+	"payment_intent.succeeded":                 true,
+	"payment_intent.payment_failed":            false,
+	"payment_intent.canceled":                  false,
+	"payment_intent.requires_action":           false,
+	"payment_intent.processing":                false,
+	"payment_intent.amount_capturable_updated": false,
+	"charge.captured":                          true,
+	"charge.expired":                           false,
 }
 
 // errFutureTimestamp is a signature dated further ahead than the
@@ -69,8 +76,9 @@ var _ order.EventReceiver = (*Gateway)(nil)
 
 // ReceiveEvent verifies an event signed with one of Config.WebhookSecrets
 // within Config.WebhookTolerance and returns it as the domain's event:
-// about the PaymentIntent it carries, matched by the attempt id in its
-// metadata, or else by its id.
+// about the PaymentIntent it carries (or the PaymentIntent of the Charge
+// it carries), matched by the attempt id in its metadata, or else by the
+// PaymentIntent's id.
 func (g *Gateway) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
 	sig := http.Header(header).Get("Stripe-Signature")
 	// stripe-go (v76: ValidatePayloadWithTolerance, ConstructEventWithOptions
@@ -99,6 +107,18 @@ func (g *Gateway) ReceiveEvent(body []byte, header map[string][]string) (order.G
 	succeeded, ok := eventTypes[string(e.Type)]
 	if !ok {
 		return order.GatewayEvent{}, order.ErrEventIgnored
+	}
+	if strings.HasPrefix(string(e.Type), "charge.") {
+		// About the PaymentIntent's Charge: the attempt is the
+		// PaymentIntent's (the Charge carries its id, and its metadata).
+		var ch stripego.Charge
+		if err := json.Unmarshal(e.Data.Raw, &ch); err != nil || ch.ID == "" || ch.PaymentIntent == nil || ch.PaymentIntent.ID == "" {
+			return order.GatewayEvent{}, errors.New("stripe: malformed charge")
+		}
+		return order.GatewayEvent{
+			ID: e.ID, Type: string(e.Type), ObjectID: ch.ID,
+			AttemptID: ch.Metadata["attempt_id"], ChargeID: ch.PaymentIntent.ID, Succeeded: succeeded,
+		}, nil
 	}
 	var pi stripego.PaymentIntent
 	if err := json.Unmarshal(e.Data.Raw, &pi); err != nil || pi.ID == "" {

@@ -14,6 +14,7 @@
 //	  amount=<Stripe units>  currency=<lowercased>  payment_method=<token>
 //	  payment_method_types[0]=card  [customer=<cus_...>, for a saved card]
 //	  metadata[order_id]  metadata[attempt_id]  metadata[merchant_reference]
+//	  [capture_method=manual, for order.CaptureManual (hold.go)]
 //	POST /v1/payment_intents/<pi>/confirm     Idempotency-Key: <attempt id>:confirm
 //	  [off_session=true, for a merchant-initiated charge]  [return_url]
 //	POST /v1/payment_intents/<pi>/cancel      (only for an off-session confirm answered requires_action)
@@ -44,6 +45,7 @@
 //	                                                     the reconciler's first lookup cancels it
 //	confirm 200, requires_payment_method, canceled       declined (last_payment_error's decline code or
 //	                                                     code, else the status)
+//	confirm 200, manual capture: requires_capture        succeeded, with the hold (hold.go)
 //	confirm 200, processing, requires_capture, other     unknown
 //	402 card_error                                       declined (decline_code, else code)
 //	400 payment_intent_unexpected_state (first try)      read from the PaymentIntent in the error
@@ -82,6 +84,8 @@
 //	  without an error, requires_action past the         declined "canceled_unconfirmed" ("requires_action");
 //	  expiry or off-session (CancelAwaitingAction)       a cancel refused because it succeeded meanwhile,
 //	                                                     succeeded
+//	manual capture: requires_capture, succeeded,         succeeded, with the hold: open, captured,
+//	  canceled after an authorization                    voided or expired (hold.go)
 //	processing, requires_capture                         unknown: money may yet move; ask later
 //	an error answer, no answer                           unknown
 //
@@ -195,6 +199,15 @@ type Config struct {
 	// WebhookTolerance bounds how far an event signature's timestamp may
 	// lie from now, either way. Zero means DefaultWebhookTolerance.
 	WebhookTolerance time.Duration
+	// Multicapture asks Stripe, for every manual-capture PaymentIntent, to
+	// allow several captures where the card does
+	// (payment_method_options[card][request_multicapture]=if_available),
+	// and lets Capture send final_capture=false. Set it only for an
+	// account Stripe has enabled multicapture for (an IC+ feature); without
+	// it a capture that is not final is declined "multicapture_unsupported"
+	// before anything is sent. Changing it while attempts are young makes
+	// a Lookup's replay of their create an idempotency_error.
+	Multicapture bool
 }
 
 // Gateway charges payment methods through Stripe PaymentIntents. It
@@ -210,6 +223,7 @@ type Gateway struct {
 	// The webhook endpoint's signing secrets and tolerance (events.go).
 	webhookSecrets   []string
 	webhookTolerance time.Duration
+	multicapture     bool
 }
 
 var _ order.Gateway = (*Gateway)(nil)
@@ -303,6 +317,7 @@ func New(cfg Config) (*Gateway, error) {
 
 		webhookSecrets:   cfg.WebhookSecrets,
 		webhookTolerance: cfg.WebhookTolerance,
+		multicapture:     cfg.Multicapture,
 	}, nil
 }
 
@@ -334,7 +349,7 @@ func (g *Gateway) Charge(ctx context.Context, req order.ChargeRequest) (res orde
 
 func (g *Gateway) charge(ctx context.Context, req order.ChargeRequest, amount int64) (order.Result, error) {
 	created := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
-		p := createParams(req, amount)
+		p := g.createParams(req, amount)
 		p.Context = ctx
 		return g.intents.New(p)
 	})
@@ -405,12 +420,12 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, amount in
 				age.Round(time.Minute), g.window, order.ErrLookupExpired))
 		}
 		created := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
-			p := createParams(req, amount)
+			p := g.createParams(req, amount)
 			p.Context = ctx
 			return g.intents.New(p)
 		})
 		if created.err != nil {
-			return g.lookupError(ctx, req, created.err, "replay of the create")
+			return g.lookupError(ctx, req.OrderID, slog.String("attempt_id", req.AttemptID), created.err, "replay of the create")
 		}
 		if err := belongs(req, amount, created.pi); err != nil {
 			return unknown(err)
@@ -419,11 +434,14 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, amount in
 	}
 	got := g.send(ctx, func(ctx context.Context) (*stripego.PaymentIntent, error) {
 		p := &stripego.PaymentIntentParams{}
+		if req.Capture == order.CaptureManual {
+			p.AddExpand("latest_charge")
+		}
 		p.Context = ctx
 		return g.intents.Get(id, p)
 	})
 	if got.err != nil {
-		res, err := g.lookupError(ctx, req, got.err, "retrieve")
+		res, err := g.lookupError(ctx, req.OrderID, slog.String("attempt_id", req.AttemptID), got.err, "retrieve")
 		res.ChargeID = id
 		return res, err
 	}
@@ -440,6 +458,11 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, amount in
 func (g *Gateway) settled(ctx context.Context, req order.ChargeRequest, amount int64, pi *stripego.PaymentIntent) (order.Result, error) {
 	declined := func(code string) (order.Result, error) {
 		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: code}, nil
+	}
+	if req.Capture == order.CaptureManual {
+		if res, ok := g.authorized(pi); ok {
+			return res, nil
+		}
 	}
 	code := "canceled_unconfirmed"
 	switch pi.Status {
@@ -493,6 +516,11 @@ func (g *Gateway) cancel(ctx context.Context, req order.ChargeRequest, amount in
 		if err := belongs(req, amount, se.PaymentIntent); err != nil {
 			return unknown(err)
 		}
+		if req.Capture == order.CaptureManual {
+			if res, ok := g.authorized(se.PaymentIntent); ok {
+				return res, nil
+			}
+		}
 		switch now := se.PaymentIntent; {
 		case now.Status == stripego.PaymentIntentStatusSucceeded:
 			return order.Result{Outcome: order.OutcomeSucceeded}, nil
@@ -504,7 +532,7 @@ func (g *Gateway) cancel(ctx context.Context, req order.ChargeRequest, amount in
 			return unknown(fmt.Errorf("PaymentIntent %s could not be canceled: it is %q", clip(pi.ID), clip(string(now.Status))))
 		}
 	}
-	return g.lookupError(ctx, req, canceled.err, "cancel")
+	return g.lookupError(ctx, req.OrderID, slog.String("attempt_id", req.AttemptID), canceled.err, "cancel")
 }
 
 // CheckAmount refuses an amount Stripe cannot charge (see the package
@@ -562,7 +590,7 @@ func checkRequest(req order.ChargeRequest) (int64, error) {
 // createParams is the create of an attempt's PaymentIntent, unconfirmed;
 // Charge and Lookup both send it, so a replay carries exactly the first
 // call's parameters.
-func createParams(req order.ChargeRequest, amount int64) *stripego.PaymentIntentParams {
+func (g *Gateway) createParams(req order.ChargeRequest, amount int64) *stripego.PaymentIntentParams {
 	p := &stripego.PaymentIntentParams{
 		Amount:             stripego.Int64(amount),
 		Currency:           stripego.String(strings.ToLower(req.Amount.Currency)),
@@ -578,6 +606,17 @@ func createParams(req order.ChargeRequest, amount int64) *stripego.PaymentIntent
 		// A saved card is used with the Customer it is attached to. The
 		// attempt keeps the customer, so that Lookup's replay sends it too.
 		p.Customer = stripego.String(req.Customer)
+	}
+	if req.Capture == order.CaptureManual {
+		// The confirm only authorizes; Capture takes the money (hold.go).
+		p.CaptureMethod = stripego.String(string(stripego.PaymentIntentCaptureMethodManual))
+		if g.multicapture {
+			p.PaymentMethodOptions = &stripego.PaymentIntentPaymentMethodOptionsParams{
+				Card: &stripego.PaymentIntentPaymentMethodOptionsCardParams{
+					RequestMulticapture: stripego.String(string(stripego.PaymentIntentPaymentMethodOptionsCardRequestMulticaptureIfAvailable)),
+				},
+			}
+		}
 	}
 	// Without this stripe-go would make up a fresh key for every call, and a
 	// replay would create a second PaymentIntent.
@@ -596,6 +635,10 @@ func confirmParams(req order.ChargeRequest) *stripego.PaymentIntentConfirmParams
 	}
 	if req.ReturnURL != "" {
 		p.ReturnURL = stripego.String(req.ReturnURL)
+	}
+	if req.Capture == order.CaptureManual {
+		// The charge carries the hold's capture_before.
+		p.AddExpand("latest_charge")
 	}
 	p.SetIdempotencyKey(req.AttemptID + confirmKey)
 	return p

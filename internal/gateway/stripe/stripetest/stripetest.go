@@ -1,6 +1,6 @@
 // Package stripetest is a stateful fake of the part of Stripe's API that
 // Settle uses, for tests: PaymentIntents created unconfirmed, confirmed,
-// read and canceled, under idempotency keys. It is a real HTTP server (an
+// read, canceled and captured, under idempotency keys. It is a real HTTP server (an
 // http.Handler to put behind httptest.NewServer) speaking Stripe's wire
 // format, with a ledger of every PaymentIntent (each with the statuses it
 // took, in order, and when: PaymentIntent.Changes) and of every charge made.
@@ -15,6 +15,7 @@
 //	GET  /v1/payment_intents/{id}          retrieve, as it stands now
 //	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
 //	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
+//	POST /v1/payment_intents/{id}/capture  capture an authorization (capture_method=manual: holds.go)
 //
 // Idempotency works as Stripe documents it, for every POST: the first
 // request with a key is executed and its answer saved (a decline and a 500
@@ -103,8 +104,14 @@ type Options struct {
 	// Hold is how long the answer to TokenTimeout is held after the
 	// PaymentIntent is confirmed: longer than the client's timeout. The
 	// request completes then whether or not the client is still waiting,
-	// as at Stripe; until then its key is in flight. Default 2s.
+	// as at Stripe; until then its key is in flight. Default 2s. The
+	// answers to the captures and cancels of a TokenHoldTimeout
+	// authorization are held as long.
 	Hold time.Duration
+	// AuthorizationExpiry is how long a manual-capture authorization is
+	// held before it lapses (capture_before); default 7 days, as for most
+	// card payments at Stripe. Expire lapses one at once.
+	AuthorizationExpiry time.Duration
 }
 
 // PaymentIntent is one PaymentIntent in the ledger.
@@ -124,6 +131,24 @@ type PaymentIntent struct {
 	LatestCharge string
 	// DeclineCode is the decline of a requires_payment_method intent.
 	DeclineCode string
+	// CaptureMethod is "automatic" or "manual" (holds.go); Multicapture
+	// says the create asked for several captures (request_multicapture).
+	CaptureMethod string
+	Multicapture  bool
+	// AmountCapturable is what is held and can still be captured,
+	// AmountReceived what was captured (or charged) so far.
+	AmountCapturable, AmountReceived int64
+	// CaptureBefore is when an authorization lapses.
+	CaptureBefore time.Time
+	// CancellationReason is why a canceled intent was canceled:
+	// "automatic" for an authorization that lapsed, what the cancel said
+	// otherwise ("" when it said nothing).
+	CancellationReason string
+	// Captures counts the captures executed (replays not included).
+	Captures int
+	// CancelKey is the idempotency key of the cancel that canceled it
+	// ("" when that cancel had none, or Stripe let the hold lapse).
+	CancelKey string
 	// Confirmations counts the confirms executed (replays not included).
 	Confirmations int
 	// RedirectURL is the challenge page of a requires_action intent
@@ -178,6 +203,8 @@ type Server struct {
 	// keys (refunds.go).
 	refunds    []Refund
 	refundKeys map[string]*keyState
+	// captures is the captures' ledger (holds.go).
+	captures []Capture
 }
 
 // keyState is what the fake remembers of an idempotency key.
@@ -193,12 +220,16 @@ func New(opts Options) *Server {
 	if opts.Hold <= 0 {
 		opts.Hold = defaultHold
 	}
+	if opts.AuthorizationExpiry <= 0 {
+		opts.AuthorizationExpiry = defaultAuthorizationExpiry
+	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), byID: map[string]*PaymentIntent{}, keys: map[string]*keyState{},
 		refundKeys: map[string]*keyState{}}
 	s.mux.HandleFunc("POST /v1/payment_intents", s.post(s.create))
 	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.retrieve)
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", s.post(s.confirm))
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.post(s.cancel))
+	s.mux.HandleFunc("POST /v1/payment_intents/{id}/capture", s.post(s.capture))
 	s.mux.HandleFunc("GET /fake/3ds/{id}", s.challenge)
 	s.mux.HandleFunc("POST /v1/refunds", s.createRefund)
 	s.mux.HandleFunc("GET /v1/refunds", s.listRefunds)
@@ -308,7 +339,7 @@ func (s *Server) Succeed(id string) bool {
 	if !ok || pi.Status != "processing" {
 		return false
 	}
-	pi.Status = "succeeded"
+	s.authorizeLocked(pi)
 	noteLocked(pi)
 	return true
 }
@@ -428,6 +459,7 @@ var knownMethods = map[string]bool{
 	TokenVisa: true, TokenDeclined: true, TokenInsufficientFunds: true, TokenRequiresAction: true,
 	TokenTimeout: true, TokenDropAfterCreate: true, TokenServerErrorAfterCreate: true, TokenRateLimited: true,
 	TokenProcessing: true, TokenCreateDropped: true, TokenRefundTimeout: true, TokenRefundFail: true,
+	TokenHoldTimeout: true, TokenHold500: true,
 }
 
 // create validates a create request and creates an unconfirmed intent.
@@ -452,10 +484,18 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 	case !knownMethods[pm]:
 		return rejected(apiError{Type: "invalid_request_error", Code: "resource_missing", Param: "payment_method",
 			Message: fmt.Sprintf("No such PaymentMethod: '%s'", pm)})
+	case form.Has("capture_method") && form.Get("capture_method") != "automatic" && form.Get("capture_method") != "manual":
+		return rejected(apiError{Type: "invalid_request_error", Code: "parameter_invalid_empty", Param: "capture_method",
+			Message: "Invalid capture_method: must be one of automatic, automatic_async, or manual"})
 	}
 	pi := &PaymentIntent{
 		IdempotencyKey: r.Header.Get("Idempotency-Key"), Amount: amount, Currency: form.Get("currency"),
 		PaymentMethod: pm, Customer: form.Get("customer"), Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
+		CaptureMethod: "automatic",
+	}
+	if form.Get("capture_method") == "manual" {
+		pi.CaptureMethod = "manual"
+		pi.Multicapture = form.Get("payment_method_options[card][request_multicapture]") == "if_available"
 	}
 	for name, v := range form {
 		if k, ok := strings.CutPrefix(name, "metadata["); ok && strings.HasSuffix(k, "]") && len(v) > 0 {
@@ -467,7 +507,7 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 	pi.ID = fmt.Sprintf("pi_fake_%06d", len(s.ledger)+1)
 	s.ledger = append(s.ledger, pi)
 	s.byID[pi.ID] = pi
-	body := intentJSON(*pi)
+	body := intentJSON(*pi, expandsCharge(form))
 	s.mu.Unlock()
 	return answer{status: http.StatusOK, body: body, save: true, drop: pm == TokenCreateDropped}
 }
@@ -478,7 +518,8 @@ func (s *Server) retrieve(w http.ResponseWriter, r *http.Request) {
 	pi, ok := s.byID[r.PathValue("id")]
 	var body []byte
 	if ok {
-		body = intentJSON(*pi)
+		s.lapseLocked(pi)
+		body = intentJSON(*pi, expandsCharge(r.URL.Query()))
 	}
 	s.mu.Unlock()
 	if !ok {
@@ -512,7 +553,7 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 			// Stripe's hosted challenge page; here, the fake's own.
 			pi.RedirectURL = "http://" + r.Host + "/fake/3ds/" + pi.ID
 		}
-		a.body = intentJSON(*pi)
+		a.body = intentJSON(*pi, expandsCharge(form))
 		return a
 	case TokenProcessing:
 		pi.Status = "processing"
@@ -522,7 +563,7 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 			pi.DeclineCode = "insufficient_funds"
 		}
 	default:
-		pi.Status = "succeeded"
+		s.authorizeLocked(pi)
 	}
 	pi.Confirmations++
 	s.charges++
@@ -540,10 +581,10 @@ func (s *Server) confirm(r *http.Request, form url.Values) answer {
 	if pi.Status == "requires_payment_method" {
 		a.status = http.StatusPaymentRequired
 		a.body = errorBody(apiError{Type: "card_error", Code: "card_declined", DeclineCode: pi.DeclineCode,
-			Message: "Your card was declined.", Charge: pi.LatestCharge, PaymentIntent: intentMap(*pi)})
+			Message: "Your card was declined.", Charge: pi.LatestCharge, PaymentIntent: intentMap(*pi, false)})
 		return a
 	}
-	a.body = intentJSON(*pi)
+	a.body = intentJSON(*pi, expandsCharge(form))
 	return a
 }
 
@@ -555,21 +596,28 @@ func (s *Server) cancel(r *http.Request, form url.Values) answer {
 	if !ok {
 		return answer{status: http.StatusNotFound, body: errorBody(noSuchIntent(r.PathValue("id")))}
 	}
+	s.lapseLocked(pi)
 	switch pi.Status {
 	case "requires_payment_method", "requires_confirmation", "requires_action", "requires_capture":
 	default:
 		return s.unexpectedState(pi, "cancel")
 	}
-	pi.Status = "canceled"
+	authorized := pi.Status == "requires_capture"
+	pi.Status, pi.CancellationReason, pi.AmountCapturable = "canceled", form.Get("cancellation_reason"), 0
+	pi.CancelKey = r.Header.Get("Idempotency-Key")
 	noteLocked(pi)
-	return answer{status: http.StatusOK, body: intentJSON(*pi), save: true}
+	a := answer{status: http.StatusOK, body: intentJSON(*pi, expandsCharge(form)), save: true}
+	if authorized {
+		a = holdFault(pi, a)
+	}
+	return a
 }
 
 // unexpectedState is Stripe's refusal of a move the intent's status does
 // not allow; like Stripe, it carries the intent.
 func (s *Server) unexpectedState(pi *PaymentIntent, verb string) answer {
 	return answer{status: http.StatusBadRequest, save: true, body: errorBody(apiError{Type: "invalid_request_error",
-		Code: "payment_intent_unexpected_state", PaymentIntent: intentMap(*pi),
+		Code: "payment_intent_unexpected_state", PaymentIntent: intentMap(*pi, false),
 		Message: fmt.Sprintf("You cannot %s this PaymentIntent because it has a status of %s.", verb, pi.Status)})}
 }
 
@@ -579,24 +627,28 @@ func noSuchIntent(id string) apiError {
 }
 
 // intentMap is a PaymentIntent as Stripe's API shows it.
-func intentMap(pi PaymentIntent) map[string]any {
+// With expandCharge, latest_charge is the Charge object (expand[]=latest_charge),
+// otherwise its id.
+func intentMap(pi PaymentIntent, expandCharge bool) map[string]any {
 	m := map[string]any{
 		"id": pi.ID, "object": "payment_intent", "amount": pi.Amount, "currency": pi.Currency,
 		"status": pi.Status, "payment_method": pi.PaymentMethod, "payment_method_types": []string{"card"},
-		"capture_method": "automatic", "confirmation_method": "automatic", "metadata": pi.Metadata,
+		"capture_method": pi.CaptureMethod, "confirmation_method": "automatic", "metadata": pi.Metadata,
 		"created": pi.Created.Unix(), "livemode": false, "client_secret": pi.ID + "_secret_fake",
-		"amount_received": 0, "latest_charge": nil, "last_payment_error": nil, "next_action": nil,
-		"customer": nil,
+		"amount_received": pi.AmountReceived, "amount_capturable": pi.AmountCapturable,
+		"latest_charge": nil, "last_payment_error": nil, "next_action": nil,
+		"customer": nil, "cancellation_reason": nil,
 	}
 	if pi.Customer != "" {
 		m["customer"] = pi.Customer
 	}
 	if pi.LatestCharge != "" {
 		m["latest_charge"] = pi.LatestCharge
+		if expandCharge {
+			m["latest_charge"] = chargeMap(pi)
+		}
 	}
 	switch pi.Status {
-	case "succeeded":
-		m["amount_received"] = pi.Amount
 	case "requires_action":
 		m["next_action"] = map[string]any{"type": "use_stripe_sdk"}
 		if pi.RedirectURL != "" {
@@ -613,13 +665,15 @@ func intentMap(pi PaymentIntent) map[string]any {
 				"decline_code": pi.DeclineCode, "message": "Your card was declined.", "charge": pi.LatestCharge}
 		}
 	case "canceled":
-		m["cancellation_reason"] = "abandoned"
+		if pi.CancellationReason != "" {
+			m["cancellation_reason"] = pi.CancellationReason
+		}
 	}
 	return m
 }
 
-func intentJSON(pi PaymentIntent) []byte {
-	b, _ := json.Marshal(intentMap(pi))
+func intentJSON(pi PaymentIntent, expandCharge bool) []byte {
+	b, _ := json.Marshal(intentMap(pi, expandCharge))
 	return b
 }
 
@@ -691,7 +745,7 @@ func (s *Server) Authenticate(id string, ok bool) bool {
 	if ok {
 		s.charges++
 		pi.LatestCharge = fmt.Sprintf("ch_fake_%06d", s.charges)
-		pi.Status = "succeeded"
+		s.authorizeLocked(pi)
 	} else {
 		pi.Status, pi.DeclineCode = "requires_payment_method", authenticationFailure
 	}
