@@ -29,6 +29,10 @@ import (
 //     then finds the one capture made;
 //   - a hold that lapses (where the harness can make one lapse) is
 //     reported expired, and can no longer be captured.
+//
+// Where a gateway legitimately differs, its harness says so (SingleCapture,
+// VoidEndsCapturedHold, LookupReplays) and the case checks that behaviour
+// instead.
 
 // captureTests are the capture and void tests of Run.
 var captureTests = []struct {
@@ -121,6 +125,15 @@ func testPartialFinalCapture(t *testing.T, h Harness, c order.Capturer) {
 
 func testSeveralCaptures(t *testing.T, h Harness, c order.Capturer) {
 	req, res := authorized(t, h, h.OK)
+	if h.SingleCapture {
+		more := captureOf(req, res, 300, false)
+		got, err := capture(t, h, c, more)
+		mustDecline(t, "capture that is not final", got, err)
+		checkNoCapture(t, h, more.CaptureID)
+		checkLookupHold(t, h, req, order.HoldOpen, 0)
+		mustCapture(t, h, c, captureOf(req, res, 1250, true), order.HoldCaptured, 1250)
+		return
+	}
 	mustCapture(t, h, c, captureOf(req, res, 300, false), order.HoldOpen, 300)
 	mustCapture(t, h, c, captureOf(req, res, 400, false), order.HoldOpen, 700)
 	checkLookupHold(t, h, req, order.HoldOpen, 700)
@@ -135,6 +148,10 @@ func testCaptureOverHold(t *testing.T, h Harness, c order.Capturer) {
 	mustDecline(t, "capture of more than is held", got, err)
 	checkNoCapture(t, h, over.CaptureID)
 	checkLookupHold(t, h, req, order.HoldOpen, 0)
+	if h.SingleCapture {
+		mustCapture(t, h, c, captureOf(req, res, 1250, true), order.HoldCaptured, 1250)
+		return
+	}
 	// After part of it is captured, "more than is held" is what is left.
 	mustCapture(t, h, c, captureOf(req, res, 1000, false), order.HoldOpen, 1000)
 	over = captureOf(req, res, 251, true)
@@ -180,19 +197,31 @@ func testVoidAfterCapture(t *testing.T, h Harness, c order.Capturer) {
 	req, res := authorized(t, h, h.OK)
 	// Even a capture that leaves the hold open rules a void out: what
 	// was captured is refunded, never voided.
-	mustCapture(t, h, c, captureOf(req, res, 400, false), order.HoldOpen, 400)
+	state := order.HoldOpen
+	if h.SingleCapture {
+		state = order.HoldCaptured
+	}
+	mustCapture(t, h, c, captureOf(req, res, 400, h.SingleCapture), state, 400)
 	vreq := voidOf(req, res)
 	got, err := void(t, h, c, vreq)
 	mustDecline(t, "void after a capture", got, err)
 	if got, err := lookupVoid(t, h, c, vreq); err != nil || got.Outcome == order.OutcomeSucceeded {
 		t.Fatalf("LookupVoid = %+v, %v; want no succeeded void", got, err)
 	}
-	checkLookupHold(t, h, req, order.HoldOpen, 400)
+	if h.VoidEndsCapturedHold {
+		// The rest was released; the capture stands.
+		state = order.HoldCaptured
+	}
+	checkLookupHold(t, h, req, state, 400)
 }
 
 func testLookupHoldNeverSent(t *testing.T, h Harness, c order.Capturer) {
 	req, res := authorized(t, h, h.OK)
 	creq := captureOf(req, res, 1250, true)
+	if h.LookupReplays {
+		testLookupReplays(t, h, c, creq)
+		return
+	}
 	if got, err := lookupCapture(t, h, c, creq); err != nil || got.Outcome != order.OutcomeNotFound {
 		t.Fatalf("LookupCapture = %+v, %v; want not found", got, err)
 	}
@@ -201,6 +230,30 @@ func testLookupHoldNeverSent(t *testing.T, h Harness, c order.Capturer) {
 	}
 	checkCaptures(t, h, creq.CaptureID)
 	checkLookupHold(t, h, req, order.HoldOpen, 0)
+}
+
+// testLookupReplays is testLookupHoldNeverSent for a gateway whose
+// lookups replay: each lookup of one never sent makes it, exactly once.
+func testLookupReplays(t *testing.T, h Harness, c order.Capturer, creq order.CaptureRequest) {
+	t.Helper()
+	var first order.Result
+	for i := range 2 {
+		got, err := lookupCapture(t, h, c, creq)
+		if err != nil || got.Outcome != order.OutcomeSucceeded || got.ChargeID == "" || (i > 0 && got.ChargeID != first.ChargeID) {
+			t.Fatalf("LookupCapture #%d of a capture never sent = %+v, %v; want the replay's one succeeded capture", i+1, got, err)
+		}
+		checkHold(t, "LookupCapture", got, order.HoldCaptured, 1250, 1250)
+		first = got
+	}
+	checkCaptures(t, h, creq.CaptureID, Entry{ChargeID: first.ChargeID, Succeeded: true})
+	req, res := authorized(t, h, h.OK)
+	vreq := voidOf(req, res)
+	for i := range 2 {
+		if got, err := lookupVoid(t, h, c, vreq); err != nil || got.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("LookupVoid #%d of a void never sent = %+v, %v; want the replay's void succeeded", i+1, got, err)
+		}
+	}
+	checkLookupHold(t, h, req, order.HoldVoided, 0)
 }
 
 func testCaptureTimeout(t *testing.T, h Harness, c order.Capturer) {
@@ -236,10 +289,18 @@ func testCaptureTimeout(t *testing.T, h Harness, c order.Capturer) {
 }
 
 func testHoldExpires(t *testing.T, h Harness, c order.Capturer) {
-	if h.Lapse == "" {
-		t.Skip("the harness cannot make a hold lapse (it names no Lapse payment method)")
+	token := h.Lapse
+	switch {
+	case token != "":
+	case h.Expire != nil:
+		token = h.OK
+	default:
+		t.Skip("the harness cannot make a hold lapse (it sets neither Lapse nor Expire)")
 	}
-	req, res := authorized(t, h, h.Lapse)
+	req, res := authorized(t, h, token)
+	if h.Lapse == "" {
+		h.Expire(res.ChargeID)
+	}
 	deadline := time.Now().Add(h.CallTimeout + 30*time.Second)
 	for {
 		got, err := lookup(t, h, req)

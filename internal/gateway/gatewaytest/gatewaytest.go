@@ -104,6 +104,22 @@ type Harness struct {
 	// Lapse, when set, names a payment method whose authorizations lapse
 	// at the gateway within a few seconds.
 	Lapse string
+	// Expire, when set, makes the fake let the authorization chargeID
+	// lapse now; the suite uses it where Lapse is not set.
+	Expire func(chargeID string)
+	// SingleCapture says that the gateway captures an authorization once:
+	// a capture with Final false is declined, and nothing moves (Stripe
+	// without Config.Multicapture).
+	SingleCapture bool
+	// VoidEndsCapturedHold says that a void after a capture with Final
+	// false, though declined, ends the hold: what was captured stays, the
+	// rest is released (Stripe's cancel of a multicaptured intent).
+	VoidEndsCapturedHold bool
+	// LookupReplays says that LookupCapture and LookupVoid of a capture or
+	// void never sent, while it is young, send it under its key (Stripe):
+	// the lookup makes it, once, and reports what it came to, instead of
+	// not found.
+	LookupReplays bool
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.

@@ -13,15 +13,26 @@ import (
 )
 
 // TestConformance runs the gateway conformance suite against the Stripe
-// adapter and the stateful Stripe fake.
+// adapter and the stateful Stripe fake, once on an account with
+// multicapture (Config.Multicapture) and once on one without.
 func TestConformance(t *testing.T) {
+	for _, multi := range []bool{false, true} {
+		name := "single capture"
+		if multi {
+			name = "multicapture"
+		}
+		t.Run(name, func(t *testing.T) { conformance(t, multi) })
+	}
+}
+
+func conformance(t *testing.T, multi bool) {
 	const callTimeout = time.Second
 	gatewaytest.Run(t, func(t *testing.T) gatewaytest.Harness {
 		fake := stripetest.New(stripetest.Options{Hold: 3 * time.Second})
 		srv := httptest.NewServer(fake)
 		t.Cleanup(srv.Close)
 		return gatewaytest.Harness{
-			Gateway:     newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: callTimeout, MaxNetworkRetries: 2}),
+			Gateway:     newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: callTimeout, MaxNetworkRetries: 2, Multicapture: multi}),
 			OK:          stripetest.TokenVisa,
 			Decline:     stripetest.TokenDeclined,
 			Timeout:     stripetest.TokenTimeout,
@@ -40,9 +51,24 @@ func TestConformance(t *testing.T) {
 			Observed: func(obs gateway.Observer) order.Gateway {
 				return newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: callTimeout, MaxNetworkRetries: 2, Observer: obs})
 			},
-			RefundTimeout:   stripetest.TokenRefundTimeout,
-			RefundFailLater: stripetest.TokenRefundFail,
-			Action:          stripetest.TokenRequiresAction,
+			RefundTimeout:        stripetest.TokenRefundTimeout,
+			RefundFailLater:      stripetest.TokenRefundFail,
+			Action:               stripetest.TokenRequiresAction,
+			Captures:             true,
+			CaptureTimeout:       stripetest.TokenHoldTimeout,
+			Expire:               func(chargeID string) { fake.Expire(chargeID) },
+			SingleCapture:        !multi,
+			VoidEndsCapturedHold: true,
+			LookupReplays:        true,
+			CaptureLedger: func(captureID string) []gatewaytest.Entry {
+				var out []gatewaytest.Entry
+				for _, c := range fake.Captures() {
+					if c.IdempotencyKey == captureID+":capture" {
+						out = append(out, gatewaytest.Entry{ChargeID: c.PaymentIntent, Succeeded: true})
+					}
+				}
+				return out
+			},
 			RefundLedger: func(refundID string) []gatewaytest.Entry {
 				var out []gatewaytest.Entry
 				for _, r := range fake.Refunds() {

@@ -30,6 +30,8 @@ import (
 //	                                                          amount_received, captured = amount_received
 //	succeeded (captured)                           succeeded  captured: authorized = amount,
 //	                                                          captured = amount_received
+//	canceled after a capture (multicapture: the    succeeded  captured: authorized = amount,
+//	  cancel released only the rest)                          captured = amount_received
 //	canceled, cancellation_reason automatic        succeeded  expired (Stripe let the hold lapse)
 //	canceled after an authorization (its latest    succeeded  voided
 //	  charge succeeded), any other reason
@@ -52,6 +54,7 @@ import (
 //	200, succeeded (or requires_capture after a        succeeded              -
 //	  capture that is not final)
 //	200, canceled                                      -                      succeeded
+//	200, canceled with captures (multicapture)         -                      declined "already_captured"
 //	400 charge_expired_for_capture                     declined "authorization_expired"
 //	400 amount_too_large                               declined "amount_too_large"
 //	400 charge_already_captured                        declined "already_captured"
@@ -140,6 +143,10 @@ func holdOf(pi *stripego.PaymentIntent) (*order.Hold, bool) {
 		h.State = order.HoldCaptured
 	case stripego.PaymentIntentStatusCanceled:
 		switch {
+		case pi.AmountReceived > 0:
+			// A cancel after captures (multicapture) releases only
+			// what is left: what was captured stays captured.
+			h.State = order.HoldCaptured
 		case pi.CancellationReason == reasonLapsed:
 			// Stripe cancels an uncaptured PaymentIntent when its
 			// authorization lapses, with this reason.
@@ -539,12 +546,18 @@ func (g *Gateway) holdError(ctx context.Context, call holdCall, ex exchange) (or
 }
 
 // voided reads a canceled PaymentIntent as a void's answer: the hold is
-// released, unless Stripe let it lapse first.
+// released, unless Stripe let it lapse first, or part of it was captured
+// (a cancel after a multicapture releases only the rest: no void, the
+// hold stands captured).
 func voided(pi *stripego.PaymentIntent) (order.Result, error) {
 	cur := strings.ToUpper(string(pi.Currency))
 	h := &order.Hold{State: order.HoldVoided, AuthorizedMinor: minorAmount(cur, pi.Amount),
 		CapturedMinor: minorAmount(cur, pi.AmountReceived)}
-	if pi.CancellationReason == reasonLapsed {
+	switch {
+	case pi.AmountReceived > 0:
+		h.State = order.HoldCaptured
+		return order.Result{Outcome: order.OutcomeDeclined, ChargeID: pi.ID, DeclineCode: declineAlreadyCaptured, Hold: h}, nil
+	case pi.CancellationReason == reasonLapsed:
 		h.State = order.HoldExpired
 		return order.Result{Outcome: order.OutcomeDeclined, ChargeID: pi.ID, DeclineCode: declineExpired, Hold: h}, nil
 	}
@@ -562,6 +575,9 @@ func (g *Gateway) unexpectedHold(call holdCall, pi *stripego.PaymentIntent) (ord
 		return declined(declineAlreadyCaptured)
 	case stripego.PaymentIntentStatusCanceled:
 		switch {
+		case pi.AmountReceived > 0:
+			// Canceled after captures: what was captured stands.
+			return declined(declineAlreadyCaptured)
 		case pi.CancellationReason == reasonLapsed:
 			return declined(declineExpired)
 		case call.op == "void":
