@@ -37,7 +37,7 @@ import (
 var (
 	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
-		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window",
+		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window", "stripe-multicapture",
 		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
@@ -156,6 +156,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 			Timeout:           cfg.GatewayTimeout,
 			MaxNetworkRetries: cfg.StripeMaxRetries,
 			ReplayWindow:      cfg.StripeReplayWindow,
+			Multicapture:      cfg.StripeMulticapture,
 			Logger:            log.With("gateway", "stripe"),
 			Observer:          metrics.GatewayObserver("stripe", tracing.Tracer()),
 			WebhookSecrets:    cfg.StripeWebhookSecrets,
@@ -669,6 +670,9 @@ func runGatewaySim(ctx context.Context, args []string, getenv func(string) strin
 	if opts.Events.URL != "" && len(opts.Events.Secrets) == 0 {
 		return errors.New("configuration: --sim-events-url needs --sim-events-secrets")
 	}
+	if err := checkSim(opts); err != nil {
+		return err
+	}
 	lis, err := bind(ctx, "simulator", *addr, "addr")
 	if err != nil {
 		return err
@@ -691,6 +695,8 @@ func simFlags(fs *flag.FlagSet) *sim.Options {
 	fs.BoolVar(&o.Dedupe, "sim-dedupe", false, "simulator: a repeated reference returns its first charge")
 	fs.DurationVar(&o.ClientTimeout, "sim-timeout-wait", 30*time.Second, "simulator: how long tok_timeout keeps a charged request waiting")
 	fs.Uint64Var(&o.Seed, "sim-seed", 1, "simulator: seed of the random faults")
+	fs.DurationVar(&o.AuthorizationLifetime, "sim-authorization-lifetime", sim.DefaultAuthorizationLifetime,
+		"simulator: how long an authorization (manual capture) is held before it lapses, its capture_before; tok_lapse_<ms> sets its own")
 	fs.Float64Var(&o.Random.Decline, "sim-rate-decline", 0, "simulator: rate of declines for tok_ok/tok_random")
 	fs.Float64Var(&o.Random.Timeout, "sim-rate-timeout", 0, "simulator: rate of timeouts after charging")
 	fs.Float64Var(&o.Random.FiveXXAfterCharge, "sim-rate-5xx-after-charge", 0, "simulator: rate of 500s after charging")
@@ -708,6 +714,15 @@ func simFlags(fs *flag.FlagSet) *sim.Options {
 	fs.Float64Var(&o.Events.Duplicate, "sim-events-duplicate", 0, "simulator: rate of events delivered twice")
 	fs.Float64Var(&o.Events.Loss, "sim-events-loss", 0, "simulator: rate of events never delivered")
 	return o
+}
+
+// checkSim refuses simulator options that it would otherwise quietly
+// replace with its defaults.
+func checkSim(o *sim.Options) error {
+	if o.AuthorizationLifetime <= 0 {
+		return fmt.Errorf("configuration: --sim-authorization-lifetime must be positive (e.g. %s), not %s", sim.DefaultAuthorizationLifetime, o.AuthorizationLifetime)
+	}
+	return nil
 }
 
 // splitList splits a comma-separated list, dropping empty items.

@@ -96,6 +96,7 @@ type config struct {
 	StripeAPIBase       string
 	StripeMaxRetries    int
 	StripeReplayWindow  time.Duration
+	StripeMulticapture  bool
 	// The webhook listener for gateways' events: off when WebhookListen is
 	// empty.
 	WebhookListen        string
@@ -180,6 +181,7 @@ var options = []option{
 	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
 	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age past which the reconciler no longer replays the unconfirmed create of an attempt whose PaymentIntent id was never recorded (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
+	{"stripe-multicapture", "SETTLE_STRIPE_MULTICAPTURE", "false", "your Stripe account has multicapture (IC+ pricing): manual-capture orders may capture several times (final=false); without it such a capture is declined multicapture_unsupported", setBool(func(c *config) *bool { return &c.StripeMulticapture })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},

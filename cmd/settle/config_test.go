@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"strings"
 	"testing"
@@ -59,6 +60,20 @@ func TestWebhookSecretsAreCheckedAtStart(t *testing.T) {
 	for range 100 {
 		if err := refpsp.CheckEventSecret(newDevKey("whsec_dev_")); err != nil {
 			t.Fatalf("settle dev's own refpsp secret: %v", err)
+		}
+	}
+}
+
+// TestSimAuthorizationLifetimeMustBePositive: gatewaysim and dev refuse a
+// -sim-authorization-lifetime the simulator would quietly replace with its
+// seven days, naming the flag, before anything starts.
+func TestSimAuthorizationLifetimeMustBePositive(t *testing.T) {
+	t.Parallel()
+	for _, v := range []string{"0s", "-1m"} {
+		err := runGatewaySim(t.Context(), []string{"-addr", "127.0.0.1:0", "-sim-authorization-lifetime", v},
+			func(string) string { return "" }, io.Discard, io.Discard)
+		if err == nil || !strings.Contains(err.Error(), "--sim-authorization-lifetime must be positive") {
+			t.Errorf("gatewaysim -sim-authorization-lifetime %s = %v; want refused, naming the flag", v, err)
 		}
 	}
 }

@@ -67,6 +67,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 		return fmt.Errorf("configuration: %w", err)
 	}
+	if err := checkSim(simOpts); err != nil {
+		return err
+	}
 	cfg.LogFormat, cfg.DefaultGateway, cfg.RefpspKey = "text", "sim", "dev"
 	// The simulator pushes its events to Settle's webhook listener, signed
 	// with a secret new each run.

@@ -137,7 +137,7 @@ func TestConfigPrintsEffectiveConfiguration(t *testing.T) {
 		"db-max-conns=16", "(default)", "database-url=postgres://settle:xxxxx@db1/settle", "stripe-secret-key=(redacted)", "refpsp-key=(redacted)"}
 	devArgs := []string{"-sim-rate-decline", "0.25", "-sim-events-secrets", "whsec_devsecretvalue", "-data-dir", "/var/dev-data"}
 	devWants := []string{"reconcile-schedule=5s,15s,30s,1m", "stripe-secret-key=(redacted)", "sim-rate-decline=0.25", "(--sim-rate-decline)",
-		"sim-events-secrets=(redacted)", "data-dir=/var/dev-data", "(--data-dir)", "sim-addr=127.0.0.1:0", "sim-timeout-wait=30s",
+		"sim-events-secrets=(redacted)", "data-dir=/var/dev-data", "(--data-dir)", "sim-addr=127.0.0.1:0", "sim-timeout-wait=30s", "sim-authorization-lifetime=168h0m0s",
 		"keys-file=", "citus=false", "standby=false", "event-receiver-addr=127.0.0.1:0"}
 	for _, tt := range []struct {
 		args  []string

@@ -198,3 +198,40 @@ func TestWebhookSecretsNeedTheirGateway(t *testing.T) {
 		}
 	}
 }
+
+// TestStripeMulticaptureIsWired: --stripe-multicapture (or its variable)
+// reaches the Stripe adapter. Without it a capture that is not final is
+// declined before anything is sent; with it the capture is sent (here to
+// an address where nothing listens).
+func TestStripeMulticaptureIsWired(t *testing.T) {
+	t.Parallel()
+	closed := "http://" + freeAddr(t)
+	for _, multi := range []string{"false", "true"} {
+		env := map[string]string{
+			"DATABASE_URL":               "postgres://settle@127.0.0.1:1/settle",
+			"STRIPE_SECRET_KEY":          "sk_test_wiring",
+			"STRIPE_API_BASE":            closed,
+			"SETTLE_NO_API_KEYS":         "true",
+			"SETTLE_STRIPE_MULTICAPTURE": multi,
+			"SETTLE_DEFAULT_GATEWAY":     "stripe",
+		}
+		cfg, _, err := parse("serve", nil, func(k string) string { return env[k] }, io.Discard, commandOptions["serve"]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := newApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "stripe", nil, func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(a.pool.Close)
+		c, ok := a.gateways["stripe"].(order.Capturer)
+		if !ok {
+			t.Fatalf("the wired gateway stripe (%T) does not capture", a.gateways["stripe"])
+		}
+		res, _ := c.Capture(t.Context(), order.CaptureRequest{CaptureID: order.NewID(), OrderID: order.NewID(), ChargeID: "pi_wiring",
+			Amount: order.Money{Currency: "EUR", AmountMinor: 100}, Final: false, CreatedAt: time.Now()})
+		if declined := res.DeclineCode == "multicapture_unsupported"; declined != (multi == "false") {
+			t.Errorf("with SETTLE_STRIPE_MULTICAPTURE=%s, a capture that is not final = %+v", multi, res)
+		}
+	}
+}
