@@ -1,13 +1,11 @@
 package refpsp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/settlepay/settle/internal/gateway"
@@ -152,52 +150,6 @@ func (c *Client) LookupVoid(ctx context.Context, req order.VoidRequest) (res ord
 		err = fmt.Errorf("refpsp: lookup void %s: %w", req.VoidID, err)
 	}
 	return res, err
-}
-
-// post sends body to u with key as the Idempotency-Key, within the
-// client's timeout. An error means nothing was sent.
-func (c *Client) post(ctx context.Context, u, key string, body any) (exchange, error) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return exchange{}, fmt.Errorf("encode request: %w", err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(b))
-	if err != nil {
-		return exchange{}, fmt.Errorf("build request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Idempotency-Key", key)
-	return c.do(hreq), nil
-}
-
-// get looks up the object at u with reference ref, within the client's
-// timeout: read parses a 200's body, 404 is OutcomeNotFound, and anything
-// else an error.
-func (c *Client) get(ctx context.Context, u, ref string, read func([]byte) (order.Result, error)) (order.Result, error) {
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"?"+url.Values{"reference": {ref}}.Encode(), nil)
-	if err != nil {
-		return unknown(fmt.Errorf("build request: %w", err))
-	}
-	ex := c.do(hreq)
-	switch {
-	case ex.status == 0:
-		return unknown(fmt.Errorf("no answer: %w", ex.err))
-	case ex.status == http.StatusNotFound:
-		return order.Result{Outcome: order.OutcomeNotFound}, nil
-	case ex.status != http.StatusOK:
-		return unknown(fmt.Errorf("gateway answered %d", ex.status))
-	case ex.err != nil:
-		return unknown(fmt.Errorf("gateway answered 200 but the body could not be read: %w", ex.err))
-	}
-	res, err := read(ex.body)
-	if err != nil {
-		return unknown(fmt.Errorf("gateway answered 200: %w", err))
-	}
-	return res, nil
 }
 
 // classifyWrite turns the exchange of a POST /v1/captures or /v1/voids

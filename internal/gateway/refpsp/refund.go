@@ -1,13 +1,11 @@
 package refpsp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 
 	"github.com/settlepay/settle/internal/gateway"
@@ -51,22 +49,14 @@ func (c *Client) Refund(ctx context.Context, req order.RefundRequest) (res order
 	if req.RefundID == "" || req.ChargeAttemptID == "" {
 		return order.Result{Outcome: order.OutcomeNotSent}, errors.New("refpsp: refund: refund id and charge reference are required")
 	}
-	body, err := json.Marshal(RefundBody{
+	ex, err := c.post(ctx, c.refundsURL, req.RefundID, RefundBody{
 		Reference: req.RefundID, ChargeReference: req.ChargeAttemptID,
 		Amount: req.Amount.AmountMinor, Currency: req.Amount.Currency,
 	})
 	if err != nil {
-		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("refpsp: refund %s: encode request: %w", req.RefundID, err)
+		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("refpsp: refund %s: %w", req.RefundID, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, c.refundsURL, bytes.NewReader(body))
-	if err != nil {
-		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("refpsp: refund %s: build request: %w", req.RefundID, err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set("Idempotency-Key", req.RefundID)
-	res, err = classifyRefund(req, c.do(hreq))
+	res, err = classifyRefund(req, ex)
 	if err != nil {
 		err = fmt.Errorf("refpsp: refund %s: %w", req.RefundID, err)
 	}
@@ -82,14 +72,13 @@ func (c *Client) LookupRefund(ctx context.Context, req order.RefundRequest) (res
 	if req.RefundID == "" {
 		return order.Result{Outcome: order.OutcomeUnknown}, errors.New("refpsp: lookup refund: refund id is required")
 	}
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
-	u := c.refundsURL + "?" + url.Values{"reference": {req.RefundID}}.Encode()
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return order.Result{Outcome: order.OutcomeUnknown}, fmt.Errorf("refpsp: lookup refund %s: build request: %w", req.RefundID, err)
-	}
-	res, err = classifyRefundLookup(req, c.do(hreq))
+	res, err = c.get(ctx, c.refundsURL, req.RefundID, func(body []byte) (order.Result, error) {
+		rf, err := parseRefund(body, req)
+		if err != nil {
+			return order.Result{}, err
+		}
+		return rf.result()
+	})
 	if err != nil {
 		err = fmt.Errorf("refpsp: lookup refund %s: %w", req.RefundID, err)
 	}
@@ -128,29 +117,6 @@ func classifyRefund(req order.RefundRequest, ex exchange) (order.Result, error) 
 			fmt.Errorf("gateway rejected the refund (%d); nothing was refunded", s)
 	default:
 		return unknown(fmt.Errorf("gateway answered unexpected status %d", s))
-	}
-}
-
-// classifyRefundLookup turns the exchange of a GET /v1/refunds?reference=
-// into an outcome, or an error when the answer does not say.
-func classifyRefundLookup(req order.RefundRequest, ex exchange) (order.Result, error) {
-	if ex.status == 0 {
-		return unknown(fmt.Errorf("no answer: %w", ex.err))
-	}
-	switch ex.status {
-	case http.StatusOK:
-		if ex.err != nil {
-			return unknown(fmt.Errorf("gateway answered 200 but the body could not be read: %w", ex.err))
-		}
-		rf, err := parseRefund(ex.body, req)
-		if err != nil {
-			return unknown(fmt.Errorf("gateway answered 200: %w", err))
-		}
-		return rf.result()
-	case http.StatusNotFound:
-		return order.Result{Outcome: order.OutcomeNotFound}, nil
-	default:
-		return unknown(fmt.Errorf("gateway answered %d", ex.status))
 	}
 }
 
