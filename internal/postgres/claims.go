@@ -41,7 +41,21 @@ func oneRow(args pgx.StrictNamedArgs) {
 type createdRow struct {
 	I       int  `db:"i"`
 	Created bool `db:"created"`
+	modedOrderRow
+}
+
+// modedOrderRow is an order with its capture mode, as the statements of
+// the charge path select it: the charge needs the mode (a capture-manual
+// order's charge authorizes), the rest of the hold it does not.
+type modedOrderRow struct {
 	orderRow
+	CaptureMode string `db:"capture_mode"`
+}
+
+func (r modedOrderRow) order() order.Order {
+	o := r.orderRow.order()
+	o.Capture = order.CaptureMode(r.CaptureMode)
+	return o
 }
 
 // created is one create's result in a group: the order that holds the
@@ -99,7 +113,7 @@ func (s *Store) createOrders(ctx context.Context, news []order.Order) ([]created
 type claimRow struct {
 	I       int  `db:"i"`
 	Claimed bool `db:"claimed"`
-	orderRow
+	modedOrderRow
 	attemptRow
 }
 
@@ -146,7 +160,7 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 // order (from 1).
 type createClaimedRow struct {
 	I int `db:"i"`
-	orderRow
+	modedOrderRow
 	attemptRow
 }
 
