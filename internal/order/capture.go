@@ -675,3 +675,25 @@ func VoidSettlementFor(merchantID, voidID string, res Result, recheck time.Durat
 	st.To, _ = NextVoid(VoidVoiding, st.Event)
 	return st
 }
+
+// DueCapture is a CAPTURING capture leased for a reconciler's check, with
+// what its lookup needs.
+type DueCapture struct {
+	Capture Capture
+	// Gateway is the order's gateway; ChargeAttemptID and ChargeID name
+	// the authorizing charge.
+	Gateway         string
+	ChargeAttemptID string
+	ChargeID        string
+	// Age is how long ago the capture was made, in database time.
+	Age time.Duration
+}
+
+// DueVoid is a VOIDING void leased for a reconciler's check.
+type DueVoid struct {
+	Void            Void
+	Gateway         string
+	ChargeAttemptID string
+	ChargeID        string
+	Age             time.Duration
+}

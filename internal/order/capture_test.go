@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlepay/settle/internal/logtest"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
+	"github.com/settlepay/settle/internal/reconcile"
 )
 
 // holdLedger is a test double of a gateway that authorizes, captures and
@@ -174,6 +177,8 @@ type holdFixture struct {
 	svc   *order.Service
 	store *postgres.Store
 	gw    *holdLedger
+	pool  *pgxpool.Pool
+	rec   *reconcile.Reconciler
 	logs  logtest.Buffer
 }
 
@@ -182,7 +187,8 @@ func newHoldFixture(t *testing.T) *holdFixture {
 	if postgrestest.Citus() {
 		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
 	}
-	f := &holdFixture{store: postgres.NewStore(postgrestest.Pool(t)), gw: newHoldLedger()}
+	f := &holdFixture{pool: postgrestest.Pool(t), gw: newHoldLedger()}
+	f.store = postgres.NewStore(f.pool)
 	gateways := map[string]order.Gateway{"held": f.gw}
 	var err error
 	f.svc, err = order.NewService(f.store, gateways, order.Config{
@@ -191,7 +197,39 @@ func newHoldFixture(t *testing.T) *holdFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
+		Schedule: []time.Duration{time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
+		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour,
+	}, f.logs.Logger())
+	if err != nil {
+		t.Fatal(err)
+	}
 	return f
+}
+
+// reconcileNow makes every lease and recheck due and runs the reconciler
+// once.
+func (f *holdFixture) reconcileNow(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	for _, q := range []string{
+		`UPDATE orders SET reconcile_at = now() WHERE reconcile_at IS NOT NULL`,
+		`UPDATE captures SET reconcile_at = now() WHERE state = 'CAPTURING'`,
+		`UPDATE voids SET reconcile_at = now() WHERE state = 'VOIDING'`,
+	} {
+		if _, err := f.pool.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.rec.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *holdFixture) lose(kind string, lost bool) {
+	f.gw.mu.Lock()
+	defer f.gw.mu.Unlock()
+	f.gw.lose[kind] = lost
 }
 
 // authorized creates a capture-manual order of 1250 GBP and charges it to
@@ -474,5 +512,84 @@ func TestCaptureOfAnAutomaticOrderIsRefused(t *testing.T) {
 	}
 	if _, _, err := f.capture(o.ID, "capture-1", 0, true); !errors.Is(err, order.ErrCapturesUnsupported) {
 		t.Fatalf("capture of an automatic order: %v", err)
+	}
+}
+
+// TestTimeoutsSettledByTheReconciler: an authorization, a capture and a
+// void whose responses were lost (the gateway acted) stay in flight, and
+// the reconciler's lookups settle each as the gateway has it.
+func TestTimeoutsSettledByTheReconciler(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	ctx := context.Background()
+	scope := order.ForMerchant(merchant)
+
+	f.lose("charge", true)
+	n := newOrder("lost-auth", "tok_ok")
+	n.Capture = order.CaptureManual
+	o, a, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "charge-lost-auth"})
+	if err != nil || o.State != order.StateCharging {
+		t.Fatalf("authorize with its response lost: %+v, %v", o, err)
+	}
+	f.lose("charge", false)
+	f.reconcileNow(t)
+	o, err = f.svc.Get(ctx, scope, o.ID)
+	if err != nil || o.State != order.StateAuthorized || o.AuthorizedMinor != 1250 || o.CaptureBefore.IsZero() {
+		t.Fatalf("after the reconciler: %+v, %v; want AUTHORIZED holding 1250 with capture_before", o, err)
+	}
+
+	f.lose("capture", true)
+	o, c, err := f.capture(o.ID, "capture-lost", 600, false)
+	if err != nil || c.State != order.CaptureCapturing {
+		t.Fatalf("capture with its response lost: %+v, %v", c, err)
+	}
+	f.lose("capture", false)
+	f.reconcileNow(t)
+	o, err = f.svc.Get(ctx, scope, o.ID)
+	if err != nil || o.State != order.StatePaid || o.CapturedMinor != 600 || o.CapturingMinor != 0 {
+		t.Fatalf("after the reconciler: %+v, %v; want PAID with 600 captured", o, err)
+	}
+	if got, _ := f.gw.captured(a.ID); got != 600 {
+		t.Fatalf("gateway captured %d, want 600", got)
+	}
+
+	v, _ := f.authorized(t, "lost-void")
+	f.lose("void", true)
+	v, vd, err := f.void(v.ID, "void-lost-1")
+	if err != nil || vd.State != order.VoidVoiding || !v.Voiding {
+		t.Fatalf("void with its response lost: %+v %+v, %v", v, vd, err)
+	}
+	f.lose("void", false)
+	f.reconcileNow(t)
+	v, err = f.svc.Get(ctx, scope, v.ID)
+	if err != nil || v.State != order.StateVoided || v.Voiding {
+		t.Fatalf("after the reconciler: %+v, %v; want VOIDED", v, err)
+	}
+}
+
+// TestExpiryIsTheGatewaysWord: past capture_before the reconciler asks the
+// gateway; an open hold stays AUTHORIZED (the clock moves nothing), a
+// lapsed one becomes EXPIRED.
+func TestExpiryIsTheGatewaysWord(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	ctx := context.Background()
+	f.gw.captureBefore = -time.Minute
+	o, a := f.authorized(t, "expiry")
+	f.reconcileNow(t)
+	got, err := f.svc.Get(ctx, order.ForMerchant(merchant), o.ID)
+	if err != nil || got.State != order.StateAuthorized {
+		t.Fatalf("open hold past capture_before: %s, %v; want AUTHORIZED", got.State, err)
+	}
+	f.gw.expire(a.ID)
+	f.reconcileNow(t)
+	got, err = f.svc.Get(ctx, order.ForMerchant(merchant), o.ID)
+	if err != nil || got.State != order.StateExpired {
+		t.Fatalf("lapsed hold: %s, %v; want EXPIRED", got.State, err)
+	}
+	var n int
+	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE order_id = $1 AND type = 'order.authorization_expired'`,
+		o.ID).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("order.authorization_expired events: %d, %v; want 1", n, err)
 	}
 }

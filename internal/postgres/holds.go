@@ -295,3 +295,158 @@ func (s *Store) OrderVoid(ctx context.Context, merchantID, voidID string) (order
 	})
 	return r.order(), r.void(), err
 }
+
+// dueCaptureRow is a leased capture with what its lookup needs.
+type dueCaptureRow struct {
+	captureRow
+	Gateway         string  `db:"gateway"`
+	ChargeAttemptID string  `db:"charge_attempt_id"`
+	ChargeID        string  `db:"charge_id"`
+	AgeSeconds      float64 `db:"age_seconds"`
+}
+
+// dueVoidRow is a leased void with what its lookup needs.
+type dueVoidRow struct {
+	voidRow
+	Gateway         string  `db:"gateway"`
+	ChargeAttemptID string  `db:"charge_attempt_id"`
+	ChargeID        string  `db:"charge_id"`
+	AgeSeconds      float64 `db:"age_seconds"`
+}
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+//go:embed sql/claim_due_captures.sql
+var claimDueCapturesSQL string
+
+//go:embed sql/claim_due_voids.sql
+var claimDueVoidsSQL string
+
+//go:embed sql/claim_due_holds.sql
+var claimDueHoldsSQL string
+
+// ClaimDueCaptures leases up to limit CAPTURING captures whose
+// reconcile_at has come, oldest first, skipping those another reconciler
+// holds.
+func (s *Store) ClaimDueCaptures(ctx context.Context, limit int, lease time.Duration) ([]order.DueCapture, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.claimDueCaptures(ctx, limit, lease)
+}
+
+// ClaimDueVoids leases up to limit VOIDING voids whose reconcile_at has
+// come.
+func (s *Store) ClaimDueVoids(ctx context.Context, limit int, lease time.Duration) ([]order.DueVoid, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.claimDueVoids(ctx, limit, lease)
+}
+
+// ClaimDueHolds leases up to limit AUTHORIZED orders past their
+// capture_before whose next lookup has come, with their authorizing
+// attempts.
+func (s *Store) ClaimDueHolds(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return e.claimDueHolds(ctx, limit, lease)
+}
+
+func (e *postgresEngine) claimDueCaptures(ctx context.Context, limit int, lease time.Duration) ([]order.DueCapture, error) {
+	var due []order.DueCapture
+	err := retry(ctx, func() error {
+		rows, err := queryAll[dueCaptureRow](ctx, e.pool, claimDueCapturesSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
+		due = make([]order.DueCapture, len(rows))
+		for i, r := range rows {
+			due[i] = order.DueCapture{Capture: r.capture(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
+				ChargeID: r.ChargeID, Age: seconds(r.AgeSeconds)}
+		}
+		return err
+	})
+	return due, err
+}
+
+func (e *postgresEngine) claimDueVoids(ctx context.Context, limit int, lease time.Duration) ([]order.DueVoid, error) {
+	var due []order.DueVoid
+	err := retry(ctx, func() error {
+		rows, err := queryAll[dueVoidRow](ctx, e.pool, claimDueVoidsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
+		due = make([]order.DueVoid, len(rows))
+		for i, r := range rows {
+			due[i] = order.DueVoid{Void: r.void(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
+				ChargeID: r.ChargeID, Age: seconds(r.AgeSeconds)}
+		}
+		return err
+	})
+	return due, err
+}
+
+func (e *postgresEngine) claimDueHolds(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
+	var due []order.Due
+	err := retry(ctx, func() error {
+		rows, err := queryAll[leaseRow](ctx, e.pool, claimDueHoldsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
+		due = make([]order.Due, len(rows))
+		for i, r := range rows {
+			due[i] = r.due()
+		}
+		return err
+	})
+	return due, err
+}
+
+// On Citus no order is made with capture manual yet (citusCaptureMode),
+// so there are no captures, voids or holds to lease; the leases over
+// every shard that they would need are left for when there are.
+func (e *citusEngine) claimDueCaptures(context.Context, int, time.Duration) ([]order.DueCapture, error) {
+	return nil, nil
+}
+
+func (e *citusEngine) claimDueVoids(context.Context, int, time.Duration) ([]order.DueVoid, error) {
+	return nil, nil
+}
+
+func (e *citusEngine) claimDueHolds(context.Context, int, time.Duration) ([]order.Due, error) {
+	return nil, nil
+}
+
+//go:embed sql/expire_hold.sql
+var expireHoldSQL string
+
+// ExpireHold moves merchantID's AUTHORIZED order orderID, whose attempt
+// attemptID the gateway says has lapsed, to EXPIRED, guarded by nothing
+// having been captured, being captured or voided; it reports whether the
+// guard held.
+func (s *Store) ExpireHold(ctx context.Context, merchantID, orderID, attemptID string, actor order.Actor, reason string) (bool, error) {
+	var r struct {
+		Expired int64 `db:"expired"`
+	}
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[struct {
+			Expired int64 `db:"expired"`
+		}](ctx, s.pool, expireHoldSQL, pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "attempt_id": attemptID,
+			"to_state": order.MustNext(order.StateAuthorized, order.EventExpire), "event": order.EventExpire,
+			"actor": actor, "reason": truncate(reason, 1000),
+		})
+		return err
+	})
+	return r.Expired > 0, err
+}
+
+//go:embed sql/recheck_hold.sql
+var recheckHoldSQL string
+
+// RecheckHold pushes the next lookup of an AUTHORIZED order's hold to
+// recheckIn from now, recording why.
+func (s *Store) RecheckHold(ctx context.Context, merchantID, orderID string, recheckIn time.Duration, why string) error {
+	return retry(ctx, func() error {
+		_, err := s.pool.Exec(ctx, recheckHoldSQL, namedArgs(pgx.StrictNamedArgs{
+			"merchant_id": merchantID, "order_id": orderID, "recheck_in": recheckIn, "last_error": truncate(why, 1000),
+		}))
+		return err
+	})
+}
