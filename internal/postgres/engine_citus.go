@@ -130,7 +130,7 @@ func (e *citusEngine) claim(ctx context.Context, c order.Claim) (order.ClaimResu
 				return err
 			}
 			res = order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
-			if r.attemptRow.ID != "" {
+			if r.ID != "" { // the attempt's id (the order's is one level deeper)
 				a := r.attempt()
 				res.Attempt = &a
 			}

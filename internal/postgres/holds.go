@@ -91,7 +91,7 @@ func (r voidRow) void() order.Void {
 //go:embed sql/capture_claim.sql
 var captureClaimSQL string
 
-// captureClaimRow is what capture_claim.sql returns; a capture ID of ''
+// captureClaimRow is what capture_claim.sql returns; a capture ID of ”
 // means no capture.
 type captureClaimRow struct {
 	Claimed  bool   `db:"claimed"`
@@ -130,7 +130,7 @@ func (s *Store) ClaimCapture(ctx context.Context, c order.CaptureClaim) (order.C
 				return err
 			}
 			res = order.CaptureClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
-			if r.captureRow.ID != "" {
+			if r.ID != "" { // the capture's id
 				cp := r.capture()
 				res.Capture = &cp
 			}
@@ -208,7 +208,7 @@ func (s *Store) OrderCapture(ctx context.Context, merchantID, captureID string) 
 //go:embed sql/void_claim.sql
 var voidClaimSQL string
 
-// voidClaimRow is what void_claim.sql returns; a void ID of '' means no
+// voidClaimRow is what void_claim.sql returns; a void ID of ” means no
 // void.
 type voidClaimRow struct {
 	Claimed  bool   `db:"claimed"`
@@ -234,7 +234,7 @@ func (s *Store) ClaimVoid(ctx context.Context, c order.VoidClaim) (order.VoidCla
 				return err
 			}
 			res = order.VoidClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
-			if r.voidRow.ID != "" {
+			if r.ID != "" { // the void's id
 				v := r.void()
 				res.Void = &v
 			}
