@@ -71,6 +71,14 @@ func (g *holdLedger) Charge(_ context.Context, req order.ChargeRequest) (order.R
 	if req.Capture != order.CaptureManual {
 		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "test_ledger_authorizes_only"}, nil
 	}
+	if req.PaymentMethod == "tok_3ds" {
+		// The customer must authenticate first; the lookup after their
+		// return finds the authorization.
+		g.holds[req.AttemptID] = &ledgerHold{Hold: order.Hold{State: order.HoldOpen, AuthorizedMinor: req.Amount.AmountMinor,
+			CaptureBefore: time.Now().Add(g.captureBefore).Truncate(time.Microsecond)}}
+		return order.Result{Outcome: order.OutcomeRequiresAction, ChargeID: "auth_" + req.AttemptID,
+			NextAction: order.NextAction{RedirectURL: "https://gateway.test/3ds"}}, nil
+	}
 	if _, ok := g.holds[req.AttemptID]; !ok {
 		g.holds[req.AttemptID] = &ledgerHold{Hold: order.Hold{State: order.HoldOpen, AuthorizedMinor: req.Amount.AmountMinor,
 			CaptureBefore: time.Now().Add(g.captureBefore).Truncate(time.Microsecond)}}
@@ -591,5 +599,30 @@ func TestExpiryIsTheGatewaysWord(t *testing.T) {
 	if err := f.pool.QueryRow(ctx, `SELECT count(*) FROM order_events WHERE order_id = $1 AND type = 'order.authorization_expired'`,
 		o.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("order.authorization_expired events: %d, %v; want 1", n, err)
+	}
+}
+
+// TestThreeDSecureThenCapture: a capture-manual charge that asks the
+// customer to authenticate is REQUIRES_ACTION; once they are back, the
+// same request settles it to AUTHORIZED, and it captures.
+func TestThreeDSecureThenCapture(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	ctx := context.Background()
+	n := newOrder("cap-3ds", "tok_3ds")
+	n.Capture = order.CaptureManual
+	in := order.ChargeInput{RequestID: "charge-cap-3ds", CustomerPresent: true, ReturnURL: "https://shop.test/back"}
+	o, a, err := f.svc.CreateAndCharge(ctx, merchant, n, in)
+	if err != nil || o.State != order.StateRequiresAction || a == nil || a.NextAction.RedirectURL == "" {
+		t.Fatalf("charge: %+v %+v, %v; want REQUIRES_ACTION with a redirect", o, a, err)
+	}
+	in.OrderID = o.ID
+	o, _, err = f.svc.Charge(ctx, merchant, in)
+	if err != nil || o.State != order.StateAuthorized {
+		t.Fatalf("the customer is back: %+v, %v; want AUTHORIZED", o, err)
+	}
+	o, c, err := f.capture(o.ID, "capture-3ds", 0, true)
+	if err != nil || c.State != order.CaptureSucceeded || o.State != order.StatePaid || o.CapturedMinor != 1250 {
+		t.Fatalf("capture: %+v %+v, %v", o, c, err)
 	}
 }

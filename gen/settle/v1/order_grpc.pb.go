@@ -66,8 +66,8 @@ type OrderServiceClient interface {
 	// REFUNDING, and the reconciler settles it.
 	RefundOrder(ctx context.Context, in *RefundOrderRequest, opts ...grpc.CallOption) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
-	// client leaves. The server also
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED, CANCELED, or for
+	// capture MANUAL AUTHORIZED, VOIDED or EXPIRED) or the client leaves. The server also
 	// ends the stream, with status OK, after its watch lifetime (10 minutes
 	// unless configured): a client whose last message was not terminal
 	// watches again.
@@ -243,8 +243,8 @@ type OrderServiceServer interface {
 	// REFUNDING, and the reconciler settles it.
 	RefundOrder(context.Context, *RefundOrderRequest) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
-	// client leaves. The server also
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED, CANCELED, or for
+	// capture MANUAL AUTHORIZED, VOIDED or EXPIRED) or the client leaves. The server also
 	// ends the stream, with status OK, after its watch lifetime (10 minutes
 	// unless configured): a client whose last message was not terminal
 	// watches again.
