@@ -626,3 +626,20 @@ func TestThreeDSecureThenCapture(t *testing.T) {
 		t.Fatalf("capture: %+v %+v, %v", o, c, err)
 	}
 }
+
+// TestResolvePaidRefusedForAnAuthorization: an operator cannot resolve a
+// capture-manual order in review as PAID: its charge only held the money.
+func TestResolvePaidRefusedForAnAuthorization(t *testing.T) {
+	t.Parallel()
+	f := newHoldFixture(t)
+	ctx := context.Background()
+	o, _ := f.authorized(t, "resolve-held")
+	if _, err := f.pool.Exec(ctx, `UPDATE orders SET state = 'NEEDS_REVIEW' WHERE id = $1`, o.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.svc.Resolve(ctx, order.AnyMerchant, o.ID, order.EventResolvePaid, "auth_1", "found it", order.Operator("ops-1"))
+	var he *order.HoldError
+	if !errors.As(err, &he) {
+		t.Fatalf("resolve PAID of an authorization: %v, want a *HoldError", err)
+	}
+}
