@@ -188,7 +188,7 @@ func TestVoidAndCaptureExcludeEachOther(t *testing.T) {
 	if err != nil || !v.Claimed || !v.Order.Voiding || v.Void.State != order.VoidVoiding {
 		t.Fatalf("void: %+v, %v", v, err)
 	}
-	if c, err := s.ClaimCapture(ctx, captureClaimOf(o, "cap", 100, false)); err != nil || c.Claimed {
+	if c, err := s.ClaimCapture(ctx, captureClaimOf(o, "cap-beside-void", 100, false)); err != nil || c.Claimed || c.Capture != nil {
 		t.Fatalf("a capture beside a void in flight: %+v, %v", c, err)
 	}
 	got, vd, ok, err := s.SettleVoid(ctx, order.VoidSettlementFor(o.MerchantID, v.Void.ID,
