@@ -521,6 +521,13 @@ func TestCaptureOfAnAutomaticOrderIsRefused(t *testing.T) {
 	if _, _, err := f.capture(o.ID, "capture-1", 0, true); !errors.Is(err, order.ErrCapturesUnsupported) {
 		t.Fatalf("capture of an automatic order: %v", err)
 	}
+	// The same reference with capture MANUAL is another order.
+	n := newOrder("automatic", "tok_ok")
+	n.Capture = order.CaptureManual
+	var ce *order.ConflictError
+	if _, err := f.svc.Create(context.Background(), merchant, n); !errors.As(err, &ce) {
+		t.Fatalf("the reference again with capture MANUAL: %v, want a *ConflictError", err)
+	}
 }
 
 // TestTimeoutsSettledByTheReconciler: an authorization, a capture and a

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -77,11 +78,12 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 		return order.Order{}, fmt.Errorf("create order: %w", err)
 	}
 	got := r.order
-	if !r.created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
+	if !r.created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway ||
+		got.Capture != cmp.Or(o.Capture, order.CaptureAutomatic)) {
 		// The message does not repeat the reference: a client chose it, and
 		// error messages are logged.
 		return order.Order{}, &order.ConflictError{
-			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
+			Msg: "merchant_reference already names an order with other amount, currency, payment_method, gateway or capture"}
 	}
 	return got, nil
 }
