@@ -19,6 +19,43 @@ var stateToProto = map[order.State]settlev1.OrderState{
 	order.StatePartiallyRefunded: settlev1.OrderState_ORDER_STATE_PARTIALLY_REFUNDED,
 	order.StateRefunded:          settlev1.OrderState_ORDER_STATE_REFUNDED,
 	order.StateRequiresAction:    settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION,
+	order.StateAuthorized:        settlev1.OrderState_ORDER_STATE_AUTHORIZED,
+	order.StateVoided:            settlev1.OrderState_ORDER_STATE_VOIDED,
+	order.StateExpired:           settlev1.OrderState_ORDER_STATE_EXPIRED,
+}
+
+var captureStateToProto = map[order.CaptureState]settlev1.CaptureState{
+	order.CapturePending:     settlev1.CaptureState_CAPTURE_STATE_PENDING,
+	order.CaptureCapturing:   settlev1.CaptureState_CAPTURE_STATE_CAPTURING,
+	order.CaptureSucceeded:   settlev1.CaptureState_CAPTURE_STATE_SUCCEEDED,
+	order.CaptureFailed:      settlev1.CaptureState_CAPTURE_STATE_FAILED,
+	order.CaptureNeedsReview: settlev1.CaptureState_CAPTURE_STATE_NEEDS_REVIEW,
+}
+
+var voidStateToProto = map[order.VoidState]settlev1.VoidState{
+	order.VoidPending:     settlev1.VoidState_VOID_STATE_PENDING,
+	order.VoidVoiding:     settlev1.VoidState_VOID_STATE_VOIDING,
+	order.VoidSucceeded:   settlev1.VoidState_VOID_STATE_SUCCEEDED,
+	order.VoidFailed:      settlev1.VoidState_VOID_STATE_FAILED,
+	order.VoidNeedsReview: settlev1.VoidState_VOID_STATE_NEEDS_REVIEW,
+}
+
+var captureModeToProto = map[order.CaptureMode]settlev1.CaptureMode{
+	order.CaptureAutomatic: settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC,
+	order.CaptureManual:    settlev1.CaptureMode_CAPTURE_MODE_MANUAL,
+}
+
+// captureModeFromProto is a request's capture mode as the domain takes it;
+// unset is automatic.
+func captureModeFromProto(m settlev1.CaptureMode) (order.CaptureMode, error) {
+	switch m {
+	case settlev1.CaptureMode_CAPTURE_MODE_UNSPECIFIED, settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC:
+		return order.CaptureAutomatic, nil
+	case settlev1.CaptureMode_CAPTURE_MODE_MANUAL:
+		return order.CaptureManual, nil
+	default:
+		return "", &order.ValidationError{Field: "capture", Reason: "must be CAPTURE_MODE_AUTOMATIC or CAPTURE_MODE_MANUAL"}
+	}
 }
 
 var refundStateToProto = map[order.RefundState]settlev1.RefundState{
@@ -68,6 +105,38 @@ func orderToProto(o order.Order) *settlev1.Order {
 	if o.Refunding > 0 {
 		p.Refunding = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.Refunding}
 	}
+	p.Capture = captureModeToProto[o.Capture]
+	if o.AuthorizedMinor > 0 {
+		p.Authorized = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.AuthorizedMinor}
+		p.Captured = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.CapturedMinor}
+		p.CaptureBefore = timestamp(o.CaptureBefore)
+	}
+	return p
+}
+
+func captureToProto(c order.Capture) *settlev1.Capture {
+	p := &settlev1.Capture{
+		Id: c.ID, OrderId: c.OrderID, RequestId: c.RequestID,
+		Amount: &settlev1.Money{Currency: c.Amount.Currency, AmountMinor: c.Amount.AmountMinor},
+		Final:  c.Final, State: captureStateToProto[c.State], Outcome: outcomeToProto[c.Outcome],
+		FailureCode: c.DeclineCode, Actor: string(c.Actor),
+		CreateTime: timestamp(c.CreatedAt), UpdateTime: timestamp(c.UpdatedAt),
+	}
+	if c.State == order.CaptureCapturing {
+		p.NextCheckTime = timestamp(c.ReconcileAt)
+	}
+	return p
+}
+
+func voidToProto(v order.Void) *settlev1.Void {
+	p := &settlev1.Void{
+		Id: v.ID, OrderId: v.OrderID, RequestId: v.RequestID, Reason: v.Reason,
+		State: voidStateToProto[v.State], Outcome: outcomeToProto[v.Outcome], FailureCode: v.DeclineCode,
+		Actor: string(v.Actor), CreateTime: timestamp(v.CreatedAt), UpdateTime: timestamp(v.UpdatedAt),
+	}
+	if v.State == order.VoidVoiding {
+		p.NextCheckTime = timestamp(v.ReconcileAt)
+	}
 	return p
 }
 
@@ -106,7 +175,12 @@ func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error)
 	if req.GetAmount() == nil {
 		return order.NewOrder{}, &order.ValidationError{Field: "amount", Reason: "is required"}
 	}
+	capture, err := captureModeFromProto(req.GetCapture())
+	if err != nil {
+		return order.NewOrder{}, err
+	}
 	return order.NewOrder{
+		Capture:           capture,
 		MerchantReference: req.GetMerchantReference(),
 		Amount:            order.Money{Currency: req.GetAmount().GetCurrency(), AmountMinor: req.GetAmount().GetAmountMinor()},
 		PaymentMethod:     req.GetPaymentMethod(),

@@ -25,6 +25,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		chErr   *order.ChargeFoundError
 		unsErr  *order.GatewayUnsureError
 		rstErr  *order.RefundStateError
+		capErr  *order.CaptureLimitError
+		holdErr *order.HoldError
 	)
 	switch {
 	case err == nil:
@@ -47,6 +49,13 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.FailedPrecondition, stErr.Error())
 	case errors.As(err, &limErr):
 		return status.Error(codes.FailedPrecondition, limErr.Error())
+	case errors.As(err, &capErr):
+		return status.Error(codes.FailedPrecondition, capErr.Error())
+	case errors.As(err, &holdErr):
+		return status.Error(codes.FailedPrecondition, holdErr.Error())
+	case errors.Is(err, order.ErrCapturesUnsupported):
+		return status.Error(codes.FailedPrecondition, "the order was not created with capture CAPTURE_MODE_MANUAL on a gateway that can capture: "+
+			"an automatic order is paid by its charge, refund it instead")
 	case errors.As(err, &chErr):
 		return status.Error(codes.FailedPrecondition, chErr.Error())
 	case errors.As(err, &unsErr):

@@ -49,6 +49,13 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 			AmountMinor: 100, Reason: "returned"},
 		"settle.v1.OpsService.RefundOrder": &settlev1.OpsServiceRefundOrderRequest{OrderId: o.GetId(),
 			RequestId: "fields-req-4", AmountMinor: 100, Reason: "goodwill"},
+		"settle.v1.OrderService.CaptureOrder": &settlev1.CaptureOrderRequest{OrderId: o.GetId(), RequestId: "fields-req-5"},
+		"settle.v1.OrderService.VoidOrder": &settlev1.VoidOrderRequest{OrderId: o.GetId(), RequestId: "fields-req-6",
+			Reason: "cancelled"},
+		"settle.v1.OpsService.CaptureOrder": &settlev1.OpsServiceCaptureOrderRequest{OrderId: o.GetId(),
+			RequestId: "fields-req-7", Reason: "shipped"},
+		"settle.v1.OpsService.VoidOrder": &settlev1.OpsServiceVoidOrderRequest{OrderId: o.GetId(),
+			RequestId: "fields-req-8", Reason: "cancelled"},
 		"ResolveRefund": &settlev1.ResolveRefundRequest{OrderId: o.GetId(), RefundId: o.GetId(),
 			Resolution: settlev1.RefundResolution_REFUND_RESOLUTION_SUCCEEDED, GatewayRefundId: "re_1", Reason: "found"},
 	}

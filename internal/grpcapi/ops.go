@@ -284,6 +284,31 @@ func (s *opsServer) RefundOrder(ctx context.Context, req *settlev1.OpsServiceRef
 	return &settlev1.OpsServiceRefundOrderResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
 }
 
+// CaptureOrder captures an order of the operator's scope for them, who
+// are the capture's actor; the reason is required.
+func (s *opsServer) CaptureOrder(ctx context.Context, req *settlev1.OpsServiceCaptureOrderRequest) (*settlev1.OpsServiceCaptureOrderResponse, error) {
+	o, c, err := s.svc.Capture(ctx, opsScope(ctx), operator(ctx), order.CaptureInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
+		Final: req.Final == nil || req.GetFinal(), Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.OpsServiceCaptureOrderResponse{Order: orderToProto(o), Capture: captureToProto(c)}, nil
+}
+
+// VoidOrder voids an order of the operator's scope for them; the reason is
+// required.
+func (s *opsServer) VoidOrder(ctx context.Context, req *settlev1.OpsServiceVoidOrderRequest) (*settlev1.OpsServiceVoidOrderResponse, error) {
+	o, v, err := s.svc.Void(ctx, opsScope(ctx), operator(ctx), order.VoidInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.OpsServiceVoidOrderResponse{Order: orderToProto(o), Void: voidToProto(v)}, nil
+}
+
 // fieldName renames the field of a validation error to the request's.
 func fieldName(err error, field string) error {
 	if v := (*order.ValidationError)(nil); errors.As(err, &v) {

@@ -66,7 +66,7 @@ func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrder
 
 func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.CreateAndChargeOrderRequest) (*settlev1.CreateAndChargeOrderResponse, error) {
 	n, err := newOrderFromProto(&settlev1.CreateOrderRequest{MerchantReference: req.GetMerchantReference(),
-		Amount: req.GetAmount(), PaymentMethod: req.GetPaymentMethod(), Gateway: req.GetGateway()})
+		Amount: req.GetAmount(), PaymentMethod: req.GetPaymentMethod(), Gateway: req.GetGateway(), Capture: req.GetCapture()})
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -87,6 +87,28 @@ func (s *orderServer) RefundOrder(ctx context.Context, req *settlev1.RefundOrder
 		return nil, toStatus(ctx, s.log, err)
 	}
 	return &settlev1.RefundOrderResponse{Order: orderToProto(o), Refund: refundToProto(r)}, nil
+}
+
+func (s *orderServer) CaptureOrder(ctx context.Context, req *settlev1.CaptureOrderRequest) (*settlev1.CaptureOrderResponse, error) {
+	o, c, err := s.svc.Capture(ctx, order.ForMerchant(merchant(ctx)), order.ActorAPI, order.CaptureInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), AmountMinor: req.GetAmountMinor(),
+		// Unset is final: the rest of the hold is released.
+		Final: req.Final == nil || req.GetFinal(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.CaptureOrderResponse{Order: orderToProto(o), Capture: captureToProto(c)}, nil
+}
+
+func (s *orderServer) VoidOrder(ctx context.Context, req *settlev1.VoidOrderRequest) (*settlev1.VoidOrderResponse, error) {
+	o, v, err := s.svc.Void(ctx, order.ForMerchant(merchant(ctx)), order.ActorAPI, order.VoidInput{
+		OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), Reason: req.GetReason(),
+	})
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	return &settlev1.VoidOrderResponse{Order: orderToProto(o), Void: voidToProto(v)}, nil
 }
 
 func (s *orderServer) CancelOrder(ctx context.Context, req *settlev1.CancelOrderRequest) (*settlev1.CancelOrderResponse, error) {

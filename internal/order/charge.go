@@ -206,6 +206,7 @@ func (op *chargeOp) call(ctx context.Context) (Result, error) {
 		CreatedAt:         a.CreatedAt,
 		CustomerPresent:   op.in.CustomerPresent,
 		ReturnURL:         op.in.ReturnURL,
+		Capture:           o.Capture,
 	})
 	GatewayCall{Op: "charge", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, RequestID: op.in.RequestID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, op.s.log)
@@ -213,7 +214,7 @@ func (op *chargeOp) call(ctx context.Context) (Result, error) {
 }
 
 func (op *chargeOp) settle(ctx context.Context, res Result, gerr error) (bool, error) {
-	st := settlementFor(op.o.MerchantID, op.o.ID, op.a.ID, res, op.s.cfg.FirstRecheck)
+	st := settlementFor(op.o, op.a.ID, res, op.s.cfg.FirstRecheck)
 	st.Actor = ActorAPI
 	if gerr != nil {
 		st.LastError = gerr.Error()
@@ -293,7 +294,7 @@ func (op *resumeOp) settle(ctx context.Context, res Result, gerr error) (bool, e
 	st.Result.ChargeID = cmp.Or(res.ChargeID, op.a.GatewayChargeID)
 	switch {
 	case gerr == nil && res.Outcome == OutcomeSucceeded:
-		st.Event, st.Reason = EventSucceed, "the customer completed the gateway's challenge"
+		st.Event, st.Reason = op.o.SucceedEvent(), "the customer completed the gateway's challenge"
 	case gerr == nil && res.Outcome == OutcomeDeclined:
 		st.Event, st.Reason = EventFail, "declined: "+res.DeclineCode
 	case gerr == nil && res.Outcome == OutcomeRequiresAction:
@@ -311,12 +312,23 @@ func (op *resumeOp) settle(ctx context.Context, res Result, gerr error) (bool, e
 	return op.settleAttempt(ctx, st)
 }
 
-// settlementFor turns a charge's result into the settlement of its attempt.
-func settlementFor(merchantID, orderID, attemptID string, res Result, recheck time.Duration) Settlement {
-	st := Settlement{MerchantID: merchantID, OrderID: orderID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
+// SucceedEvent is the event of o's charge succeeding: EventAuthorize for
+// an order made with CaptureManual (the money is held, not taken),
+// EventSucceed otherwise.
+func (o Order) SucceedEvent() EventName {
+	if o.Capture == CaptureManual {
+		return EventAuthorize
+	}
+	return EventSucceed
+}
+
+// settlementFor turns a charge's result into the settlement of o's
+// attempt attemptID.
+func settlementFor(o Order, attemptID string, res Result, recheck time.Duration) Settlement {
+	st := Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: attemptID, Result: res, RecheckIn: recheck}
 	switch res.Outcome {
 	case OutcomeSucceeded:
-		st.Event = EventSucceed
+		st.Event = o.SucceedEvent()
 	case OutcomeRequiresAction:
 		// The customer must act; the reconciler checks after recheck, and
 		// cancels the attempt when it expires.

@@ -37,12 +37,21 @@ const (
 	// EventRequireAction records that the gateway asks the customer to act
 	// (3-D Secure) before it charges.
 	EventRequireAction EventName = "require_action"
+	// EventAuthorize: the gateway authorized a capture-manual order's
+	// charge (found by the charge path, or by the reconciler).
+	EventAuthorize EventName = "authorize"
+	// EventCapture: the first capture of an authorization succeeded.
+	EventCapture EventName = "capture"
+	// EventVoid: a void released the authorization.
+	EventVoid EventName = "void"
+	// EventExpire: the gateway says the authorization lapsed.
+	EventExpire EventName = "expire"
 )
 
 // Events lists every event of the transition table.
 var Events = []EventName{EventCharge, EventSucceed, EventFail, EventCancel, EventEscalate,
 	EventResolvePaid, EventResolvePending, EventResolveCanceled, EventRefundPartial, EventRefundFull,
-	EventRequireAction}
+	EventRequireAction, EventAuthorize, EventCapture, EventVoid, EventExpire}
 
 // transitions is the only place that says which move is allowed.
 var transitions = fsm.Events{
@@ -62,6 +71,29 @@ var transitions = fsm.Events{
 		Dst: string(StatePartiallyRefunded)},
 	{Name: string(EventRefundFull), Src: []string{string(StatePaid), string(StatePartiallyRefunded)},
 		Dst: string(StateRefunded)},
+	// A capture-manual order's charge: the same sources as EventSucceed.
+	{Name: string(EventAuthorize), Src: []string{string(StateCharging), string(StateNeedsReview), string(StateRequiresAction)},
+		Dst: string(StateAuthorized)},
+	{Name: string(EventCapture), Src: []string{string(StateAuthorized)}, Dst: string(StatePaid)},
+	{Name: string(EventVoid), Src: []string{string(StateAuthorized)}, Dst: string(StateVoided)},
+	{Name: string(EventExpire), Src: []string{string(StateAuthorized)}, Dst: string(StateExpired)},
+}
+
+// The history rows of a capture that moves no order: a capture after the
+// first (the order is already PAID) and a capture that failed. Like
+// EventCreate they are not moves of the transition table; each is written
+// into the order's history (from and to its state as it stands) so that
+// the merchant is sent capture.succeeded or capture.failed.
+const (
+	EventCaptured      EventName = "captured"
+	EventCaptureFailed EventName = "capture_failed"
+)
+
+// Capturable reports whether an order in state s may be captured: it is
+// authorized, or already PAID (or refunded in part) by an earlier capture
+// that left the hold open. The claim checks the rest (the hold's totals).
+func (s State) Capturable() bool {
+	return s == StateAuthorized || s == StatePaid || s == StatePartiallyRefunded
 }
 
 // Refundable reports whether an order in state s may be refunded.

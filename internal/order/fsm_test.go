@@ -26,6 +26,13 @@ func TestTransitionTable(t *testing.T) {
 		{StatePaid, EventRefundFull}:                 StateRefunded,
 		{StatePartiallyRefunded, EventRefundPartial}: StatePartiallyRefunded,
 		{StatePartiallyRefunded, EventRefundFull}:    StateRefunded,
+		// Capture manual (#28).
+		{StateCharging, EventAuthorize}:       StateAuthorized,
+		{StateRequiresAction, EventAuthorize}: StateAuthorized,
+		{StateNeedsReview, EventAuthorize}:    StateAuthorized,
+		{StateAuthorized, EventCapture}:       StatePaid,
+		{StateAuthorized, EventVoid}:          StateVoided,
+		{StateAuthorized, EventExpire}:        StateExpired,
 	}
 	for _, from := range States {
 		for _, ev := range Events {
@@ -43,7 +50,7 @@ func TestTransitionTable(t *testing.T) {
 			}
 		}
 	}
-	for _, s := range []State{StateRefunded, StateCanceled} {
+	for _, s := range []State{StateRefunded, StateCanceled, StateVoided, StateExpired} {
 		for _, ev := range Events {
 			if _, err := Next(s, ev); err == nil {
 				t.Errorf("terminal state %s allows %s", s, ev)
@@ -71,6 +78,37 @@ func TestRefundTransitionTable(t *testing.T) {
 				t.Errorf("%s --%s--> got (%s, %v), want %s", from, ev, to, err, want)
 			case !ok && err == nil:
 				t.Errorf("%s --%s--> %s allowed, want refused", from, ev, to)
+			}
+		}
+	}
+}
+
+// TestCaptureAndVoidTransitionTables checks every (state, event) pair of
+// a capture and of a void: the refunds' table with their in-flight state.
+func TestCaptureAndVoidTransitionTables(t *testing.T) {
+	captures := map[CaptureState]map[EventName]CaptureState{
+		CapturePending:   {EventStart: CaptureCapturing},
+		CaptureCapturing: {EventSucceed: CaptureSucceeded, EventFail: CaptureFailed, EventEscalate: CaptureNeedsReview},
+	}
+	for _, from := range CaptureStates {
+		for _, ev := range opEvents {
+			to, err := NextCapture(from, ev)
+			want, ok := captures[from][ev]
+			if ok != (err == nil) || to != want {
+				t.Errorf("capture %s --%s--> (%s, %v), want %q", from, ev, to, err, want)
+			}
+		}
+	}
+	voids := map[VoidState]map[EventName]VoidState{
+		VoidPending: {EventStart: VoidVoiding},
+		VoidVoiding: {EventSucceed: VoidSucceeded, EventFail: VoidFailed, EventEscalate: VoidNeedsReview},
+	}
+	for _, from := range VoidStates {
+		for _, ev := range opEvents {
+			to, err := NextVoid(from, ev)
+			want, ok := voids[from][ev]
+			if ok != (err == nil) || to != want {
+				t.Errorf("void %s --%s--> (%s, %v), want %q", from, ev, to, err, want)
 			}
 		}
 	}

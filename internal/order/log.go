@@ -52,6 +52,25 @@ func (t RefundTransition) Log(ctx context.Context, log *slog.Logger) {
 		slog.String("to", string(t.To)), slog.String("event", string(t.Event)), slog.String("actor", string(t.Actor)))
 }
 
+// OperationTransition is one move of a capture or a void (Kind), as its
+// log line tells it.
+type OperationTransition struct {
+	Kind      string
+	OrderID   string
+	ID        string
+	RequestID string
+	From, To  string
+	Event     EventName
+	Actor     Actor
+}
+
+// Log writes the transition's one log line.
+func (t OperationTransition) Log(ctx context.Context, log *slog.Logger) {
+	log.LogAttrs(ctx, slog.LevelInfo, t.Kind+" transition", slog.String("order_id", t.OrderID),
+		slog.String(t.Kind+"_id", t.ID), keyAttr("request_key", t.RequestID), slog.String("from", t.From),
+		slog.String("to", t.To), slog.String("event", string(t.Event)), slog.String("actor", string(t.Actor)))
+}
+
 // GatewayCall is one call to a gateway about an attempt, as its log line
 // tells it.
 type GatewayCall struct {

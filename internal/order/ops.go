@@ -36,6 +36,14 @@ func (s *Service) Resolve(ctx context.Context, scope Scope, id string, ev EventN
 		if err := s.checkNoCharge(ctx, scope, id); err != nil {
 			return Order{}, err
 		}
+	} else if o, err := s.store.Order(ctx, scope, id); err != nil {
+		return Order{}, err
+	} else if o.Capture == CaptureManual {
+		// PAID would say the money was taken; a capture-manual charge only
+		// holds it, and the hold's amount and expiry are the gateway's to
+		// tell, which the reconciler's lookup of the order in review does.
+		return Order{}, &HoldError{Msg: "the order was created with capture MANUAL: its charge only authorizes, so it cannot be " +
+			"resolved PAID; resolve it PENDING or CANCELED once the gateway shows no authorization, or capture it after it is AUTHORIZED"}
 	}
 	o, err := s.store.Transition(ctx, scope, id, func(o Order) (Move, error) {
 		to, err := Next(o.State, ev)
@@ -78,7 +86,7 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
 		res, err := gw.Lookup(lctx, ChargeRequest{AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference,
 			Amount: a.Amount, PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: a.CreatedAt,
-			GatewayChargeID: a.GatewayChargeID})
+			GatewayChargeID: a.GatewayChargeID, Capture: o.Capture})
 		cancel()
 		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
 		switch {

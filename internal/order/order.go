@@ -27,11 +27,20 @@ const (
 	// Secure); the checkout has the next action. The customer's return
 	// settles it, or the reconciler cancels it when it expires.
 	StateRequiresAction State = "REQUIRES_ACTION"
+	// StateAuthorized: a capture-manual order whose charge succeeded as an
+	// authorization: the gateway holds the amount until captures take it,
+	// a void releases it, or it lapses (EXPIRED).
+	StateAuthorized State = "AUTHORIZED"
+	// StateVoided: the hold was released with nothing captured. Terminal.
+	StateVoided State = "VOIDED"
+	// StateExpired: the gateway let the hold lapse with nothing captured.
+	// Terminal.
+	StateExpired State = "EXPIRED"
 )
 
 // States lists every state, in the order the API numbers them.
 var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, StateNeedsReview,
-	StatePartiallyRefunded, StateRefunded, StateRequiresAction}
+	StatePartiallyRefunded, StateRefunded, StateRequiresAction, StateAuthorized, StateVoided, StateExpired}
 
 // AwaitsGateway reports whether an order in state s has an attempt whose
 // outcome the gateway has yet to tell: CHARGING, or REQUIRES_ACTION, where
@@ -39,13 +48,21 @@ var States = []State{StatePending, StateCharging, StatePaid, StateCanceled, Stat
 func (s State) AwaitsGateway() bool { return s == StateCharging || s == StateRequiresAction }
 
 // Terminal reports whether nothing can happen to an order in state s.
-func (s State) Terminal() bool { return s == StateRefunded || s == StateCanceled }
+func (s State) Terminal() bool {
+	return s == StateRefunded || s == StateCanceled || s == StateVoided || s == StateExpired
+}
 
 // ChargeSettled reports whether the charge path is done with an order in
-// state s: it was paid (and perhaps refunded since) or canceled. Only
-// refunds can move it from here.
+// state s: it was paid (and perhaps refunded since), canceled, or
+// authorized (and perhaps voided or lapsed since). Only refunds, captures,
+// voids and the gateway's word on a hold can move it from here.
 func (s State) ChargeSettled() bool {
-	return s == StatePaid || s == StatePartiallyRefunded || s == StateRefunded || s == StateCanceled
+	switch s {
+	case StatePaid, StatePartiallyRefunded, StateRefunded, StateCanceled, StateAuthorized, StateVoided, StateExpired:
+		return true
+	default:
+		return false
+	}
 }
 
 // Actor names who made a transition, as an order's history records it.
@@ -117,8 +134,19 @@ type Order struct {
 	// the sum of those in flight or in review: what may have gone back.
 	// Never more than Amount is refunded or refunding.
 	Refunded, Refunding int64
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
+	// Capture is the order's capture mode; empty reads as CaptureAutomatic.
+	Capture CaptureMode
+	// With CaptureManual, once authorized: AuthorizedMinor is what the
+	// gateway holds, CaptureBefore when it lets the hold lapse (zero when
+	// it did not say), CapturedMinor the sum of the succeeded captures and
+	// CapturingMinor of those in flight or in review; Voiding says a void
+	// is in flight or in review, HoldClosed that a final capture released
+	// the rest. Never more than AuthorizedMinor is captured or capturing.
+	AuthorizedMinor, CapturedMinor, CapturingMinor int64
+	CaptureBefore                                  time.Time
+	Voiding, HoldClosed                            bool
+	CreatedAt                                      time.Time
+	UpdatedAt                                      time.Time
 }
 
 // Attempt is one try to charge an order. Its ID is the gateway reference and

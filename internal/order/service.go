@@ -147,7 +147,9 @@ type Config struct {
 type Service struct {
 	store Store
 	// refunds is store, when it keeps refunds too; nil refuses refunds.
-	refunds  RefundStore
+	refunds RefundStore
+	// holds is store, when it keeps captures and voids; nil refuses them.
+	holds    HoldStore
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -167,7 +169,8 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 		cfg.Failpoint = func(string) {}
 	}
 	refunds, _ := store.(RefundStore)
-	return &Service{store: store, refunds: refunds, gateways: gateways, cfg: cfg, log: log,
+	holds, _ := store.(HoldStore)
+	return &Service{store: store, refunds: refunds, holds: holds, gateways: gateways, cfg: cfg, log: log,
 		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
 }
 
@@ -208,7 +211,18 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 			return Order{}, err
 		}
 	}
+	switch n.Capture {
+	case "", CaptureAutomatic:
+		n.Capture = CaptureAutomatic
+	case CaptureManual:
+		if _, ok := gw.(Capturer); !ok {
+			return Order{}, &ValidationError{Field: "capture", Reason: fmt.Sprintf("MANUAL needs a gateway that can capture; %q cannot", n.Gateway)}
+		}
+	default:
+		return Order{}, &ValidationError{Field: "capture", Reason: "must be AUTOMATIC or MANUAL"}
+	}
 	return Order{
+		Capture:           n.Capture,
 		ID:                NewID(),
 		MerchantID:        merchantID,
 		MerchantReference: n.MerchantReference,

@@ -30,6 +30,8 @@ type NewOrder struct {
 	Amount            Money
 	PaymentMethod     string
 	Gateway           string
+	// Capture is the order's capture mode; empty is CaptureAutomatic.
+	Capture CaptureMode
 }
 
 // Validate checks every field and returns the first problem as a

@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -41,7 +42,21 @@ func oneRow(args pgx.StrictNamedArgs) {
 type createdRow struct {
 	I       int  `db:"i"`
 	Created bool `db:"created"`
+	modedOrderRow
+}
+
+// modedOrderRow is an order with its capture mode, as the statements of
+// the charge path select it: the charge needs the mode (a capture-manual
+// order's charge authorizes), the rest of the hold it does not.
+type modedOrderRow struct {
 	orderRow
+	CaptureMode string `db:"capture_mode"`
+}
+
+func (r modedOrderRow) order() order.Order {
+	o := r.orderRow.order()
+	o.Capture = order.CaptureMode(r.CaptureMode)
+	return o
 }
 
 // created is one create's result in a group: the order that holds the
@@ -63,11 +78,12 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 		return order.Order{}, fmt.Errorf("create order: %w", err)
 	}
 	got := r.order
-	if !r.created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway) {
+	if !r.created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway ||
+		got.Capture != cmp.Or(o.Capture, order.CaptureAutomatic)) {
 		// The message does not repeat the reference: a client chose it, and
 		// error messages are logged.
 		return order.Order{}, &order.ConflictError{
-			Msg: "merchant_reference already names an order with other amount, currency, payment_method or gateway"}
+			Msg: "merchant_reference already names an order with other amount, currency, payment_method, gateway or capture"}
 	}
 	return got, nil
 }
@@ -99,7 +115,7 @@ func (s *Store) createOrders(ctx context.Context, news []order.Order) ([]created
 type claimRow struct {
 	I       int  `db:"i"`
 	Claimed bool `db:"claimed"`
-	orderRow
+	modedOrderRow
 	attemptRow
 }
 
@@ -146,7 +162,7 @@ func (s *Store) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, err
 // order (from 1).
 type createClaimedRow struct {
 	I int `db:"i"`
-	orderRow
+	modedOrderRow
 	attemptRow
 }
 

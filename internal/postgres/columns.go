@@ -54,6 +54,7 @@ type createColumns struct {
 	PaymentMethod     []string `arg:"payment_method"`
 	Gateway           []string `arg:"gateway"`
 	State             []string `arg:"state"`
+	CaptureMode       []string `arg:"capture_mode"`
 }
 
 func (c *createColumns) add(o order.Order) {
@@ -65,6 +66,7 @@ func (c *createColumns) add(o order.Order) {
 	c.PaymentMethod = append(c.PaymentMethod, o.PaymentMethod)
 	c.Gateway = append(c.Gateway, o.Gateway)
 	c.State = append(c.State, string(o.State))
+	c.CaptureMode = append(c.CaptureMode, string(cmp.Or(o.Capture, order.CaptureAutomatic)))
 }
 
 // claimColumns are the rows of claims.sql.
@@ -114,6 +116,7 @@ type createClaimedColumns struct {
 	Event             []string        `arg:"claim_event"`
 	Actor             []string        `arg:"actor"`
 	Customer          []string        `arg:"customer"`
+	CaptureMode       []string        `arg:"capture_mode"`
 }
 
 func (c *createClaimedColumns) add(o order.Order, cl order.Claim) {
@@ -132,6 +135,7 @@ func (c *createClaimedColumns) add(o order.Order, cl order.Claim) {
 	c.Event = append(c.Event, string(cl.Event))
 	c.Actor = append(c.Actor, string(cl.Actor))
 	c.Customer = append(c.Customer, cl.Customer)
+	c.CaptureMode = append(c.CaptureMode, string(cmp.Or(o.Capture, order.CaptureAutomatic)))
 }
 
 // settleColumns are the rows of settles.sql (and of citus/settles.sql, which
@@ -151,6 +155,11 @@ type settleColumns struct {
 	Actor       []string        `arg:"actor"`
 	Reason      []string        `arg:"reason"`
 	From        []string        `arg:"from_state"`
+	// AuthorizedMinor and CaptureBefore are the hold of a settlement to
+	// AUTHORIZED (Result.Hold; the order's amount when the gateway did
+	// not say), unused otherwise; a zero CaptureBefore is NULL.
+	AuthorizedMinor []int64      `arg:"authorized_minor"`
+	CaptureBefore   []*time.Time `arg:"capture_before"`
 }
 
 func (c *settleColumns) add(st order.Settlement) {
@@ -173,6 +182,16 @@ func (c *settleColumns) add(st order.Settlement) {
 	c.Actor = append(c.Actor, string(st.Actor))
 	c.Reason = append(c.Reason, truncate(st.Reason, 1000))
 	c.From = append(c.From, from)
+	var held int64
+	var before *time.Time
+	if h := st.Result.Hold; h != nil {
+		held = h.AuthorizedMinor
+		if !h.CaptureBefore.IsZero() {
+			before = &h.CaptureBefore
+		}
+	}
+	c.AuthorizedMinor = append(c.AuthorizedMinor, held)
+	c.CaptureBefore = append(c.CaptureBefore, before)
 }
 
 // deliveryColumns are the rows of record_deliveries.sql.

@@ -50,6 +50,12 @@ type engine interface {
 	claimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error)
 	// claimDueRefunds leases due REFUNDING refunds of every merchant.
 	claimDueRefunds(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error)
+	// claimDueCaptures, claimDueVoids and claimDueHolds lease due
+	// CAPTURING captures, VOIDING voids and AUTHORIZED orders past their
+	// capture_before of every merchant.
+	claimDueCaptures(ctx context.Context, limit int, lease time.Duration) ([]order.DueCapture, error)
+	claimDueVoids(ctx context.Context, limit int, lease time.Duration) ([]order.DueVoid, error)
+	claimDueHolds(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
 	// leaseDeliveries leases due events of each of merchants.
 	leaseDeliveries(ctx context.Context, merchants []string, perMerchant int, lease time.Duration) ([]order.Notification, error)
 

@@ -228,7 +228,7 @@ func (e *postgresEngine) claimSome(ctx context.Context, cs []order.Claim, out []
 		}
 		for _, r := range rows {
 			res := order.ClaimResult{Order: r.order(), Claimed: r.Claimed}
-			if r.attemptRow.ID != "" {
+			if r.ID != "" { // the attempt's id (the order's is one level deeper)
 				a := r.attempt()
 				res.Attempt = &a
 			}

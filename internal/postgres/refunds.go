@@ -11,17 +11,31 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
-// refundedOrderRow is an order with its refund totals, as the statements
-// that show an order to a client or run the refund path select it.
+// refundedOrderRow is an order with its refund totals and its hold's
+// (capture manual), as the statements that show an order to a client or
+// run the refund, capture and void paths select it.
 type refundedOrderRow struct {
 	orderRow
-	RefundedMinor  int64 `db:"refunded_minor"`
-	RefundingMinor int64 `db:"refunding_minor"`
+	RefundedMinor   int64      `db:"refunded_minor"`
+	RefundingMinor  int64      `db:"refunding_minor"`
+	CaptureMode     string     `db:"capture_mode"`
+	AuthorizedMinor int64      `db:"authorized_minor"`
+	CapturedMinor   int64      `db:"captured_minor"`
+	CapturingMinor  int64      `db:"capturing_minor"`
+	Voiding         bool       `db:"voiding"`
+	HoldClosed      bool       `db:"hold_closed"`
+	CaptureBefore   *time.Time `db:"capture_before"`
 }
 
 func (r refundedOrderRow) order() order.Order {
 	o := r.orderRow.order()
 	o.Refunded, o.Refunding = r.RefundedMinor, r.RefundingMinor
+	o.Capture = order.CaptureMode(r.CaptureMode)
+	o.AuthorizedMinor, o.CapturedMinor, o.CapturingMinor = r.AuthorizedMinor, r.CapturedMinor, r.CapturingMinor
+	o.Voiding, o.HoldClosed = r.Voiding, r.HoldClosed
+	if r.CaptureBefore != nil {
+		o.CaptureBefore = *r.CaptureBefore
+	}
 	return o
 }
 

@@ -119,7 +119,7 @@ func (r eventRow) event() order.Event {
 // lease_order.sql).
 type leaseRow struct {
 	AttemptAgeSeconds float64 `db:"attempt_age_seconds"`
-	orderRow
+	modedOrderRow
 	attemptRow
 }
 

@@ -16,7 +16,7 @@ import (
 // 1), for each settlement whose guard held.
 type settledRow struct {
 	I int `db:"i"`
-	orderRow
+	refundedOrderRow
 }
 
 // SettleMany records the settlements sts in one statement and one commit

@@ -53,6 +53,12 @@ func (r *Reconciler) runReviews(ctx context.Context) error {
 	}
 	var errs []error
 	for _, d := range due {
+		if d.Order.Capture == order.CaptureManual {
+			// An authorization found in review would need its hold
+			// recorded, which a transition does not: a person resolves it.
+			r.cfg.OnCheck("review_recheck")
+			continue
+		}
 		res, err := r.lookup(ctx, d)
 		if err != nil || res.Outcome != order.OutcomeSucceeded {
 			r.cfg.OnCheck("review_recheck")
@@ -165,6 +171,9 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 			// canceled, which proves it uncharged; before it, it is only read.
 			// An off-session attempt waits for nobody: it is canceled at once.
 			CancelAwaitingAction: r.expired(d) || d.Attempt.AwaitsNobody(),
+			// A capture-manual order's charge is an authorization: the
+			// gateway reports its hold.
+			Capture: d.Order.Capture,
 		})
 	})
 }
@@ -191,7 +200,9 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 	case err != nil:
 		st.LastError = err.Error()
 	case res.Outcome == order.OutcomeSucceeded:
-		return move(st, order.EventSucceed, "gateway has the charge")
+		// A capture-manual order's charge authorized: AUTHORIZED with its
+		// hold (Result.Hold), not PAID.
+		return move(st, d.Order.SucceedEvent(), "gateway has the charge")
 	case res.Outcome == order.OutcomeDeclined && st.From == order.StateRequiresAction && r.expired(d):
 		// A fail, so that the merchant hears that the payment did not go
 		// through (order.payment_failed), with the reason in the history.

@@ -117,7 +117,9 @@ type Reconciler struct {
 	// refunds is store, when it keeps refunds too.
 	refunds RefundStore
 	// reviews is store, when it can recheck orders in review.
-	reviews  ReviewStore
+	reviews ReviewStore
+	// holds is store, when it keeps captures and voids.
+	holds    HoldStore
 	gateways map[string]order.Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -171,7 +173,8 @@ func New(store Store, gateways map[string]order.Gateway, cfg Config, log *slog.L
 	}
 	refunds, _ := store.(RefundStore)
 	reviews, _ := store.(ReviewStore)
-	return &Reconciler{store: store, refunds: refunds, reviews: reviews, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
+	holds, _ := store.(HoldStore)
+	return &Reconciler{store: store, refunds: refunds, reviews: reviews, holds: holds, gateways: gateways, cfg: cfg, log: log, wake: make(chan struct{}, 1),
 		woken: map[string]time.Time{}}, nil
 }
 
@@ -260,18 +263,20 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("claim due orders: %w", err)
 	}
 	refunds, refundsErr := r.claimDueRefunds(ctx)
-	due := make([]operation, 0, len(attempts)+len(refunds))
+	held, heldErr := r.claimDueHoldWork(ctx)
+	due := make([]operation, 0, len(attempts)+len(refunds)+len(held))
 	for _, d := range attempts {
 		due = append(due, &dueAttempt{Due: d})
 	}
 	for _, d := range refunds {
 		due = append(due, &dueRefund{d})
 	}
+	due = append(due, held...)
 	var (
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, r.cfg.Concurrency)
 		mu   sync.Mutex
-		errs = []error{refundsErr}
+		errs = []error{refundsErr, heldErr}
 	)
 	for i, op := range due {
 		if i == len(due)/2 && i > 0 {
@@ -295,7 +300,7 @@ func (r *Reconciler) RunOnce(ctx context.Context) (int, error) {
 	}
 	wg.Wait()
 	errs = append(errs, r.runReviews(ctx))
-	return max(len(attempts), len(refunds)), errors.Join(errs...)
+	return max(len(attempts), len(refunds), len(held)), errors.Join(errs...)
 }
 
 // ask makes one lookup at gateway for a check, within LookupTimeout and

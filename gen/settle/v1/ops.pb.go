@@ -1412,6 +1412,256 @@ func (x *ResolveRefundResponse) GetRefund() *Refund {
 	return nil
 }
 
+// OpsServiceCaptureOrderRequest is an operator's capture.
+type OpsServiceCaptureOrderRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// As in CaptureOrderRequest.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// 0 (or unset) captures all that is left of the hold.
+	AmountMinor int64 `protobuf:"varint,3,opt,name=amount_minor,json=amountMinor,proto3" json:"amount_minor,omitempty"`
+	// Unset: true, as in CaptureOrderRequest.
+	Final *bool `protobuf:"varint,4,opt,name=final,proto3,oneof" json:"final,omitempty"`
+	// Why; required, recorded in the capture's history.
+	Reason        string `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpsServiceCaptureOrderRequest) Reset() {
+	*x = OpsServiceCaptureOrderRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpsServiceCaptureOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpsServiceCaptureOrderRequest) ProtoMessage() {}
+
+func (x *OpsServiceCaptureOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpsServiceCaptureOrderRequest.ProtoReflect.Descriptor instead.
+func (*OpsServiceCaptureOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *OpsServiceCaptureOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *OpsServiceCaptureOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *OpsServiceCaptureOrderRequest) GetAmountMinor() int64 {
+	if x != nil {
+		return x.AmountMinor
+	}
+	return 0
+}
+
+func (x *OpsServiceCaptureOrderRequest) GetFinal() bool {
+	if x != nil && x.Final != nil {
+		return *x.Final
+	}
+	return false
+}
+
+func (x *OpsServiceCaptureOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// OpsServiceCaptureOrderResponse is the order after the call and the capture.
+type OpsServiceCaptureOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Capture       *Capture               `protobuf:"bytes,2,opt,name=capture,proto3" json:"capture,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpsServiceCaptureOrderResponse) Reset() {
+	*x = OpsServiceCaptureOrderResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpsServiceCaptureOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpsServiceCaptureOrderResponse) ProtoMessage() {}
+
+func (x *OpsServiceCaptureOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpsServiceCaptureOrderResponse.ProtoReflect.Descriptor instead.
+func (*OpsServiceCaptureOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *OpsServiceCaptureOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *OpsServiceCaptureOrderResponse) GetCapture() *Capture {
+	if x != nil {
+		return x.Capture
+	}
+	return nil
+}
+
+// OpsServiceVoidOrderRequest is an operator's void.
+type OpsServiceVoidOrderRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// As in VoidOrderRequest.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Why; required, recorded in the void's history.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpsServiceVoidOrderRequest) Reset() {
+	*x = OpsServiceVoidOrderRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpsServiceVoidOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpsServiceVoidOrderRequest) ProtoMessage() {}
+
+func (x *OpsServiceVoidOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpsServiceVoidOrderRequest.ProtoReflect.Descriptor instead.
+func (*OpsServiceVoidOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *OpsServiceVoidOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *OpsServiceVoidOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *OpsServiceVoidOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// OpsServiceVoidOrderResponse is the order after the call and the void.
+type OpsServiceVoidOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Void          *Void                  `protobuf:"bytes,2,opt,name=void,proto3" json:"void,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OpsServiceVoidOrderResponse) Reset() {
+	*x = OpsServiceVoidOrderResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OpsServiceVoidOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OpsServiceVoidOrderResponse) ProtoMessage() {}
+
+func (x *OpsServiceVoidOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OpsServiceVoidOrderResponse.ProtoReflect.Descriptor instead.
+func (*OpsServiceVoidOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *OpsServiceVoidOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *OpsServiceVoidOrderResponse) GetVoid() *Void {
+	if x != nil {
+		return x.Void
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -1516,7 +1766,26 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\"j\n" +
 	"\x15ResolveRefundResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12)\n" +
-	"\x06refund\x18\x02 \x01(\v2\x11.settle.v1.RefundR\x06refund*n\n" +
+	"\x06refund\x18\x02 \x01(\v2\x11.settle.v1.RefundR\x06refund\"\xb9\x01\n" +
+	"\x1dOpsServiceCaptureOrderRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12!\n" +
+	"\famount_minor\x18\x03 \x01(\x03R\vamountMinor\x12\x19\n" +
+	"\x05final\x18\x04 \x01(\bH\x00R\x05final\x88\x01\x01\x12\x16\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reasonB\b\n" +
+	"\x06_final\"v\n" +
+	"\x1eOpsServiceCaptureOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
+	"\acapture\x18\x02 \x01(\v2\x12.settle.v1.CaptureR\acapture\"n\n" +
+	"\x1aOpsServiceVoidOrderRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
+	"\x1bOpsServiceVoidOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12#\n" +
+	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -1526,7 +1795,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x10RefundResolution\x12!\n" +
 	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
-	"\x18REFUND_RESOLUTION_FAILED\x10\x022\x99\x05\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x022\xda\x06\n" +
 	"\n" +
 	"OpsService\x12I\n" +
 	"\n" +
@@ -1537,7 +1806,9 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\x12`\n" +
 	"\vRefundOrder\x12'.settle.v1.OpsServiceRefundOrderRequest\x1a(.settle.v1.OpsServiceRefundOrderResponse\x12R\n" +
 	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\x12L\n" +
-	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponse\x12c\n" +
+	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\x12Z\n" +
+	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -1552,86 +1823,100 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_settle_v1_ops_proto_goTypes = []any{
-	(Resolution)(0),                       // 0: settle.v1.Resolution
-	(RefundResolution)(0),                 // 1: settle.v1.RefundResolution
-	(*ListOrdersRequest)(nil),             // 2: settle.v1.ListOrdersRequest
-	(*ListOrdersResponse)(nil),            // 3: settle.v1.ListOrdersResponse
-	(*GetOrderHistoryRequest)(nil),        // 4: settle.v1.GetOrderHistoryRequest
-	(*OrderEvent)(nil),                    // 5: settle.v1.OrderEvent
-	(*GetOrderHistoryResponse)(nil),       // 6: settle.v1.GetOrderHistoryResponse
-	(*RefundEvent)(nil),                   // 7: settle.v1.RefundEvent
-	(*ReconcileOrderRequest)(nil),         // 8: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),        // 9: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),           // 10: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),          // 11: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),                  // 12: settle.v1.StatsRequest
-	(*StateCount)(nil),                    // 13: settle.v1.StateCount
-	(*StatsResponse)(nil),                 // 14: settle.v1.StatsResponse
-	(*RefundStateCount)(nil),              // 15: settle.v1.RefundStateCount
-	(*OpsServiceRefundOrderRequest)(nil),  // 16: settle.v1.OpsServiceRefundOrderRequest
-	(*OpsServiceRefundOrderResponse)(nil), // 17: settle.v1.OpsServiceRefundOrderResponse
-	(*ResendEventRequest)(nil),            // 18: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),           // 19: settle.v1.ResendEventResponse
-	(*ResolveRefundRequest)(nil),          // 20: settle.v1.ResolveRefundRequest
-	(*ResolveRefundResponse)(nil),         // 21: settle.v1.ResolveRefundResponse
-	(OrderState)(0),                       // 22: settle.v1.OrderState
-	(*Order)(nil),                         // 23: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),         // 24: google.protobuf.Timestamp
-	(*Attempt)(nil),                       // 25: settle.v1.Attempt
-	(*Refund)(nil),                        // 26: settle.v1.Refund
-	(RefundState)(0),                      // 27: settle.v1.RefundState
+	(Resolution)(0),                        // 0: settle.v1.Resolution
+	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
+	(*ListOrdersRequest)(nil),              // 2: settle.v1.ListOrdersRequest
+	(*ListOrdersResponse)(nil),             // 3: settle.v1.ListOrdersResponse
+	(*GetOrderHistoryRequest)(nil),         // 4: settle.v1.GetOrderHistoryRequest
+	(*OrderEvent)(nil),                     // 5: settle.v1.OrderEvent
+	(*GetOrderHistoryResponse)(nil),        // 6: settle.v1.GetOrderHistoryResponse
+	(*RefundEvent)(nil),                    // 7: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),          // 8: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),         // 9: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),            // 10: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),           // 11: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                   // 12: settle.v1.StatsRequest
+	(*StateCount)(nil),                     // 13: settle.v1.StateCount
+	(*StatsResponse)(nil),                  // 14: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),               // 15: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),   // 16: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil),  // 17: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),             // 18: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),            // 19: settle.v1.ResendEventResponse
+	(*ResolveRefundRequest)(nil),           // 20: settle.v1.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),          // 21: settle.v1.ResolveRefundResponse
+	(*OpsServiceCaptureOrderRequest)(nil),  // 22: settle.v1.OpsServiceCaptureOrderRequest
+	(*OpsServiceCaptureOrderResponse)(nil), // 23: settle.v1.OpsServiceCaptureOrderResponse
+	(*OpsServiceVoidOrderRequest)(nil),     // 24: settle.v1.OpsServiceVoidOrderRequest
+	(*OpsServiceVoidOrderResponse)(nil),    // 25: settle.v1.OpsServiceVoidOrderResponse
+	(OrderState)(0),                        // 26: settle.v1.OrderState
+	(*Order)(nil),                          // 27: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),          // 28: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 29: settle.v1.Attempt
+	(*Refund)(nil),                         // 30: settle.v1.Refund
+	(RefundState)(0),                       // 31: settle.v1.RefundState
+	(*Capture)(nil),                        // 32: settle.v1.Capture
+	(*Void)(nil),                           // 33: settle.v1.Void
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	22, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	23, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	22, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	22, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	24, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	23, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	26, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	27, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	26, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	26, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	28, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	27, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	5,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	25, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	26, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	29, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	30, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
 	7,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	27, // 10: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	27, // 11: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	24, // 12: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	23, // 13: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	31, // 10: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	31, // 11: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	28, // 12: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	27, // 13: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,  // 14: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	23, // 15: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	22, // 16: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	27, // 15: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	26, // 16: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
 	13, // 17: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	24, // 18: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	28, // 18: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
 	15, // 19: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	24, // 20: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	27, // 21: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	23, // 22: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	26, // 23: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	28, // 20: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	31, // 21: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	27, // 22: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	30, // 23: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,  // 24: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	23, // 25: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	26, // 26: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	2,  // 27: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	4,  // 28: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	8,  // 29: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	10, // 30: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	12, // 31: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	16, // 32: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	20, // 33: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	18, // 34: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	3,  // 35: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	6,  // 36: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	9,  // 37: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	11, // 38: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	14, // 39: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	17, // 40: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	21, // 41: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	19, // 42: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	27, // 25: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	30, // 26: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	27, // 27: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	32, // 28: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	27, // 29: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	33, // 30: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	2,  // 31: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	4,  // 32: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	8,  // 33: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	10, // 34: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	12, // 35: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	16, // 36: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	20, // 37: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	18, // 38: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	22, // 39: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	24, // 40: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	3,  // 41: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	6,  // 42: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	9,  // 43: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	11, // 44: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	14, // 45: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	17, // 46: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	21, // 47: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	19, // 48: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	23, // 49: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	25, // 50: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	41, // [41:51] is the sub-list for method output_type
+	31, // [31:41] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -1640,13 +1925,14 @@ func file_settle_v1_ops_proto_init() {
 		return
 	}
 	file_settle_v1_order_proto_init()
+	file_settle_v1_ops_proto_msgTypes[20].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   20,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

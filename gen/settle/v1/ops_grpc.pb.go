@@ -27,6 +27,8 @@ const (
 	OpsService_RefundOrder_FullMethodName     = "/settle.v1.OpsService/RefundOrder"
 	OpsService_ResolveRefund_FullMethodName   = "/settle.v1.OpsService/ResolveRefund"
 	OpsService_ResendEvent_FullMethodName     = "/settle.v1.OpsService/ResendEvent"
+	OpsService_CaptureOrder_FullMethodName    = "/settle.v1.OpsService/CaptureOrder"
+	OpsService_VoidOrder_FullMethodName       = "/settle.v1.OpsService/VoidOrder"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -56,6 +58,12 @@ type OpsServiceClient interface {
 	// ResendEvent delivers an event to its merchant's webhook again: one that
 	// failed after its retries, or any other. Its retries start afresh.
 	ResendEvent(ctx context.Context, in *ResendEventRequest, opts ...grpc.CallOption) (*ResendEventResponse, error)
+	// CaptureOrder captures any merchant's order as
+	// OrderService.CaptureOrder does, with the operator recorded as actor.
+	CaptureOrder(ctx context.Context, in *OpsServiceCaptureOrderRequest, opts ...grpc.CallOption) (*OpsServiceCaptureOrderResponse, error)
+	// VoidOrder voids any merchant's order as OrderService.VoidOrder does,
+	// with the operator recorded as actor.
+	VoidOrder(ctx context.Context, in *OpsServiceVoidOrderRequest, opts ...grpc.CallOption) (*OpsServiceVoidOrderResponse, error)
 }
 
 type opsServiceClient struct {
@@ -146,6 +154,26 @@ func (c *opsServiceClient) ResendEvent(ctx context.Context, in *ResendEventReque
 	return out, nil
 }
 
+func (c *opsServiceClient) CaptureOrder(ctx context.Context, in *OpsServiceCaptureOrderRequest, opts ...grpc.CallOption) (*OpsServiceCaptureOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpsServiceCaptureOrderResponse)
+	err := c.cc.Invoke(ctx, OpsService_CaptureOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) VoidOrder(ctx context.Context, in *OpsServiceVoidOrderRequest, opts ...grpc.CallOption) (*OpsServiceVoidOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(OpsServiceVoidOrderResponse)
+	err := c.cc.Invoke(ctx, OpsService_VoidOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -173,6 +201,12 @@ type OpsServiceServer interface {
 	// ResendEvent delivers an event to its merchant's webhook again: one that
 	// failed after its retries, or any other. Its retries start afresh.
 	ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error)
+	// CaptureOrder captures any merchant's order as
+	// OrderService.CaptureOrder does, with the operator recorded as actor.
+	CaptureOrder(context.Context, *OpsServiceCaptureOrderRequest) (*OpsServiceCaptureOrderResponse, error)
+	// VoidOrder voids any merchant's order as OrderService.VoidOrder does,
+	// with the operator recorded as actor.
+	VoidOrder(context.Context, *OpsServiceVoidOrderRequest) (*OpsServiceVoidOrderResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -206,6 +240,12 @@ func (UnimplementedOpsServiceServer) ResolveRefund(context.Context, *ResolveRefu
 }
 func (UnimplementedOpsServiceServer) ResendEvent(context.Context, *ResendEventRequest) (*ResendEventResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResendEvent not implemented")
+}
+func (UnimplementedOpsServiceServer) CaptureOrder(context.Context, *OpsServiceCaptureOrderRequest) (*OpsServiceCaptureOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CaptureOrder not implemented")
+}
+func (UnimplementedOpsServiceServer) VoidOrder(context.Context, *OpsServiceVoidOrderRequest) (*OpsServiceVoidOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VoidOrder not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -372,6 +412,42 @@ func _OpsService_ResendEvent_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_CaptureOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpsServiceCaptureOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).CaptureOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_CaptureOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).CaptureOrder(ctx, req.(*OpsServiceCaptureOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_VoidOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(OpsServiceVoidOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).VoidOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_VoidOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).VoidOrder(ctx, req.(*OpsServiceVoidOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -410,6 +486,14 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResendEvent",
 			Handler:    _OpsService_ResendEvent_Handler,
+		},
+		{
+			MethodName: "CaptureOrder",
+			Handler:    _OpsService_CaptureOrder_Handler,
+		},
+		{
+			MethodName: "VoidOrder",
+			Handler:    _OpsService_VoidOrder_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -22,6 +22,61 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// CaptureMode says whether a charge takes the money at once or holds it.
+type CaptureMode int32
+
+const (
+	// Unset: AUTOMATIC.
+	CaptureMode_CAPTURE_MODE_UNSPECIFIED CaptureMode = 0
+	// The charge takes the money (the default).
+	CaptureMode_CAPTURE_MODE_AUTOMATIC CaptureMode = 1
+	// The charge only authorizes: the order is AUTHORIZED, holding the
+	// amount, until CaptureOrder takes it, VoidOrder releases it, or the
+	// gateway lets it lapse after capture_before (EXPIRED).
+	CaptureMode_CAPTURE_MODE_MANUAL CaptureMode = 2
+)
+
+// Enum value maps for CaptureMode.
+var (
+	CaptureMode_name = map[int32]string{
+		0: "CAPTURE_MODE_UNSPECIFIED",
+		1: "CAPTURE_MODE_AUTOMATIC",
+		2: "CAPTURE_MODE_MANUAL",
+	}
+	CaptureMode_value = map[string]int32{
+		"CAPTURE_MODE_UNSPECIFIED": 0,
+		"CAPTURE_MODE_AUTOMATIC":   1,
+		"CAPTURE_MODE_MANUAL":      2,
+	}
+)
+
+func (x CaptureMode) Enum() *CaptureMode {
+	p := new(CaptureMode)
+	*p = x
+	return p
+}
+
+func (x CaptureMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CaptureMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_order_proto_enumTypes[0].Descriptor()
+}
+
+func (CaptureMode) Type() protoreflect.EnumType {
+	return &file_settle_v1_order_proto_enumTypes[0]
+}
+
+func (x CaptureMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CaptureMode.Descriptor instead.
+func (CaptureMode) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{0}
+}
+
 // OrderState is where an order stands in its life.
 type OrderState int32
 
@@ -46,20 +101,31 @@ const (
 	// GetOrder, once the customer is back settles it at once; unfinished, the
 	// attempt is canceled after an hour and the order is PENDING again.
 	OrderState_ORDER_STATE_REQUIRES_ACTION OrderState = 6
+	// Capture MANUAL: the gateway holds the amount (authorized in Order)
+	// until CaptureOrder, VoidOrder, or the hold lapses at capture_before.
+	OrderState_ORDER_STATE_AUTHORIZED OrderState = 9
+	// The hold was released by VoidOrder before anything was captured.
+	// Terminal.
+	OrderState_ORDER_STATE_VOIDED OrderState = 10
+	// The gateway let the hold lapse with nothing captured. Terminal.
+	OrderState_ORDER_STATE_EXPIRED OrderState = 11
 )
 
 // Enum value maps for OrderState.
 var (
 	OrderState_name = map[int32]string{
-		0: "ORDER_STATE_UNSPECIFIED",
-		1: "ORDER_STATE_PENDING",
-		2: "ORDER_STATE_CHARGING",
-		3: "ORDER_STATE_PAID",
-		4: "ORDER_STATE_CANCELED",
-		5: "ORDER_STATE_NEEDS_REVIEW",
-		7: "ORDER_STATE_PARTIALLY_REFUNDED",
-		8: "ORDER_STATE_REFUNDED",
-		6: "ORDER_STATE_REQUIRES_ACTION",
+		0:  "ORDER_STATE_UNSPECIFIED",
+		1:  "ORDER_STATE_PENDING",
+		2:  "ORDER_STATE_CHARGING",
+		3:  "ORDER_STATE_PAID",
+		4:  "ORDER_STATE_CANCELED",
+		5:  "ORDER_STATE_NEEDS_REVIEW",
+		7:  "ORDER_STATE_PARTIALLY_REFUNDED",
+		8:  "ORDER_STATE_REFUNDED",
+		6:  "ORDER_STATE_REQUIRES_ACTION",
+		9:  "ORDER_STATE_AUTHORIZED",
+		10: "ORDER_STATE_VOIDED",
+		11: "ORDER_STATE_EXPIRED",
 	}
 	OrderState_value = map[string]int32{
 		"ORDER_STATE_UNSPECIFIED":        0,
@@ -71,6 +137,9 @@ var (
 		"ORDER_STATE_PARTIALLY_REFUNDED": 7,
 		"ORDER_STATE_REFUNDED":           8,
 		"ORDER_STATE_REQUIRES_ACTION":    6,
+		"ORDER_STATE_AUTHORIZED":         9,
+		"ORDER_STATE_VOIDED":             10,
+		"ORDER_STATE_EXPIRED":            11,
 	}
 )
 
@@ -85,11 +154,11 @@ func (x OrderState) String() string {
 }
 
 func (OrderState) Descriptor() protoreflect.EnumDescriptor {
-	return file_settle_v1_order_proto_enumTypes[0].Descriptor()
+	return file_settle_v1_order_proto_enumTypes[1].Descriptor()
 }
 
 func (OrderState) Type() protoreflect.EnumType {
-	return &file_settle_v1_order_proto_enumTypes[0]
+	return &file_settle_v1_order_proto_enumTypes[1]
 }
 
 func (x OrderState) Number() protoreflect.EnumNumber {
@@ -98,7 +167,7 @@ func (x OrderState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use OrderState.Descriptor instead.
 func (OrderState) EnumDescriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{0}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{1}
 }
 
 // AttemptOutcome is what a gateway call came to.
@@ -159,11 +228,11 @@ func (x AttemptOutcome) String() string {
 }
 
 func (AttemptOutcome) Descriptor() protoreflect.EnumDescriptor {
-	return file_settle_v1_order_proto_enumTypes[1].Descriptor()
+	return file_settle_v1_order_proto_enumTypes[2].Descriptor()
 }
 
 func (AttemptOutcome) Type() protoreflect.EnumType {
-	return &file_settle_v1_order_proto_enumTypes[1]
+	return &file_settle_v1_order_proto_enumTypes[2]
 }
 
 func (x AttemptOutcome) Number() protoreflect.EnumNumber {
@@ -172,7 +241,7 @@ func (x AttemptOutcome) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use AttemptOutcome.Descriptor instead.
 func (AttemptOutcome) EnumDescriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{1}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{2}
 }
 
 // NoAttemptReason says why a charge made no attempt.
@@ -223,11 +292,11 @@ func (x NoAttemptReason) String() string {
 }
 
 func (NoAttemptReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_settle_v1_order_proto_enumTypes[2].Descriptor()
+	return file_settle_v1_order_proto_enumTypes[3].Descriptor()
 }
 
 func (NoAttemptReason) Type() protoreflect.EnumType {
-	return &file_settle_v1_order_proto_enumTypes[2]
+	return &file_settle_v1_order_proto_enumTypes[3]
 }
 
 func (x NoAttemptReason) Number() protoreflect.EnumNumber {
@@ -236,7 +305,7 @@ func (x NoAttemptReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use NoAttemptReason.Descriptor instead.
 func (NoAttemptReason) EnumDescriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{2}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
 }
 
 // RefundState is where a refund stands.
@@ -287,11 +356,11 @@ func (x RefundState) String() string {
 }
 
 func (RefundState) Descriptor() protoreflect.EnumDescriptor {
-	return file_settle_v1_order_proto_enumTypes[3].Descriptor()
+	return file_settle_v1_order_proto_enumTypes[4].Descriptor()
 }
 
 func (RefundState) Type() protoreflect.EnumType {
-	return &file_settle_v1_order_proto_enumTypes[3]
+	return &file_settle_v1_order_proto_enumTypes[4]
 }
 
 func (x RefundState) Number() protoreflect.EnumNumber {
@@ -300,7 +369,135 @@ func (x RefundState) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use RefundState.Descriptor instead.
 func (RefundState) EnumDescriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{4}
+}
+
+// CaptureState is where a capture stands, as RefundState for a refund.
+type CaptureState int32
+
+const (
+	CaptureState_CAPTURE_STATE_UNSPECIFIED CaptureState = 0
+	// Created; its gateway call has not begun.
+	CaptureState_CAPTURE_STATE_PENDING CaptureState = 1
+	// The gateway call is in flight or its outcome is not yet known.
+	CaptureState_CAPTURE_STATE_CAPTURING CaptureState = 2
+	// The money was taken. Terminal.
+	CaptureState_CAPTURE_STATE_SUCCEEDED CaptureState = 3
+	// Nothing was taken. Terminal.
+	CaptureState_CAPTURE_STATE_FAILED CaptureState = 4
+	// Reconciliation could not establish the outcome; a person decides.
+	CaptureState_CAPTURE_STATE_NEEDS_REVIEW CaptureState = 5
+)
+
+// Enum value maps for CaptureState.
+var (
+	CaptureState_name = map[int32]string{
+		0: "CAPTURE_STATE_UNSPECIFIED",
+		1: "CAPTURE_STATE_PENDING",
+		2: "CAPTURE_STATE_CAPTURING",
+		3: "CAPTURE_STATE_SUCCEEDED",
+		4: "CAPTURE_STATE_FAILED",
+		5: "CAPTURE_STATE_NEEDS_REVIEW",
+	}
+	CaptureState_value = map[string]int32{
+		"CAPTURE_STATE_UNSPECIFIED":  0,
+		"CAPTURE_STATE_PENDING":      1,
+		"CAPTURE_STATE_CAPTURING":    2,
+		"CAPTURE_STATE_SUCCEEDED":    3,
+		"CAPTURE_STATE_FAILED":       4,
+		"CAPTURE_STATE_NEEDS_REVIEW": 5,
+	}
+)
+
+func (x CaptureState) Enum() *CaptureState {
+	p := new(CaptureState)
+	*p = x
+	return p
+}
+
+func (x CaptureState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CaptureState) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_order_proto_enumTypes[5].Descriptor()
+}
+
+func (CaptureState) Type() protoreflect.EnumType {
+	return &file_settle_v1_order_proto_enumTypes[5]
+}
+
+func (x CaptureState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CaptureState.Descriptor instead.
+func (CaptureState) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{5}
+}
+
+// VoidState is where a void stands.
+type VoidState int32
+
+const (
+	VoidState_VOID_STATE_UNSPECIFIED VoidState = 0
+	// Created; its gateway call has not begun.
+	VoidState_VOID_STATE_PENDING VoidState = 1
+	// The gateway call is in flight or its outcome is not yet known.
+	VoidState_VOID_STATE_VOIDING VoidState = 2
+	// The hold was released. Terminal.
+	VoidState_VOID_STATE_SUCCEEDED VoidState = 3
+	// The hold was not released. Terminal.
+	VoidState_VOID_STATE_FAILED VoidState = 4
+	// Reconciliation could not establish the outcome; a person decides.
+	VoidState_VOID_STATE_NEEDS_REVIEW VoidState = 5
+)
+
+// Enum value maps for VoidState.
+var (
+	VoidState_name = map[int32]string{
+		0: "VOID_STATE_UNSPECIFIED",
+		1: "VOID_STATE_PENDING",
+		2: "VOID_STATE_VOIDING",
+		3: "VOID_STATE_SUCCEEDED",
+		4: "VOID_STATE_FAILED",
+		5: "VOID_STATE_NEEDS_REVIEW",
+	}
+	VoidState_value = map[string]int32{
+		"VOID_STATE_UNSPECIFIED":  0,
+		"VOID_STATE_PENDING":      1,
+		"VOID_STATE_VOIDING":      2,
+		"VOID_STATE_SUCCEEDED":    3,
+		"VOID_STATE_FAILED":       4,
+		"VOID_STATE_NEEDS_REVIEW": 5,
+	}
+)
+
+func (x VoidState) Enum() *VoidState {
+	p := new(VoidState)
+	*p = x
+	return p
+}
+
+func (x VoidState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (VoidState) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_order_proto_enumTypes[6].Descriptor()
+}
+
+func (VoidState) Type() protoreflect.EnumType {
+	return &file_settle_v1_order_proto_enumTypes[6]
+}
+
+func (x VoidState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use VoidState.Descriptor instead.
+func (VoidState) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{6}
 }
 
 // Money is an amount in the currency's minor units (pence, cents).
@@ -384,7 +581,16 @@ type Order struct {
 	Refunding *Money `protobuf:"bytes,12,opt,name=refunding,proto3" json:"refunding,omitempty"`
 	// The merchant the order belongs to: the caller's own in OrderService;
 	// in OpsService, the merchant an operator acts for.
-	MerchantId    string `protobuf:"bytes,13,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	MerchantId string `protobuf:"bytes,13,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// AUTOMATIC, or MANUAL (authorize, then CaptureOrder).
+	Capture CaptureMode `protobuf:"varint,14,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	// Capture MANUAL, once authorized: what the gateway holds.
+	Authorized *Money `protobuf:"bytes,15,opt,name=authorized,proto3" json:"authorized,omitempty"`
+	// Capture MANUAL: the sum of the captures that succeeded.
+	Captured *Money `protobuf:"bytes,16,opt,name=captured,proto3" json:"captured,omitempty"`
+	// Capture MANUAL, once authorized: when the gateway will let the hold
+	// lapse, if it said.
+	CaptureBefore *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=capture_before,json=captureBefore,proto3" json:"capture_before,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -510,6 +716,34 @@ func (x *Order) GetMerchantId() string {
 	return ""
 }
 
+func (x *Order) GetCapture() CaptureMode {
+	if x != nil {
+		return x.Capture
+	}
+	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
+}
+
+func (x *Order) GetAuthorized() *Money {
+	if x != nil {
+		return x.Authorized
+	}
+	return nil
+}
+
+func (x *Order) GetCaptured() *Money {
+	if x != nil {
+		return x.Captured
+	}
+	return nil
+}
+
+func (x *Order) GetCaptureBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CaptureBefore
+	}
+	return nil
+}
+
 // Attempt is one try to charge an order. Its id is the gateway reference
 // and idempotency key.
 type Attempt struct {
@@ -614,7 +848,9 @@ type CreateOrderRequest struct {
 	Amount            *Money                 `protobuf:"bytes,2,opt,name=amount,proto3" json:"amount,omitempty"`
 	PaymentMethod     string                 `protobuf:"bytes,3,opt,name=payment_method,json=paymentMethod,proto3" json:"payment_method,omitempty"`
 	// Optional; the server's default gateway when empty.
-	Gateway       string `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	Gateway string `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// Optional; AUTOMATIC when unset.
+	Capture       CaptureMode `protobuf:"varint,5,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -675,6 +911,13 @@ func (x *CreateOrderRequest) GetGateway() string {
 		return x.Gateway
 	}
 	return ""
+}
+
+func (x *CreateOrderRequest) GetCapture() CaptureMode {
+	if x != nil {
+		return x.Capture
+	}
+	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
 }
 
 // CreateOrderResponse carries the order.
@@ -1096,7 +1339,9 @@ type CreateAndChargeOrderRequest struct {
 	ReturnUrl string `protobuf:"bytes,7,opt,name=return_url,json=returnUrl,proto3" json:"return_url,omitempty"`
 	// As in ChargeOrderRequest: the Stripe Customer the payment method is
 	// saved to, for a saved card.
-	Customer      string `protobuf:"bytes,8,opt,name=customer,proto3" json:"customer,omitempty"`
+	Customer string `protobuf:"bytes,8,opt,name=customer,proto3" json:"customer,omitempty"`
+	// As in CreateOrderRequest: AUTOMATIC when unset.
+	Capture       CaptureMode `protobuf:"varint,9,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1185,6 +1430,13 @@ func (x *CreateAndChargeOrderRequest) GetCustomer() string {
 		return x.Customer
 	}
 	return ""
+}
+
+func (x *CreateAndChargeOrderRequest) GetCapture() CaptureMode {
+	if x != nil {
+		return x.Capture
+	}
+	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
 }
 
 // CreateAndChargeOrderResponse is the order after the call and the attempt
@@ -1926,6 +2178,518 @@ func (x *ListEventsResponse) GetNextCursor() string {
 	return ""
 }
 
+// Capture takes some or all of an AUTHORIZED order's hold. Its id is the
+// gateway reference and idempotency key.
+type Capture struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OrderId   string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Amount    *Money                 `protobuf:"bytes,4,opt,name=amount,proto3" json:"amount,omitempty"`
+	// Whether the rest of the hold is released once it succeeds.
+	Final bool         `protobuf:"varint,5,opt,name=final,proto3" json:"final,omitempty"`
+	State CaptureState `protobuf:"varint,6,opt,name=state,proto3,enum=settle.v1.CaptureState" json:"state,omitempty"`
+	// What the last gateway call or lookup came to.
+	Outcome AttemptOutcome `protobuf:"varint,7,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	// Why the gateway refused the capture, when it did.
+	FailureCode string `protobuf:"bytes,8,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	// Who asked: "api" (the checkout) or "ops:<key name>" (an operator).
+	Actor string `protobuf:"bytes,9,opt,name=actor,proto3" json:"actor,omitempty"`
+	// While in flight: when the reconciler will next ask the gateway.
+	NextCheckTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=next_check_time,json=nextCheckTime,proto3" json:"next_check_time,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Capture) Reset() {
+	*x = Capture{}
+	mi := &file_settle_v1_order_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Capture) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Capture) ProtoMessage() {}
+
+func (x *Capture) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Capture.ProtoReflect.Descriptor instead.
+func (*Capture) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *Capture) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Capture) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Capture) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Capture) GetAmount() *Money {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *Capture) GetFinal() bool {
+	if x != nil {
+		return x.Final
+	}
+	return false
+}
+
+func (x *Capture) GetState() CaptureState {
+	if x != nil {
+		return x.State
+	}
+	return CaptureState_CAPTURE_STATE_UNSPECIFIED
+}
+
+func (x *Capture) GetOutcome() AttemptOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED
+}
+
+func (x *Capture) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *Capture) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Capture) GetNextCheckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextCheckTime
+	}
+	return nil
+}
+
+func (x *Capture) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Capture) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// Void releases an AUTHORIZED order's hold. Its id is the gateway
+// reference and idempotency key.
+type Void struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	OrderId       string                 `protobuf:"bytes,2,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	State         VoidState              `protobuf:"varint,5,opt,name=state,proto3,enum=settle.v1.VoidState" json:"state,omitempty"`
+	Outcome       AttemptOutcome         `protobuf:"varint,6,opt,name=outcome,proto3,enum=settle.v1.AttemptOutcome" json:"outcome,omitempty"`
+	FailureCode   string                 `protobuf:"bytes,7,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	Actor         string                 `protobuf:"bytes,8,opt,name=actor,proto3" json:"actor,omitempty"`
+	NextCheckTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_check_time,json=nextCheckTime,proto3" json:"next_check_time,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Void) Reset() {
+	*x = Void{}
+	mi := &file_settle_v1_order_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Void) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Void) ProtoMessage() {}
+
+func (x *Void) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Void.ProtoReflect.Descriptor instead.
+func (*Void) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Void) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Void) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Void) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Void) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Void) GetState() VoidState {
+	if x != nil {
+		return x.State
+	}
+	return VoidState_VOID_STATE_UNSPECIFIED
+}
+
+func (x *Void) GetOutcome() AttemptOutcome {
+	if x != nil {
+		return x.Outcome
+	}
+	return AttemptOutcome_ATTEMPT_OUTCOME_UNSPECIFIED
+}
+
+func (x *Void) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *Void) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *Void) GetNextCheckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextCheckTime
+	}
+	return nil
+}
+
+func (x *Void) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Void) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// CaptureOrderRequest captures some or all of an AUTHORIZED order's hold.
+type CaptureOrderRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The client's key for this capture, 8 to 255 printable characters. The
+	// same request_id again returns the same capture.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// In the order's currency's minor units; 0 (or unset) captures all that
+	// is left of the hold.
+	AmountMinor int64 `protobuf:"varint,3,opt,name=amount_minor,json=amountMinor,proto3" json:"amount_minor,omitempty"`
+	// Whether the rest of the hold is released once this capture succeeds
+	// (unset: true). false lets more captures follow. Optional, so that
+	// unset means the safe default a gateway applies itself: release.
+	Final         *bool `protobuf:"varint,4,opt,name=final,proto3,oneof" json:"final,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureOrderRequest) Reset() {
+	*x = CaptureOrderRequest{}
+	mi := &file_settle_v1_order_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureOrderRequest) ProtoMessage() {}
+
+func (x *CaptureOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureOrderRequest.ProtoReflect.Descriptor instead.
+func (*CaptureOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *CaptureOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *CaptureOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CaptureOrderRequest) GetAmountMinor() int64 {
+	if x != nil {
+		return x.AmountMinor
+	}
+	return 0
+}
+
+func (x *CaptureOrderRequest) GetFinal() bool {
+	if x != nil && x.Final != nil {
+		return *x.Final
+	}
+	return false
+}
+
+// CaptureOrderResponse is the order after the call and the capture that
+// request_id names.
+type CaptureOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Capture       *Capture               `protobuf:"bytes,2,opt,name=capture,proto3" json:"capture,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureOrderResponse) Reset() {
+	*x = CaptureOrderResponse{}
+	mi := &file_settle_v1_order_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureOrderResponse) ProtoMessage() {}
+
+func (x *CaptureOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureOrderResponse.ProtoReflect.Descriptor instead.
+func (*CaptureOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CaptureOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *CaptureOrderResponse) GetCapture() *Capture {
+	if x != nil {
+		return x.Capture
+	}
+	return nil
+}
+
+// VoidOrderRequest releases an AUTHORIZED order's hold.
+type VoidOrderRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The client's key for this void, as in CaptureOrderRequest.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Optional; recorded in the void's history.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoidOrderRequest) Reset() {
+	*x = VoidOrderRequest{}
+	mi := &file_settle_v1_order_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoidOrderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoidOrderRequest) ProtoMessage() {}
+
+func (x *VoidOrderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoidOrderRequest.ProtoReflect.Descriptor instead.
+func (*VoidOrderRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *VoidOrderRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *VoidOrderRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *VoidOrderRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// VoidOrderResponse is the order after the call and the void that
+// request_id names.
+type VoidOrderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Order         *Order                 `protobuf:"bytes,1,opt,name=order,proto3" json:"order,omitempty"`
+	Void          *Void                  `protobuf:"bytes,2,opt,name=void,proto3" json:"void,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoidOrderResponse) Reset() {
+	*x = VoidOrderResponse{}
+	mi := &file_settle_v1_order_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoidOrderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoidOrderResponse) ProtoMessage() {}
+
+func (x *VoidOrderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoidOrderResponse.ProtoReflect.Descriptor instead.
+func (*VoidOrderResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *VoidOrderResponse) GetOrder() *Order {
+	if x != nil {
+		return x.Order
+	}
+	return nil
+}
+
+func (x *VoidOrderResponse) GetVoid() *Void {
+	if x != nil {
+		return x.Void
+	}
+	return nil
+}
+
 var File_settle_v1_order_proto protoreflect.FileDescriptor
 
 const file_settle_v1_order_proto_rawDesc = "" +
@@ -1933,7 +2697,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
 	"\x05Money\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
-	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xc9\x04\n" +
+	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\x9e\x06\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x12merchant_reference\x18\x02 \x01(\tR\x11merchantReference\x12(\n" +
@@ -1951,7 +2715,13 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\brefunded\x18\v \x01(\v2\x10.settle.v1.MoneyR\brefunded\x12.\n" +
 	"\trefunding\x18\f \x01(\v2\x10.settle.v1.MoneyR\trefunding\x12\x1f\n" +
 	"\vmerchant_id\x18\r \x01(\tR\n" +
-	"merchantId\"\x94\x02\n" +
+	"merchantId\x120\n" +
+	"\acapture\x18\x0e \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\x120\n" +
+	"\n" +
+	"authorized\x18\x0f \x01(\v2\x10.settle.v1.MoneyR\n" +
+	"authorized\x12,\n" +
+	"\bcaptured\x18\x10 \x01(\v2\x10.settle.v1.MoneyR\bcaptured\x12A\n" +
+	"\x0ecapture_before\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\rcaptureBefore\"\x94\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -1961,12 +2731,13 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\fdecline_code\x18\x05 \x01(\tR\vdeclineCode\x12*\n" +
 	"\x11gateway_charge_id\x18\x06 \x01(\tR\x0fgatewayChargeId\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xae\x01\n" +
+	"createTime\"\xe0\x01\n" +
 	"\x12CreateOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
 	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12\x18\n" +
-	"\agateway\x18\x04 \x01(\tR\agateway\"=\n" +
+	"\agateway\x18\x04 \x01(\tR\agateway\x120\n" +
+	"\acapture\x18\x05 \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\"=\n" +
 	"\x13CreateOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"[\n" +
 	"\x0fGetOrderRequest\x12\x10\n" +
@@ -1993,7 +2764,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"NextAction\x12!\n" +
 	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\x12#\n" +
-	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xbc\x02\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xee\x02\n" +
 	"\x1bCreateAndChargeOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
@@ -2004,7 +2775,8 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x10customer_present\x18\x06 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
 	"\n" +
 	"return_url\x18\a \x01(\tR\treturnUrl\x12\x1a\n" +
-	"\bcustomer\x18\b \x01(\tR\bcustomer\"\xf4\x01\n" +
+	"\bcustomer\x18\b \x01(\tR\bcustomer\x120\n" +
+	"\acapture\x18\t \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\"\xf4\x01\n" +
 	"\x1cCreateAndChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
@@ -2061,7 +2833,62 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12ListEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.settle.v1.EventR\x06events\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor*\x89\x02\n" +
+	"nextCursor\"\xee\x03\n" +
+	"\aCapture\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12(\n" +
+	"\x06amount\x18\x04 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12\x14\n" +
+	"\x05final\x18\x05 \x01(\bR\x05final\x12-\n" +
+	"\x05state\x18\x06 \x01(\x0e2\x17.settle.v1.CaptureStateR\x05state\x123\n" +
+	"\aoutcome\x18\a \x01(\x0e2\x19.settle.v1.AttemptOutcomeR\aoutcome\x12!\n" +
+	"\ffailure_code\x18\b \x01(\tR\vfailureCode\x12\x14\n" +
+	"\x05actor\x18\t \x01(\tR\x05actor\x12B\n" +
+	"\x0fnext_check_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\rnextCheckTime\x12;\n" +
+	"\vcreate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\xc0\x03\n" +
+	"\x04Void\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12*\n" +
+	"\x05state\x18\x05 \x01(\x0e2\x14.settle.v1.VoidStateR\x05state\x123\n" +
+	"\aoutcome\x18\x06 \x01(\x0e2\x19.settle.v1.AttemptOutcomeR\aoutcome\x12!\n" +
+	"\ffailure_code\x18\a \x01(\tR\vfailureCode\x12\x14\n" +
+	"\x05actor\x18\b \x01(\tR\x05actor\x12B\n" +
+	"\x0fnext_check_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\rnextCheckTime\x12;\n" +
+	"\vcreate_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\x97\x01\n" +
+	"\x13CaptureOrderRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12!\n" +
+	"\famount_minor\x18\x03 \x01(\x03R\vamountMinor\x12\x19\n" +
+	"\x05final\x18\x04 \x01(\bH\x00R\x05final\x88\x01\x01B\b\n" +
+	"\x06_final\"l\n" +
+	"\x14CaptureOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
+	"\acapture\x18\x02 \x01(\v2\x12.settle.v1.CaptureR\acapture\"d\n" +
+	"\x10VoidOrderRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"`\n" +
+	"\x11VoidOrderResponse\x12&\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12#\n" +
+	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void*`\n" +
+	"\vCaptureMode\x12\x1c\n" +
+	"\x18CAPTURE_MODE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16CAPTURE_MODE_AUTOMATIC\x10\x01\x12\x17\n" +
+	"\x13CAPTURE_MODE_MANUAL\x10\x02*\xd6\x02\n" +
 	"\n" +
 	"OrderState\x12\x1b\n" +
 	"\x17ORDER_STATE_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -2072,7 +2899,11 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x18ORDER_STATE_NEEDS_REVIEW\x10\x05\x12\"\n" +
 	"\x1eORDER_STATE_PARTIALLY_REFUNDED\x10\a\x12\x18\n" +
 	"\x14ORDER_STATE_REFUNDED\x10\b\x12\x1f\n" +
-	"\x1bORDER_STATE_REQUIRES_ACTION\x10\x06*\x8a\x02\n" +
+	"\x1bORDER_STATE_REQUIRES_ACTION\x10\x06\x12\x1a\n" +
+	"\x16ORDER_STATE_AUTHORIZED\x10\t\x12\x16\n" +
+	"\x12ORDER_STATE_VOIDED\x10\n" +
+	"\x12\x17\n" +
+	"\x13ORDER_STATE_EXPIRED\x10\v*\x8a\x02\n" +
 	"\x0eAttemptOutcome\x12\x1f\n" +
 	"\x1bATTEMPT_OUTCOME_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ATTEMPT_OUTCOME_SUCCEEDED\x10\x01\x12\x1c\n" +
@@ -2094,7 +2925,21 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x16REFUND_STATE_REFUNDING\x10\x02\x12\x1a\n" +
 	"\x16REFUND_STATE_SUCCEEDED\x10\x03\x12\x17\n" +
 	"\x13REFUND_STATE_FAILED\x10\x04\x12\x1d\n" +
-	"\x19REFUND_STATE_NEEDS_REVIEW\x10\x052\x8c\x05\n" +
+	"\x19REFUND_STATE_NEEDS_REVIEW\x10\x05*\xbc\x01\n" +
+	"\fCaptureState\x12\x1d\n" +
+	"\x19CAPTURE_STATE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15CAPTURE_STATE_PENDING\x10\x01\x12\x1b\n" +
+	"\x17CAPTURE_STATE_CAPTURING\x10\x02\x12\x1b\n" +
+	"\x17CAPTURE_STATE_SUCCEEDED\x10\x03\x12\x18\n" +
+	"\x14CAPTURE_STATE_FAILED\x10\x04\x12\x1e\n" +
+	"\x1aCAPTURE_STATE_NEEDS_REVIEW\x10\x05*\xa5\x01\n" +
+	"\tVoidState\x12\x1a\n" +
+	"\x16VOID_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12VOID_STATE_PENDING\x10\x01\x12\x16\n" +
+	"\x12VOID_STATE_VOIDING\x10\x02\x12\x18\n" +
+	"\x14VOID_STATE_SUCCEEDED\x10\x03\x12\x15\n" +
+	"\x11VOID_STATE_FAILED\x10\x04\x12\x1b\n" +
+	"\x17VOID_STATE_NEEDS_REVIEW\x10\x052\xa5\x06\n" +
 	"\fOrderService\x12L\n" +
 	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\x12C\n" +
 	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\x12L\n" +
@@ -2105,7 +2950,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01\x12I\n" +
 	"\n" +
-	"ListEvents\x12\x1c.settle.v1.ListEventsRequest\x1a\x1d.settle.v1.ListEventsResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"ListEvents\x12\x1c.settle.v1.ListEventsRequest\x1a\x1d.settle.v1.ListEventsResponse\x12O\n" +
+	"\fCaptureOrder\x12\x1e.settle.v1.CaptureOrderRequest\x1a\x1f.settle.v1.CaptureOrderResponse\x12F\n" +
+	"\tVoidOrder\x12\x1b.settle.v1.VoidOrderRequest\x1a\x1c.settle.v1.VoidOrderResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_order_proto_rawDescOnce sync.Once
@@ -2119,92 +2966,126 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 	return file_settle_v1_order_proto_rawDescData
 }
 
-var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_settle_v1_order_proto_goTypes = []any{
-	(OrderState)(0),                      // 0: settle.v1.OrderState
-	(AttemptOutcome)(0),                  // 1: settle.v1.AttemptOutcome
-	(NoAttemptReason)(0),                 // 2: settle.v1.NoAttemptReason
-	(RefundState)(0),                     // 3: settle.v1.RefundState
-	(*Money)(nil),                        // 4: settle.v1.Money
-	(*Order)(nil),                        // 5: settle.v1.Order
-	(*Attempt)(nil),                      // 6: settle.v1.Attempt
-	(*CreateOrderRequest)(nil),           // 7: settle.v1.CreateOrderRequest
-	(*CreateOrderResponse)(nil),          // 8: settle.v1.CreateOrderResponse
-	(*GetOrderRequest)(nil),              // 9: settle.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),             // 10: settle.v1.GetOrderResponse
-	(*ChargeOrderRequest)(nil),           // 11: settle.v1.ChargeOrderRequest
-	(*ChargeOrderResponse)(nil),          // 12: settle.v1.ChargeOrderResponse
-	(*NextAction)(nil),                   // 13: settle.v1.NextAction
-	(*CreateAndChargeOrderRequest)(nil),  // 14: settle.v1.CreateAndChargeOrderRequest
-	(*CreateAndChargeOrderResponse)(nil), // 15: settle.v1.CreateAndChargeOrderResponse
-	(*Refund)(nil),                       // 16: settle.v1.Refund
-	(*RefundOrderRequest)(nil),           // 17: settle.v1.RefundOrderRequest
-	(*RefundOrderResponse)(nil),          // 18: settle.v1.RefundOrderResponse
-	(*CancelOrderRequest)(nil),           // 19: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),          // 20: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),            // 21: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),           // 22: settle.v1.WatchOrderResponse
-	(*ListEventsRequest)(nil),            // 23: settle.v1.ListEventsRequest
-	(*Event)(nil),                        // 24: settle.v1.Event
-	(*ListEventsResponse)(nil),           // 25: settle.v1.ListEventsResponse
-	(*timestamppb.Timestamp)(nil),        // 26: google.protobuf.Timestamp
+	(CaptureMode)(0),                     // 0: settle.v1.CaptureMode
+	(OrderState)(0),                      // 1: settle.v1.OrderState
+	(AttemptOutcome)(0),                  // 2: settle.v1.AttemptOutcome
+	(NoAttemptReason)(0),                 // 3: settle.v1.NoAttemptReason
+	(RefundState)(0),                     // 4: settle.v1.RefundState
+	(CaptureState)(0),                    // 5: settle.v1.CaptureState
+	(VoidState)(0),                       // 6: settle.v1.VoidState
+	(*Money)(nil),                        // 7: settle.v1.Money
+	(*Order)(nil),                        // 8: settle.v1.Order
+	(*Attempt)(nil),                      // 9: settle.v1.Attempt
+	(*CreateOrderRequest)(nil),           // 10: settle.v1.CreateOrderRequest
+	(*CreateOrderResponse)(nil),          // 11: settle.v1.CreateOrderResponse
+	(*GetOrderRequest)(nil),              // 12: settle.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),             // 13: settle.v1.GetOrderResponse
+	(*ChargeOrderRequest)(nil),           // 14: settle.v1.ChargeOrderRequest
+	(*ChargeOrderResponse)(nil),          // 15: settle.v1.ChargeOrderResponse
+	(*NextAction)(nil),                   // 16: settle.v1.NextAction
+	(*CreateAndChargeOrderRequest)(nil),  // 17: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 18: settle.v1.CreateAndChargeOrderResponse
+	(*Refund)(nil),                       // 19: settle.v1.Refund
+	(*RefundOrderRequest)(nil),           // 20: settle.v1.RefundOrderRequest
+	(*RefundOrderResponse)(nil),          // 21: settle.v1.RefundOrderResponse
+	(*CancelOrderRequest)(nil),           // 22: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 23: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 24: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 25: settle.v1.WatchOrderResponse
+	(*ListEventsRequest)(nil),            // 26: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 27: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 28: settle.v1.ListEventsResponse
+	(*Capture)(nil),                      // 29: settle.v1.Capture
+	(*Void)(nil),                         // 30: settle.v1.Void
+	(*CaptureOrderRequest)(nil),          // 31: settle.v1.CaptureOrderRequest
+	(*CaptureOrderResponse)(nil),         // 32: settle.v1.CaptureOrderResponse
+	(*VoidOrderRequest)(nil),             // 33: settle.v1.VoidOrderRequest
+	(*VoidOrderResponse)(nil),            // 34: settle.v1.VoidOrderResponse
+	(*timestamppb.Timestamp)(nil),        // 35: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
-	4,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
-	0,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	26, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	26, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	26, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
-	4,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
-	1,  // 7: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	26, // 8: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
-	4,  // 9: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
-	5,  // 10: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 11: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 12: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	6,  // 13: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	13, // 14: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	2,  // 15: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	4,  // 16: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	5,  // 17: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	6,  // 18: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	13, // 19: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	2,  // 20: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	4,  // 21: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	3,  // 22: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	1,  // 23: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	26, // 24: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	26, // 25: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	26, // 26: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	5,  // 27: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	16, // 28: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	5,  // 29: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	5,  // 30: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	26, // 31: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	24, // 32: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	7,  // 33: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	9,  // 34: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	11, // 35: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	14, // 36: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	19, // 37: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	17, // 38: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	21, // 39: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	23, // 40: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	8,  // 41: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	10, // 42: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	12, // 43: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	15, // 44: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	20, // 45: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	18, // 46: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	22, // 47: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	25, // 48: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	41, // [41:49] is the sub-list for method output_type
-	33, // [33:41] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	7,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
+	1,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
+	35, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	35, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	7,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
+	7,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
+	0,  // 7: settle.v1.Order.capture:type_name -> settle.v1.CaptureMode
+	7,  // 8: settle.v1.Order.authorized:type_name -> settle.v1.Money
+	7,  // 9: settle.v1.Order.captured:type_name -> settle.v1.Money
+	35, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
+	2,  // 11: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 12: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	7,  // 13: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 14: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	8,  // 15: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 16: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 17: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 18: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	16, // 19: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 20: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 21: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 22: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	8,  // 23: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 24: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	16, // 25: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 26: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 27: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	4,  // 28: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	2,  // 29: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 30: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 31: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	35, // 32: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 33: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	19, // 34: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	8,  // 35: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 36: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	35, // 37: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	27, // 38: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	7,  // 39: settle.v1.Capture.amount:type_name -> settle.v1.Money
+	5,  // 40: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
+	2,  // 41: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 42: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 43: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
+	35, // 44: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 45: settle.v1.Void.state:type_name -> settle.v1.VoidState
+	2,  // 46: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 47: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 48: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
+	35, // 49: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 50: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
+	29, // 51: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	8,  // 52: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
+	30, // 53: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
+	10, // 54: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	12, // 55: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	14, // 56: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	17, // 57: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	22, // 58: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	20, // 59: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	24, // 60: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	26, // 61: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	31, // 62: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
+	33, // 63: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
+	11, // 64: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	13, // 65: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	15, // 66: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	18, // 67: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	23, // 68: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	21, // 69: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	25, // 70: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	28, // 71: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	32, // 72: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
+	34, // 73: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
+	64, // [64:74] is the sub-list for method output_type
+	54, // [54:64] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -2216,13 +3097,14 @@ func file_settle_v1_order_proto_init() {
 		(*GetOrderRequest_Id)(nil),
 		(*GetOrderRequest_MerchantReference)(nil),
 	}
+	file_settle_v1_order_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   22,
+			NumEnums:      7,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -27,6 +27,8 @@ const (
 	OrderService_RefundOrder_FullMethodName          = "/settle.v1.OrderService/RefundOrder"
 	OrderService_WatchOrder_FullMethodName           = "/settle.v1.OrderService/WatchOrder"
 	OrderService_ListEvents_FullMethodName           = "/settle.v1.OrderService/ListEvents"
+	OrderService_CaptureOrder_FullMethodName         = "/settle.v1.OrderService/CaptureOrder"
+	OrderService_VoidOrder_FullMethodName            = "/settle.v1.OrderService/VoidOrder"
 )
 
 // OrderServiceClient is the client API for OrderService service.
@@ -64,8 +66,8 @@ type OrderServiceClient interface {
 	// REFUNDING, and the reconciler settles it.
 	RefundOrder(ctx context.Context, in *RefundOrderRequest, opts ...grpc.CallOption) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
-	// client leaves. The server also
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED, CANCELED, or for
+	// capture MANUAL AUTHORIZED, VOIDED or EXPIRED) or the client leaves. The server also
 	// ends the stream, with status OK, after its watch lifetime (10 minutes
 	// unless configured): a client whose last message was not terminal
 	// watches again.
@@ -75,6 +77,18 @@ type OrderServiceClient interface {
 	// POSTs to webhooks, for merchants who cannot take webhooks. Keep
 	// next_cursor and call again; an empty page means nothing new yet.
 	ListEvents(ctx context.Context, in *ListEventsRequest, opts ...grpc.CallOption) (*ListEventsResponse, error)
+	// CaptureOrder takes some or all of what an AUTHORIZED order (capture
+	// MANUAL) holds: at most once per request_id, and never more than is
+	// held less what was captured or is being captured (FAILED_PRECONDITION
+	// says what is left). The first capture that succeeds makes the order
+	// PAID. The same request_id again returns the same capture; with other
+	// parameters it is ALREADY_EXISTS. An unknown gateway outcome is not an
+	// error: the capture is returned CAPTURING, and the reconciler settles it.
+	CaptureOrder(ctx context.Context, in *CaptureOrderRequest, opts ...grpc.CallOption) (*CaptureOrderResponse, error)
+	// VoidOrder releases what an AUTHORIZED order holds, while nothing has
+	// been captured and no capture is in flight; a voided order is VOIDED,
+	// terminal. Idempotent on request_id as CaptureOrder is.
+	VoidOrder(ctx context.Context, in *VoidOrderRequest, opts ...grpc.CallOption) (*VoidOrderResponse, error)
 }
 
 type orderServiceClient struct {
@@ -174,6 +188,26 @@ func (c *orderServiceClient) ListEvents(ctx context.Context, in *ListEventsReque
 	return out, nil
 }
 
+func (c *orderServiceClient) CaptureOrder(ctx context.Context, in *CaptureOrderRequest, opts ...grpc.CallOption) (*CaptureOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CaptureOrderResponse)
+	err := c.cc.Invoke(ctx, OrderService_CaptureOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *orderServiceClient) VoidOrder(ctx context.Context, in *VoidOrderRequest, opts ...grpc.CallOption) (*VoidOrderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(VoidOrderResponse)
+	err := c.cc.Invoke(ctx, OrderService_VoidOrder_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OrderServiceServer is the server API for OrderService service.
 // All implementations must embed UnimplementedOrderServiceServer
 // for forward compatibility.
@@ -209,8 +243,8 @@ type OrderServiceServer interface {
 	// REFUNDING, and the reconciler settles it.
 	RefundOrder(context.Context, *RefundOrderRequest) (*RefundOrderResponse, error)
 	// WatchOrder sends the order now and on every change until it reaches a
-	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED or CANCELED) or the
-	// client leaves. The server also
+	// settled state (PAID, PARTIALLY_REFUNDED, REFUNDED, CANCELED, or for
+	// capture MANUAL AUTHORIZED, VOIDED or EXPIRED) or the client leaves. The server also
 	// ends the stream, with status OK, after its watch lifetime (10 minutes
 	// unless configured): a client whose last message was not terminal
 	// watches again.
@@ -220,6 +254,18 @@ type OrderServiceServer interface {
 	// POSTs to webhooks, for merchants who cannot take webhooks. Keep
 	// next_cursor and call again; an empty page means nothing new yet.
 	ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error)
+	// CaptureOrder takes some or all of what an AUTHORIZED order (capture
+	// MANUAL) holds: at most once per request_id, and never more than is
+	// held less what was captured or is being captured (FAILED_PRECONDITION
+	// says what is left). The first capture that succeeds makes the order
+	// PAID. The same request_id again returns the same capture; with other
+	// parameters it is ALREADY_EXISTS. An unknown gateway outcome is not an
+	// error: the capture is returned CAPTURING, and the reconciler settles it.
+	CaptureOrder(context.Context, *CaptureOrderRequest) (*CaptureOrderResponse, error)
+	// VoidOrder releases what an AUTHORIZED order holds, while nothing has
+	// been captured and no capture is in flight; a voided order is VOIDED,
+	// terminal. Idempotent on request_id as CaptureOrder is.
+	VoidOrder(context.Context, *VoidOrderRequest) (*VoidOrderResponse, error)
 	mustEmbedUnimplementedOrderServiceServer()
 }
 
@@ -253,6 +299,12 @@ func (UnimplementedOrderServiceServer) WatchOrder(*WatchOrderRequest, grpc.Serve
 }
 func (UnimplementedOrderServiceServer) ListEvents(context.Context, *ListEventsRequest) (*ListEventsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListEvents not implemented")
+}
+func (UnimplementedOrderServiceServer) CaptureOrder(context.Context, *CaptureOrderRequest) (*CaptureOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CaptureOrder not implemented")
+}
+func (UnimplementedOrderServiceServer) VoidOrder(context.Context, *VoidOrderRequest) (*VoidOrderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method VoidOrder not implemented")
 }
 func (UnimplementedOrderServiceServer) mustEmbedUnimplementedOrderServiceServer() {}
 func (UnimplementedOrderServiceServer) testEmbeddedByValue()                      {}
@@ -412,6 +464,42 @@ func _OrderService_ListEvents_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OrderService_CaptureOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CaptureOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).CaptureOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_CaptureOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).CaptureOrder(ctx, req.(*CaptureOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OrderService_VoidOrder_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(VoidOrderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OrderServiceServer).VoidOrder(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OrderService_VoidOrder_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OrderServiceServer).VoidOrder(ctx, req.(*VoidOrderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OrderService_ServiceDesc is the grpc.ServiceDesc for OrderService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -446,6 +534,14 @@ var OrderService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListEvents",
 			Handler:    _OrderService_ListEvents_Handler,
+		},
+		{
+			MethodName: "CaptureOrder",
+			Handler:    _OrderService_CaptureOrder_Handler,
+		},
+		{
+			MethodName: "VoidOrder",
+			Handler:    _OrderService_VoidOrder_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

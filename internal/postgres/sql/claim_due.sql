@@ -12,7 +12,7 @@ WITH due AS (
 SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
 	upd.id::text, upd.merchant_id, upd.merchant_reference, upd.amount_minor, upd.currency, upd.payment_method,
 	upd.gateway, upd.state, coalesce(upd.current_attempt::text, '') AS current_attempt, upd.reconcile_at,
-	upd.reconcile_count, upd.last_error, upd.created_at, upd.updated_at,
+	upd.reconcile_count, upd.last_error, upd.created_at, upd.updated_at, upd.capture_mode,
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
 	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,

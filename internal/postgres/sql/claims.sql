@@ -82,11 +82,11 @@ WITH st AS (
 	SELECT merchant_id, id, claimed_from, state, claim_event, claim_actor, current_attempt FROM upd
 ), cur AS (
 	SELECT true AS claimed, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
+		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM upd
 	UNION ALL
 	SELECT false, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
+		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM ord WHERE NOT EXISTS (SELECT 1 FROM upd WHERE upd.merchant_id = ord.merchant_id AND upd.id = ord.id)
 ), a AS (
 	SELECT * FROM att UNION ALL SELECT * FROM prior
@@ -94,7 +94,7 @@ WITH st AS (
 SELECT st.i, cur.claimed,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
-	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at,
+	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.capture_mode,
 	coalesce(a.id::text, '') AS attempt_id, coalesce(a.order_id::text, '') AS attempt_order_id,
 	coalesce(a.request_id, '') AS attempt_request_id, coalesce(a.payment_method, '') AS attempt_payment_method,
 	coalesce(a.customer, '') AS attempt_customer,

@@ -22,14 +22,15 @@ WITH new AS NOT MATERIALIZED (
 		@to_state::text AS to_state, @attempt_id::uuid AS attempt_id,
 		@lease::interval AS lease, @request_id::text AS request_id,
 		@from_state::text AS from_state, @claim_event::text AS claim_event,
-		@actor::text AS actor, @customer::text AS customer, 1::bigint AS i
+		@actor::text AS actor, @customer::text AS customer,
+		@capture_mode::text AS capture_mode, 1::bigint AS i
 ), timed AS (
 	SELECT new.*, now() + new.lease AS lease_until FROM new
 ), o AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
-		state, current_attempt, reconcile_at)
+		state, current_attempt, reconcile_at, capture_mode)
 	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
-		to_state, attempt_id, lease_until
+		to_state, attempt_id, lease_until, capture_mode
 	FROM timed ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
@@ -48,7 +49,7 @@ WITH new AS NOT MATERIALIZED (
 )
 SELECT new.i, o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.currency, o.payment_method, o.gateway,
 	o.state, coalesce(o.current_attempt::text, '') AS current_attempt, o.reconcile_at, o.reconcile_count,
-	o.last_error, o.created_at, o.updated_at,
+	o.last_error, o.created_at, o.updated_at, o.capture_mode,
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
 	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,

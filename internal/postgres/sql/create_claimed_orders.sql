@@ -18,16 +18,17 @@ WITH new AS (
 		(SELECT @amount_minor::bigint[]), (SELECT @currency::text[]), (SELECT @payment_method::text[]),
 		(SELECT @gateway::text[]), (SELECT @to_state::text[]), (SELECT @attempt_id::uuid[]),
 		(SELECT @lease::interval[]), (SELECT @request_id::text[]), (SELECT @from_state::text[]),
-		(SELECT @claim_event::text[]), (SELECT @actor::text[]), (SELECT @customer::text[])) WITH ORDINALITY
+		(SELECT @claim_event::text[]), (SELECT @actor::text[]), (SELECT @customer::text[]),
+		(SELECT @capture_mode::text[])) WITH ORDINALITY
 		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, to_state, attempt_id,
-			lease, request_id, from_state, claim_event, actor, customer, i)
+			lease, request_id, from_state, claim_event, actor, customer, capture_mode, i)
 ), timed AS (
 	SELECT new.*, now() + new.lease AS lease_until FROM new
 ), o AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
-		state, current_attempt, reconcile_at)
+		state, current_attempt, reconcile_at, capture_mode)
 	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
-		to_state, attempt_id, lease_until
+		to_state, attempt_id, lease_until, capture_mode
 	FROM timed ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
@@ -46,7 +47,7 @@ WITH new AS (
 )
 SELECT new.i, o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.currency, o.payment_method, o.gateway,
 	o.state, coalesce(o.current_attempt::text, '') AS current_attempt, o.reconcile_at, o.reconcile_count,
-	o.last_error, o.created_at, o.updated_at,
+	o.last_error, o.created_at, o.updated_at, o.capture_mode,
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
 	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,

@@ -22,10 +22,12 @@ WITH new AS NOT MATERIALIZED (
 	SELECT @id::uuid AS id, @merchant_id::text AS merchant_id, @merchant_reference::text AS merchant_reference,
 		@amount_minor::bigint AS amount_minor, @currency::text AS currency,
 		@payment_method::text AS payment_method, @gateway::text AS gateway,
-		@state::text AS state, 1::bigint AS i
+		@state::text AS state, @capture_mode::text AS capture_mode, 1::bigint AS i
 ), ins AS (
-	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
-	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state FROM new ORDER BY i
+	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
+		capture_mode)
+	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode
+	FROM new ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
 ), ev AS (
@@ -33,16 +35,16 @@ WITH new AS NOT MATERIALIZED (
 	SELECT merchant_id, id, NULL, state, @event, 'api' FROM ins
 ), cur AS (
 	SELECT true AS created, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
+		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM ins
 	UNION ALL
 	SELECT false, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
+		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM orders
 	WHERE merchant_id = @merchant_id::text AND merchant_reference = @merchant_reference::text
 )
 SELECT new.i, cur.created,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
-	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at
+	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.capture_mode
 FROM new JOIN cur ON cur.merchant_id = new.merchant_id AND cur.merchant_reference = new.merchant_reference;

@@ -19,11 +19,13 @@
 WITH new AS (
 	SELECT * FROM unnest((SELECT @id::uuid[]), (SELECT @merchant_id::text[]), (SELECT @merchant_reference::text[]),
 		(SELECT @amount_minor::bigint[]), (SELECT @currency::text[]), (SELECT @payment_method::text[]),
-		(SELECT @gateway::text[]), (SELECT @state::text[])) WITH ORDINALITY
-		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, i)
+		(SELECT @gateway::text[]), (SELECT @state::text[]), (SELECT @capture_mode::text[])) WITH ORDINALITY
+		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode, i)
 ), ins AS (
-	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state)
-	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state FROM new ORDER BY i
+	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
+		capture_mode)
+	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode
+	FROM new ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
 ), ev AS (
@@ -31,16 +33,16 @@ WITH new AS (
 	SELECT merchant_id, id, NULL, state, @event, 'api' FROM ins
 ), cur AS (
 	SELECT true AS created, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
+		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM ins
 	UNION ALL
 	SELECT false, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at
+		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM orders
 	WHERE merchant_id = ANY((SELECT @merchant_id::text[])::text[]) AND merchant_reference = ANY((SELECT @merchant_reference::text[])::text[])
 )
 SELECT new.i, cur.created,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
-	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at
+	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.capture_mode
 FROM new JOIN cur ON cur.merchant_id = new.merchant_id AND cur.merchant_reference = new.merchant_reference;

@@ -4,6 +4,7 @@
 SELECT o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.currency, o.payment_method, o.gateway,
 	o.state, coalesce(o.current_attempt::text, '') AS current_attempt, o.reconcile_at, o.reconcile_count,
 	o.last_error, o.created_at, o.updated_at, o.refunded_minor, o.refunding_minor,
+	o.capture_mode, o.authorized_minor, o.captured_minor, o.capturing_minor, o.voiding, o.hold_closed, o.capture_before,
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
 	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome, a.decline_code AS attempt_decline_code,

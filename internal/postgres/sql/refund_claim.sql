@@ -40,9 +40,11 @@ WITH ord AS (
 	WHERE merchant_id = @merchant_id AND id = (SELECT current_attempt FROM ord)
 	FOR SHARE
 ), want AS (
-	SELECT id, amount_minor - refunded_minor - refunding_minor AS left_minor,
-		coalesce(nullif(@amount_minor::bigint, 0), amount_minor - refunded_minor - refunding_minor) AS amount
-	FROM ord
+	-- What was paid: the amount, or for a capture-manual order what was
+	-- captured (refunds apply to what was taken, never to a hold).
+	SELECT id, paid - refunded_minor - refunding_minor AS left_minor,
+		coalesce(nullif(@amount_minor::bigint, 0), paid - refunded_minor - refunding_minor) AS amount
+	FROM (SELECT *, CASE WHEN capture_mode = 'manual' THEN captured_minor ELSE amount_minor END AS paid FROM ord) p
 ), ins AS (
 	INSERT INTO refunds (merchant_id, id, order_id, request_id, requested_minor, amount_minor, currency, reason,
 		actor, state, reconcile_at)
@@ -77,6 +79,7 @@ SELECT cur.claimed,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
 	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
+	cur.capture_mode, cur.authorized_minor, cur.captured_minor, cur.capturing_minor, cur.voiding, cur.hold_closed, cur.capture_before,
 	coalesce((SELECT gateway_charge_id FROM ca), '') AS charge_id,
 	coalesce(r.id::text, '') AS refund_id, coalesce(r.merchant_id, '') AS refund_merchant_id,
 	coalesce(r.order_id::text, '') AS refund_order_id, coalesce(r.request_id, '') AS refund_request_id,

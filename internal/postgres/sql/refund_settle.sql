@@ -36,18 +36,20 @@ WITH lockedo AS MATERIALIZED (
 	WHERE r.merchant_id = lockedr.merchant_id AND r.id = lockedr.id AND lockedr.state = @from_state
 	RETURNING r.*
 ), nxt AS (
+	-- A refund is full when the refunded total reaches what was paid: the
+	-- amount, or for a capture-manual order what was captured.
 	SELECT lockedo.id,
 		lockedo.refunded_minor + CASE WHEN upr.state = 'SUCCEEDED' THEN upr.amount_minor ELSE 0 END AS refunded,
 		lockedo.refunding_minor
 			- CASE WHEN upr.state IN ('SUCCEEDED', 'FAILED') THEN upr.amount_minor ELSE 0 END AS refunding,
 		CASE
 			WHEN upr.state <> 'SUCCEEDED' THEN ''
-			WHEN lockedo.refunded_minor + upr.amount_minor >= lockedo.amount_minor THEN @full_event
+			WHEN lockedo.refunded_minor + upr.amount_minor >= CASE WHEN lockedo.capture_mode = 'manual' THEN lockedo.captured_minor ELSE lockedo.amount_minor END THEN @full_event
 			ELSE @partial_event
 		END AS event,
 		CASE
 			WHEN upr.state <> 'SUCCEEDED' THEN lockedo.state
-			WHEN lockedo.refunded_minor + upr.amount_minor >= lockedo.amount_minor THEN @full_to
+			WHEN lockedo.refunded_minor + upr.amount_minor >= CASE WHEN lockedo.capture_mode = 'manual' THEN lockedo.captured_minor ELSE lockedo.amount_minor END THEN @full_to
 			ELSE @partial_to
 		END AS to_state,
 		lockedo.state AS from_state, upr.id AS refund_id, lockedo.updated_at,
@@ -76,6 +78,7 @@ WITH lockedo AS MATERIALIZED (
 SELECT cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
 	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
+	cur.capture_mode, cur.authorized_minor, cur.captured_minor, cur.capturing_minor, cur.voiding, cur.hold_closed, cur.capture_before,
 	upr.id::text AS refund_id, upr.merchant_id AS refund_merchant_id, upr.order_id::text AS refund_order_id,
 	upr.request_id AS refund_request_id, upr.requested_minor AS refund_requested_minor,
 	upr.amount_minor AS refund_amount_minor, upr.currency AS refund_currency, upr.reason AS refund_reason,

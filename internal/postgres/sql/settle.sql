@@ -33,7 +33,9 @@ WITH st AS NOT MATERIALIZED (
 		@checked::bool AS checked, @last_error::text AS last_error,
 		@outcome::text AS outcome, @decline_code::text AS decline_code,
 		@charge_id::text AS charge_id, @event::text AS event, @actor::text AS actor,
-		@reason::text AS reason, @from_state::text AS from_state, 1::bigint AS i
+		@reason::text AS reason, @from_state::text AS from_state,
+		@authorized_minor::bigint AS authorized_minor,
+		@capture_before::timestamptz AS capture_before, 1::bigint AS i
 ), timed AS (
 	-- The times are read here rather than in the UPDATEs' SET lists: Citus
 	-- refuses a stable function (now(), timestamptz + interval) applied to a
@@ -48,7 +50,10 @@ WITH st AS NOT MATERIALIZED (
 		reconcile_at = CASE WHEN st.to_state IN ('CHARGING', 'REQUIRES_ACTION') THEN st.recheck_at END,
 		reconcile_count = o.reconcile_count + st.checked::int,
 		last_error = st.last_error,
-		updated_at = CASE WHEN st.to_state = st.from_state THEN o.updated_at ELSE st.now END
+		updated_at = CASE WHEN st.to_state = st.from_state THEN o.updated_at ELSE st.now END,
+		-- An authorization (capture manual) records what the gateway holds.
+		authorized_minor = CASE WHEN st.to_state = 'AUTHORIZED' THEN coalesce(nullif(st.authorized_minor, 0), o.amount_minor) ELSE o.authorized_minor END,
+		capture_before = CASE WHEN st.to_state = 'AUTHORIZED' THEN st.capture_before ELSE o.capture_before END
 	FROM locked JOIN timed st ON st.merchant_id = locked.merchant_id AND st.order_id = locked.id
 	WHERE o.merchant_id = locked.merchant_id AND o.id = locked.id
 		AND locked.state = st.from_state AND locked.current_attempt = st.attempt_id
@@ -65,5 +70,6 @@ WITH st AS NOT MATERIALIZED (
 SELECT i,
 	id::text, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
 	coalesce(current_attempt::text, '') AS current_attempt, reconcile_at, reconcile_count, last_error,
-	created_at, updated_at
+	created_at, updated_at,
+	refunded_minor, refunding_minor, capture_mode, authorized_minor, captured_minor, capturing_minor, voiding, hold_closed, capture_before
 FROM upd;

@@ -30,9 +30,10 @@ WITH st AS (
 		(SELECT @to_state::text[]), (SELECT @recheck_in::interval[]), (SELECT @checked::bool[]),
 		(SELECT @last_error::text[]), (SELECT @outcome::text[]), (SELECT @decline_code::text[]),
 		(SELECT @charge_id::text[]), (SELECT @event::text[]), (SELECT @actor::text[]),
-		(SELECT @reason::text[]), (SELECT @from_state::text[])) WITH ORDINALITY
+		(SELECT @reason::text[]), (SELECT @from_state::text[]), (SELECT @authorized_minor::bigint[]),
+		(SELECT @capture_before::timestamptz[])) WITH ORDINALITY
 		AS st(merchant_id, order_id, attempt_id, to_state, recheck_in, checked, last_error,
-			outcome, decline_code, charge_id, event, actor, reason, from_state, i)
+			outcome, decline_code, charge_id, event, actor, reason, from_state, authorized_minor, capture_before, i)
 ), timed AS (
 	-- The times are read here rather than in the UPDATEs' SET lists: Citus
 	-- refuses a stable function (now(), timestamptz + interval) applied to a
@@ -47,7 +48,10 @@ WITH st AS (
 		reconcile_at = CASE WHEN st.to_state IN ('CHARGING', 'REQUIRES_ACTION') THEN st.recheck_at END,
 		reconcile_count = o.reconcile_count + st.checked::int,
 		last_error = st.last_error,
-		updated_at = CASE WHEN st.to_state = st.from_state THEN o.updated_at ELSE st.now END
+		updated_at = CASE WHEN st.to_state = st.from_state THEN o.updated_at ELSE st.now END,
+		-- An authorization (capture manual) records what the gateway holds.
+		authorized_minor = CASE WHEN st.to_state = 'AUTHORIZED' THEN coalesce(nullif(st.authorized_minor, 0), o.amount_minor) ELSE o.authorized_minor END,
+		capture_before = CASE WHEN st.to_state = 'AUTHORIZED' THEN st.capture_before ELSE o.capture_before END
 	FROM locked JOIN timed st ON st.merchant_id = locked.merchant_id AND st.order_id = locked.id
 	WHERE o.merchant_id = locked.merchant_id AND o.id = locked.id
 		AND locked.state = st.from_state AND locked.current_attempt = st.attempt_id
@@ -64,5 +68,6 @@ WITH st AS (
 SELECT i,
 	id::text, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
 	coalesce(current_attempt::text, '') AS current_attempt, reconcile_at, reconcile_count, last_error,
-	created_at, updated_at
+	created_at, updated_at,
+	refunded_minor, refunding_minor, capture_mode, authorized_minor, captured_minor, capturing_minor, voiding, hold_closed, capture_before
 FROM upd;

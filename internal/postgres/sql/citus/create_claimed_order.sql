@@ -5,7 +5,7 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	(r.ord).amount_minor AS amount_minor, (r.ord).currency AS currency, (r.ord).payment_method AS payment_method,
 	(r.ord).gateway AS gateway, (r.ord).state AS state, coalesce((r.ord).current_attempt::text, '') AS current_attempt,
 	(r.ord).reconcile_at AS reconcile_at, (r.ord).reconcile_count AS reconcile_count, (r.ord).last_error AS last_error,
-	(r.ord).created_at AS created_at, (r.ord).updated_at AS updated_at,
+	(r.ord).created_at AS created_at, (r.ord).updated_at AS updated_at, (r.ord).capture_mode AS capture_mode,
 	coalesce((r.att).id::text, '') AS attempt_id, coalesce((r.att).order_id::text, '') AS attempt_order_id,
 	coalesce((r.att).request_id, '') AS attempt_request_id, coalesce((r.att).payment_method, '') AS attempt_payment_method,
 	coalesce((r.att).customer, '') AS attempt_customer,

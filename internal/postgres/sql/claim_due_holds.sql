@@ -1,0 +1,23 @@
+-- Lease up to @limit AUTHORIZED orders whose capture_before has passed and
+-- whose recheck has come (reconcile_at, unset until the first), skipping
+-- those another reconciler holds, with their authorizing attempts: the
+-- reconciler asks the gateway whether each hold has lapsed. The clock only
+-- makes an order due; the gateway's answer moves it.
+WITH due AS (
+	SELECT merchant_id, id FROM orders
+	WHERE state = 'AUTHORIZED' AND capture_before <= now() AND coalesce(reconcile_at, capture_before) <= now()
+	ORDER BY coalesce(reconcile_at, capture_before) LIMIT @limit FOR UPDATE SKIP LOCKED
+), upd AS (
+	UPDATE orders o SET reconcile_at = now() + @lease::interval FROM due
+	WHERE o.merchant_id = due.merchant_id AND o.id = due.id RETURNING o.*
+)
+SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
+	upd.id::text, upd.merchant_id, upd.merchant_reference, upd.amount_minor, upd.currency, upd.payment_method,
+	upd.gateway, upd.state, coalesce(upd.current_attempt::text, '') AS current_attempt, upd.reconcile_at,
+	upd.reconcile_count, upd.last_error, upd.created_at, upd.updated_at, upd.capture_mode,
+	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
+	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
+	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
+	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
+	a.created_at AS attempt_created_at
+FROM upd JOIN charge_attempts a ON a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt;
