@@ -58,7 +58,8 @@ func (g *Gateway) refunds() refund.Client {
 func (g *Gateway) Refund(ctx context.Context, req order.RefundRequest) (res order.Result, err error) {
 	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpRefund, OrderID: req.OrderID, AttemptID: req.RefundID})
 	defer func() { done(res, err) }()
-	if err := checkRefund(req); err != nil {
+	amount, err := checkRefund(req)
+	if err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("stripe: refund %s: %w", req.RefundID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
@@ -73,7 +74,7 @@ func (g *Gateway) Refund(ctx context.Context, req order.RefundRequest) (res orde
 	})
 	p := &stripego.RefundParams{
 		PaymentIntent: stripego.String(req.ChargeID),
-		Amount:        stripego.Int64(req.Amount.AmountMinor),
+		Amount:        stripego.Int64(amount),
 		Metadata:      map[string]string{"refund_id": req.RefundID, "order_id": req.OrderID},
 	}
 	p.SetIdempotencyKey(req.RefundID)
@@ -94,7 +95,7 @@ func (g *Gateway) LookupRefund(ctx context.Context, req order.RefundRequest) (re
 	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpLookupRefund, OrderID: req.OrderID, AttemptID: req.RefundID})
 	defer func() { done(res, err) }()
 	unknownRes := order.Result{Outcome: order.OutcomeUnknown}
-	if err := checkRefund(req); err != nil {
+	if _, err := checkRefund(req); err != nil {
 		return unknownRes, fmt.Errorf("stripe: lookup refund %s: %w", req.RefundID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
@@ -128,17 +129,19 @@ func (g *Gateway) LookupRefund(ctx context.Context, req order.RefundRequest) (re
 	return order.Result{Outcome: order.OutcomeNotFound}, nil
 }
 
-// checkRefund refuses what Stripe would refuse before anything is sent.
-func checkRefund(req order.RefundRequest) error {
+// checkRefund refuses what Stripe would refuse before anything is sent,
+// and returns the amount in Stripe's units (as a charge's: ISK and MGA
+// differ from ISO 4217).
+func checkRefund(req order.RefundRequest) (int64, error) {
 	switch {
 	case req.RefundID == "" || len(req.RefundID) > 255:
-		return errors.New("a refund id of at most 255 characters is required")
+		return 0, errors.New("a refund id of at most 255 characters is required")
 	case !strings.HasPrefix(req.ChargeID, "pi_"):
-		return errors.New("the charge's PaymentIntent id (pi_...) is required to refund it")
+		return 0, errors.New("the charge's PaymentIntent id (pi_...) is required to refund it")
 	case req.Amount.AmountMinor <= 0 || req.Amount.Currency == "":
-		return errors.New("a positive amount and a currency are required")
+		return 0, errors.New("a positive amount and a currency are required")
 	}
-	return nil
+	return stripeAmount(req.Amount)
 }
 
 // classifyRefund turns what a refund call came to into an outcome, by the
@@ -185,8 +188,9 @@ func fromRefund(req order.RefundRequest, r *stripego.Refund) (order.Result, erro
 	if r == nil || r.ID == "" {
 		return unknown(errors.New("the answer from Stripe holds no Refund"))
 	}
-	if r.Amount != req.Amount.AmountMinor || !strings.EqualFold(string(r.Currency), req.Amount.Currency) {
-		return unknown(fmt.Errorf("Refund %s is for %d %s, not %d %s",
+	// Stripe's units, as the refund was sent (checkRefund accepted them).
+	if want, err := stripeAmount(req.Amount); err != nil || r.Amount != want || !strings.EqualFold(string(r.Currency), req.Amount.Currency) {
+		return unknown(fmt.Errorf("Refund %s is for %d %s in Stripe's units, not %d %s in ISO 4217's",
 			clip(r.ID), r.Amount, clip(string(r.Currency)), req.Amount.AmountMinor, req.Amount.Currency))
 	}
 	if id, ok := r.Metadata["refund_id"]; ok && id != req.RefundID {

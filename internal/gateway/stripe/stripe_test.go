@@ -808,6 +808,54 @@ func TestAmounts(t *testing.T) {
 	}
 }
 
+// TestRefundAmounts: a refund is sent in Stripe's units for its currency,
+// as its charge was (ISK and MGA differ from ISO 4217 by two decimals),
+// and its lookup reads it back in the same units; what Stripe cannot carry
+// is not sent.
+func TestRefundAmounts(t *testing.T) {
+	t.Parallel()
+	fake, url := newFake(t, stripetest.Options{})
+	g := newGateway(t, stripe.Config{BaseURL: url})
+	for _, tt := range []struct {
+		charge, refund order.Money
+		sent           int64 // 0: not sent
+	}{
+		{order.Money{Currency: "GBP", AmountMinor: 1250}, order.Money{Currency: "GBP", AmountMinor: 500}, 500},
+		{order.Money{Currency: "ISK", AmountMinor: 500}, order.Money{Currency: "ISK", AmountMinor: 200}, 20000},
+		{order.Money{Currency: "MGA", AmountMinor: 150000}, order.Money{Currency: "MGA", AmountMinor: 50000}, 500},
+		{order.Money{Currency: "MGA", AmountMinor: 150000}, order.Money{Currency: "MGA", AmountMinor: 50050}, 0},
+		{order.Money{Currency: "KWD", AmountMinor: 1250}, order.Money{Currency: "KWD", AmountMinor: 5}, 0},
+	} {
+		creq := chargeReq(stripetest.TokenVisa)
+		creq.Amount = tt.charge
+		c, err := g.Charge(t.Context(), creq)
+		if err != nil || c.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("Charge of %+v = %+v, %v", tt.charge, c, err)
+		}
+		req := order.RefundRequest{RefundID: order.NewID(), OrderID: creq.OrderID, ChargeAttemptID: creq.AttemptID,
+			ChargeID: c.ChargeID, Amount: tt.refund, CreatedAt: time.Now()}
+		res, err := g.Refund(t.Context(), req)
+		var sent []stripetest.Refund
+		for _, r := range fake.Refunds() {
+			if r.Metadata["refund_id"] == req.RefundID {
+				sent = append(sent, r)
+			}
+		}
+		if tt.sent == 0 {
+			if res.Outcome != order.OutcomeNotSent || len(sent) != 0 {
+				t.Errorf("Refund of %+v = %+v, %v, sent %+v; want not sent", tt.refund, res, err, sent)
+			}
+			continue
+		}
+		if res.Outcome != order.OutcomeSucceeded || len(sent) != 1 || sent[0].Amount != tt.sent {
+			t.Errorf("Refund of %+v = %+v, %v, sent %+v; want succeeded for %d", tt.refund, res, err, sent, tt.sent)
+		}
+		if got, err := g.LookupRefund(t.Context(), req); err != nil || got.Outcome != order.OutcomeSucceeded {
+			t.Errorf("LookupRefund of %+v = %+v, %v; want succeeded", tt.refund, got, err)
+		}
+	}
+}
+
 // TestThreeDSecure: a customer-present charge that Stripe challenges is
 // reported as requiring action, with the redirect and the client secret;
 // the confirm carries the return URL and no off_session. Completed, a
