@@ -9,210 +9,89 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
-	"github.com/settlepay/settle/internal/logtest"
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/order"
-	"github.com/settlepay/settle/internal/postgres"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
-	"github.com/settlepay/settle/internal/reconcile"
 )
 
-// holdLedger is a test double of a gateway that authorizes, captures and
-// voids (order.Gateway and order.Capturer), with an in-memory ledger of
-// every authorization, capture and void by reference. It stands in for the
-// refpsp simulator until that speaks authorize, capture and void; the
-// tests here switch to the simulator then. A call whose kind is in
-// lose records its effect and then answers OutcomeUnknown: a timeout
-// after the gateway acted.
-type holdLedger struct {
-	mu    sync.Mutex
-	holds map[string]*ledgerHold // by attempt id
-	// captures and voids are by their own ids.
-	captures map[string]ledgerOp
-	voids    map[string]ledgerOp
-	lose     map[string]bool // "charge", "capture", "void"
-	// captureBefore is the capture_before the ledger gives an
-	// authorization, from its creation.
-	captureBefore time.Duration
-}
+// callTimeout is the gateway deadline of the capture tests that wait for
+// no timeout: many calls at once on one order queue on its row lock, and
+// the deadline is fixed before the claim.
+const callTimeout = 30 * time.Second
 
-type ledgerHold struct {
-	order.Hold
-	voided bool
-}
+// holdFixture is the charge path with the simulator as its gateway, for
+// captures and voids. Every test's end checks the simulator's ledger
+// against the protocol's rules and against Settle (checkLedger).
+type holdFixture struct{ *fixture }
 
-type ledgerOp struct {
-	attemptID string
-	amount    int64
-	ok        bool
-}
-
-func newHoldLedger() *holdLedger {
-	return &holdLedger{holds: map[string]*ledgerHold{}, captures: map[string]ledgerOp{}, voids: map[string]ledgerOp{},
-		lose: map[string]bool{}, captureBefore: 7 * 24 * time.Hour}
-}
-
-func (g *holdLedger) answer(kind string, res order.Result) (order.Result, error) {
-	if g.lose[kind] {
-		return order.Result{Outcome: order.OutcomeUnknown}, errors.New(kind + ": the response was lost")
-	}
-	return res, nil
-}
-
-func (g *holdLedger) hold(id string) *order.Hold {
-	h := g.holds[id].Hold
-	return &h
-}
-
-func (g *holdLedger) Charge(_ context.Context, req order.ChargeRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if req.Capture != order.CaptureManual {
-		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "test_ledger_authorizes_only"}, nil
-	}
-	if req.PaymentMethod == "tok_3ds" {
-		// The customer must authenticate first; the lookup after their
-		// return finds the authorization.
-		g.holds[req.AttemptID] = &ledgerHold{Hold: order.Hold{State: order.HoldOpen, AuthorizedMinor: req.Amount.AmountMinor,
-			CaptureBefore: time.Now().Add(g.captureBefore).Truncate(time.Microsecond)}}
-		return order.Result{Outcome: order.OutcomeRequiresAction, ChargeID: "auth_" + req.AttemptID,
-			NextAction: order.NextAction{RedirectURL: "https://gateway.test/3ds"}}, nil
-	}
-	if _, ok := g.holds[req.AttemptID]; !ok {
-		g.holds[req.AttemptID] = &ledgerHold{Hold: order.Hold{State: order.HoldOpen, AuthorizedMinor: req.Amount.AmountMinor,
-			CaptureBefore: time.Now().Add(g.captureBefore).Truncate(time.Microsecond)}}
-	}
-	return g.answer("charge", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "auth_" + req.AttemptID,
-		Hold: g.hold(req.AttemptID)})
-}
-
-func (g *holdLedger) Lookup(_ context.Context, req order.ChargeRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if _, ok := g.holds[req.AttemptID]; !ok {
-		return order.Result{Outcome: order.OutcomeNotFound}, nil
-	}
-	return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "auth_" + req.AttemptID, Hold: g.hold(req.AttemptID)}, nil
-}
-
-func (g *holdLedger) Capture(_ context.Context, req order.CaptureRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if op, ok := g.captures[req.CaptureID]; ok {
-		return g.answer("capture", g.opResult(op))
-	}
-	h, ok := g.holds[req.ChargeAttemptID]
-	op := ledgerOp{attemptID: req.ChargeAttemptID, amount: req.Amount.AmountMinor}
-	if ok && h.State == order.HoldOpen && !h.voided && h.CapturedMinor+op.amount <= h.AuthorizedMinor {
-		op.ok = true
-		h.CapturedMinor += op.amount
-		if req.Final {
-			h.State = order.HoldCaptured
-		}
-	}
-	g.captures[req.CaptureID] = op
-	return g.answer("capture", g.opResult(op))
-}
-
-func (g *holdLedger) opResult(op ledgerOp) order.Result {
-	if !op.ok {
-		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "hold_not_capturable"}
-	}
-	return order.Result{Outcome: order.OutcomeSucceeded, Hold: g.hold(op.attemptID)}
-}
-
-func (g *holdLedger) LookupCapture(_ context.Context, req order.CaptureRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	op, ok := g.captures[req.CaptureID]
-	if !ok {
-		return order.Result{Outcome: order.OutcomeNotFound}, nil
-	}
-	return g.opResult(op), nil
-}
-
-func (g *holdLedger) Void(_ context.Context, req order.VoidRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if op, ok := g.voids[req.VoidID]; ok {
-		return g.answer("void", g.voidResult(op))
-	}
-	h, ok := g.holds[req.ChargeAttemptID]
-	op := ledgerOp{attemptID: req.ChargeAttemptID}
-	if ok && h.State == order.HoldOpen && h.CapturedMinor == 0 {
-		op.ok, h.voided, h.State = true, true, order.HoldVoided
-	}
-	g.voids[req.VoidID] = op
-	return g.answer("void", g.voidResult(op))
-}
-
-func (g *holdLedger) voidResult(op ledgerOp) order.Result {
-	if !op.ok {
-		return order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "hold_not_voidable"}
-	}
-	return order.Result{Outcome: order.OutcomeSucceeded}
-}
-
-func (g *holdLedger) LookupVoid(_ context.Context, req order.VoidRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	op, ok := g.voids[req.VoidID]
-	if !ok {
-		return order.Result{Outcome: order.OutcomeNotFound}, nil
-	}
-	return g.voidResult(op), nil
-}
-
-// expire lets attempt's hold lapse at the gateway.
-func (g *holdLedger) expire(attemptID string) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.holds[attemptID].State = order.HoldExpired
-}
-
-// captured is what the gateway captured of attempt's hold, and whether it
-// was voided.
-func (g *holdLedger) captured(attemptID string) (int64, bool) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	h := g.holds[attemptID]
-	return h.CapturedMinor, h.voided
-}
-
-// holdFixture is the charge path with the ledger as its one gateway.
-type holdFixture struct {
-	svc   *order.Service
-	store *postgres.Store
-	gw    *holdLedger
-	pool  *pgxpool.Pool
-	rec   *reconcile.Reconciler
-	logs  logtest.Buffer
-}
-
-func newHoldFixture(t *testing.T) *holdFixture {
+func newHoldFixture(t *testing.T, timeout time.Duration) *holdFixture {
 	t.Helper()
 	if postgrestest.Citus() {
 		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
 	}
-	f := &holdFixture{pool: postgrestest.Pool(t), gw: newHoldLedger()}
-	f.store = postgres.NewStore(f.pool)
-	gateways := map[string]order.Gateway{"held": f.gw}
-	var err error
-	f.svc, err = order.NewService(f.store, gateways, order.Config{
-		DefaultGateway: "held", GatewayTimeout: gatewayTimeout, Grace: time.Second, FirstRecheck: time.Minute,
-	}, f.logs.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
-		Schedule: []time.Duration{time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
-		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour,
-	}, f.logs.Logger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := &holdFixture{newFixtureTimeout(t, timeout)}
+	t.Cleanup(func() { f.checkLedger(t) })
 	return f
+}
+
+// checkLedger checks what the gateway did: no authorization captured past
+// what it held, none both voided and captured, and each capture-manual
+// order's captured total the gateway's, give or take what is still in
+// flight (captured ≤ gateway's ≤ captured + capturing), and voided at the
+// gateway only when Settle voided it or has a void in flight.
+func (f *holdFixture) checkLedger(t *testing.T) {
+	t.Helper()
+	voided := map[string]bool{}
+	for _, v := range f.sim.Voids() {
+		if v.Status == refpsp.OpSucceeded {
+			voided[v.ChargeReference] = true
+		}
+	}
+	for _, c := range f.sim.Ledger() {
+		if !c.Manual {
+			continue
+		}
+		got := f.sim.Captured(c.Reference)
+		if got > c.Amount || got != c.AmountCaptured {
+			t.Errorf("gateway: authorization %s of %d captured %d (its ledger says %d)", c.Reference, c.Amount, got, c.AmountCaptured)
+		}
+		if voided[c.Reference] && got > 0 {
+			t.Errorf("gateway: authorization %s both voided and captured (%d)", c.Reference, got)
+		}
+	}
+	rows, err := f.pool.Query(context.Background(), `SELECT id::text, current_attempt::text, state, captured_minor, capturing_minor, voiding
+		FROM orders WHERE capture_mode = 'manual' AND current_attempt IS NOT NULL`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, attempt, state string
+		var captured, capturing int64
+		var voiding bool
+		if err := rows.Scan(&id, &attempt, &state, &captured, &capturing, &voiding); err != nil {
+			t.Fatal(err)
+		}
+		if got := f.sim.Captured(attempt); got < captured || got > captured+capturing {
+			t.Errorf("order %s: Settle captured %d with %d in flight, the gateway %d", id, captured, capturing, got)
+		}
+		if voided[attempt] && state != string(order.StateVoided) && !voiding {
+			t.Errorf("order %s is %s with no void in flight, but the gateway voided it", id, state)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// voided reports whether the gateway voided the authorization attemptID.
+func (f *holdFixture) voided(attemptID string) bool {
+	for _, v := range f.sim.Voids() {
+		if v.ChargeReference == attemptID && v.Status == refpsp.OpSucceeded {
+			return true
+		}
+	}
+	return false
 }
 
 // reconcileNow makes every lease and recheck due and runs the reconciler
@@ -234,18 +113,12 @@ func (f *holdFixture) reconcileNow(t *testing.T) {
 	}
 }
 
-func (f *holdFixture) lose(kind string, lost bool) {
-	f.gw.mu.Lock()
-	defer f.gw.mu.Unlock()
-	f.gw.lose[kind] = lost
-}
-
-// authorized creates a capture-manual order of 1250 GBP and charges it to
-// AUTHORIZED.
-func (f *holdFixture) authorized(t *testing.T, ref string) (order.Order, order.Attempt) {
+// authorized creates a capture-manual order of 1250 GBP paid with token
+// and charges it to AUTHORIZED.
+func (f *holdFixture) authorized(t *testing.T, ref, token string) (order.Order, order.Attempt) {
 	t.Helper()
 	ctx := context.Background()
-	n := newOrder(ref, "tok_ok")
+	n := newOrder(ref, token)
 	n.Capture = order.CaptureManual
 	o, a, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "charge-" + ref})
 	if err != nil || o.State != order.StateAuthorized || a == nil {
@@ -268,13 +141,18 @@ func (f *holdFixture) void(orderID, requestID string) (order.Order, order.Void, 
 		order.VoidInput{OrderID: orderID, RequestID: requestID})
 }
 
+// waitPast waits until the clock is past tm.
+func waitPast(tm time.Time) {
+	time.Sleep(time.Until(tm) + 10*time.Millisecond)
+}
+
 // TestCaptureReplayAndConflict: the same request again returns the same
 // capture and captures nothing more; the same request id with another
 // amount or finality is ALREADY_EXISTS.
 func TestCaptureReplayAndConflict(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	o, a := f.authorized(t, "cap-replay")
+	f := newHoldFixture(t, callTimeout)
+	o, a := f.authorized(t, "cap-replay", "tok_ok")
 	o1, c1, err := f.capture(o.ID, "capture-1", 500, true)
 	if err != nil || c1.State != order.CaptureSucceeded || o1.State != order.StatePaid || o1.CapturedMinor != 500 {
 		t.Fatalf("capture: %+v %+v, %v", o1, c1, err)
@@ -293,7 +171,7 @@ func TestCaptureReplayAndConflict(t *testing.T) {
 			t.Fatalf("capture-1 again with %d final=%v: %v, want a *ConflictError", in.amount, in.final, err)
 		}
 	}
-	if got, _ := f.gw.captured(a.ID); got != 500 {
+	if got := f.sim.Captured(a.ID); got != 500 {
 		t.Fatalf("gateway captured %d, want 500", got)
 	}
 }
@@ -303,8 +181,8 @@ func TestCaptureReplayAndConflict(t *testing.T) {
 // each other one is refused naming what is left.
 func TestConcurrentCapturesOverTheHold(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	o, a := f.authorized(t, "cap-race")
+	f := newHoldFixture(t, callTimeout)
+	o, a := f.authorized(t, "cap-race", "tok_ok")
 	var (
 		wg        sync.WaitGroup
 		mu        sync.Mutex
@@ -329,7 +207,7 @@ func TestConcurrentCapturesOverTheHold(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	got, _ := f.gw.captured(a.ID)
+	got := f.sim.Captured(a.ID)
 	if succeeded != 12 || got != 1200 {
 		t.Fatalf("%d captures succeeded, gateway captured %d; want 12 and 1200", succeeded, got)
 	}
@@ -343,9 +221,9 @@ func TestConcurrentCapturesOverTheHold(t *testing.T) {
 // at once never both succeed, at Settle or at the gateway.
 func TestCaptureRacingVoid(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
+	f := newHoldFixture(t, callTimeout)
 	for i := range 10 {
-		o, a := f.authorized(t, fmt.Sprintf("race-%d", i))
+		o, a := f.authorized(t, fmt.Sprintf("race-%d", i), "tok_ok")
 		var (
 			wg      sync.WaitGroup
 			c       order.Capture
@@ -368,7 +246,7 @@ func TestCaptureRacingVoid(t *testing.T) {
 		if loser := raceLoser(captured, verr, cerr); !errors.As(loser, &he) && !errors.As(loser, &se) {
 			t.Fatalf("round %d: the loser's error %v, want a *HoldError or a *StateError", i, loser)
 		}
-		amount, gwVoided := f.gw.captured(a.ID)
+		amount, gwVoided := f.sim.Captured(a.ID), f.voided(a.ID)
 		if (amount > 0) == gwVoided {
 			t.Fatalf("round %d: gateway captured %d and voided %v", i, amount, gwVoided)
 		}
@@ -396,8 +274,8 @@ func raceLoser(captured bool, verr, cerr error) error {
 // capture follows.
 func TestPartialFinalCapture(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	o, _ := f.authorized(t, "cap-partial")
+	f := newHoldFixture(t, callTimeout)
+	o, _ := f.authorized(t, "cap-partial", "tok_ok")
 	o, c, err := f.capture(o.ID, "capture-1", 800, true)
 	if err != nil || c.State != order.CaptureSucceeded || o.State != order.StatePaid || o.CapturedMinor != 800 || !o.HoldClosed {
 		t.Fatalf("partial final capture: %+v %+v, %v", o, c, err)
@@ -417,8 +295,8 @@ func TestPartialFinalCapture(t *testing.T) {
 // the first makes the order PAID, and past the hold nothing is admitted.
 func TestMultiCaptureNotFinal(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	o, a := f.authorized(t, "cap-multi")
+	f := newHoldFixture(t, callTimeout)
+	o, a := f.authorized(t, "cap-multi", "tok_ok")
 	for i, amount := range []int64{500, 500, 250} {
 		var c order.Capture
 		var err error
@@ -435,46 +313,42 @@ func TestMultiCaptureNotFinal(t *testing.T) {
 	if !errors.As(err, &le) || le.Left != 0 {
 		t.Fatalf("capture past the hold: %v, want a *CaptureLimitError with 0 left", err)
 	}
-	if got, _ := f.gw.captured(a.ID); got != 1250 {
+	if got := f.sim.Captured(a.ID); got != 1250 {
 		t.Fatalf("gateway captured %d, want 1250", got)
 	}
 }
 
 // TestCaptureAfterExpiryAsksTheGateway: a capture past capture_before (the
-// hold lapsed at the gateway) is still sent, and the gateway's refusal
-// decides: the capture fails, the order stays AUTHORIZED.
+// hold lapsed at the gateway: tok_lapse_1 lapses a millisecond after it is
+// made) is still sent, and the gateway's refusal decides: the capture
+// fails, the order stays AUTHORIZED.
 func TestCaptureAfterExpiryAsksTheGateway(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	f.gw.captureBefore = -time.Minute // every hold is past its capture_before
-	o, a := f.authorized(t, "cap-expired")
-	if !o.CaptureBefore.Before(time.Now()) {
-		t.Fatalf("capture_before %s is not past", o.CaptureBefore)
-	}
-	f.gw.expire(a.ID)
+	f := newHoldFixture(t, callTimeout)
+	o, a := f.authorized(t, "cap-expired", "tok_lapse_1")
+	waitPast(o.CaptureBefore)
 	o, c, err := f.capture(o.ID, "capture-1", 0, true)
 	if err != nil || c.State != order.CaptureFailed || c.Outcome != order.OutcomeDeclined || o.State != order.StateAuthorized ||
-		o.CapturingMinor != 0 {
-		t.Fatalf("capture after expiry: %+v %+v, %v; want the gateway's decline", o, c, err)
+		o.CapturingMinor != 0 || c.DeclineCode != refpsp.FailureExpired {
+		t.Fatalf("capture after expiry: %+v %+v, %v; want the gateway's decline %s", o, c, err, refpsp.FailureExpired)
 	}
-	f.gw.mu.Lock()
-	_, sent := f.gw.captures[c.ID]
-	f.gw.mu.Unlock()
+	var sent bool
+	for _, gc := range f.sim.Captures() {
+		sent = sent || (gc.Reference == c.ID && gc.ChargeReference == a.ID && gc.Status == refpsp.OpFailed)
+	}
 	if !sent {
 		t.Fatal("the capture was never sent to the gateway")
 	}
 }
 
 // TestCaptureUnknownOutcomeStaysInFlight: a capture whose response is lost
-// is returned CAPTURING with its amount reserved, and blocks a void; the
+// (tok_capture_drop: the gateway captures, then drops the connection) is
+// returned CAPTURING with its amount reserved, and blocks a void; the
 // gateway captured it once.
 func TestCaptureUnknownOutcomeStaysInFlight(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	o, a := f.authorized(t, "cap-unknown")
-	f.gw.mu.Lock()
-	f.gw.lose["capture"] = true
-	f.gw.mu.Unlock()
+	f := newHoldFixture(t, callTimeout)
+	o, a := f.authorized(t, "cap-unknown", "tok_capture_drop")
 	o, c, err := f.capture(o.ID, "capture-1", 600, false)
 	if err != nil || c.State != order.CaptureCapturing || o.CapturingMinor != 600 || o.State != order.StateAuthorized {
 		t.Fatalf("capture with its response lost: %+v %+v, %v", o, c, err)
@@ -484,8 +358,11 @@ func TestCaptureUnknownOutcomeStaysInFlight(t *testing.T) {
 	if !errors.As(err, &he) {
 		t.Fatalf("void beside a capture of unknown outcome: %v, want a *HoldError", err)
 	}
-	if got, _ := f.gw.captured(a.ID); got != 600 {
+	if got := f.sim.Captured(a.ID); got != 600 {
 		t.Fatalf("gateway captured %d, want 600", got)
+	}
+	if n := len(f.sim.Voids()); n != 0 {
+		t.Fatalf("%d voids reached the gateway, want 0", n)
 	}
 }
 
@@ -493,8 +370,8 @@ func TestCaptureUnknownOutcomeStaysInFlight(t *testing.T) {
 // a capture after it is refused by the state.
 func TestVoidThenNoCapture(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
-	o, _ := f.authorized(t, "void-ok")
+	f := newHoldFixture(t, callTimeout)
+	o, _ := f.authorized(t, "void-ok", "tok_ok")
 	o, v, err := f.void(o.ID, "void-req-1")
 	if err != nil || v.State != order.VoidSucceeded || o.State != order.StateVoided {
 		t.Fatalf("void: %+v %+v, %v", o, v, err)
@@ -513,7 +390,7 @@ func TestVoidThenNoCapture(t *testing.T) {
 // be captured or voided.
 func TestCaptureOfAnAutomaticOrderIsRefused(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
+	f := newHoldFixture(t, callTimeout)
 	o, err := f.svc.Create(context.Background(), merchant, newOrder("automatic", "tok_ok"))
 	if err != nil || o.Capture != order.CaptureAutomatic {
 		t.Fatalf("create: %+v, %v", o, err)
@@ -531,72 +408,76 @@ func TestCaptureOfAnAutomaticOrderIsRefused(t *testing.T) {
 }
 
 // TestTimeoutsSettledByTheReconciler: an authorization, a capture and a
-// void whose responses were lost (the gateway acted) stay in flight, and
-// the reconciler's lookups settle each as the gateway has it.
+// void whose responses came too late (tok_timeout_silent,
+// tok_capture_timeout, tok_void_timeout: the gateway acted, then answered
+// after the deadline) stay in flight, and the reconciler's lookups settle
+// each as the gateway has it.
 func TestTimeoutsSettledByTheReconciler(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
+	f := newHoldFixture(t, gatewayTimeout)
 	ctx := context.Background()
 	scope := order.ForMerchant(merchant)
 
-	f.lose("charge", true)
-	n := newOrder("lost-auth", "tok_ok")
+	n := newOrder("lost-auth", "tok_timeout_silent")
 	n.Capture = order.CaptureManual
-	o, a, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "charge-lost-auth"})
+	o, _, err := f.svc.CreateAndCharge(ctx, merchant, n, order.ChargeInput{RequestID: "charge-lost-auth"})
 	if err != nil || o.State != order.StateCharging {
 		t.Fatalf("authorize with its response lost: %+v, %v", o, err)
 	}
-	f.lose("charge", false)
 	f.reconcileNow(t)
 	o, err = f.svc.Get(ctx, scope, o.ID)
 	if err != nil || o.State != order.StateAuthorized || o.AuthorizedMinor != 1250 || o.CaptureBefore.IsZero() {
 		t.Fatalf("after the reconciler: %+v, %v; want AUTHORIZED holding 1250 with capture_before", o, err)
 	}
 
-	f.lose("capture", true)
+	o, a := f.authorized(t, "lost-capture", "tok_capture_timeout")
 	o, c, err := f.capture(o.ID, "capture-lost", 600, false)
 	if err != nil || c.State != order.CaptureCapturing {
 		t.Fatalf("capture with its response lost: %+v, %v", c, err)
 	}
-	f.lose("capture", false)
 	f.reconcileNow(t)
 	o, err = f.svc.Get(ctx, scope, o.ID)
 	if err != nil || o.State != order.StatePaid || o.CapturedMinor != 600 || o.CapturingMinor != 0 {
 		t.Fatalf("after the reconciler: %+v, %v; want PAID with 600 captured", o, err)
 	}
-	if got, _ := f.gw.captured(a.ID); got != 600 {
+	if got := f.sim.Captured(a.ID); got != 600 {
 		t.Fatalf("gateway captured %d, want 600", got)
 	}
 
-	v, _ := f.authorized(t, "lost-void")
-	f.lose("void", true)
+	v, va := f.authorized(t, "lost-void", "tok_void_timeout")
 	v, vd, err := f.void(v.ID, "void-lost-1")
 	if err != nil || vd.State != order.VoidVoiding || !v.Voiding {
 		t.Fatalf("void with its response lost: %+v %+v, %v", v, vd, err)
 	}
-	f.lose("void", false)
 	f.reconcileNow(t)
 	v, err = f.svc.Get(ctx, scope, v.ID)
-	if err != nil || v.State != order.StateVoided || v.Voiding {
-		t.Fatalf("after the reconciler: %+v, %v; want VOIDED", v, err)
+	if err != nil || v.State != order.StateVoided || v.Voiding || !f.voided(va.ID) {
+		t.Fatalf("after the reconciler: %+v, %v; want VOIDED, at the gateway too", v, err)
 	}
 }
 
 // TestExpiryIsTheGatewaysWord: past capture_before the reconciler asks the
-// gateway; an open hold stays AUTHORIZED (the clock moves nothing), a
-// lapsed one becomes EXPIRED.
+// gateway; an open hold stays AUTHORIZED (the clock moves nothing: here
+// Settle's capture_before is put in the past while the gateway's is a week
+// away, as a clock ahead of the gateway's would have it), a lapsed one
+// (tok_lapse_1) becomes EXPIRED.
 func TestExpiryIsTheGatewaysWord(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
+	f := newHoldFixture(t, callTimeout)
 	ctx := context.Background()
-	f.gw.captureBefore = -time.Minute
-	o, a := f.authorized(t, "expiry")
-	f.reconcileNow(t)
-	got, err := f.svc.Get(ctx, order.ForMerchant(merchant), o.ID)
-	if err != nil || got.State != order.StateAuthorized {
-		t.Fatalf("open hold past capture_before: %s, %v; want AUTHORIZED", got.State, err)
+	held, _ := f.authorized(t, "expiry-open", "tok_ok")
+	if _, err := f.pool.Exec(ctx, `UPDATE orders SET capture_before = now() - interval '1 minute' WHERE id = $1`, held.ID); err != nil {
+		t.Fatal(err)
 	}
-	f.gw.expire(a.ID)
+	lookups := f.sim.Lookups()
+	f.reconcileNow(t)
+	got, err := f.svc.Get(ctx, order.ForMerchant(merchant), held.ID)
+	if err != nil || got.State != order.StateAuthorized || f.sim.Lookups() == lookups {
+		t.Fatalf("open hold past capture_before: %s, %v, %d lookups; want AUTHORIZED after a lookup", got.State, err,
+			f.sim.Lookups()-lookups)
+	}
+	o, _ := f.authorized(t, "expiry", "tok_lapse_1")
+	waitPast(o.CaptureBefore)
 	f.reconcileNow(t)
 	got, err = f.svc.Get(ctx, order.ForMerchant(merchant), o.ID)
 	if err != nil || got.State != order.StateExpired {
@@ -607,6 +488,9 @@ func TestExpiryIsTheGatewaysWord(t *testing.T) {
 		o.ID).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("order.authorization_expired events: %d, %v; want 1", n, err)
 	}
+	if got, err = f.svc.Get(ctx, order.ForMerchant(merchant), held.ID); err != nil || got.State != order.StateAuthorized {
+		t.Fatalf("open hold after a second look: %s, %v; want AUTHORIZED", got.State, err)
+	}
 }
 
 // TestThreeDSecureThenCapture: a capture-manual charge that asks the
@@ -614,7 +498,7 @@ func TestExpiryIsTheGatewaysWord(t *testing.T) {
 // same request settles it to AUTHORIZED, and it captures.
 func TestThreeDSecureThenCapture(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
+	f := newHoldFixture(t, callTimeout)
 	ctx := context.Background()
 	n := newOrder("cap-3ds", "tok_3ds")
 	n.Capture = order.CaptureManual
@@ -623,6 +507,7 @@ func TestThreeDSecureThenCapture(t *testing.T) {
 	if err != nil || o.State != order.StateRequiresAction || a == nil || a.NextAction.RedirectURL == "" {
 		t.Fatalf("charge: %+v %+v, %v; want REQUIRES_ACTION with a redirect", o, a, err)
 	}
+	open(t, a.NextAction.RedirectURL)
 	in.OrderID = o.ID
 	o, _, err = f.svc.Charge(ctx, merchant, in)
 	if err != nil || o.State != order.StateAuthorized {
@@ -638,9 +523,9 @@ func TestThreeDSecureThenCapture(t *testing.T) {
 // capture-manual order in review as PAID: its charge only held the money.
 func TestResolvePaidRefusedForAnAuthorization(t *testing.T) {
 	t.Parallel()
-	f := newHoldFixture(t)
+	f := newHoldFixture(t, callTimeout)
 	ctx := context.Background()
-	o, _ := f.authorized(t, "resolve-held")
+	o, _ := f.authorized(t, "resolve-held", "tok_ok")
 	if _, err := f.pool.Exec(ctx, `UPDATE orders SET state = 'NEEDS_REVIEW' WHERE id = $1`, o.ID); err != nil {
 		t.Fatal(err)
 	}

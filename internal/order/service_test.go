@@ -54,25 +54,32 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	f := &fixture{pool: postgrestest.Pool(t), sim: sim.New(sim.Options{ClientTimeout: 2 * gatewayTimeout})}
+	return newFixtureTimeout(t, gatewayTimeout)
+}
+
+// newFixtureTimeout is newFixture with a gateway timeout of its own, for a
+// test that makes many calls at once and waits for no timeout.
+func newFixtureTimeout(t *testing.T, timeout time.Duration) *fixture {
+	t.Helper()
+	f := &fixture{pool: postgrestest.Pool(t), sim: sim.New(sim.Options{ClientTimeout: 2 * timeout})}
 	f.store = postgres.NewStore(f.pool)
 	hs := httptest.NewServer(f.sim)
 	t.Cleanup(hs.Close)
 	f.simURL = hs.URL
-	gw, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
+	gw, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	gateways := map[string]order.Gateway{"sim": gw}
 	f.svc, err = order.NewService(f.store, gateways, order.Config{
-		DefaultGateway: "sim", GatewayTimeout: gatewayTimeout, Grace: time.Second, FirstRecheck: time.Minute,
+		DefaultGateway: "sim", GatewayTimeout: timeout, Grace: time.Second, FirstRecheck: time.Minute,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.rec, err = reconcile.New(f.store, gateways, reconcile.Config{
 		Schedule: []time.Duration{time.Minute, time.Minute}, BatchSize: 10, Concurrency: 2,
-		PollInterval: time.Second, LookupTimeout: gatewayTimeout, NoShowHorizon: time.Hour,
+		PollInterval: time.Second, LookupTimeout: timeout, NoShowHorizon: time.Hour,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
