@@ -3,9 +3,7 @@ package grpcapi_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -13,58 +11,31 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/grpcapi"
 	"github.com/settlepay/settle/internal/order"
+	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
-// heldGateway is a test double of a gateway that authorizes and captures
-// (order.Capturer), with an in-memory ledger of what each authorization
-// has captured; it stands in for the refpsp simulator until that speaks
-// authorize, capture and void. It never fails a call.
-type heldGateway struct {
-	mu       sync.Mutex
-	captured map[string]int64 // by attempt id
-}
-
-func (g *heldGateway) Charge(_ context.Context, req order.ChargeRequest) (order.Result, error) {
-	return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "auth_" + req.AttemptID,
-		Hold: &order.Hold{State: order.HoldOpen, AuthorizedMinor: req.Amount.AmountMinor, CaptureBefore: time.Now().Add(time.Hour)}}, nil
-}
-
-func (g *heldGateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
-	return g.Charge(ctx, req)
-}
-
-func (g *heldGateway) Capture(_ context.Context, req order.CaptureRequest) (order.Result, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.captured[req.ChargeAttemptID] += req.Amount.AmountMinor
-	return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "cap_" + req.CaptureID}, nil
-}
-
-func (g *heldGateway) LookupCapture(context.Context, order.CaptureRequest) (order.Result, error) {
-	return order.Result{Outcome: order.OutcomeSucceeded}, nil
-}
-
-func (g *heldGateway) Void(context.Context, order.VoidRequest) (order.Result, error) {
-	return order.Result{Outcome: order.OutcomeSucceeded}, nil
-}
-
-func (g *heldGateway) LookupVoid(context.Context, order.VoidRequest) (order.Result, error) {
-	return order.Result{Outcome: order.OutcomeSucceeded}, nil
-}
+// chargeOnly is a gateway that cannot capture (no order.Capturer), which
+// the simulator cannot be: an order made with capture MANUAL on it is
+// refused before any call.
+type chargeOnly struct{ order.Gateway }
 
 // TestCaptureAndVoidReplies checks what the API adds to captures and
 // voids: the capture mode on create, the hold on the order, final's
-// default, each reply's code and message, and the operator's actor.
+// default, each reply's code and message, and the operator's actor,
+// against the simulator, whose ledger must agree.
 func TestCaptureAndVoidReplies(t *testing.T) {
 	t.Parallel()
-	gw := &heldGateway{captured: map[string]int64{}}
-	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"held": gw})
+	if postgrestest.Citus() {
+		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
+	}
+	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"charge-only": chargeOnly{}})
 	ctx := context.Background()
 	create := func(ref string, mode settlev1.CaptureMode) *settlev1.Order {
 		resp, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: ref,
-			Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Gateway: "held", Capture: mode})
+			Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Capture: mode})
 		if err != nil {
 			t.Fatalf("CreateOrder(%s): %v", ref, err)
 		}
@@ -74,7 +45,8 @@ func TestCaptureAndVoidReplies(t *testing.T) {
 	if o.GetCapture() != settlev1.CaptureMode_CAPTURE_MODE_MANUAL {
 		t.Fatalf("created order's capture %s", o.GetCapture())
 	}
-	got := s.charge(t, o.GetId(), "api-capture-charge").GetOrder()
+	charged := s.charge(t, o.GetId(), "api-capture-charge")
+	got, auth := charged.GetOrder(), charged.GetAttempt().GetId()
 	if got.GetState() != settlev1.OrderState_ORDER_STATE_AUTHORIZED || got.GetAuthorized().GetAmountMinor() != 1250 ||
 		got.GetCaptured().GetAmountMinor() != 0 || got.GetCaptureBefore() == nil {
 		t.Fatalf("authorized order %v", got)
@@ -125,14 +97,26 @@ func TestCaptureAndVoidReplies(t *testing.T) {
 		final.GetOrder().GetCaptured().GetAmountMinor() != 1250 {
 		t.Fatalf("operator's capture of the rest: %v, %v", final, err)
 	}
+	if n := s.sim.Captured(auth); n != 1250 {
+		t.Fatalf("the gateway captured %d of %s, want 1250", n, auth)
+	}
 
 	// A void of an authorized order; a capture of an automatic one.
 	v := create("api-void", settlev1.CaptureMode_CAPTURE_MODE_MANUAL)
-	s.charge(t, v.GetId(), "api-void-charge")
+	vauth := s.charge(t, v.GetId(), "api-void-charge").GetAttempt().GetId()
 	voided, err := s.orders.VoidOrder(ctx, &settlev1.VoidOrderRequest{OrderId: v.GetId(), RequestId: "api-void-2", Reason: "cancelled"})
 	if err != nil || voided.GetVoid().GetState() != settlev1.VoidState_VOID_STATE_SUCCEEDED ||
 		voided.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_VOIDED {
 		t.Fatalf("void: %v, %v", voided, err)
+	}
+	for _, gv := range s.sim.Voids() {
+		if gv.Status == refpsp.OpSucceeded && gv.ChargeReference != vauth {
+			t.Fatalf("the gateway voided %s, which Settle captured or never voided", gv.ChargeReference)
+		}
+	}
+	if n := len(s.sim.Voids()); n != 1 || s.sim.Captured(vauth) != 0 {
+		t.Fatalf("the gateway has %d voids and captured %d of the voided %s; want 1 void and nothing captured",
+			n, s.sim.Captured(vauth), vauth)
 	}
 	auto := create("api-automatic", settlev1.CaptureMode_CAPTURE_MODE_UNSPECIFIED)
 	if auto.GetCapture() != settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC {
@@ -142,8 +126,9 @@ func TestCaptureAndVoidReplies(t *testing.T) {
 	if status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("capture of an automatic order: %v, want FailedPrecondition", err)
 	}
-	_, err = s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "api-sim-manual",
-		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Capture: settlev1.CaptureMode_CAPTURE_MODE_MANUAL})
+	_, err = s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "api-charge-only-manual",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Gateway: "charge-only",
+		Capture: settlev1.CaptureMode_CAPTURE_MODE_MANUAL})
 	if status.Code(err) != codes.InvalidArgument || !strings.Contains(status.Convert(err).Message(), "capture") {
 		t.Fatalf("MANUAL on a gateway that cannot capture: %v, want InvalidArgument naming capture", err)
 	}
