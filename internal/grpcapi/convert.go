@@ -111,6 +111,10 @@ func orderToProto(o order.Order) *settlev1.Order {
 		p.Captured = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.CapturedMinor}
 		p.CaptureBefore = timestamp(o.CaptureBefore)
 	}
+	if o.CapturingMinor > 0 {
+		p.Capturing = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.CapturingMinor}
+	}
+	p.Voiding = o.Voiding
 	return p
 }
 

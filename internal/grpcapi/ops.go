@@ -19,8 +19,9 @@ import (
 type OpsStore interface {
 	ListOrders(ctx context.Context, f order.ListFilter) ([]order.Order, error)
 	// OrderHistory returns an order with one page of its history and,
-	// withRefunds, its refunds, all as they stood at one moment.
-	OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withRefunds bool) (order.History, error)
+	// withOperations, its refunds, captures and voids, all as they stood
+	// at one moment.
+	OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withOperations bool) (order.History, error)
 	Stats(ctx context.Context, scope order.Scope) (order.Stats, error)
 }
 
@@ -134,7 +135,7 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	p.Limit++
 	// The reply shows the order as the history's snapshot holds it, not as
 	// Get read it before (a settle may have landed since). An order has
-	// few refunds: they come whole, on the first page.
+	// few refunds, captures and voids: they come whole, on the first page.
 	h, err := s.store.OrderHistory(ctx, o.MerchantID, o.ID, p, req.GetPageToken() == "")
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
@@ -146,7 +147,8 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	for _, e := range events {
 		resp.Events = append(resp.Events, &settlev1.OrderEvent{
 			FromState: stateToProto[e.From], ToState: stateToProto[e.To], Event: e.Name, Actor: string(e.Actor),
-			Reason: e.Reason, AttemptId: e.AttemptID, RefundId: e.RefundID, CreateTime: timestamp(e.CreatedAt),
+			Reason: e.Reason, AttemptId: e.AttemptID, RefundId: e.RefundID, CaptureId: e.CaptureID, VoidId: e.VoidID,
+			CreateTime: timestamp(e.CreatedAt),
 		})
 	}
 	for _, a := range attempts {
@@ -158,6 +160,24 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 	for _, e := range h.RefundEvents {
 		resp.RefundEvents = append(resp.RefundEvents, &settlev1.RefundEvent{
 			RefundId: e.RefundID, FromState: refundStateToProto[e.From], ToState: refundStateToProto[e.To],
+			Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
+		})
+	}
+	for _, c := range h.Captures {
+		resp.Captures = append(resp.Captures, captureToProto(c))
+	}
+	for _, e := range h.CaptureEvents {
+		resp.CaptureEvents = append(resp.CaptureEvents, &settlev1.CaptureEvent{
+			CaptureId: e.CaptureID, FromState: captureStateToProto[e.From], ToState: captureStateToProto[e.To],
+			Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
+		})
+	}
+	for _, v := range h.Voids {
+		resp.Voids = append(resp.Voids, voidToProto(v))
+	}
+	for _, e := range h.VoidEvents {
+		resp.VoidEvents = append(resp.VoidEvents, &settlev1.VoidEvent{
+			VoidId: e.VoidID, FromState: voidStateToProto[e.From], ToState: voidStateToProto[e.To],
 			Event: e.Name, Actor: string(e.Actor), Reason: e.Reason, CreateTime: timestamp(e.CreatedAt),
 		})
 	}

@@ -156,6 +156,33 @@ type Void struct {
 	UpdatedAt      time.Time
 }
 
+// CaptureEvent is one transition of a capture, as RefundEvent is of a
+// refund.
+type CaptureEvent struct {
+	Seq       int64
+	OrderID   string
+	CaptureID string
+	From      CaptureState // empty for the creation of the capture
+	To        CaptureState
+	Name      string
+	Actor     Actor
+	Reason    string
+	CreatedAt time.Time
+}
+
+// VoidEvent is one transition of a void.
+type VoidEvent struct {
+	Seq       int64
+	OrderID   string
+	VoidID    string
+	From      VoidState // empty for the creation of the void
+	To        VoidState
+	Name      string
+	Actor     Actor
+	Reason    string
+	CreatedAt time.Time
+}
+
 // CaptureInput is a request to capture an authorized order.
 type CaptureInput struct {
 	OrderID   string

@@ -192,8 +192,11 @@ type Event struct {
 	Actor     Actor
 	Reason    string
 	AttemptID string
-	// RefundID names the refund that made the move, if a refund did.
+	// RefundID, CaptureID and VoidID name the refund, capture or void
+	// that made the move, if one did.
 	RefundID  string
+	CaptureID string
+	VoidID    string
 	CreatedAt time.Time
 }
 
@@ -231,14 +234,20 @@ type HistoryPage struct {
 }
 
 // History is an order as it stood at one moment, with one page of its
-// events and attempts (see HistoryPage) and, when asked for, its refunds
-// and their history.
+// events and attempts (see HistoryPage) and, when asked for, its refunds,
+// captures and voids with their histories.
 type History struct {
 	Order        Order
 	Events       []Event
 	Attempts     []Attempt
 	Refunds      []Refund
 	RefundEvents []RefundEvent
+	// Captures and Voids are the order's, with their transitions, as its
+	// refunds are.
+	Captures      []Capture
+	CaptureEvents []CaptureEvent
+	Voids         []Void
+	VoidEvents    []VoidEvent
 }
 
 // Stats summarises the orders an operator's scope reaches.

@@ -450,3 +450,64 @@ func (s *Store) RecheckHold(ctx context.Context, merchantID, orderID string, rec
 		return err
 	})
 }
+
+//go:embed sql/order_captures.sql
+var orderCapturesSQL string
+
+//go:embed sql/order_voids.sql
+var orderVoidsSQL string
+
+//go:embed sql/order_hold_events.sql
+var orderHoldEventsSQL string
+
+// holdEventRow is a row of hold_events: a transition of a capture or a
+// void (Kind).
+type holdEventRow struct {
+	Seq         int64     `db:"seq"`
+	OrderID     string    `db:"order_id"`
+	Kind        string    `db:"kind"`
+	OperationID string    `db:"operation_id"`
+	From        string    `db:"from_state"`
+	To          string    `db:"to_state"`
+	Name        string    `db:"event"`
+	Actor       string    `db:"actor"`
+	Reason      string    `db:"reason"`
+	CreatedAt   time.Time `db:"created_at"`
+}
+
+// holdsOf reads an order's captures and voids, with their histories, into
+// h, in q's snapshot.
+func holdsOf(ctx context.Context, q querier, merchantID, orderID string, h *order.History) error {
+	args := pgx.StrictNamedArgs{"merchant_id": merchantID, "order_id": orderID}
+	cs, err := queryAll[captureRow](ctx, q, orderCapturesSQL, args)
+	if err != nil {
+		return err
+	}
+	vs, err := queryAll[voidRow](ctx, q, orderVoidsSQL, args)
+	if err != nil {
+		return err
+	}
+	evs, err := queryAll[holdEventRow](ctx, q, orderHoldEventsSQL, args)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		h.Captures = append(h.Captures, c.capture())
+	}
+	for _, v := range vs {
+		h.Voids = append(h.Voids, v.void())
+	}
+	for _, e := range evs {
+		switch e.Kind {
+		case "capture":
+			h.CaptureEvents = append(h.CaptureEvents, order.CaptureEvent{Seq: e.Seq, OrderID: e.OrderID, CaptureID: e.OperationID,
+				From: order.CaptureState(e.From), To: order.CaptureState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
+				Reason: e.Reason, CreatedAt: e.CreatedAt})
+		case "void":
+			h.VoidEvents = append(h.VoidEvents, order.VoidEvent{Seq: e.Seq, OrderID: e.OrderID, VoidID: e.OperationID,
+				From: order.VoidState(e.From), To: order.VoidState(e.To), Name: e.Name, Actor: order.Actor(e.Actor),
+				Reason: e.Reason, CreatedAt: e.CreatedAt})
+		}
+	}
+	return nil
+}

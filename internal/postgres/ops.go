@@ -77,11 +77,12 @@ var historyEventsSQL string
 var historyAttemptsSQL string
 
 // OrderHistory returns a merchant's order with one page of its events and
-// attempts (see order.HistoryPage) and, withRefunds, its refunds and their
-// history, all read in one snapshot: the order, its events, its attempts
-// and its refunds as they stood at one moment, where separate reads would
+// attempts (see order.HistoryPage) and, withOperations, its refunds,
+// captures and voids with their histories, all read in one snapshot: the
+// order, its events, its attempts and its operations as they stood at one
+// moment, where separate reads would
 // show a settle that landed between them in some and not in others.
-func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withRefunds bool) (order.History, error) {
+func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withOperations bool) (order.History, error) {
 	var (
 		h     order.History
 		after *time.Time
@@ -117,10 +118,13 @@ func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order
 		for i, a := range ats {
 			h.Attempts[i] = a.attempt()
 		}
-		if withRefunds {
-			h.Refunds, h.RefundEvents, err = refundsOf(ctx, tx, merchantID, id)
+		if !withOperations {
+			return nil
 		}
-		return err
+		if h.Refunds, h.RefundEvents, err = refundsOf(ctx, tx, merchantID, id); err != nil {
+			return err
+		}
+		return holdsOf(ctx, tx, merchantID, id, &h)
 	})
 	return h, err
 }

@@ -107,12 +107,15 @@ type eventRow struct {
 	Reason    string    `db:"reason"`
 	AttemptID string    `db:"attempt_id"`
 	RefundID  string    `db:"refund_id"`
+	CaptureID string    `db:"capture_id"`
+	VoidID    string    `db:"void_id"`
 	CreatedAt time.Time `db:"created_at"`
 }
 
 func (r eventRow) event() order.Event {
 	return order.Event{Seq: r.Seq, OrderID: r.OrderID, From: order.State(r.From), To: order.State(r.To), Name: r.Name,
-		Actor: order.Actor(r.Actor), Reason: r.Reason, AttemptID: r.AttemptID, RefundID: r.RefundID, CreatedAt: r.CreatedAt}
+		Actor: order.Actor(r.Actor), Reason: r.Reason, AttemptID: r.AttemptID, RefundID: r.RefundID, CaptureID: r.CaptureID,
+		VoidID: r.VoidID, CreatedAt: r.CreatedAt}
 }
 
 // leaseRow is a leased order with its current attempt (claim_due.sql,

@@ -333,7 +333,11 @@ type OrderEvent struct {
 	AttemptId  string                 `protobuf:"bytes,6,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// The refund that made the move, for a refund's move.
-	RefundId      string `protobuf:"bytes,8,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	RefundId string `protobuf:"bytes,8,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	// The capture that made the move, for a capture's move.
+	CaptureId string `protobuf:"bytes,9,opt,name=capture_id,json=captureId,proto3" json:"capture_id,omitempty"`
+	// The void that made the move, for a void's move.
+	VoidId        string `protobuf:"bytes,10,opt,name=void_id,json=voidId,proto3" json:"void_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -424,6 +428,20 @@ func (x *OrderEvent) GetRefundId() string {
 	return ""
 }
 
+func (x *OrderEvent) GetCaptureId() string {
+	if x != nil {
+		return x.CaptureId
+	}
+	return ""
+}
+
+func (x *OrderEvent) GetVoidId() string {
+	if x != nil {
+		return x.VoidId
+	}
+	return ""
+}
+
 // GetOrderHistoryResponse is an order with one page of its history. Every
 // page carries the order as it stands.
 type GetOrderHistoryResponse struct {
@@ -442,7 +460,15 @@ type GetOrderHistoryResponse struct {
 	// The order's refunds, oldest first; on the first page only.
 	Refunds []*Refund `protobuf:"bytes,7,rep,name=refunds,proto3" json:"refunds,omitempty"`
 	// The refunds' transitions, oldest first; on the first page only.
-	RefundEvents  []*RefundEvent `protobuf:"bytes,8,rep,name=refund_events,json=refundEvents,proto3" json:"refund_events,omitempty"`
+	RefundEvents []*RefundEvent `protobuf:"bytes,8,rep,name=refund_events,json=refundEvents,proto3" json:"refund_events,omitempty"`
+	// The order's captures, oldest first; on the first page only.
+	Captures []*Capture `protobuf:"bytes,9,rep,name=captures,proto3" json:"captures,omitempty"`
+	// The captures' transitions, oldest first; on the first page only.
+	CaptureEvents []*CaptureEvent `protobuf:"bytes,10,rep,name=capture_events,json=captureEvents,proto3" json:"capture_events,omitempty"`
+	// The order's voids, oldest first; on the first page only.
+	Voids []*Void `protobuf:"bytes,11,rep,name=voids,proto3" json:"voids,omitempty"`
+	// The voids' transitions, oldest first; on the first page only.
+	VoidEvents    []*VoidEvent `protobuf:"bytes,12,rep,name=void_events,json=voidEvents,proto3" json:"void_events,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -533,6 +559,222 @@ func (x *GetOrderHistoryResponse) GetRefundEvents() []*RefundEvent {
 	return nil
 }
 
+func (x *GetOrderHistoryResponse) GetCaptures() []*Capture {
+	if x != nil {
+		return x.Captures
+	}
+	return nil
+}
+
+func (x *GetOrderHistoryResponse) GetCaptureEvents() []*CaptureEvent {
+	if x != nil {
+		return x.CaptureEvents
+	}
+	return nil
+}
+
+func (x *GetOrderHistoryResponse) GetVoids() []*Void {
+	if x != nil {
+		return x.Voids
+	}
+	return nil
+}
+
+func (x *GetOrderHistoryResponse) GetVoidEvents() []*VoidEvent {
+	if x != nil {
+		return x.VoidEvents
+	}
+	return nil
+}
+
+// CaptureEvent is one transition of a capture.
+type CaptureEvent struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CaptureId string                 `protobuf:"bytes,1,opt,name=capture_id,json=captureId,proto3" json:"capture_id,omitempty"`
+	// Unspecified for the creation of the capture.
+	FromState     CaptureState           `protobuf:"varint,2,opt,name=from_state,json=fromState,proto3,enum=settle.v1.CaptureState" json:"from_state,omitempty"`
+	ToState       CaptureState           `protobuf:"varint,3,opt,name=to_state,json=toState,proto3,enum=settle.v1.CaptureState" json:"to_state,omitempty"`
+	Event         string                 `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
+	Actor         string                 `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CaptureEvent) Reset() {
+	*x = CaptureEvent{}
+	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CaptureEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CaptureEvent) ProtoMessage() {}
+
+func (x *CaptureEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CaptureEvent.ProtoReflect.Descriptor instead.
+func (*CaptureEvent) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *CaptureEvent) GetCaptureId() string {
+	if x != nil {
+		return x.CaptureId
+	}
+	return ""
+}
+
+func (x *CaptureEvent) GetFromState() CaptureState {
+	if x != nil {
+		return x.FromState
+	}
+	return CaptureState_CAPTURE_STATE_UNSPECIFIED
+}
+
+func (x *CaptureEvent) GetToState() CaptureState {
+	if x != nil {
+		return x.ToState
+	}
+	return CaptureState_CAPTURE_STATE_UNSPECIFIED
+}
+
+func (x *CaptureEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *CaptureEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *CaptureEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *CaptureEvent) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// VoidEvent is one transition of a void.
+type VoidEvent struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	VoidId string                 `protobuf:"bytes,1,opt,name=void_id,json=voidId,proto3" json:"void_id,omitempty"`
+	// Unspecified for the creation of the void.
+	FromState     VoidState              `protobuf:"varint,2,opt,name=from_state,json=fromState,proto3,enum=settle.v1.VoidState" json:"from_state,omitempty"`
+	ToState       VoidState              `protobuf:"varint,3,opt,name=to_state,json=toState,proto3,enum=settle.v1.VoidState" json:"to_state,omitempty"`
+	Event         string                 `protobuf:"bytes,4,opt,name=event,proto3" json:"event,omitempty"`
+	Actor         string                 `protobuf:"bytes,5,opt,name=actor,proto3" json:"actor,omitempty"`
+	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *VoidEvent) Reset() {
+	*x = VoidEvent{}
+	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *VoidEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*VoidEvent) ProtoMessage() {}
+
+func (x *VoidEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use VoidEvent.ProtoReflect.Descriptor instead.
+func (*VoidEvent) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *VoidEvent) GetVoidId() string {
+	if x != nil {
+		return x.VoidId
+	}
+	return ""
+}
+
+func (x *VoidEvent) GetFromState() VoidState {
+	if x != nil {
+		return x.FromState
+	}
+	return VoidState_VOID_STATE_UNSPECIFIED
+}
+
+func (x *VoidEvent) GetToState() VoidState {
+	if x != nil {
+		return x.ToState
+	}
+	return VoidState_VOID_STATE_UNSPECIFIED
+}
+
+func (x *VoidEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *VoidEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *VoidEvent) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *VoidEvent) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
 // RefundEvent is one transition of a refund.
 type RefundEvent struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -549,7 +791,7 @@ type RefundEvent struct {
 
 func (x *RefundEvent) Reset() {
 	*x = RefundEvent{}
-	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	mi := &file_settle_v1_ops_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +803,7 @@ func (x *RefundEvent) String() string {
 func (*RefundEvent) ProtoMessage() {}
 
 func (x *RefundEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	mi := &file_settle_v1_ops_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +816,7 @@ func (x *RefundEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundEvent.ProtoReflect.Descriptor instead.
 func (*RefundEvent) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RefundEvent) GetRefundId() string {
@@ -636,7 +878,7 @@ type ReconcileOrderRequest struct {
 
 func (x *ReconcileOrderRequest) Reset() {
 	*x = ReconcileOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	mi := &file_settle_v1_ops_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -648,7 +890,7 @@ func (x *ReconcileOrderRequest) String() string {
 func (*ReconcileOrderRequest) ProtoMessage() {}
 
 func (x *ReconcileOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	mi := &file_settle_v1_ops_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -661,7 +903,7 @@ func (x *ReconcileOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileOrderRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{6}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ReconcileOrderRequest) GetOrderId() string {
@@ -681,7 +923,7 @@ type ReconcileOrderResponse struct {
 
 func (x *ReconcileOrderResponse) Reset() {
 	*x = ReconcileOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[7]
+	mi := &file_settle_v1_ops_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -693,7 +935,7 @@ func (x *ReconcileOrderResponse) String() string {
 func (*ReconcileOrderResponse) ProtoMessage() {}
 
 func (x *ReconcileOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[7]
+	mi := &file_settle_v1_ops_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -706,7 +948,7 @@ func (x *ReconcileOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileOrderResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{7}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ReconcileOrderResponse) GetOrder() *Order {
@@ -731,7 +973,7 @@ type ResolveOrderRequest struct {
 
 func (x *ResolveOrderRequest) Reset() {
 	*x = ResolveOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[8]
+	mi := &file_settle_v1_ops_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +985,7 @@ func (x *ResolveOrderRequest) String() string {
 func (*ResolveOrderRequest) ProtoMessage() {}
 
 func (x *ResolveOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[8]
+	mi := &file_settle_v1_ops_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +998,7 @@ func (x *ResolveOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResolveOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{8}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ResolveOrderRequest) GetOrderId() string {
@@ -797,7 +1039,7 @@ type ResolveOrderResponse struct {
 
 func (x *ResolveOrderResponse) Reset() {
 	*x = ResolveOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[9]
+	mi := &file_settle_v1_ops_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -809,7 +1051,7 @@ func (x *ResolveOrderResponse) String() string {
 func (*ResolveOrderResponse) ProtoMessage() {}
 
 func (x *ResolveOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[9]
+	mi := &file_settle_v1_ops_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -822,7 +1064,7 @@ func (x *ResolveOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResolveOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ResolveOrderResponse) GetOrder() *Order {
@@ -841,7 +1083,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[10]
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -853,7 +1095,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[10]
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -866,7 +1108,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 // StateCount is how many orders are in a state.
@@ -880,7 +1122,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_settle_v1_ops_proto_msgTypes[11]
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1134,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[11]
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1147,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *StateCount) GetState() OrderState {
@@ -941,7 +1183,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	mi := &file_settle_v1_ops_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1195,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	mi := &file_settle_v1_ops_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1208,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatsResponse) GetStates() []*StateCount {
@@ -1022,7 +1264,7 @@ type RefundStateCount struct {
 
 func (x *RefundStateCount) Reset() {
 	*x = RefundStateCount{}
-	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	mi := &file_settle_v1_ops_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1276,7 @@ func (x *RefundStateCount) String() string {
 func (*RefundStateCount) ProtoMessage() {}
 
 func (x *RefundStateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	mi := &file_settle_v1_ops_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1289,7 @@ func (x *RefundStateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundStateCount.ProtoReflect.Descriptor instead.
 func (*RefundStateCount) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RefundStateCount) GetState() RefundState {
@@ -1080,7 +1322,7 @@ type OpsServiceRefundOrderRequest struct {
 
 func (x *OpsServiceRefundOrderRequest) Reset() {
 	*x = OpsServiceRefundOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[14]
+	mi := &file_settle_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1092,7 +1334,7 @@ func (x *OpsServiceRefundOrderRequest) String() string {
 func (*OpsServiceRefundOrderRequest) ProtoMessage() {}
 
 func (x *OpsServiceRefundOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[14]
+	mi := &file_settle_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1105,7 +1347,7 @@ func (x *OpsServiceRefundOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceRefundOrderRequest.ProtoReflect.Descriptor instead.
 func (*OpsServiceRefundOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{14}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *OpsServiceRefundOrderRequest) GetOrderId() string {
@@ -1147,7 +1389,7 @@ type OpsServiceRefundOrderResponse struct {
 
 func (x *OpsServiceRefundOrderResponse) Reset() {
 	*x = OpsServiceRefundOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[15]
+	mi := &file_settle_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1401,7 @@ func (x *OpsServiceRefundOrderResponse) String() string {
 func (*OpsServiceRefundOrderResponse) ProtoMessage() {}
 
 func (x *OpsServiceRefundOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[15]
+	mi := &file_settle_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1414,7 @@ func (x *OpsServiceRefundOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceRefundOrderResponse.ProtoReflect.Descriptor instead.
 func (*OpsServiceRefundOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{15}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *OpsServiceRefundOrderResponse) GetOrder() *Order {
@@ -1201,7 +1443,7 @@ type ResendEventRequest struct {
 
 func (x *ResendEventRequest) Reset() {
 	*x = ResendEventRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[16]
+	mi := &file_settle_v1_ops_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1213,7 +1455,7 @@ func (x *ResendEventRequest) String() string {
 func (*ResendEventRequest) ProtoMessage() {}
 
 func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[16]
+	mi := &file_settle_v1_ops_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1226,7 +1468,7 @@ func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendEventRequest.ProtoReflect.Descriptor instead.
 func (*ResendEventRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{16}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ResendEventRequest) GetMerchantId() string {
@@ -1252,7 +1494,7 @@ type ResendEventResponse struct {
 
 func (x *ResendEventResponse) Reset() {
 	*x = ResendEventResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[17]
+	mi := &file_settle_v1_ops_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1506,7 @@ func (x *ResendEventResponse) String() string {
 func (*ResendEventResponse) ProtoMessage() {}
 
 func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[17]
+	mi := &file_settle_v1_ops_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1519,7 @@ func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendEventResponse.ProtoReflect.Descriptor instead.
 func (*ResendEventResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{17}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{19}
 }
 
 // ResolveRefundRequest records an operator's decision for a refund.
@@ -1296,7 +1538,7 @@ type ResolveRefundRequest struct {
 
 func (x *ResolveRefundRequest) Reset() {
 	*x = ResolveRefundRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[18]
+	mi := &file_settle_v1_ops_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1550,7 @@ func (x *ResolveRefundRequest) String() string {
 func (*ResolveRefundRequest) ProtoMessage() {}
 
 func (x *ResolveRefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[18]
+	mi := &file_settle_v1_ops_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1563,7 @@ func (x *ResolveRefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRefundRequest.ProtoReflect.Descriptor instead.
 func (*ResolveRefundRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{18}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResolveRefundRequest) GetOrderId() string {
@@ -1370,7 +1612,7 @@ type ResolveRefundResponse struct {
 
 func (x *ResolveRefundResponse) Reset() {
 	*x = ResolveRefundResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[19]
+	mi := &file_settle_v1_ops_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1624,7 @@ func (x *ResolveRefundResponse) String() string {
 func (*ResolveRefundResponse) ProtoMessage() {}
 
 func (x *ResolveRefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[19]
+	mi := &file_settle_v1_ops_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1637,7 @@ func (x *ResolveRefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRefundResponse.ProtoReflect.Descriptor instead.
 func (*ResolveRefundResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{19}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ResolveRefundResponse) GetOrder() *Order {
@@ -1430,7 +1672,7 @@ type OpsServiceCaptureOrderRequest struct {
 
 func (x *OpsServiceCaptureOrderRequest) Reset() {
 	*x = OpsServiceCaptureOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[20]
+	mi := &file_settle_v1_ops_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1684,7 @@ func (x *OpsServiceCaptureOrderRequest) String() string {
 func (*OpsServiceCaptureOrderRequest) ProtoMessage() {}
 
 func (x *OpsServiceCaptureOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[20]
+	mi := &file_settle_v1_ops_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1697,7 @@ func (x *OpsServiceCaptureOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceCaptureOrderRequest.ProtoReflect.Descriptor instead.
 func (*OpsServiceCaptureOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{20}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OpsServiceCaptureOrderRequest) GetOrderId() string {
@@ -1504,7 +1746,7 @@ type OpsServiceCaptureOrderResponse struct {
 
 func (x *OpsServiceCaptureOrderResponse) Reset() {
 	*x = OpsServiceCaptureOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[21]
+	mi := &file_settle_v1_ops_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1516,7 +1758,7 @@ func (x *OpsServiceCaptureOrderResponse) String() string {
 func (*OpsServiceCaptureOrderResponse) ProtoMessage() {}
 
 func (x *OpsServiceCaptureOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[21]
+	mi := &file_settle_v1_ops_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1529,7 +1771,7 @@ func (x *OpsServiceCaptureOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceCaptureOrderResponse.ProtoReflect.Descriptor instead.
 func (*OpsServiceCaptureOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{21}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OpsServiceCaptureOrderResponse) GetOrder() *Order {
@@ -1560,7 +1802,7 @@ type OpsServiceVoidOrderRequest struct {
 
 func (x *OpsServiceVoidOrderRequest) Reset() {
 	*x = OpsServiceVoidOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[22]
+	mi := &file_settle_v1_ops_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1814,7 @@ func (x *OpsServiceVoidOrderRequest) String() string {
 func (*OpsServiceVoidOrderRequest) ProtoMessage() {}
 
 func (x *OpsServiceVoidOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[22]
+	mi := &file_settle_v1_ops_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1827,7 @@ func (x *OpsServiceVoidOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceVoidOrderRequest.ProtoReflect.Descriptor instead.
 func (*OpsServiceVoidOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{22}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OpsServiceVoidOrderRequest) GetOrderId() string {
@@ -1620,7 +1862,7 @@ type OpsServiceVoidOrderResponse struct {
 
 func (x *OpsServiceVoidOrderResponse) Reset() {
 	*x = OpsServiceVoidOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[23]
+	mi := &file_settle_v1_ops_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1632,7 +1874,7 @@ func (x *OpsServiceVoidOrderResponse) String() string {
 func (*OpsServiceVoidOrderResponse) ProtoMessage() {}
 
 func (x *OpsServiceVoidOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[23]
+	mi := &file_settle_v1_ops_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1645,7 +1887,7 @@ func (x *OpsServiceVoidOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceVoidOrderResponse.ProtoReflect.Descriptor instead.
 func (*OpsServiceVoidOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{23}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OpsServiceVoidOrderResponse) GetOrder() *Order {
@@ -1680,7 +1922,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb1\x02\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xe9\x02\n" +
 	"\n" +
 	"OrderEvent\x124\n" +
 	"\n" +
@@ -1693,7 +1935,11 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"attempt_id\x18\x06 \x01(\tR\tattemptId\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12\x1b\n" +
-	"\trefund_id\x18\b \x01(\tR\brefundId\"\xfa\x02\n" +
+	"\trefund_id\x18\b \x01(\tR\brefundId\x12\x1d\n" +
+	"\n" +
+	"capture_id\x18\t \x01(\tR\tcaptureId\x12\x17\n" +
+	"\avoid_id\x18\n" +
+	" \x01(\tR\x06voidId\"\xc8\x04\n" +
 	"\x17GetOrderHistoryResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12-\n" +
 	"\x06events\x18\x02 \x03(\v2\x15.settle.v1.OrderEventR\x06events\x12.\n" +
@@ -1703,7 +1949,34 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"last_error\x18\x05 \x01(\tR\tlastError\x12&\n" +
 	"\x0fnext_page_token\x18\x06 \x01(\tR\rnextPageToken\x12+\n" +
 	"\arefunds\x18\a \x03(\v2\x11.settle.v1.RefundR\arefunds\x12;\n" +
-	"\rrefund_events\x18\b \x03(\v2\x16.settle.v1.RefundEventR\frefundEvents\"\x95\x02\n" +
+	"\rrefund_events\x18\b \x03(\v2\x16.settle.v1.RefundEventR\frefundEvents\x12.\n" +
+	"\bcaptures\x18\t \x03(\v2\x12.settle.v1.CaptureR\bcaptures\x12>\n" +
+	"\x0ecapture_events\x18\n" +
+	" \x03(\v2\x17.settle.v1.CaptureEventR\rcaptureEvents\x12%\n" +
+	"\x05voids\x18\v \x03(\v2\x0f.settle.v1.VoidR\x05voids\x125\n" +
+	"\vvoid_events\x18\f \x03(\v2\x14.settle.v1.VoidEventR\n" +
+	"voidEvents\"\x9a\x02\n" +
+	"\fCaptureEvent\x12\x1d\n" +
+	"\n" +
+	"capture_id\x18\x01 \x01(\tR\tcaptureId\x126\n" +
+	"\n" +
+	"from_state\x18\x02 \x01(\x0e2\x17.settle.v1.CaptureStateR\tfromState\x122\n" +
+	"\bto_state\x18\x03 \x01(\x0e2\x17.settle.v1.CaptureStateR\atoState\x12\x14\n" +
+	"\x05event\x18\x04 \x01(\tR\x05event\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\x8b\x02\n" +
+	"\tVoidEvent\x12\x17\n" +
+	"\avoid_id\x18\x01 \x01(\tR\x06voidId\x123\n" +
+	"\n" +
+	"from_state\x18\x02 \x01(\x0e2\x14.settle.v1.VoidStateR\tfromState\x12/\n" +
+	"\bto_state\x18\x03 \x01(\x0e2\x14.settle.v1.VoidStateR\atoState\x12\x14\n" +
+	"\x05event\x18\x04 \x01(\tR\x05event\x12\x14\n" +
+	"\x05actor\x18\x05 \x01(\tR\x05actor\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\x95\x02\n" +
 	"\vRefundEvent\x12\x1b\n" +
 	"\trefund_id\x18\x01 \x01(\tR\brefundId\x125\n" +
 	"\n" +
@@ -1823,7 +2096,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -1832,91 +2105,105 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*GetOrderHistoryRequest)(nil),         // 4: settle.v1.GetOrderHistoryRequest
 	(*OrderEvent)(nil),                     // 5: settle.v1.OrderEvent
 	(*GetOrderHistoryResponse)(nil),        // 6: settle.v1.GetOrderHistoryResponse
-	(*RefundEvent)(nil),                    // 7: settle.v1.RefundEvent
-	(*ReconcileOrderRequest)(nil),          // 8: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),         // 9: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),            // 10: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),           // 11: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),                   // 12: settle.v1.StatsRequest
-	(*StateCount)(nil),                     // 13: settle.v1.StateCount
-	(*StatsResponse)(nil),                  // 14: settle.v1.StatsResponse
-	(*RefundStateCount)(nil),               // 15: settle.v1.RefundStateCount
-	(*OpsServiceRefundOrderRequest)(nil),   // 16: settle.v1.OpsServiceRefundOrderRequest
-	(*OpsServiceRefundOrderResponse)(nil),  // 17: settle.v1.OpsServiceRefundOrderResponse
-	(*ResendEventRequest)(nil),             // 18: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),            // 19: settle.v1.ResendEventResponse
-	(*ResolveRefundRequest)(nil),           // 20: settle.v1.ResolveRefundRequest
-	(*ResolveRefundResponse)(nil),          // 21: settle.v1.ResolveRefundResponse
-	(*OpsServiceCaptureOrderRequest)(nil),  // 22: settle.v1.OpsServiceCaptureOrderRequest
-	(*OpsServiceCaptureOrderResponse)(nil), // 23: settle.v1.OpsServiceCaptureOrderResponse
-	(*OpsServiceVoidOrderRequest)(nil),     // 24: settle.v1.OpsServiceVoidOrderRequest
-	(*OpsServiceVoidOrderResponse)(nil),    // 25: settle.v1.OpsServiceVoidOrderResponse
-	(OrderState)(0),                        // 26: settle.v1.OrderState
-	(*Order)(nil),                          // 27: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),          // 28: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 29: settle.v1.Attempt
-	(*Refund)(nil),                         // 30: settle.v1.Refund
-	(RefundState)(0),                       // 31: settle.v1.RefundState
-	(*Capture)(nil),                        // 32: settle.v1.Capture
-	(*Void)(nil),                           // 33: settle.v1.Void
+	(*CaptureEvent)(nil),                   // 7: settle.v1.CaptureEvent
+	(*VoidEvent)(nil),                      // 8: settle.v1.VoidEvent
+	(*RefundEvent)(nil),                    // 9: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),          // 10: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),         // 11: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),            // 12: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),           // 13: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                   // 14: settle.v1.StatsRequest
+	(*StateCount)(nil),                     // 15: settle.v1.StateCount
+	(*StatsResponse)(nil),                  // 16: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),               // 17: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),   // 18: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil),  // 19: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),             // 20: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),            // 21: settle.v1.ResendEventResponse
+	(*ResolveRefundRequest)(nil),           // 22: settle.v1.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),          // 23: settle.v1.ResolveRefundResponse
+	(*OpsServiceCaptureOrderRequest)(nil),  // 24: settle.v1.OpsServiceCaptureOrderRequest
+	(*OpsServiceCaptureOrderResponse)(nil), // 25: settle.v1.OpsServiceCaptureOrderResponse
+	(*OpsServiceVoidOrderRequest)(nil),     // 26: settle.v1.OpsServiceVoidOrderRequest
+	(*OpsServiceVoidOrderResponse)(nil),    // 27: settle.v1.OpsServiceVoidOrderResponse
+	(OrderState)(0),                        // 28: settle.v1.OrderState
+	(*Order)(nil),                          // 29: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),          // 30: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 31: settle.v1.Attempt
+	(*Refund)(nil),                         // 32: settle.v1.Refund
+	(*Capture)(nil),                        // 33: settle.v1.Capture
+	(*Void)(nil),                           // 34: settle.v1.Void
+	(CaptureState)(0),                      // 35: settle.v1.CaptureState
+	(VoidState)(0),                         // 36: settle.v1.VoidState
+	(RefundState)(0),                       // 37: settle.v1.RefundState
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	26, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	27, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	26, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	26, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	28, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	27, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	28, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	29, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	28, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	28, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	30, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	29, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	5,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	29, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	30, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
-	7,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	31, // 10: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	31, // 11: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	28, // 12: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	27, // 13: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
-	0,  // 14: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	27, // 15: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	26, // 16: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	13, // 17: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	28, // 18: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	15, // 19: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	28, // 20: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	31, // 21: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	27, // 22: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	30, // 23: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
-	1,  // 24: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	27, // 25: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	30, // 26: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	27, // 27: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	32, // 28: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	27, // 29: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	33, // 30: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
-	2,  // 31: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	4,  // 32: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	8,  // 33: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	10, // 34: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	12, // 35: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	16, // 36: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	20, // 37: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	18, // 38: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	22, // 39: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	24, // 40: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	3,  // 41: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	6,  // 42: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	9,  // 43: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	11, // 44: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	14, // 45: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	17, // 46: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	21, // 47: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	19, // 48: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	23, // 49: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	25, // 50: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	41, // [41:51] is the sub-list for method output_type
-	31, // [31:41] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	31, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	32, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	9,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	33, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	7,  // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
+	34, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	8,  // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
+	35, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	35, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	30, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	36, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	36, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	30, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	37, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	37, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	30, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	29, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	0,  // 24: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
+	29, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	28, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	15, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	30, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	17, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	30, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	37, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	29, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	32, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	1,  // 34: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
+	29, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	32, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	29, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	33, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	29, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	34, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	2,  // 41: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	4,  // 42: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	10, // 43: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	12, // 44: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	14, // 45: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	18, // 46: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	22, // 47: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	20, // 48: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	24, // 49: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	26, // 50: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	3,  // 51: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	6,  // 52: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	11, // 53: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	13, // 54: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	16, // 55: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	19, // 56: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	23, // 57: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	21, // 58: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	25, // 59: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	27, // 60: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	51, // [51:61] is the sub-list for method output_type
+	41, // [41:51] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -1925,14 +2212,14 @@ func file_settle_v1_ops_proto_init() {
 		return
 	}
 	file_settle_v1_order_proto_init()
-	file_settle_v1_ops_proto_msgTypes[20].OneofWrappers = []any{}
+	file_settle_v1_ops_proto_msgTypes[22].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

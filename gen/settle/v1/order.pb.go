@@ -591,6 +591,13 @@ type Order struct {
 	// Capture MANUAL, once authorized: when the gateway will let the hold
 	// lapse, if it said.
 	CaptureBefore *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=capture_before,json=captureBefore,proto3" json:"capture_before,omitempty"`
+	// Capture MANUAL: the sum of the captures in flight or in review, as
+	// refunding is for refunds: the money may have been taken, so it cannot
+	// be captured again until they fail. Unset when there are none.
+	Capturing *Money `protobuf:"bytes,18,opt,name=capturing,proto3" json:"capturing,omitempty"`
+	// Capture MANUAL: a void is in flight or in review; no capture until it
+	// fails.
+	Voiding       bool `protobuf:"varint,19,opt,name=voiding,proto3" json:"voiding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -742,6 +749,20 @@ func (x *Order) GetCaptureBefore() *timestamppb.Timestamp {
 		return x.CaptureBefore
 	}
 	return nil
+}
+
+func (x *Order) GetCapturing() *Money {
+	if x != nil {
+		return x.Capturing
+	}
+	return nil
+}
+
+func (x *Order) GetVoiding() bool {
+	if x != nil {
+		return x.Voiding
+	}
+	return false
 }
 
 // Attempt is one try to charge an order. Its id is the gateway reference
@@ -2697,7 +2718,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
 	"\x05Money\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
-	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\x9e\x06\n" +
+	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xe8\x06\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x12merchant_reference\x18\x02 \x01(\tR\x11merchantReference\x12(\n" +
@@ -2721,7 +2742,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"authorized\x18\x0f \x01(\v2\x10.settle.v1.MoneyR\n" +
 	"authorized\x12,\n" +
 	"\bcaptured\x18\x10 \x01(\v2\x10.settle.v1.MoneyR\bcaptured\x12A\n" +
-	"\x0ecapture_before\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\rcaptureBefore\"\x94\x02\n" +
+	"\x0ecapture_before\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\rcaptureBefore\x12.\n" +
+	"\tcapturing\x18\x12 \x01(\v2\x10.settle.v1.MoneyR\tcapturing\x12\x18\n" +
+	"\avoiding\x18\x13 \x01(\bR\avoiding\"\x94\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -3018,74 +3041,75 @@ var file_settle_v1_order_proto_depIdxs = []int32{
 	7,  // 8: settle.v1.Order.authorized:type_name -> settle.v1.Money
 	7,  // 9: settle.v1.Order.captured:type_name -> settle.v1.Money
 	35, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
-	2,  // 11: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 12: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 13: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
-	0,  // 14: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	8,  // 15: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 16: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 17: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 18: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	16, // 19: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 20: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 21: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	0,  // 22: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	8,  // 23: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 24: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	16, // 25: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 26: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 27: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	4,  // 28: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	2,  // 29: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 30: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 31: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	35, // 32: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 33: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	19, // 34: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	8,  // 35: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 36: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	35, // 37: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	27, // 38: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	7,  // 39: settle.v1.Capture.amount:type_name -> settle.v1.Money
-	5,  // 40: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
-	2,  // 41: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 42: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 43: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
-	35, // 44: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 45: settle.v1.Void.state:type_name -> settle.v1.VoidState
-	2,  // 46: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 47: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 48: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
-	35, // 49: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 50: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
-	29, // 51: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	8,  // 52: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
-	30, // 53: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
-	10, // 54: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	12, // 55: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	14, // 56: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	17, // 57: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	22, // 58: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	20, // 59: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	24, // 60: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	26, // 61: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	31, // 62: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
-	33, // 63: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
-	11, // 64: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	13, // 65: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	15, // 66: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	18, // 67: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	23, // 68: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	21, // 69: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	25, // 70: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	28, // 71: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	32, // 72: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
-	34, // 73: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
-	64, // [64:74] is the sub-list for method output_type
-	54, // [54:64] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	7,  // 11: settle.v1.Order.capturing:type_name -> settle.v1.Money
+	2,  // 12: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 13: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	7,  // 14: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 15: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	8,  // 16: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 17: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 18: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 19: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	16, // 20: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 21: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 22: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 23: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	8,  // 24: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 25: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	16, // 26: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 27: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 28: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	4,  // 29: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	2,  // 30: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 31: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 32: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	35, // 33: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 34: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	19, // 35: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	8,  // 36: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 37: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	35, // 38: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	27, // 39: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	7,  // 40: settle.v1.Capture.amount:type_name -> settle.v1.Money
+	5,  // 41: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
+	2,  // 42: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 43: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 44: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
+	35, // 45: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 46: settle.v1.Void.state:type_name -> settle.v1.VoidState
+	2,  // 47: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
+	35, // 48: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
+	35, // 49: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
+	35, // 50: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 51: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
+	29, // 52: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	8,  // 53: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
+	30, // 54: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
+	10, // 55: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	12, // 56: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	14, // 57: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	17, // 58: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	22, // 59: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	20, // 60: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	24, // 61: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	26, // 62: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	31, // 63: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
+	33, // 64: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
+	11, // 65: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	13, // 66: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	15, // 67: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	18, // 68: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	23, // 69: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	21, // 70: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	25, // 71: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	28, // 72: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	32, // 73: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
+	34, // 74: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
+	65, // [65:75] is the sub-list for method output_type
+	55, // [55:65] is the sub-list for method input_type
+	55, // [55:55] is the sub-list for extension type_name
+	55, // [55:55] is the sub-list for extension extendee
+	0,  // [0:55] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
