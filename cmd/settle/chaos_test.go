@@ -44,14 +44,15 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("SETTLE_CHAOS_DURATION=%q: %v", s, err)
 		}
 	}
-	sum := runChaosTest(t, chaos.Config{
+	cfg := chaos.Config{
 		Binary:   os.Args[0],
 		Env:      []string{"SETTLE_TEST_AS_MAIN=1"},
 		Seed:     seed,
 		Duration: duration,
 		Clients:  16,
 		Orders:   int(14 * duration.Seconds()),
-	})
+	}
+	sum := runChaosTest(t, cfg)
 	for _, v := range sum.Violations {
 		t.Errorf("violation: %s", v)
 	}
@@ -61,10 +62,14 @@ func TestChaos(t *testing.T) {
 	if t.Failed() {
 		t.Fatalf("seed %d failed; replay with SETTLE_CHAOS_SEED=%d; logs in %s", seed, seed, sum.LogDir)
 	}
-	// The run must have been the storm it claims to be.
+	// The run must have been the storm it claims to be. A loaded machine
+	// makes fewer checkouts than planned and lands fewer kills (a kill of a
+	// process still restarting is not counted): half of each is a storm.
 	if duration >= 90*time.Second {
-		if sum.Orders < 1000 || sum.Kills < 30 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 || sum.Actions < 10 {
-			t.Errorf("too little happened: %s", sum)
+		kills := int(chaos.DefaultFaults().KillsPerMinute * duration.Minutes())
+		if sum.Orders < cfg.Orders/2 || sum.Kills < kills/2 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 ||
+			sum.Actions < 10 {
+			t.Errorf("too little happened (planned %d orders and %d kills): %s", cfg.Orders, kills, sum)
 		}
 	}
 	for _, fp := range []string{failpoint.AfterClaim, failpoint.AfterGateway, failpoint.MidBatch} {

@@ -104,12 +104,12 @@ func TestRefusesUnsafeDatabase(t *testing.T) {
 func TestWarnsOnAsynchronousStandby(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name   string
-		config []string
-		want   string
+		name, syncState string
+		config          []string
+		want            string
 	}{
-		{"async", nil, "DATABASE CAN LOSE COMMITS IN A FAILOVER"},
-		{"sync", []string{"synchronous_standby_names=*"}, "sync_standbys=1"},
+		{"async", "async", nil, "DATABASE CAN LOSE COMMITS IN A FAILOVER"},
+		{"sync", "sync", []string{"synchronous_standby_names=*"}, "sync_standbys=1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -129,10 +129,14 @@ func TestWarnsOnAsynchronousStandby(t *testing.T) {
 				t.Fatal(err)
 			}
 			err = postgres.Migrate(ctx, pool)
-			pool.Close()
 			if err != nil {
 				t.Fatal(err)
 			}
+			// The reconciler reads the standby's state at its start: wait
+			// until the standby streams, as the case has it.
+			waitTrue(t, pool, 30*time.Second, "the standby streaming "+tc.syncState,
+				"SELECT count(*) = 1 FROM pg_stat_replication WHERE state = 'streaming' AND sync_state = $1", tc.syncState)
+			pool.Close()
 			rec := start(t, crashEnv(url, "http://127.0.0.1:1"), "reconcile")
 			deadline := time.Now().Add(30 * time.Second)
 			for !strings.Contains(rec.output(), tc.want) && time.Now().Before(deadline) {

@@ -70,7 +70,9 @@ type fixtureOptions struct {
 func newFixture(t testing.TB, fo fixtureOptions) *fixture {
 	t.Helper()
 	if fo.gatewayTimeout == 0 {
-		fo.gatewayTimeout = 300 * time.Millisecond
+		// Counted from before the claim, and the reconciler's lookups'
+		// too: long enough for a loaded machine's waits.
+		fo.gatewayTimeout = 2 * time.Second
 	}
 	if fo.simHold == 0 {
 		fo.simHold = 2 * fo.gatewayTimeout

@@ -93,7 +93,7 @@ func TestTokens(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.token, func(t *testing.T) {
 			t.Parallel()
-			s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, 300*time.Millisecond)
+			s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, time.Second)
 			ctx := context.Background()
 			got, err := s.gw.Charge(ctx, req("att_1", tt.token))
 			if got != tt.want {
@@ -396,7 +396,9 @@ func TestRandomFaultsAreDeterministic(t *testing.T) {
 	// run charges the same sequence of requests, one at a time, and says
 	// what each came to and what the ledger holds.
 	run := func(t *testing.T, seed uint64) (outcomes []order.Result, ledger []string) {
-		s := newStack(t, sim.Options{Seed: seed, Random: faults, ClientTimeout: 5 * time.Second}, 200*time.Millisecond)
+		// A second for each charge: one slower than that on a loaded
+		// machine would be an outcome the seed did not draw.
+		s := newStack(t, sim.Options{Seed: seed, Random: faults, ClientTimeout: 5 * time.Second}, time.Second)
 		for i := range 40 {
 			token := "tok_random"
 			if i%2 == 0 {
@@ -579,7 +581,7 @@ func TestSucceededCountsOnlySucceededChargesOfTheReferences(t *testing.T) {
 // can tell: the reconciler's path to NEEDS_REVIEW.
 func TestLookupFails(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, 300*time.Millisecond)
+	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, time.Second)
 	ctx := context.Background()
 	if got, _ := s.gw.Charge(ctx, req("att_1", "tok_lookup_fails")); got.Outcome != order.OutcomeUnknown {
 		t.Fatalf("Charge() = %+v; want unknown", got)
@@ -601,7 +603,7 @@ func TestLookupFails(t *testing.T) {
 // be looked up.
 func TestRefundLookupFails(t *testing.T) {
 	t.Parallel()
-	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, 300*time.Millisecond)
+	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 10 * time.Second}, time.Second)
 	ctx := context.Background()
 	if got, err := s.gw.Charge(ctx, req("att_1", "tok_refund_lookup_fails")); got.Outcome != order.OutcomeSucceeded {
 		t.Fatalf("Charge() = %+v, %v; want succeeded", got, err)
@@ -637,8 +639,8 @@ func TestSilentTokensSendNoEvent(t *testing.T) {
 		}
 	}))
 	t.Cleanup(receiver.Close)
-	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 2 * time.Second,
-		Events: sim.Events{URL: receiver.URL, Secrets: []string{"whsec_test"}}}, 200*time.Millisecond)
+	s := newStack(t, sim.Options{APIKey: apiKey, ClientTimeout: 5 * time.Second,
+		Events: sim.Events{URL: receiver.URL, Secrets: []string{"whsec_test"}}}, time.Second)
 	t.Cleanup(s.sim.Close)
 	ctx := context.Background()
 	for _, c := range []struct{ ref, token string }{{"att_silent", "tok_timeout_silent"}, {"att_fails", "tok_lookup_fails"}, {"att_loud", "tok_timeout"}} {

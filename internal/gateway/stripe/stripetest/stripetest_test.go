@@ -230,7 +230,7 @@ func statuses(pi stripetest.PaymentIntent) []string {
 
 func TestKeyInFlight(t *testing.T) {
 	t.Parallel()
-	fake, base := newServer(t, stripetest.Options{Hold: 500 * time.Millisecond})
+	fake, base := newServer(t, stripetest.Options{Hold: 5 * time.Second})
 	c := post(t, base, "slow:create", "/v1/payment_intents", intent(stripetest.TokenTimeout))
 	path := "/v1/payment_intents/" + c.body["id"].(string) + "/confirm"
 
