@@ -232,10 +232,12 @@ func (h *history) stats() string {
 			resent++
 		}
 	}
-	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED, %d REQUIRES_ACTION (3-D Secure: %d completed, %d failed, %d abandoned, %d opened around the expiry); %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; errors %v",
+	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED, %d REQUIRES_ACTION (3-D Secure: %d completed, %d failed, %d abandoned, %d opened around the expiry); %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; %d answers AUTHORIZED, %d CaptureOrder calls for %d request_ids (%d captures answered SUCCEEDED, %d calls refused), %d VoidOrder calls for %d request_ids (%d voids answered SUCCEEDED, %d calls refused); errors %v",
 		len(h.orders), h.charges, len(h.requests), resent, h.doubles, h.reclicks, len(h.paid), len(h.canceled),
 		h.actions, h.completed, h.failedAuth, h.abandoned, h.late,
-		h.refundCalls, len(h.refundReqs), len(h.refunded), h.overRefunds, h.errors)
+		h.refundCalls, len(h.refundReqs), len(h.refunded), h.overRefunds,
+		h.authorized, h.captureCalls, len(h.captureReqs), len(h.captured), h.overCaptures,
+		h.voidCalls, len(h.voidReqs), len(h.voided), h.refusedVoids, h.errors)
 }
 
 func (h *history) failed(err error) {
