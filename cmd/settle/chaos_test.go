@@ -154,6 +154,8 @@ func TestChaosCatchesMutants(t *testing.T) {
 			"refund events that announce the refund as it was before its settle, and for settles that lost their guard"},
 		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
 			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING"},
+		{"BrokenHoldGuard", []mutant.Mutation{brokenHoldGuard}, chaos.InvCaptureHold,
+			"captures beyond the hold in a build that admits them"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -181,6 +183,15 @@ func TestChaosCatchesMutants(t *testing.T) {
 // more than was paid.
 var brokenRefundGuard = mutant.Mutation{
 	File: "internal/postgres/sql/refund_claim.sql",
+	Old:  "AND want.amount <= want.left_minor",
+	New:  "AND true",
+}
+
+// brokenHoldGuard makes capture claims ignore what is left of the hold:
+// two captures that do not both fit are both sent, and so is one of more
+// than is left; the gateway refuses what goes past its authorization.
+var brokenHoldGuard = mutant.Mutation{
+	File: "internal/postgres/sql/capture_claim.sql",
 	Old:  "AND want.amount <= want.left_minor",
 	New:  "AND true",
 }

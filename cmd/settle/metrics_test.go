@@ -262,13 +262,25 @@ var clauseRE = regexp.MustCompile(`^max\(\s*([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]
 // alertFires evaluates expr against one scrape of /metrics (body), as
 // Prometheus would with that process the only one scraped: expr must be
 // clauses "max(selector) <op> <number>" joined by "and on()", which is
-// what the rules about the database's standbys are; the test fails on any
-// other form rather than guess. A clause whose selector matches no series
-// is false, as an empty vector is in PromQL.
+// what the rules about the database's standbys are, or alternatives of
+// those joined by "or" (the captures' and voids' reviews); the test fails
+// on any other form rather than guess. A clause whose selector matches no
+// series is false, as an empty vector is in PromQL.
 func alertFires(t *testing.T, expr, body string) bool {
 	t.Helper()
+	for _, alt := range strings.Split(strings.Join(strings.Fields(expr), " "), " or ") {
+		if allClausesHold(t, alt, body) {
+			return true
+		}
+	}
+	return false
+}
+
+// allClausesHold evaluates clauses joined by "and on()" for alertFires.
+func allClausesHold(t *testing.T, expr, body string) bool {
+	t.Helper()
 	fires := true
-	for _, clause := range strings.Split(strings.Join(strings.Fields(expr), " "), " and on() ") {
+	for _, clause := range strings.Split(expr, " and on() ") {
 		m := clauseRE.FindStringSubmatch(strings.TrimSpace(clause))
 		if m == nil {
 			t.Fatalf("alert expression clause %q is not max(selector) <op> <number>, the form this test evaluates", clause)
@@ -321,4 +333,82 @@ func alertFires(t *testing.T, expr, body string) bool {
 		fires = fires && holds
 	}
 	return fires
+}
+
+// TestHoldMetricsAndAlerts runs settle serve with a reconciler against the
+// simulator, whose authorizations last two hours: an authorization and a
+// capture whose lookups fail until the reconciler gives up on it. /metrics
+// then counts both orders AUTHORIZED and expiring within a day and the
+// capture in review, and the alert rules SettleAuthorizationsExpiring and
+// SettleCapturesInReview, which fired on neither before, fire on that
+// scrape.
+func TestHoldMetricsAndAlerts(t *testing.T) {
+	t.Parallel()
+	expiring, inReview := alertExpr(t, "SettleAuthorizationsExpiring"), alertExpr(t, "SettleCapturesInReview")
+	hs := httptest.NewServer(sim.New(sim.Options{ClientTimeout: simHold, AuthorizationLifetime: 2 * time.Hour}))
+	t.Cleanup(hs.Close)
+	addr, metricsAddr := freeAddr(t), freeAddr(t)
+	srv := start(t, append(crashEnv(postgrestest.URL(t), hs.URL), "SETTLE_METRICS_LISTEN="+metricsAddr),
+		"serve", "--listen", addr, "--with-reconciler")
+	c := dial(t, addr)
+	waitServing(t, c, srv)
+	body := scrape(t, "http://"+metricsAddr+"/metrics")
+	for _, want := range []string{`settle_authorizations_expiring{within="24h"} 0`, `settle_captures{state="NEEDS_REVIEW"} 0`,
+		`settle_voids{state="NEEDS_REVIEW"} 0`} {
+		if !strings.Contains(body, want+"\n") {
+			t.Fatalf("/metrics lacks %s:\n%s", want, grepSettle(body))
+		}
+	}
+	if alertFires(t, expiring, body) || alertFires(t, inReview, body) {
+		t.Fatalf("an alert fires with no authorization:\n%s", grepSettle(body))
+	}
+	ctx := context.Background()
+	var lookupFails string
+	for _, token := range []string{"tok_ok", "tok_capture_lookup_fails"} {
+		o, err := c.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "holds-" + token,
+			Amount:        &settlev1.Money{Currency: "GBP", AmountMinor: 900},
+			PaymentMethod: token, Capture: settlev1.CaptureMode_CAPTURE_MODE_MANUAL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := c.ChargeOrder(ctx, &settlev1.ChargeOrderRequest{OrderId: o.GetOrder().GetId(), RequestId: "holds-req-" + token})
+		if err != nil || resp.GetOrder().GetState() != settlev1.OrderState_ORDER_STATE_AUTHORIZED {
+			t.Fatalf("ChargeOrder %s = %v, %v; want AUTHORIZED", token, resp.GetOrder().GetState(), err)
+		}
+		lookupFails = o.GetOrder().GetId()
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := c.CaptureOrder(cctx, &settlev1.CaptureOrderRequest{OrderId: lookupFails, RequestId: "holds-capture-1"}); err != nil {
+		t.Fatalf("CaptureOrder: %v", err)
+	}
+	want := []string{
+		`settle_orders{state="AUTHORIZED"} 2`,
+		`settle_authorizations_expiring{within="24h"} 2`,
+		`settle_captures{state="NEEDS_REVIEW"} 1`,
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		body = scrape(t, "http://"+metricsAddr+"/metrics")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(body, w+"\n") {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/metrics lacks %s:\n%s", missing, grepSettle(body))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !alertFires(t, expiring, body) {
+		t.Errorf("SettleAuthorizationsExpiring (%s) does not fire on:\n%s", expiring, grepSettle(body))
+	}
+	if !alertFires(t, inReview, body) {
+		t.Errorf("SettleCapturesInReview (%s) does not fire on:\n%s", inReview, grepSettle(body))
+	}
 }

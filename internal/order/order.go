@@ -259,4 +259,21 @@ type Stats struct {
 	Backlog int64
 	// Refunds summarises the refunds.
 	Refunds RefundStats
+	// Holds summarises the authorizations, captures and voids.
+	Holds HoldStats
+}
+
+// ExpiringWithin is how close to its capture_before an authorization
+// counts as expiring in HoldStats: a day, time for a person to capture or
+// void it before the gateway lets it lapse.
+const ExpiringWithin = 24 * time.Hour
+
+// HoldStats summarises authorizations, captures and voids.
+type HoldStats struct {
+	// Expiring counts AUTHORIZED orders whose capture_before is within
+	// ExpiringWithin, or has passed (the reconciler is yet to hear from
+	// the gateway whether the hold lapsed).
+	Expiring        int64
+	CapturesByState map[CaptureState]int64
+	VoidsByState    map[VoidState]int64
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"maps"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -162,9 +163,53 @@ func (s *Store) Stats(ctx context.Context, scope order.Scope) (order.Stats, erro
 		if err != nil {
 			return err
 		}
-		st.Refunds, err = s.refundStats(ctx, args)
+		if st.Refunds, err = s.refundStats(ctx, args); err != nil {
+			return err
+		}
+		st.Holds, err = s.holdStats(ctx, args)
 		return err
 	})
+	return st, err
+}
+
+//go:embed sql/expiring_authorizations.sql
+var expiringAuthorizationsSQL string
+
+//go:embed sql/capture_count_by_state.sql
+var captureCountByStateSQL string
+
+//go:embed sql/void_count_by_state.sql
+var voidCountByStateSQL string
+
+// holdStats counts the authorizations within order.ExpiringWithin of their
+// capture_before, and the captures and voids by state, within the scope
+// of scopeArgs args.
+func (s *Store) holdStats(ctx context.Context, args pgx.StrictNamedArgs) (order.HoldStats, error) {
+	st := order.HoldStats{CapturesByState: map[order.CaptureState]int64{}, VoidsByState: map[order.VoidState]int64{}}
+	type count struct {
+		State string `db:"state"`
+		Count int64  `db:"count"`
+	}
+	captures, err := queryAll[count](ctx, s.pool, captureCountByStateSQL, args)
+	if err != nil {
+		return st, err
+	}
+	for _, c := range captures {
+		st.CapturesByState[order.CaptureState(c.State)] = c.Count
+	}
+	voids, err := queryAll[count](ctx, s.pool, voidCountByStateSQL, args)
+	if err != nil {
+		return st, err
+	}
+	for _, v := range voids {
+		st.VoidsByState[order.VoidState(v.State)] = v.Count
+	}
+	within := pgx.StrictNamedArgs{"within": order.ExpiringWithin}
+	maps.Copy(within, args)
+	e, err := queryOne[struct {
+		Count int64 `db:"count"`
+	}](ctx, s.pool, expiringAuthorizationsSQL, within)
+	st.Expiring = e.Count
 	return st, err
 }
 

@@ -7,6 +7,7 @@ package telemetry
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	grpcprom "github.com/grpc-ecosystem/go-grpc-middleware/providers/prometheus"
@@ -212,8 +213,14 @@ func (c *deliveryCollector) Collect(ch chan<- prometheus.Metric) {
 // StatsFunc reads the order statistics.
 type StatsFunc func(context.Context) (order.Stats, error)
 
+// expiringWithin is order.ExpiringWithin as settle_authorizations_expiring's
+// label says it.
+var expiringWithin = strconv.Itoa(int(order.ExpiringWithin.Hours())) + "h"
+
 // WatchStore exports the orders by state, the oldest CHARGING order's age,
-// the reconcile backlog and the pool's use, read when scraped.
+// the reconcile backlog, the refunds, captures and voids by state, the
+// authorizations near their capture_before, and the pool's use, read when
+// scraped.
 func (m *Metrics) WatchStore(stats StatsFunc, pool *pgxpool.Pool) {
 	m.Registry.MustRegister(&storeCollector{stats: stats, pool: pool})
 }
@@ -224,6 +231,10 @@ var (
 	refundsDesc         = prometheus.NewDesc("settle_refunds", "Refunds by state.", []string{"state"}, nil)
 	oldestRefundingDesc = prometheus.NewDesc("settle_oldest_refunding_seconds",
 		"Age of the oldest REFUNDING refund (0 when none).", nil, nil)
+	capturesDesc = prometheus.NewDesc("settle_captures", "Captures by state.", []string{"state"}, nil)
+	voidsDesc    = prometheus.NewDesc("settle_voids", "Voids by state.", []string{"state"}, nil)
+	expiringDesc = prometheus.NewDesc("settle_authorizations_expiring",
+		"AUTHORIZED orders whose capture_before is within the window (label within), or has passed.", []string{"within"}, nil)
 	backlogDesc  = prometheus.NewDesc("settle_reconcile_backlog", "CHARGING orders whose check is due.", nil, nil)
 	poolDesc     = prometheus.NewDesc("settle_db_pool_connections", "Database pool connections by state.", []string{"state"}, nil)
 	poolMaxDesc  = prometheus.NewDesc("settle_db_pool_max_connections", "Size of the database pool.", nil, nil)
@@ -239,7 +250,7 @@ type storeCollector struct {
 
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{ordersDesc, oldestDesc, backlogDesc, poolDesc, poolMaxDesc, statsUpDesc, waitDesc,
-		refundsDesc, oldestRefundingDesc} {
+		refundsDesc, oldestRefundingDesc, capturesDesc, voidsDesc, expiringDesc} {
 		ch <- d
 	}
 }
@@ -274,6 +285,13 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		refundAge = time.Since(st.Refunds.OldestRefunding).Seconds()
 	}
 	ch <- prometheus.MustNewConstMetric(oldestRefundingDesc, prometheus.GaugeValue, refundAge)
+	for _, s := range order.CaptureStates {
+		ch <- prometheus.MustNewConstMetric(capturesDesc, prometheus.GaugeValue, float64(st.Holds.CapturesByState[s]), string(s))
+	}
+	for _, s := range order.VoidStates {
+		ch <- prometheus.MustNewConstMetric(voidsDesc, prometheus.GaugeValue, float64(st.Holds.VoidsByState[s]), string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(expiringDesc, prometheus.GaugeValue, float64(st.Holds.Expiring), expiringWithin)
 	ch <- prometheus.MustNewConstMetric(backlogDesc, prometheus.GaugeValue, float64(st.Backlog))
 }
 

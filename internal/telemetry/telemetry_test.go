@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -78,6 +79,47 @@ func TestGatewaySpan(t *testing.T) {
 		`settle_gateway_call_seconds_count{gateway="sim",op="lookup"} 2`,
 	} {
 		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
+
+// TestStoreGauges: the store's gauges know every order state, the
+// authorized, voided and expired ones among them, and export the
+// captures and voids by state and the authorizations near their
+// capture_before, as the alert rules read them.
+func TestStoreGauges(t *testing.T) {
+	pool, err := pgxpool.New(context.Background(), "postgres://settle@127.0.0.1:1/none") // never dialled
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	m := telemetry.NewMetrics()
+	m.WatchStore(func(context.Context) (order.Stats, error) {
+		return order.Stats{
+			ByState: map[order.State]int64{order.StateAuthorized: 4, order.StateVoided: 2, order.StateExpired: 1},
+			Holds: order.HoldStats{Expiring: 3,
+				CapturesByState: map[order.CaptureState]int64{order.CaptureNeedsReview: 2, order.CaptureSucceeded: 5},
+				VoidsByState:    map[order.VoidState]int64{order.VoidNeedsReview: 1}},
+		}, nil
+	}, pool)
+	rec := httptest.NewRecorder()
+	m.Handler(func(context.Context) error { return nil }).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{
+		`settle_orders{state="AUTHORIZED"} 4`,
+		`settle_orders{state="VOIDED"} 2`,
+		`settle_orders{state="EXPIRED"} 1`,
+		`settle_orders{state="PAID"} 0`,
+		`settle_authorizations_expiring{within="24h"} 3`,
+		`settle_captures{state="NEEDS_REVIEW"} 2`,
+		`settle_captures{state="SUCCEEDED"} 5`,
+		`settle_captures{state="CAPTURING"} 0`,
+		`settle_voids{state="NEEDS_REVIEW"} 1`,
+		`settle_voids{state="VOIDING"} 0`,
+		`settle_stats_up 1`,
+	} {
+		if !strings.Contains(string(body), want+"\n") {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}

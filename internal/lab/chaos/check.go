@@ -7,10 +7,12 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/lab/receiver"
 	"github.com/settlepay/settle/internal/order"
@@ -67,12 +69,39 @@ const (
 	// customer (which they could yet complete) unless its order waits in
 	// REQUIRES_ACTION for it (or in NEEDS_REVIEW, still looked up).
 	InvActionCharge = 12
+	// InvCaptureHold: captured ≤ authorized, for every capture MANUAL
+	// order: at the gateway (the authorization's succeeded captures), in
+	// Settle (captured_minor), and in what Settle asked for: the gateway
+	// never refuses a capture of Settle's as more than the hold, since
+	// Settle's claim admits only what is left of it.
+	InvCaptureHold = 13
+	// InvVoidCapture: no hold is both voided and captured, and nothing is
+	// captured after a void succeeded.
+	InvVoidCapture = 14
+	// InvCaptureKnown: every capture and void Settle has SUCCEEDED exists,
+	// succeeded, at the gateway; every capture and void at the gateway is
+	// one of Settle's (for its order's authorization), reached it once,
+	// and is SUCCEEDED (or in review) in Settle when it succeeded there;
+	// nothing is left CAPTURING or VOIDING; every answer SUCCEEDED is, and
+	// every request_id names one capture (void).
+	InvCaptureKnown = 15
+	// InvCapturedTotal: an order's captured total is the sum of its
+	// SUCCEEDED captures, and the gateway's (give or take those in
+	// review).
+	InvCapturedTotal = 16
+	// InvHoldState: a capture MANUAL order's state agrees with the
+	// gateway's hold: PAID (or refunded since) when something was
+	// captured, VOIDED when voided, EXPIRED when it lapsed with nothing
+	// captured, AUTHORIZED while it is open.
+	InvHoldState = 17
 )
 
 var invariantNames = map[int]string{
 	InvOneCharge: "one-charge", InvChargeSettled: "charge-settled", InvSums: "sums", InvNoCharging: "no-charging",
 	InvHistory: "history", InvAnswers: "answers", InvRequestID: "request-id", InvEvents: "events",
 	InvRefunds: "refunds", InvRefundOnce: "refund-once", InvActionExit: "action-exit", InvActionCharge: "action-charge",
+	InvCaptureHold: "capture-hold", InvVoidCapture: "void-capture", InvCaptureKnown: "capture-known",
+	InvCapturedTotal: "captured-total", InvHoldState: "hold-state",
 }
 
 // Violation is one broken invariant.
@@ -95,6 +124,22 @@ type dbOrder struct {
 	id, state, currency, current string
 	amount                       int64
 	refunded, refunding          int64
+	// manual says capture MANUAL; then the hold's totals.
+	manual                          bool
+	authorized, captured, capturing int64
+	voiding, closed                 bool
+}
+
+// dbCapture is a row of captures, dbVoid one of voids.
+type dbCapture struct {
+	id, order, request, state, currency string
+	amount                              int64
+	final                               bool
+	created                             time.Time
+}
+
+type dbVoid struct {
+	id, order, request, state string
 }
 
 type dbRefund struct {
@@ -138,15 +183,42 @@ type snapshot struct {
 	refundLedger []sim.Refund
 	// received is what the merchant's endpoint received.
 	received []receiver.Delivery
+	// captures and voids are Settle's; captureLedger and voidLedger the
+	// gateway's.
+	captures      []dbCapture
+	voids         []dbVoid
+	captureLedger []sim.Capture
+	voidLedger    []sim.Void
+	// at is when the snapshot was taken, by the simulator's clock (this
+	// process's): an authorization open past it has lapsed.
+	at time.Time
 }
 
-func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund) (snapshot, error) {
-	s := snapshot{ledger: ledger, refundLedger: refundLedger}
+func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund,
+	captureLedger []sim.Capture, voidLedger []sim.Void) (snapshot, error) {
+	s := snapshot{ledger: ledger, refundLedger: refundLedger, captureLedger: captureLedger, voidLedger: voidLedger, at: time.Now()}
 	var err error
 	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), amount_minor,
-		refunded_minor, refunding_minor FROM orders`,
+		refunded_minor, refunding_minor, capture_mode = 'manual', authorized_minor, captured_minor, capturing_minor,
+		voiding, hold_closed FROM orders`,
 		func(r pgx.CollectableRow) (o dbOrder, err error) {
-			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.amount, &o.refunded, &o.refunding)
+			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.amount, &o.refunded, &o.refunding,
+				&o.manual, &o.authorized, &o.captured, &o.capturing, &o.voiding, &o.closed)
+		})
+	if err != nil {
+		return s, err
+	}
+	s.captures, err = queryAll(ctx, pool, `SELECT id::text, order_id::text, request_id, state, currency, amount_minor, final,
+		created_at FROM captures`,
+		func(r pgx.CollectableRow) (c dbCapture, err error) {
+			return c, r.Scan(&c.id, &c.order, &c.request, &c.state, &c.currency, &c.amount, &c.final, &c.created)
+		})
+	if err != nil {
+		return s, err
+	}
+	s.voids, err = queryAll(ctx, pool, `SELECT id::text, order_id::text, request_id, state FROM voids`,
+		func(r pgx.CollectableRow) (v dbVoid, err error) {
+			return v, r.Scan(&v.id, &v.order, &v.request, &v.state)
 		})
 	if err != nil {
 		return s, err
@@ -243,6 +315,9 @@ func check(s snapshot, hist *history) []Violation {
 	paid := map[string]int64{} // currency → sum of PAID orders
 	for _, o := range s.orders {
 		cs := charges[o.id]
+		if o.manual && len(cs) == 0 {
+			continue // authorized, and captured or not: checkHolds checks it
+		}
 		switch o.state {
 		case string(order.StatePaid), string(order.StatePartiallyRefunded), string(order.StateRefunded):
 			// Refunds give money back; the charge stays.
@@ -341,6 +416,7 @@ func check(s snapshot, hist *history) []Violation {
 	}
 	out = append(out, checkRefunds(s, hist, attempts)...)
 	out = append(out, checkActions(s, orders, attempts, events)...)
+	out = append(out, checkHolds(s, hist, orders, attempts)...)
 	slices.SortStableFunc(out, func(a, b Violation) int { return cmp.Compare(a.Invariant, b.Invariant) })
 	return out
 }
@@ -548,6 +624,13 @@ func checkHistory(o dbOrder, evs []dbEvent, attempts []dbAttempt) []string {
 	inFlight := ""
 	made := map[string]bool{}
 	for i, e := range evs[1:] {
+		if ev := order.EventName(e.event); ev == order.EventCaptured || ev == order.EventCaptureFailed {
+			// A capture that moves no order: a row from and to its state.
+			if e.from != string(state) || e.to != string(state) {
+				bad = append(bad, fmt.Sprintf("event %d: %s recorded from %s to %s; the order was %s", i+1, e.event, e.from, e.to, state))
+			}
+			continue
+		}
 		to, err := order.Next(state, order.EventName(e.event))
 		switch {
 		case err != nil:
@@ -563,7 +646,7 @@ func checkHistory(o dbOrder, evs []dbEvent, attempts []dbAttempt) []string {
 			}
 			made[e.attempt] = true
 			inFlight = e.attempt
-		case order.EventSucceed, order.EventFail, order.EventEscalate:
+		case order.EventSucceed, order.EventFail, order.EventEscalate, order.EventAuthorize:
 			if e.attempt != inFlight {
 				bad = append(bad, fmt.Sprintf("event %d: %s settles attempt %s, but attempt %s is in flight", i+1, e.event, e.attempt, inFlight))
 			}
@@ -635,6 +718,7 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 	var out []orderMsg
 	byID := map[string]dbEvent{}
 	paidEvents := map[string]int{}
+	firstCaptures := map[string]int{} // order → its moves AUTHORIZED → PAID
 	received := map[string]int{}
 	for _, d := range s.received {
 		received[d.EventID]++
@@ -650,6 +734,9 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 		byID[id] = e
 		if e.typ == "order.paid" {
 			paidEvents[e.order]++
+		}
+		if order.EventName(e.event) == order.EventCapture {
+			firstCaptures[e.order]++
 		}
 		if want := announcement(e); e.typ != want {
 			out = append(out, orderMsg{e.order, fmt.Sprintf("event %s is %s for the move %s→%s (%s), which announces %q",
@@ -668,6 +755,14 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 		}
 	}
 	for _, o := range s.orders {
+		if o.manual {
+			// Paid by its first capture, announced as capture.succeeded.
+			if st := order.State(o.state); (st.Refundable() || st == order.StateRefunded) && (paidEvents[o.id] != 0 || firstCaptures[o.id] != 1) {
+				out = append(out, orderMsg{o.id, fmt.Sprintf("%s by capture with %d order.paid events and %d captures from AUTHORIZED, want 0 and 1",
+					o.state, paidEvents[o.id], firstCaptures[o.id])})
+			}
+			continue
+		}
 		if st := order.State(o.state); (st.Refundable() || st == order.StateRefunded) && paidEvents[o.id] != 1 {
 			// Paid, and perhaps refunded since.
 			out = append(out, orderMsg{o.id, fmt.Sprintf("%s with %d order.paid events, want 1", o.state, paidEvents[o.id])})
@@ -765,11 +860,329 @@ func refundAnnouncement(to string) string {
 // the history, worked out here apart from the database's mapping: "" for
 // the creation and the claims.
 func announcement(e dbEvent) string {
+	switch order.EventName(e.event) {
+	case order.EventCapture, order.EventCaptured:
+		return "capture.succeeded"
+	case order.EventCaptureFailed:
+		return "capture.failed"
+	default:
+	}
 	switch {
+	case e.to == string(order.StateExpired):
+		return "order.authorization_expired"
 	case e.to == string(order.StatePending) && e.from != "":
 		return "order.payment_failed"
 	case e.to == string(order.StatePending), e.to == string(order.StateCharging):
 		return ""
 	}
 	return "order." + strings.ToLower(e.to)
+}
+
+// holdStatus is the gateway's word on an authorization at the end of a
+// run: its ledger's status, an open one past capture_before taken as
+// lapsed (the simulator lapses it at its next lookup), "" for none.
+func holdStatus(a sim.Charge, at time.Time) string {
+	if a.Status == sim.StatusAuthorized && !a.CaptureBefore.After(at) {
+		if a.AmountCaptured > 0 {
+			return sim.StatusCaptured
+		}
+		return sim.StatusExpired
+	}
+	return a.Status
+}
+
+// isHold reports whether the gateway's charge c is an authorization that
+// succeeded (whatever became of it since).
+func isHold(c sim.Charge) bool {
+	switch c.Status {
+	case sim.StatusAuthorized, sim.StatusCaptured, sim.StatusVoided, sim.StatusExpired:
+		return c.Manual
+	}
+	return false
+}
+
+// checkHolds checks the invariants of authorizations, captures and voids
+// against the gateway's ledgers.
+func checkHolds(s snapshot, hist *history, orders map[string]dbOrder, attempts map[string]dbAttempt) []Violation {
+	var out []Violation
+	report := func(inv int, orderID, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, Order: orderID, Msg: fmt.Sprintf(format, args...)})
+	}
+	// The gateway's authorizations, by attempt (the latest record of a
+	// reference, which the simulator does not deduplicate), and its
+	// captures and voids by reference.
+	holds := map[string]sim.Charge{}
+	holdsOf := map[string][]string{} // order → its attempts the gateway authorized
+	for _, c := range s.ledger {
+		if !isHold(c) {
+			continue
+		}
+		a, ok := attempts[c.Reference]
+		if !ok {
+			continue // InvOneCharge reports it
+		}
+		if _, seen := holds[c.Reference]; !seen {
+			holdsOf[a.order] = append(holdsOf[a.order], c.Reference)
+		}
+		holds[c.Reference] = c
+	}
+	for _, id := range slices.Sorted(maps.Keys(holdsOf)) {
+		if refs := holdsOf[id]; len(refs) > 1 {
+			report(InvOneCharge, id, "authorized %d times at the gateway: attempts %s", len(refs), strings.Join(refs, ", "))
+		}
+	}
+	captures := map[string]dbCapture{}
+	capturesOf := map[string][]dbCapture{}
+	captureByRequest := map[string][]dbCapture{}
+	for _, c := range s.captures {
+		captures[c.id] = c
+		capturesOf[c.order] = append(capturesOf[c.order], c)
+		captureByRequest[c.request] = append(captureByRequest[c.request], c)
+	}
+	voids := map[string]dbVoid{}
+	voidsOf := map[string][]dbVoid{}
+	voidByRequest := map[string][]dbVoid{}
+	for _, v := range s.voids {
+		voids[v.id] = v
+		voidsOf[v.order] = append(voidsOf[v.order], v)
+		voidByRequest[v.request] = append(voidByRequest[v.request], v)
+	}
+
+	// The gateway's captures: each one Settle's, once, for its order's
+	// authorization; never refused as more than the hold.
+	seen := map[string]int{}
+	gwCaptured := map[string]int64{}       // order → the gateway's succeeded captures
+	gwCaptures := map[string]sim.Capture{} // Settle's capture → the gateway's succeeded one
+	voidedAt := map[string]time.Time{}     // authorization → its succeeded void
+	for _, v := range s.voidLedger {
+		if v.Status == refpsp.OpSucceeded {
+			if t, ok := voidedAt[v.ChargeReference]; !ok || v.Created.Before(t) {
+				voidedAt[v.ChargeReference] = v.Created
+			}
+		}
+	}
+	for _, g := range s.captureLedger {
+		seen[g.Reference]++
+		c, ok := captures[g.Reference]
+		if !ok {
+			report(InvCaptureKnown, "", "gateway capture %s has reference %q, which is no capture of Settle's", g.ID, g.Reference)
+			continue
+		}
+		if a, ok := attempts[g.ChargeReference]; !ok || a.order != c.order {
+			report(InvCaptureKnown, c.order, "gateway capture %s of capture %s captures authorization %s, not its order's", g.ID, c.id, g.ChargeReference)
+		}
+		if g.Amount != c.amount || g.Currency != c.currency || g.Final != c.final {
+			report(InvCaptureKnown, c.order, "gateway capture %s is for %d %s (final %t), capture %s for %d %s (final %t)",
+				g.ID, g.Amount, g.Currency, g.Final, c.id, c.amount, c.currency, c.final)
+		}
+		if g.Status == refpsp.OpFailed && g.FailureCode == refpsp.FailureTooLarge {
+			o := orders[c.order]
+			report(InvCaptureHold, c.order, "the gateway refused capture %s of %d as more than the hold: Settle admitted it with %d captured of %d authorized",
+				c.id, c.amount, o.captured, o.authorized)
+		}
+		if g.Status != refpsp.OpSucceeded {
+			continue
+		}
+		gwCaptured[c.order] += g.Amount
+		gwCaptures[c.id] = g
+		if c.state != string(order.CaptureSucceeded) && c.state != string(order.CaptureNeedsReview) {
+			report(InvCaptureKnown, c.order, "the gateway captured capture %s (%s); Settle has it %s", c.id, g.ID, c.state)
+		}
+		if t, ok := voidedAt[g.ChargeReference]; ok {
+			report(InvVoidCapture, c.order, "the gateway captured capture %s at %s and voided authorization %s at %s",
+				c.id, g.Created.Format("15:04:05.000"), g.ChargeReference, t.Format("15:04:05.000"))
+		}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(seen)) {
+		if n := seen[ref]; n > 1 {
+			report(InvCaptureKnown, captures[ref].order, "capture reference %s reached the gateway %d times", ref, n)
+		}
+	}
+	gwVoided := map[string]bool{} // Settle's void → succeeded at the gateway
+	seen = map[string]int{}
+	for _, g := range s.voidLedger {
+		seen[g.Reference]++
+		v, ok := voids[g.Reference]
+		if !ok {
+			report(InvCaptureKnown, "", "gateway void %s has reference %q, which is no void of Settle's", g.ID, g.Reference)
+			continue
+		}
+		if a, ok := attempts[g.ChargeReference]; !ok || a.order != v.order {
+			report(InvCaptureKnown, v.order, "gateway void %s of void %s voids authorization %s, not its order's", g.ID, v.id, g.ChargeReference)
+		}
+		if g.Status != refpsp.OpSucceeded {
+			continue
+		}
+		gwVoided[v.id] = true
+		if v.state != string(order.VoidSucceeded) && v.state != string(order.VoidNeedsReview) {
+			report(InvCaptureKnown, v.order, "the gateway voided void %s (%s); Settle has it %s", v.id, g.ID, v.state)
+		}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(seen)) {
+		if n := seen[ref]; n > 1 {
+			report(InvCaptureKnown, voids[ref].order, "void reference %s reached the gateway %d times", ref, n)
+		}
+	}
+
+	// Settle's captures and voids: each SUCCEEDED one at the gateway,
+	// none left in flight, every answer standing.
+	for _, c := range s.captures {
+		switch c.state {
+		case string(order.CaptureSucceeded):
+			if _, ok := gwCaptures[c.id]; !ok {
+				report(InvCaptureKnown, c.order, "capture %s is SUCCEEDED; the gateway has not captured it", c.id)
+			}
+		case string(order.CapturePending), string(order.CaptureCapturing):
+			report(InvCaptureKnown, c.order, "capture %s still %s after quiescence", c.id, c.state)
+		}
+	}
+	for _, v := range s.voids {
+		switch v.state {
+		case string(order.VoidSucceeded):
+			if !gwVoided[v.id] {
+				report(InvCaptureKnown, v.order, "void %s is SUCCEEDED; the gateway has not voided it", v.id)
+			}
+		case string(order.VoidPending), string(order.VoidVoiding):
+			report(InvCaptureKnown, v.order, "void %s still %s after quiescence", v.id, v.state)
+		}
+	}
+	for _, kind := range []struct {
+		name   string
+		done   map[string]bool
+		reqs   map[string]*holdRequest
+		state  func(id string) (string, bool)
+		ids    func(request string) []string
+		wanted string
+	}{
+		{"capture", hist.captured, hist.captureReqs,
+			func(id string) (string, bool) { c, ok := captures[id]; return c.state, ok },
+			func(rid string) []string {
+				return idsOf(captureByRequest[rid], func(c dbCapture) string { return c.id })
+			},
+			string(order.CaptureSucceeded)},
+		{"void", hist.voided, hist.voidReqs,
+			func(id string) (string, bool) { v, ok := voids[id]; return v.state, ok },
+			func(rid string) []string { return idsOf(voidByRequest[rid], func(v dbVoid) string { return v.id }) },
+			string(order.VoidSucceeded)},
+	} {
+		for _, id := range slices.Sorted(maps.Keys(kind.done)) {
+			if st, ok := kind.state(id); !ok || st != kind.wanted {
+				report(InvCaptureKnown, "", "the answer said %s %s SUCCEEDED; Settle has it %q", kind.name, id, st)
+			}
+		}
+		for _, rid := range slices.Sorted(maps.Keys(kind.reqs)) {
+			req := kind.reqs[rid]
+			named := slices.Sorted(maps.Keys(req.named))
+			have := kind.ids(rid)
+			if len(named) > 1 || len(have) > 1 {
+				report(InvCaptureKnown, req.order, "%s request_id %s: the answers named %s, the database has %s",
+					kind.name, rid, strings.Join(named, ", "), strings.Join(have, ", "))
+			}
+			for _, id := range named {
+				if !slices.Contains(have, id) {
+					report(InvCaptureKnown, req.order, "an answer to %s request_id %s named %s; the database has %v", kind.name, rid, id, have)
+				}
+			}
+		}
+	}
+
+	// Per order: the totals, the hold and the state agree.
+	for _, o := range s.orders {
+		if !o.manual {
+			if len(capturesOf[o.id]) > 0 || len(voidsOf[o.id]) > 0 || len(holdsOf[o.id]) > 0 {
+				report(InvHoldState, o.id, "capture AUTOMATIC, with %d captures, %d voids and %d authorizations at the gateway",
+					len(capturesOf[o.id]), len(voidsOf[o.id]), len(holdsOf[o.id]))
+			}
+			continue
+		}
+		var succeeded, review int64
+		var voided, voidReview, captureReview bool
+		for _, c := range capturesOf[o.id] {
+			switch c.state {
+			case string(order.CaptureSucceeded):
+				succeeded += c.amount
+			case string(order.CaptureNeedsReview):
+				review += c.amount
+				captureReview = true
+			}
+		}
+		for _, v := range voidsOf[o.id] {
+			voided = voided || v.state == string(order.VoidSucceeded)
+			voidReview = voidReview || v.state == string(order.VoidNeedsReview)
+		}
+		if o.captured > o.authorized {
+			report(InvCaptureHold, o.id, "captured %d of %d authorized", o.captured, o.authorized)
+		}
+		if o.captured != succeeded {
+			report(InvCapturedTotal, o.id, "captured %d, its SUCCEEDED captures amount to %d", o.captured, succeeded)
+		}
+		if o.capturing != review {
+			report(InvCapturedTotal, o.id, "capturing %d after quiescence, its captures in review amount to %d", o.capturing, review)
+		}
+		if g := gwCaptured[o.id]; g < succeeded || g > succeeded+review {
+			report(InvCapturedTotal, o.id, "the gateway captured %d; Settle's SUCCEEDED captures amount to %d (and %d in review)", g, succeeded, review)
+		}
+		if voided && (succeeded > 0 || gwCaptured[o.id] > 0) {
+			report(InvVoidCapture, o.id, "voided, and captured %d (the gateway %d)", succeeded, gwCaptured[o.id])
+		}
+		if voided {
+			for _, c := range capturesOf[o.id] {
+				if c.state == string(order.CaptureSucceeded) || c.state == string(order.CaptureNeedsReview) {
+					report(InvVoidCapture, o.id, "void SUCCEEDED beside capture %s %s", c.id, c.state)
+				}
+			}
+		}
+
+		// The gateway's hold of the order's attempt against its state.
+		st := order.State(o.state)
+		if st == order.StateNeedsReview {
+			continue // the charge is a person's to decide
+		}
+		hold, held := holds[o.current]
+		for _, ref := range holdsOf[o.id] {
+			if ref != o.current {
+				report(InvHoldState, o.id, "the gateway authorized attempt %s (%s), which is not the order's attempt %s", ref, holds[ref].Status, o.current)
+			}
+		}
+		if held && hold.Amount != o.authorized && st != order.StatePending && st != order.StateCanceled {
+			report(InvCaptureHold, o.id, "authorized %d; the gateway holds %d", o.authorized, hold.Amount)
+		}
+		var gw, want string // the gateway's hold, and the state it means
+		switch gw = holdStatus(hold, s.at); {
+		case !held:
+			gw = "none"
+		case gwCaptured[o.id] > 0:
+			gw, want = "captured", string(order.StatePaid)
+		case gw == sim.StatusVoided:
+			want = string(order.StateVoided)
+		case gw == sim.StatusExpired:
+			want = string(order.StateExpired)
+		case gw == sim.StatusAuthorized:
+			want = string(order.StateAuthorized)
+		}
+		have := o.state
+		if st.Refundable() || st == order.StateRefunded {
+			have = string(order.StatePaid) // captured, and perhaps refunded since
+		}
+		held = have == string(order.StatePaid) || have == string(order.StateVoided) ||
+			have == string(order.StateExpired) || have == string(order.StateAuthorized)
+		switch {
+		case have == want, want == "" && !held:
+		case have == string(order.StateAuthorized) && (captureReview && want == string(order.StatePaid) ||
+			voidReview && want == string(order.StateVoided)):
+			// A capture or void in review: a person decides.
+		default:
+			report(InvHoldState, o.id, "%s (captured %d); the gateway's hold of attempt %s is %s (captured %d, capture_before %s)",
+				o.state, o.captured, o.current, gw, gwCaptured[o.id], hold.CaptureBefore.Format("15:04:05.000"))
+		}
+	}
+	return out
+}
+
+func idsOf[T any](rows []T, id func(T) string) []string {
+	out := make([]string, len(rows))
+	for i, r := range rows {
+		out[i] = id(r)
+	}
+	return out
 }

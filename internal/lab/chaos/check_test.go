@@ -2,9 +2,11 @@ package chaos
 
 import (
 	"testing"
+	"time"
 
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/lab/receiver"
+	"github.com/settlepay/settle/internal/order"
 )
 
 // A small world: order o1 paid by attempt a1 (request r1) after a decline
@@ -12,7 +14,10 @@ import (
 // paid by attempt a3, and 400 of its 1000 refunded by refund f1, whose
 // refund.succeeded event (evt_17, the last delivery) was delivered; order
 // o4 pending again after its attempt a4 asked for 3-D Secure and expired,
-// the gateway's charge canceled.
+// the gateway's charge canceled. Capture MANUAL: order o5 authorized for
+// 1000 by attempt a5 and paid by captures k1 (300) and k2 (200), its hold
+// still open; order o6 authorized and voided by void v1; order o7
+// authorized and lapsed.
 func cleanWorld() (snapshot, *history) {
 	s := snapshot{
 		orders: []dbOrder{
@@ -71,7 +76,49 @@ func cleanWorld() (snapshot, *history) {
 			{ID: "re_1", Reference: "f1", ChargeReference: "a3", Amount: 400, Currency: "GBP", Status: "succeeded"},
 		},
 	}
+	at := time.Date(2026, 6, 11, 12, 0, 0, 0, time.UTC)
+	s.at = at
+	s.orders = append(s.orders,
+		dbOrder{id: "o5", state: "PAID", currency: "GBP", current: "a5", amount: 1000, manual: true, authorized: 1000, captured: 500},
+		dbOrder{id: "o6", state: "VOIDED", currency: "EUR", current: "a6", amount: 800, manual: true, authorized: 800},
+		dbOrder{id: "o7", state: "EXPIRED", currency: "USD", current: "a7", amount: 600, manual: true, authorized: 600})
+	for i, o := range []struct{ id, cur, to, event, typ, state string }{
+		{"o5", "GBP", "PAID", "capture", "capture.succeeded", "PAID"},
+		{"o6", "EUR", "VOIDED", "void", "order.voided", "VOIDED"},
+		{"o7", "USD", "EXPIRED", "expire", "order.authorization_expired", "EXPIRED"},
+	} {
+		base := int64(20 + 10*i)
+		a := "a" + o.id[1:]
+		s.attempts = append(s.attempts, dbAttempt{id: a, order: o.id, request: "r" + o.id[1:], outcome: "succeeded", currency: o.cur})
+		s.events = append(s.events,
+			dbEvent{id: base, order: o.id, to: "PENDING", event: "create"},
+			dbEvent{id: base + 1, order: o.id, from: "PENDING", to: "CHARGING", event: "charge", attempt: a},
+			dbEvent{id: base + 2, order: o.id, from: "CHARGING", to: "AUTHORIZED", event: "authorize", attempt: a, typ: "order.authorized", delivered: true},
+			dbEvent{id: base + 3, order: o.id, from: "AUTHORIZED", to: o.to, event: o.event, typ: o.typ, delivered: true})
+		s.received = append(s.received,
+			receiver.Delivery{EventID: order.EventID(base + 2), Type: "order.authorized", OrderID: o.id, State: "AUTHORIZED", Verified: true},
+			receiver.Delivery{EventID: order.EventID(base + 3), Type: o.typ, OrderID: o.id, State: o.state, Verified: true})
+	}
+	s.events = append(s.events, dbEvent{id: 24, order: "o5", from: "PAID", to: "PAID", event: "captured", typ: "capture.succeeded", delivered: true})
+	s.received = append(s.received, receiver.Delivery{EventID: "evt_24", Type: "capture.succeeded", OrderID: "o5", State: "PAID", Verified: true})
+	s.ledger = append(s.ledger,
+		sim.Charge{ID: "ch_5", Reference: "a5", Amount: 1000, Currency: "GBP", Status: "authorized", Manual: true, AmountCaptured: 500, CaptureBefore: at.Add(time.Hour)},
+		sim.Charge{ID: "ch_6", Reference: "a6", Amount: 800, Currency: "EUR", Status: "voided", Manual: true, CaptureBefore: at.Add(time.Hour)},
+		sim.Charge{ID: "ch_7", Reference: "a7", Amount: 600, Currency: "USD", Status: "authorized", Manual: true, CaptureBefore: at.Add(-time.Second)})
+	s.captures = []dbCapture{
+		{id: "k1", order: "o5", request: "rk1", state: "SUCCEEDED", currency: "GBP", amount: 300},
+		{id: "k2", order: "o5", request: "rk2", state: "SUCCEEDED", currency: "GBP", amount: 200},
+	}
+	s.captureLedger = []sim.Capture{
+		{ID: "cp_1", Reference: "k1", ChargeReference: "a5", Amount: 300, Currency: "GBP", Status: "succeeded"},
+		{ID: "cp_2", Reference: "k2", ChargeReference: "a5", Amount: 200, Currency: "GBP", Status: "succeeded"},
+	}
+	s.voids = []dbVoid{{id: "v1", order: "o6", request: "rv1", state: "SUCCEEDED"}}
+	s.voidLedger = []sim.Void{{ID: "vd_1", Reference: "v1", ChargeReference: "a6", Status: "succeeded"}}
 	h := newHistory()
+	h.captureReqs["rk1"] = &holdRequest{order: "o5", named: map[string]int{"k1": 1}}
+	h.captured["k1"] = true
+	h.voidReqs["rv1"] = &holdRequest{order: "o6", named: map[string]int{"v1": 2}}
 	h.orders["o1"], h.orders["o2"] = "ref-1", "ref-2"
 	h.paid["o1"] = true
 	h.requests["r1"] = &request{order: "o1", attempts: map[string]int{"a1": 2}, answers: 2}
@@ -191,6 +238,45 @@ func TestCheck(t *testing.T) {
 			s.received[6] = receiver.Delivery{EventID: "evt_14", Type: "order.canceled", OrderID: "o4", State: "CANCELED", Verified: true}
 		}, InvActionExit},
 		{"REQUIRES_ACTION for a charge the gateway never saw", func(s *snapshot, _ *history) { s.ledger = s.ledger[:3] }, InvActionExit},
+		{"capture refused as more than the hold", func(s *snapshot, _ *history) {
+			s.captures = append(s.captures, dbCapture{id: "k3", order: "o5", request: "rk3", state: "FAILED", currency: "GBP", amount: 600})
+			s.captureLedger = append(s.captureLedger, sim.Capture{ID: "cp_3", Reference: "k3", ChargeReference: "a5", Amount: 600,
+				Currency: "GBP", Status: "failed", FailureCode: "amount_too_large"})
+		}, InvCaptureHold},
+		{"captured beyond the hold", func(s *snapshot, _ *history) { s.orders[4].captured = 1200 }, InvCaptureHold},
+		{"authorized another amount", func(s *snapshot, _ *history) { s.orders[4].authorized = 900 }, InvCaptureHold},
+		{"voided and captured", func(s *snapshot, _ *history) {
+			s.captures = append(s.captures, dbCapture{id: "k4", order: "o6", request: "rk4", state: "SUCCEEDED", currency: "EUR", amount: 100})
+			s.captureLedger = append(s.captureLedger, sim.Capture{ID: "cp_4", Reference: "k4", ChargeReference: "a6", Amount: 100,
+				Currency: "EUR", Status: "succeeded"})
+		}, InvVoidCapture},
+		{"capture of no capture", func(s *snapshot, _ *history) {
+			s.captureLedger = append(s.captureLedger, sim.Capture{ID: "cp_9", Reference: "zz", ChargeReference: "a5", Amount: 1, Status: "failed"})
+		}, InvCaptureKnown},
+		{"succeeded capture not at the gateway", func(s *snapshot, _ *history) { s.captureLedger = s.captureLedger[:1] }, InvCaptureKnown},
+		{"capture reference twice at the gateway", func(s *snapshot, _ *history) {
+			s.captureLedger = append(s.captureLedger, s.captureLedger[0])
+		}, InvCaptureKnown},
+		{"capture at the gateway, failed in Settle", func(s *snapshot, _ *history) { s.captures[1].state = "FAILED" }, InvCaptureKnown},
+		{"capturing left", func(s *snapshot, _ *history) { s.captures[1].state = "CAPTURING" }, InvCaptureKnown},
+		{"voided at the gateway, failed in Settle", func(s *snapshot, _ *history) { s.voids[0].state = "FAILED" }, InvCaptureKnown},
+		{"capture answer not kept", func(_ *snapshot, h *history) { h.captured["k9"] = true }, InvCaptureKnown},
+		{"capture request named another capture", func(_ *snapshot, h *history) { h.captureReqs["rk1"].named["k2"] = 1 }, InvCaptureKnown},
+		{"captured total off", func(s *snapshot, _ *history) { s.orders[4].captured = 400 }, InvCapturedTotal},
+		{"captured at the gateway beyond Settle's", func(s *snapshot, _ *history) {
+			s.captureLedger = append(s.captureLedger, sim.Capture{ID: "cp_5", Reference: "k5", ChargeReference: "a5", Amount: 100,
+				Currency: "GBP", Status: "succeeded"})
+			s.captures = append(s.captures, dbCapture{id: "k5", order: "o5", request: "rk5", state: "FAILED", currency: "GBP", amount: 100})
+		}, InvCapturedTotal},
+		{"paid with nothing captured", func(s *snapshot, _ *history) {
+			s.captures, s.captureLedger, s.orders[4].captured = nil, nil, 0
+		}, InvHoldState},
+		{"voided at the gateway, authorized in Settle", func(s *snapshot, _ *history) { s.orders[5].state = "AUTHORIZED" }, InvHoldState},
+		{"expired while the gateway holds it", func(s *snapshot, _ *history) { s.ledger[6].CaptureBefore = s.at.Add(time.Hour) }, InvHoldState},
+		{"authorization of an automatic order", func(s *snapshot, _ *history) {
+			s.ledger = append(s.ledger, sim.Charge{ID: "ch_9", Reference: "a3", Amount: 1000, Currency: "GBP", Status: "authorized", Manual: true})
+		}, InvHoldState},
+		{"capture announced as paid", func(s *snapshot, _ *history) { s.events[len(s.events)-1].typ = "order.paid" }, InvEvents},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, h := cleanWorld()

@@ -227,7 +227,10 @@ func (h *harness) run(ctx context.Context) error {
 	w := &workload{seed: cfg.Seed, clients: clients, hist: hist,
 		interval:     time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders)),
 		web:          &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
-		actionExpiry: actionExpiry}
+		actionExpiry: actionExpiry,
+		// Citus refuses capture MANUAL orders until its forms of the
+		// capture and void statements exist: its runs authorize nothing.
+		manual: !cfg.Citus}
 	stopClients := make(chan struct{})
 	var clientsDone sync.WaitGroup
 	for i := range cfg.Clients {
@@ -262,7 +265,7 @@ func (h *harness) run(ctx context.Context) error {
 	// ledger is final.
 	stopGateway()
 
-	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger(), gw.Refunds())
+	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger(), gw.Refunds(), gw.Captures(), gw.Voids())
 	if err != nil {
 		return fmt.Errorf("read the end state: %w", err)
 	}
@@ -378,17 +381,32 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 	return nil
 }
 
+// lapseSoon is how soon an authorization's capture_before must come for
+// quiesce to wait for it: past the workload's short holds (lapseAfter),
+// well short of the simulator's default lifetime.
+const lapseSoon = time.Minute
+
 // quiesce waits, within quiesceTimeout, until no order is CHARGING or
-// REQUIRES_ACTION (abandoned challenges expire) and no refund REFUNDING.
+// REQUIRES_ACTION (abandoned challenges expire), no refund, capture or void
+// is in flight, and no authorization is open within lapseSoon of its
+// capture_before.
 func (h *harness) quiesce(ctx context.Context) error {
 	deadline := time.Now().Add(quiesceTimeout)
 	last := int64(-1)
 	for {
 		var n, refunding int64
+		// Captures and voids in flight count as refunds do, and so do
+		// authorizations past capture_before or about to be (the
+		// workload's short holds), which the reconcilers are to look up
+		// once it passes: the gateway says whether they lapsed.
 		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION')),
-			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')`).Scan(&n, &refunding)
+			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')
+			+ (SELECT count(*) FROM captures WHERE state = 'CAPTURING')
+			+ (SELECT count(*) FROM voids WHERE state = 'VOIDING')
+			+ (SELECT count(*) FROM orders WHERE state = 'AUTHORIZED' AND capture_before < now() + $1::interval)`,
+			lapseSoon).Scan(&n, &refunding)
 		if err == nil && n+refunding != last {
-			h.logf("%d orders CHARGING or REQUIRES_ACTION, %d refunds REFUNDING", n, refunding)
+			h.logf("%d orders CHARGING or REQUIRES_ACTION, %d refunds, captures or voids in flight or holds past capture_before", n, refunding)
 			last = n + refunding
 		}
 		n += refunding

@@ -22,6 +22,9 @@ type Summary struct {
 	Charges, Refunds int
 	// Actions counts the ChargeOrder answers REQUIRES_ACTION (3-D Secure).
 	Actions int
+	// Authorized counts the ChargeOrder answers AUTHORIZED (capture
+	// MANUAL), Captures and Voids the CaptureOrder and VoidOrder calls.
+	Authorized, Captures, Voids int
 	// Kills counts processes killed with SIGKILL, by the harness or by an
 	// armed failpoint.
 	Kills int
@@ -60,8 +63,8 @@ func (s Summary) OK() bool { return len(s.Violations) == 0 && len(s.Problems) ==
 
 // String is the run's one summary line.
 func (s Summary) String() string {
-	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d actions=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d events=%d deliveries=%d violations=%d",
-		s.Seed, s.Orders, s.Charges, s.Refunds, s.Actions, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, s.Events, s.Deliveries, len(s.Violations))
+	line := fmt.Sprintf("chaos: seed=%d orders=%d charges=%d refunds=%d actions=%d authorized=%d captures=%d voids=%d kills=%d freezes=%d db_restarts=%d backend_kills=%d events=%d deliveries=%d violations=%d",
+		s.Seed, s.Orders, s.Charges, s.Refunds, s.Actions, s.Authorized, s.Captures, s.Voids, s.Kills, s.Freezes, s.DBRestarts, s.BackendKills, s.Events, s.Deliveries, len(s.Violations))
 	if len(s.Violations) > 0 {
 		n := map[int]int{}
 		for _, v := range s.Violations {
@@ -89,6 +92,7 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 	h.mu.Lock()
 	s := &h.sum
 	s.Orders, s.Charges, s.Refunds, s.Actions = len(hist.orders), hist.charges, hist.refundCalls, hist.actions
+	s.Authorized, s.Captures, s.Voids = hist.authorized, hist.captureCalls, hist.voidCalls
 	s.Violations = violations
 	for _, o := range snap.orders {
 		s.States[o.state]++
@@ -173,9 +177,40 @@ func (h *harness) describeOrders(snap snapshot, violations []Violation) {
 	}
 	for _, o := range snap.orders {
 		if seen[o.id] {
-			h.logf("%s", describe(o, evs[o.id], attempts[o.id], charges[o.id]))
+			h.logf("%s%s", describe(o, evs[o.id], attempts[o.id], charges[o.id]), describeHolds(snap, o, ofOrder))
 		}
 	}
+}
+
+// describeHolds renders an order's captures and voids, Settle's and the
+// gateway's, for a report.
+func describeHolds(snap snapshot, o dbOrder, ofOrder map[string]string) string {
+	if !o.manual {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "  hold: authorized %d, captured %d, capturing %d, voiding %t, closed %t\n", o.authorized, o.captured, o.capturing, o.voiding, o.closed)
+	for _, c := range snap.captures {
+		if c.order == o.id {
+			fmt.Fprintf(&b, "  capture %s: request_id %s, %d final %t, %s, created %s\n", c.id, c.request, c.amount, c.final, c.state, c.created.Format("15:04:05.000"))
+		}
+	}
+	for _, v := range snap.voids {
+		if v.order == o.id {
+			fmt.Fprintf(&b, "  void %s: request_id %s, %s\n", v.id, v.request, v.state)
+		}
+	}
+	for _, g := range snap.captureLedger {
+		if ofOrder[g.ChargeReference] == o.id {
+			fmt.Fprintf(&b, "  gateway capture %s: reference %s, %d final %t, %s %s at %s\n", g.ID, g.Reference, g.Amount, g.Final, g.Status, g.FailureCode, g.Created.Format("15:04:05.000"))
+		}
+	}
+	for _, g := range snap.voidLedger {
+		if ofOrder[g.ChargeReference] == o.id {
+			fmt.Fprintf(&b, "  gateway void %s: reference %s, %s %s at %s\n", g.ID, g.Reference, g.Status, g.FailureCode, g.Created.Format("15:04:05.000"))
+		}
+	}
+	return b.String()
 }
 
 // scanLog finds in a process's log what must never appear there (a data

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 )
@@ -30,6 +31,13 @@ const (
 	returnURL = "https://shop.example/return"
 	// pageTimeout bounds a customer's visit to the challenge page.
 	pageTimeout = 2 * time.Second
+	// manualShare is the share of checkouts that authorize now and capture
+	// later (capture MANUAL; see holds), and lapseShare the share of those
+	// paid with the simulator's card whose authorization lapses after
+	// lapseAfter, so that holds expire within a run.
+	manualShare = 0.15
+	lapseShare  = 0.2
+	lapseAfter  = 3 * time.Second
 )
 
 var currencies = []string{"GBP", "EUR", "USD"}
@@ -61,6 +69,23 @@ type history struct {
 	// did at the challenge page: completed, failed, abandoned, or came
 	// back to it around the expiry (late).
 	actions, completed, failedAuth, abandoned, late int
+	// captureReqs and voidReqs map each capture (void) request_id to the
+	// captures (voids) its answers named; captured (voided) holds those an
+	// answer said SUCCEEDED.
+	captureReqs, voidReqs map[string]*holdRequest
+	captured, voided      map[string]bool
+	// authorized counts the answers AUTHORIZED; captureCalls and voidCalls
+	// the CaptureOrder and VoidOrder calls, overCaptures and refusedVoids
+	// their answers FAILED_PRECONDITION (more than is left, a void beside
+	// a capture, a hold no longer open).
+	authorized, captureCalls, voidCalls, overCaptures, refusedVoids int
+}
+
+// holdRequest is what the CaptureOrder (VoidOrder) calls with one
+// request_id answered.
+type holdRequest struct {
+	order string
+	named map[string]int // capture (void) id → answers that named it
 }
 
 // refundRequest is what the RefundOrder calls with one request_id answered.
@@ -80,7 +105,38 @@ type request struct {
 func newHistory() *history {
 	return &history{orders: map[string]string{}, requests: map[string]*request{},
 		paid: map[string]bool{}, canceled: map[string]bool{}, errors: map[codes.Code]int{},
-		refundReqs: map[string]*refundRequest{}, refunded: map[string]bool{}}
+		refundReqs: map[string]*refundRequest{}, refunded: map[string]bool{},
+		captureReqs: map[string]*holdRequest{}, voidReqs: map[string]*holdRequest{},
+		captured: map[string]bool{}, voided: map[string]bool{}}
+}
+
+// holdAnswered records the answer to a CaptureOrder (capture) or VoidOrder
+// call: the id it named, and whether it said SUCCEEDED.
+func (h *history) holdAnswered(capture bool, orderID, requestID, id string, succeeded bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	reqs, done, calls, refused := h.voidReqs, h.voided, &h.voidCalls, &h.refusedVoids
+	if capture {
+		reqs, done, calls, refused = h.captureReqs, h.captured, &h.captureCalls, &h.overCaptures
+	}
+	*calls++
+	r := reqs[requestID]
+	if r == nil {
+		r = &holdRequest{order: orderID, named: map[string]int{}}
+		reqs[requestID] = r
+	}
+	switch {
+	case status.Code(err) == codes.FailedPrecondition:
+		*refused++
+		return
+	case err != nil:
+		h.errors[status.Code(err)]++
+		return
+	}
+	r.named[id]++
+	if succeeded {
+		done[id] = true
+	}
 }
 
 func (h *history) refundAnswered(orderID, requestID string, resp *settlev1.RefundOrderResponse, err error) {
@@ -127,8 +183,12 @@ func (h *history) charged(orderID, requestID string, resp *settlev1.ChargeOrderR
 		return
 	}
 	r.answers++
-	if resp.GetOrder().GetState() == settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION {
+	switch resp.GetOrder().GetState() {
+	case settlev1.OrderState_ORDER_STATE_REQUIRES_ACTION:
 		h.actions++
+	case settlev1.OrderState_ORDER_STATE_AUTHORIZED:
+		h.authorized++
+	default:
 	}
 	if id := resp.GetAttempt().GetId(); id != "" {
 		r.attempts[id]++
@@ -172,10 +232,12 @@ func (h *history) stats() string {
 			resent++
 		}
 	}
-	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED, %d REQUIRES_ACTION (3-D Secure: %d completed, %d failed, %d abandoned, %d opened around the expiry); %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; errors %v",
+	return fmt.Sprintf("%d orders, %d ChargeOrder calls for %d request_ids (%d sent more than once, %d to two replicas at once, %d clicks again), %d answers PAID, %d CANCELED, %d REQUIRES_ACTION (3-D Secure: %d completed, %d failed, %d abandoned, %d opened around the expiry); %d RefundOrder calls for %d request_ids, %d answers SUCCEEDED, %d refused as more than is left; %d answers AUTHORIZED, %d CaptureOrder calls for %d request_ids (%d captures answered SUCCEEDED, %d calls refused), %d VoidOrder calls for %d request_ids (%d voids answered SUCCEEDED, %d calls refused); errors %v",
 		len(h.orders), h.charges, len(h.requests), resent, h.doubles, h.reclicks, len(h.paid), len(h.canceled),
 		h.actions, h.completed, h.failedAuth, h.abandoned, h.late,
-		h.refundCalls, len(h.refundReqs), len(h.refunded), h.overRefunds, h.errors)
+		h.refundCalls, len(h.refundReqs), len(h.refunded), h.overRefunds,
+		h.authorized, h.captureCalls, len(h.captureReqs), len(h.captured), h.overCaptures,
+		h.voidCalls, len(h.voidReqs), len(h.voided), h.refusedVoids, h.errors)
 }
 
 func (h *history) failed(err error) {
@@ -194,6 +256,10 @@ type workload struct {
 	web *http.Client
 	// actionExpiry is how long Settle gives a customer to act.
 	actionExpiry time.Duration
+	// manual lets a share of the checkouts authorize and capture later.
+	// It is off on Citus, which refuses capture MANUAL orders until its
+	// forms of the capture and void statements exist.
+	manual bool
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -251,11 +317,22 @@ func (c *checkout) run(ctx context.Context, n int) {
 	case x < 0.2:
 		token = tok3DS
 	}
+	capture := settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC
+	if c.w.manual && c.rng.Float64() < manualShare {
+		// Authorize now, capture later: with random faults on the
+		// authorization, its captures and its voids alike, or a hold
+		// that lapses within the run.
+		capture, token = settlev1.CaptureMode_CAPTURE_MODE_MANUAL, "tok_ok"
+		if c.rng.Float64() < lapseShare {
+			token = fmt.Sprintf("tok_lapse_%d", lapseAfter.Milliseconds())
+		}
+	}
 	c.present = token == tok3DS
 	o := c.create(ctx, &settlev1.CreateOrderRequest{
 		MerchantReference: fmt.Sprintf("chaos-%d-%d", c.client, n),
 		Amount:            &settlev1.Money{Currency: currencies[c.rng.IntN(len(currencies))], AmountMinor: 100 + c.rng.Int64N(50_000)},
 		PaymentMethod:     token,
+		Capture:           capture,
 	})
 	if o == nil {
 		return
@@ -294,6 +371,9 @@ func (c *checkout) run(ctx context.Context, n int) {
 		}
 		x := c.rng.Float64()
 		switch state {
+		case settlev1.OrderState_ORDER_STATE_AUTHORIZED:
+			c.holds(ctx, resp.GetOrder(), n, token != "tok_ok")
+			return
 		case settlev1.OrderState_ORDER_STATE_PAID:
 			if x < 0.9 {
 				c.refunds(ctx, o, n)
@@ -556,4 +636,147 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// holds is what a merchant does with an order it authorized: capture all
+// of it, a part (final), several parts (final=false), two captures at once
+// that do not both fit (two operators, or a retry racing a click), a
+// capture of more than is left, a void, a void racing a capture; or
+// nothing, leaving the hold open. A hold that lapses (lapses) is mostly
+// left to lapse, and sometimes captured after capture_before, when only
+// the gateway's answer decides.
+func (c *checkout) holds(ctx context.Context, o *settlev1.Order, n int, lapses bool) {
+	amount := o.GetAuthorized().GetAmountMinor()
+	if amount <= 0 {
+		amount = o.GetAmount().GetAmountMinor()
+	}
+	k := 0
+	capture := func(to settlev1.OrderServiceClient, minor int64, final bool) *settlev1.CaptureOrderResponse {
+		k++
+		return c.capture(ctx, to, o.GetId(), fmt.Sprintf("capture-%d-%d-%d", c.client, n, k), minor, final)
+	}
+	void := func(to settlev1.OrderServiceClient) {
+		k++
+		c.void(ctx, to, o.GetId(), fmt.Sprintf("void-%d-%d-%d", c.client, n, k))
+	}
+	part := func(most int64) int64 { return 1 + c.rng.Int64N(max(1, most)) }
+	x := c.rng.Float64()
+	if lapses {
+		if x < 0.7 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.stop:
+			return
+		case <-time.After(lapseAfter + time.Duration(c.rng.Int64N(int64(time.Second)))):
+		}
+		capture(c.replica(), 0, true)
+		return
+	}
+	switch {
+	case x < 0.2: // all of it
+		capture(c.replica(), 0, true)
+	case x < 0.35: // a part, releasing the rest
+		capture(c.replica(), part(amount-1), true)
+	case x < 0.5: // several parts, perhaps the rest at the end
+		for range 2 + c.rng.IntN(2) {
+			if capture(c.replica(), part(amount/3), false) == nil {
+				return
+			}
+		}
+		if c.rng.Float64() < 0.5 {
+			capture(c.replica(), 0, true)
+		}
+	case x < 0.7: // two captures at once that do not both fit
+		each := amount/2 + part(amount/2)
+		final := c.rng.Float64() < 0.5
+		c.together(func(cc *checkout, to settlev1.OrderServiceClient, i int) {
+			cc.capture(ctx, to, o.GetId(), fmt.Sprintf("capture-%d-%d-x%d", c.client, n, i), each, final)
+		}, nil)
+	case x < 0.8: // a part, then more than is left
+		first := part(amount - 1)
+		if capture(c.replica(), first, false) == nil {
+			return
+		}
+		capture(c.replica(), amount-first+part(amount), true)
+	case x < 0.9:
+		void(c.replica())
+	case x < 0.97: // a void racing a capture
+		c.together(func(cc *checkout, to settlev1.OrderServiceClient, i int) {
+			cc.capture(ctx, to, o.GetId(), fmt.Sprintf("capture-%d-%d-r", c.client, n), 0, true)
+		}, func(cc *checkout, to settlev1.OrderServiceClient, i int) {
+			cc.void(ctx, to, o.GetId(), fmt.Sprintf("void-%d-%d-r", c.client, n))
+		})
+	default: // left open
+	}
+}
+
+// together runs first and second (or first twice, when second is nil) at
+// once against two replicas, each with its own generator for its retries.
+func (c *checkout) together(first, second func(cc *checkout, to settlev1.OrderServiceClient, i int)) {
+	if second == nil {
+		second = first
+	}
+	i := c.rng.IntN(len(c.w.clients))
+	j := (i + 1) % len(c.w.clients)
+	seeds := [2]uint64{c.rng.Uint64(), c.rng.Uint64()}
+	var wg sync.WaitGroup
+	for k, f := range []func(*checkout, settlev1.OrderServiceClient, int){first, second} {
+		to := c.w.clients[[2]int{i, j}[k]]
+		wg.Go(func() {
+			f(&checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 3)), client: c.client, stop: c.stop}, to, k)
+		})
+	}
+	wg.Wait()
+}
+
+// capture sends one capture request, and again with the same request_id
+// while it fails, as a client that lost the answer does. It returns the
+// answer, or nil when there was none (or a refusal).
+func (c *checkout) capture(ctx context.Context, to settlev1.OrderServiceClient, orderID, requestID string, amount int64, final bool) *settlev1.CaptureOrderResponse {
+	req := &settlev1.CaptureOrderRequest{OrderId: orderID, RequestId: requestID, AmountMinor: amount, Final: proto.Bool(final)}
+	for try := range callTries {
+		if try > 0 {
+			if !c.pause(ctx, try) {
+				return nil
+			}
+			to = c.replica()
+		}
+		cctx, cancel := context.WithTimeout(ctx, chargeTimeout)
+		resp, err := to.CaptureOrder(cctx, req)
+		cancel()
+		c.w.hist.holdAnswered(true, orderID, requestID, resp.GetCapture().GetId(),
+			resp.GetCapture().GetState() == settlev1.CaptureState_CAPTURE_STATE_SUCCEEDED, err)
+		if err == nil {
+			return resp
+		}
+		if !retryable(err) {
+			return nil
+		}
+	}
+	return nil
+}
+
+// void sends one void request, and again with the same request_id while
+// it fails.
+func (c *checkout) void(ctx context.Context, to settlev1.OrderServiceClient, orderID, requestID string) {
+	req := &settlev1.VoidOrderRequest{OrderId: orderID, RequestId: requestID, Reason: "chaos"}
+	for try := range callTries {
+		if try > 0 {
+			if !c.pause(ctx, try) {
+				return
+			}
+			to = c.replica()
+		}
+		cctx, cancel := context.WithTimeout(ctx, chargeTimeout)
+		resp, err := to.VoidOrder(cctx, req)
+		cancel()
+		c.w.hist.holdAnswered(false, orderID, requestID, resp.GetVoid().GetId(),
+			resp.GetVoid().GetState() == settlev1.VoidState_VOID_STATE_SUCCEEDED, err)
+		if err == nil || !retryable(err) {
+			return
+		}
+	}
 }
