@@ -192,9 +192,6 @@ type holdFixture struct {
 
 func newHoldFixture(t *testing.T) *holdFixture {
 	t.Helper()
-	if postgrestest.Citus() {
-		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
-	}
 	f := &holdFixture{pool: postgrestest.Pool(t), gw: newHoldLedger()}
 	f.store = postgres.NewStore(f.pool)
 	gateways := map[string]order.Gateway{"held": f.gw}
