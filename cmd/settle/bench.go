@@ -69,12 +69,14 @@ takes about 15 minutes; -duration 3s -runs 1 is a quick look.
 		conc     = "1,4,16,64"
 		oneConc  = "16"
 		refConc  = "16"
+		capConc  = "16"
 		jsonPath string
 		quiet    bool
 	)
 	fs.StringVar(&conc, "c", conc, "comma-separated numbers of concurrent clients")
 	fs.StringVar(&oneConc, "one-call-c", oneConc, "those of -c at which to measure the one-call path (CreateAndChargeOrder) against its floor too; empty for none")
 	fs.StringVar(&refConc, "refund-c", refConc, "those of -c at which to measure refunds (RefundOrder) against their floor too; empty for none")
+	fs.StringVar(&capConc, "capture-c", capConc, "those of -c at which to measure captures (CaptureOrder) against their floor too; empty for none")
 	fs.DurationVar(&cfg.Duration, "duration", 15*time.Second, "length of one run of the floors and of Settle (whole seconds)")
 	fs.DurationVar(&cfg.TransportDuration, "transport-duration", 5*time.Second, "length of one run of the health checks")
 	fs.IntVar(&cfg.Runs, "runs", 3, "runs per point; each figure is their median")
@@ -115,6 +117,9 @@ takes about 15 minutes; -duration 3s -runs 1 is a quick look.
 		return err
 	}
 	if cfg.RefundConcurrency, err = clientCounts("-refund-c", refConc); err != nil {
+		return err
+	}
+	if cfg.CaptureConcurrency, err = clientCounts("-capture-c", capConc); err != nil {
 		return err
 	}
 	cfg.Server = srv

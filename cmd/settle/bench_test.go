@@ -26,7 +26,7 @@ func TestBenchSmoke(t *testing.T) {
 	// This test binary is settle when SETTLE_TEST_AS_MAIN=1 (see TestMain).
 	srv := bench.Server{Binary: os.Args[0], Env: []string{"SETTLE_TEST_AS_MAIN=1", "SETTLE_LOG_FORMAT=text"}}
 	err := benchWith(context.Background(), []string{"-c", "1,4", "-duration", "2s", "-transport-duration", "1s",
-		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-refund-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
+		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-refund-c", "4", "-capture-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("settle bench: %v\n%s", err, stderr.String())
 	}
@@ -60,6 +60,11 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("refund series at 4 clients missing or without throughput: %+v", rf)
 	} else if rf.Settle.Median.CommitsPerOp > 2.05 {
 		t.Errorf("refunds: %.2f commits per refund, want 2", rf.Settle.Median.CommitsPerOp)
+	}
+	if cp := rep.Points[1].Capture; cp == nil || cp.Floor.Median.PerSecond <= 0 || cp.Settle.Median.PerSecond <= 0 {
+		t.Errorf("capture series at 4 clients missing or without throughput: %+v", cp)
+	} else if cp.Settle.Median.CommitsPerOp > 2.05 {
+		t.Errorf("captures: %.2f commits per capture, want 2", cp.Settle.Median.CommitsPerOp)
 	}
 	// -profile: a CPU profile of the server at each concurrency (--pprof).
 	for _, c := range []string{"1", "4"} {

@@ -15,7 +15,6 @@ import (
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/grpcapi"
 	"github.com/settlepay/settle/internal/order"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // chargeOnly is a gateway that cannot capture (no order.Capturer), which
@@ -29,9 +28,6 @@ type chargeOnly struct{ order.Gateway }
 // against the simulator, whose ledger must agree.
 func TestCaptureAndVoidReplies(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
-	}
 	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"charge-only": chargeOnly{}})
 	ctx := context.Background()
 	create := func(ref string, mode settlev1.CaptureMode) *settlev1.Order {
@@ -158,9 +154,6 @@ func TestCaptureAndVoidReplies(t *testing.T) {
 // the order shows what is being captured, and a void in flight.
 func TestOrderHistoryShowsCapturesAndVoids(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
-	}
 	s := newStack(t)
 	ctx := context.Background()
 	authorized := func(ref, token string) string {

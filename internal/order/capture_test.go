@@ -11,7 +11,6 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/order"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // callTimeout is the gateway deadline of the capture tests that wait for
@@ -26,9 +25,6 @@ type holdFixture struct{ *fixture }
 
 func newHoldFixture(t *testing.T, timeout time.Duration) *holdFixture {
 	t.Helper()
-	if postgrestest.Citus() {
-		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
-	}
 	f := &holdFixture{newFixtureTimeout(t, timeout)}
 	t.Cleanup(func() { f.checkLedger(t) })
 	return f

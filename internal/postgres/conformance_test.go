@@ -57,6 +57,11 @@ var storeSuite = []struct {
 	{"WatchOnlyOwnOrders", testWatchOnlyOwnOrders},
 	{"WatchersOfDeadServersExpire", testWatchersOfDeadServersExpire},
 	{"WatchedChangeIsReported", testWatchedChangeIsReported},
+	{"CaptureClaimsKeepWithinTheHold", testCaptureClaimsKeepWithinTheHold},
+	{"CaptureClaimReplaysAndSettles", testCaptureClaimReplaysAndSettles},
+	{"VoidAndCaptureExcludeEachOther", testVoidAndCaptureExcludeEachOther},
+	{"RefundOfWhatWasCaptured", testRefundOfWhatWasCaptured},
+	{"HoldLeases", testHoldLeases},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

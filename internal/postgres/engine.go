@@ -74,6 +74,11 @@ type statements struct {
 	refundClaim        string
 	refundSettle       string
 	recordGatewayEvent string
+	captureClaim       string
+	captureSettle      string
+	voidClaim          string
+	voidSettle         string
+	expireHold         string
 }
 
 //go:embed sql/is_citus.sql

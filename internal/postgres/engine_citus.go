@@ -1,6 +1,7 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -16,10 +17,10 @@ import (
 
 // citusEngine is the store on Citus. Citus plans a statement whose CTEs
 // insert rows as several distributed steps through the coordinator, so
-// each checkout write is instead a call of one of migration 00016's
-// functions, which Citus runs whole on the worker that holds the
-// merchant's shard (migration 00016 says why), and runs alone rather than
-// grouped: a group would span merchants, hence workers. A statement may
+// each checkout write is instead a call of one of the functions of
+// migrations 00016 and 00019, which Citus runs whole on the worker that
+// holds the merchant's shard (migration 00016 says why), and runs alone
+// rather than grouped: a group would span merchants, hence workers. A statement may
 // lock rows on one shard only, so the leases over every merchant read
 // their candidates from every shard without locks and then lease each on
 // its own shard.
@@ -44,11 +45,31 @@ var citusRefundSettleSQL string
 //go:embed sql/citus/record_gateway_event.sql
 var citusRecordGatewayEventSQL string
 
+//go:embed sql/citus/capture_claim.sql
+var citusCaptureClaimSQL string
+
+//go:embed sql/citus/capture_settle.sql
+var citusCaptureSettleSQL string
+
+//go:embed sql/citus/void_claim.sql
+var citusVoidClaimSQL string
+
+//go:embed sql/citus/void_settle.sql
+var citusVoidSettleSQL string
+
+//go:embed sql/citus/expire_hold.sql
+var citusExpireHoldSQL string
+
 var citusStatements = statements{
 	transition:         citusTransitionSQL,
 	refundClaim:        citusRefundClaimSQL,
 	refundSettle:       citusRefundSettleSQL,
 	recordGatewayEvent: citusRecordGatewayEventSQL,
+	captureClaim:       citusCaptureClaimSQL,
+	captureSettle:      citusCaptureSettleSQL,
+	voidClaim:          citusVoidClaimSQL,
+	voidSettle:         citusVoidSettleSQL,
+	expireHold:         citusExpireHoldSQL,
 }
 
 func (e *citusEngine) statements() *statements { return &citusStatements }
@@ -66,9 +87,6 @@ type citusCreatedRow struct {
 // runs whole on the merchant's worker. It returns the order that holds the
 // reference and whether it created it.
 func (e *citusEngine) createOrder(ctx context.Context, o order.Order) (created, error) {
-	if err := citusCaptureMode(o); err != nil {
-		return created{}, err
-	}
 	var r citusCreatedRow
 	err := retry(ctx, func() error {
 		// A concurrent insert of the same reference that commits after this
@@ -80,6 +98,7 @@ func (e *citusEngine) createOrder(ctx context.Context, o order.Order) (created, 
 				"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 				"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 				"gateway": o.Gateway, "state": o.State, "event": order.EventCreate,
+				"capture_mode": cmp.Or(o.Capture, order.CaptureAutomatic),
 			})
 			if !errors.Is(err, order.ErrNotFound) {
 				return err
@@ -156,9 +175,6 @@ type citusCreateClaimedRow struct {
 // runs whole on the merchant's worker; see CreateClaimed for what it
 // returns.
 func (e *citusEngine) createClaimed(ctx context.Context, o order.Order, c order.Claim) (createdClaimed, error) {
-	if err := citusCaptureMode(o); err != nil {
-		return createdClaimed{}, err
-	}
 	var r citusCreateClaimedRow
 	err := retry(ctx, func() (err error) {
 		r, err = queryOne[citusCreateClaimedRow](ctx, e.pool, citusCreateClaimedOrderSQL, pgx.StrictNamedArgs{
@@ -167,6 +183,7 @@ func (e *citusEngine) createClaimed(ctx context.Context, o order.Order, c order.
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
 			"request_id": c.RequestID, "from_state": c.From, "create_event": order.EventCreate,
 			"claim_event": c.Event, "actor": c.Actor, "customer": c.Customer,
+			"capture_mode": cmp.Or(o.Capture, order.CaptureAutomatic),
 		})
 		return err
 	})
@@ -230,10 +247,6 @@ func (e *citusEngine) settleMany(ctx context.Context, sts []order.Settlement) ([
 			return nil, nil, err
 		}
 		args["merchant_id"] = m
-		// Migration 00016's function knows no hold: no order on Citus is
-		// made with capture manual yet (citusCaptureMode).
-		delete(args, "authorized_minor")
-		delete(args, "capture_before")
 		err = retry(ctx, func() error {
 			for _, i := range idx {
 				orders[i], applied[i] = order.Order{}, false
@@ -259,7 +272,7 @@ func (e *citusEngine) settleMany(ctx context.Context, sts []order.Settlement) ([
 var dueOrdersSQL string
 
 func (e *citusEngine) claimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
-	return e.leaseEach(ctx, dueOrdersSQL, leaseOrderSQL, pgx.StrictNamedArgs{"limit": limit},
+	return e.leaseOrders(ctx, dueOrdersSQL, leaseOrderSQL, pgx.StrictNamedArgs{"limit": limit},
 		pgx.StrictNamedArgs{"lease": lease, "due_only": true})
 }
 
@@ -270,48 +283,58 @@ var dueReviewSQL string
 var leaseReviewSQL string
 
 func (e *citusEngine) claimReviewDue(ctx context.Context, limit int, cadence time.Duration) ([]order.Due, error) {
-	return e.leaseEach(ctx, dueReviewSQL, leaseReviewSQL, pgx.StrictNamedArgs{"limit": limit, "cadence": cadence},
+	return e.leaseOrders(ctx, dueReviewSQL, leaseReviewSQL, pgx.StrictNamedArgs{"limit": limit, "cadence": cadence},
 		pgx.StrictNamedArgs{"cadence": cadence})
 }
 
-// leaseEach runs the reconciler's leases, where a statement may
-// lock rows on one shard only: dueSQL reads candidates (merchant_id, id)
-// from every shard without locks, then leaseSQL, given each candidate's
-// merchant_id and id besides leaseArgs, leases it on its merchant's shard
-// or returns no row when another reconciler has leased it meanwhile.
-func (e *citusEngine) leaseEach(ctx context.Context, dueSQL, leaseSQL string, dueArgs, leaseArgs pgx.StrictNamedArgs) ([]order.Due, error) {
+// leaseEach runs the reconciler's leases, where a statement may lock rows
+// on one shard only: dueSQL reads candidates (merchant_id, id) from every
+// shard without locks, then leaseSQL, given each candidate's merchant_id
+// and id besides leaseArgs, leases it on its merchant's shard and returns
+// its row R, or no row when another reconciler has leased it meanwhile.
+func leaseEach[R any](ctx context.Context, pool *pgxpool.Pool, dueSQL, leaseSQL string, dueArgs, leaseArgs pgx.StrictNamedArgs) ([]R, error) {
 	type candidate struct {
 		MerchantID string `db:"merchant_id"`
 		ID         string `db:"id"`
 	}
 	var cands []candidate
 	err := retry(ctx, func() (err error) {
-		cands, err = queryAll[candidate](ctx, e.pool, dueSQL, dueArgs)
+		cands, err = queryAll[candidate](ctx, pool, dueSQL, dueArgs)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	var due []order.Due
+	var leased []R
 	for _, c := range cands {
 		args := pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "id": c.ID}
 		for k, v := range leaseArgs {
 			args[k] = v
 		}
-		var r leaseRow
+		var r R
 		err := retry(ctx, func() (err error) {
-			r, err = queryOne[leaseRow](ctx, e.pool, leaseSQL, args)
+			r, err = queryOne[R](ctx, pool, leaseSQL, args)
 			return err
 		})
 		switch {
 		case errors.Is(err, order.ErrNotFound):
 			continue // another reconciler has it, or it was settled
 		case err != nil:
-			return due, err
+			return leased, err
 		}
-		due = append(due, r.due())
+		leased = append(leased, r)
 	}
-	return due, nil
+	return leased, nil
+}
+
+// leaseOrders is leaseEach of orders, whose lease returns a leaseRow.
+func (e *citusEngine) leaseOrders(ctx context.Context, dueSQL, leaseSQL string, dueArgs, leaseArgs pgx.StrictNamedArgs) ([]order.Due, error) {
+	rows, err := leaseEach[leaseRow](ctx, e.pool, dueSQL, leaseSQL, dueArgs, leaseArgs)
+	due := make([]order.Due, len(rows))
+	for i, r := range rows {
+		due[i] = r.due()
+	}
+	return due, err
 }
 
 //go:embed sql/citus/claim_due_refunds.sql
@@ -323,35 +346,62 @@ var leaseRefundSQL string
 // claimDueRefunds reads every shard's due refunds, then leases each on its
 // merchant's shard, as claimDue does orders.
 func (e *citusEngine) claimDueRefunds(ctx context.Context, limit int, lease time.Duration) ([]order.DueRefund, error) {
-	type candidate struct {
-		MerchantID string `db:"merchant_id"`
-		ID         string `db:"id"`
+	rows, err := leaseEach[dueRefundRow](ctx, e.pool, dueRefundsSQL, leaseRefundSQL,
+		pgx.StrictNamedArgs{"limit": limit}, pgx.StrictNamedArgs{"lease": lease})
+	due := make([]order.DueRefund, len(rows))
+	for i, r := range rows {
+		due[i] = r.due()
 	}
-	var cands []candidate
-	err := retry(ctx, func() (err error) {
-		cands, err = queryAll[candidate](ctx, e.pool, dueRefundsSQL, pgx.StrictNamedArgs{"limit": limit})
-		return err
-	})
-	if err != nil {
-		return nil, err
+	return due, err
+}
+
+//go:embed sql/citus/claim_due_captures.sql
+var dueCapturesSQL string
+
+//go:embed sql/citus/lease_capture.sql
+var leaseCaptureSQL string
+
+// claimDueCaptures reads every shard's due captures, then leases each on
+// its merchant's shard, as claimDueRefunds does refunds.
+func (e *citusEngine) claimDueCaptures(ctx context.Context, limit int, lease time.Duration) ([]order.DueCapture, error) {
+	rows, err := leaseEach[dueCaptureRow](ctx, e.pool, dueCapturesSQL, leaseCaptureSQL,
+		pgx.StrictNamedArgs{"limit": limit}, pgx.StrictNamedArgs{"lease": lease})
+	due := make([]order.DueCapture, len(rows))
+	for i, r := range rows {
+		due[i] = r.due()
 	}
-	var due []order.DueRefund
-	for _, c := range cands {
-		var r dueRefundRow
-		err := retry(ctx, func() (err error) {
-			r, err = queryOne[dueRefundRow](ctx, e.pool, leaseRefundSQL,
-				pgx.StrictNamedArgs{"merchant_id": c.MerchantID, "id": c.ID, "lease": lease})
-			return err
-		})
-		switch {
-		case errors.Is(err, order.ErrNotFound):
-			continue // another reconciler has it, or it was settled
-		case err != nil:
-			return due, err
-		}
-		due = append(due, r.due())
+	return due, err
+}
+
+//go:embed sql/citus/claim_due_voids.sql
+var dueVoidsSQL string
+
+//go:embed sql/citus/lease_void.sql
+var leaseVoidSQL string
+
+// claimDueVoids reads every shard's due voids, then leases each on its
+// merchant's shard.
+func (e *citusEngine) claimDueVoids(ctx context.Context, limit int, lease time.Duration) ([]order.DueVoid, error) {
+	rows, err := leaseEach[dueVoidRow](ctx, e.pool, dueVoidsSQL, leaseVoidSQL,
+		pgx.StrictNamedArgs{"limit": limit}, pgx.StrictNamedArgs{"lease": lease})
+	due := make([]order.DueVoid, len(rows))
+	for i, r := range rows {
+		due[i] = r.due()
 	}
-	return due, nil
+	return due, err
+}
+
+//go:embed sql/citus/claim_due_holds.sql
+var dueHoldsSQL string
+
+//go:embed sql/citus/lease_hold.sql
+var leaseHoldSQL string
+
+// claimDueHolds reads every shard's AUTHORIZED orders past their
+// capture_before, then leases each on its merchant's shard.
+func (e *citusEngine) claimDueHolds(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error) {
+	return e.leaseOrders(ctx, dueHoldsSQL, leaseHoldSQL, pgx.StrictNamedArgs{"limit": limit},
+		pgx.StrictNamedArgs{"lease": lease})
 }
 
 //go:embed sql/citus/lease_deliveries.sql
@@ -379,14 +429,4 @@ func (e *citusEngine) leaseDeliveries(ctx context.Context, merchants []string, p
 		out = append(out, got...)
 	}
 	return out, nil
-}
-
-// citusCaptureMode refuses an order made with capture manual: migration
-// 00016's functions, which Citus runs for the charge path, neither record
-// the mode nor settle an authorization yet.
-func citusCaptureMode(o order.Order) error {
-	if o.Capture == order.CaptureManual {
-		return &order.ValidationError{Field: "capture", Reason: "MANUAL is not yet supported on this server's database (Citus); use AUTOMATIC"}
-	}
-	return nil
 }

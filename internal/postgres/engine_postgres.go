@@ -67,6 +67,11 @@ var postgresStatements = statements{
 	refundClaim:        refundClaimSQL,
 	refundSettle:       refundSettleSQL,
 	recordGatewayEvent: recordGatewayEventSQL,
+	captureClaim:       captureClaimSQL,
+	captureSettle:      captureSettleSQL,
+	voidClaim:          voidClaimSQL,
+	voidSettle:         voidSettleSQL,
+	expireHold:         expireHoldSQL,
 }
 
 func (e *postgresEngine) statements() *statements { return &postgresStatements }

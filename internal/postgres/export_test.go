@@ -10,7 +10,8 @@ import (
 
 // CheckoutStatementsOnCitus are the statements of the checkout path as the
 // store runs them on Citus, by name: the writes as calls of the functions
-// of migration 00016, the reads as they are everywhere.
+// of migrations 00016 and 00019, the reads as they are everywhere, and the
+// reconciler's leases of one due capture, void or hold.
 var CheckoutStatementsOnCitus = map[string]string{
 	"create_order":         citusCreateOrderSQL,
 	"claim":                citusClaimSQL,
@@ -29,6 +30,17 @@ var CheckoutStatementsOnCitus = map[string]string{
 	"refund_by_id":         refundByIDSQL,
 	"order_refunds":        orderRefundsSQL,
 	"list_events":          listEventsSQL,
+	"capture_claim":        citusCaptureClaimSQL,
+	"capture_settle":       citusCaptureSettleSQL,
+	"void_claim":           citusVoidClaimSQL,
+	"void_settle":          citusVoidSettleSQL,
+	"expire_hold":          citusExpireHoldSQL,
+	"recheck_hold":         recheckHoldSQL,
+	"order_capture":        orderCaptureSQL,
+	"order_void":           orderVoidSQL,
+	"lease_capture":        leaseCaptureSQL,
+	"lease_void":           leaseVoidSQL,
+	"lease_hold":           leaseHoldSQL,
 }
 
 // NewStoreOn is NewStore with its engine picked by the caller: Citus's

@@ -13,10 +13,8 @@ import (
 )
 
 // The store of captures and voids (order.HoldStore): the refunds' shape,
-// one statement for each claim and each settle. They run on PostgreSQL
-// only for now: on Citus no order is made with capture manual
-// (citusCaptureMode), so none of these statements finds a row to change
-// there.
+// one statement for each claim and each settle, in each engine's form
+// (on Citus, a call of one of migration 00019's functions).
 
 // captureRow is a capture as the statements select it: its columns
 // prefixed capture_, as refundRow's are.
@@ -116,11 +114,16 @@ var capturableStates = func() []string {
 // request id committed after the first statement's snapshot is read with
 // its order.
 func (s *Store) ClaimCapture(ctx context.Context, c order.CaptureClaim) (order.CaptureClaimResult, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return order.CaptureClaimResult{}, err
+	}
+	sql := e.statements().captureClaim
 	var res order.CaptureClaimResult
 	to, _ := order.NextCapture(order.CapturePending, order.EventStart)
 	for run := 0; run < 2 && !res.Claimed && res.Capture == nil; run++ {
 		err := retry(ctx, func() error {
-			r, err := queryOne[captureClaimRow](ctx, s.pool, captureClaimSQL, pgx.StrictNamedArgs{
+			r, err := queryOne[captureClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "capture_id": c.CaptureID,
 				"amount_minor": c.AmountMinor, "final": c.Final, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
 				"capturable": capturableStates, "from_state": order.CapturePending, "to_state": to,
@@ -164,14 +167,19 @@ func outcomeArg(o order.Outcome) *string {
 
 // SettleCapture implements order.HoldStore.
 func (s *Store) SettleCapture(ctx context.Context, st order.CaptureSettlement) (order.Order, order.Capture, bool, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return order.Order{}, order.Capture{}, false, err
+	}
+	sql := e.statements().captureSettle
 	from := cmp.Or(st.From, order.CaptureCapturing)
 	to := st.To
 	if st.Event == "" {
 		to = order.CaptureCapturing
 	}
 	var r capturedRow
-	err := retry(ctx, func() (err error) {
-		r, err = queryOne[capturedRow](ctx, s.pool, captureSettleSQL, pgx.StrictNamedArgs{
+	err = retry(ctx, func() (err error) {
+		r, err = queryOne[capturedRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"merchant_id": st.MerchantID, "capture_id": st.CaptureID, "from_state": from, "to_state": to,
 			"outcome": outcomeArg(st.Result.Outcome), "decline_code": truncate(st.Result.DeclineCode, 255),
 			"gateway_capture_id": truncate(st.Result.ChargeID, 255), "recheck_in": st.RecheckIn, "checked": st.Checked,
@@ -220,11 +228,16 @@ type voidClaimRow struct {
 // ClaimVoid implements order.HoldStore, running its statement twice at
 // most as ClaimCapture does.
 func (s *Store) ClaimVoid(ctx context.Context, c order.VoidClaim) (order.VoidClaimResult, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return order.VoidClaimResult{}, err
+	}
+	sql := e.statements().voidClaim
 	var res order.VoidClaimResult
 	to, _ := order.NextVoid(order.VoidPending, order.EventStart)
 	for run := 0; run < 2 && !res.Claimed && res.Void == nil; run++ {
 		err := retry(ctx, func() error {
-			r, err := queryOne[voidClaimRow](ctx, s.pool, voidClaimSQL, pgx.StrictNamedArgs{
+			r, err := queryOne[voidClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "void_id": c.VoidID,
 				"reason": c.Reason, "actor": c.Actor, "lease": c.Lease, "authorized": order.StateAuthorized,
 				"from_state": order.VoidPending, "to_state": to, "event": order.EventStart,
@@ -258,14 +271,19 @@ type voidedRow struct {
 
 // SettleVoid implements order.HoldStore.
 func (s *Store) SettleVoid(ctx context.Context, st order.VoidSettlement) (order.Order, order.Void, bool, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return order.Order{}, order.Void{}, false, err
+	}
+	sql := e.statements().voidSettle
 	from := cmp.Or(st.From, order.VoidVoiding)
 	to := st.To
 	if st.Event == "" {
 		to = order.VoidVoiding
 	}
 	var r voidedRow
-	err := retry(ctx, func() (err error) {
-		r, err = queryOne[voidedRow](ctx, s.pool, voidSettleSQL, pgx.StrictNamedArgs{
+	err = retry(ctx, func() (err error) {
+		r, err = queryOne[voidedRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"merchant_id": st.MerchantID, "void_id": st.VoidID, "from_state": from, "to_state": to,
 			"outcome": outcomeArg(st.Result.Outcome), "decline_code": truncate(st.Result.DeclineCode, 255),
 			"recheck_in": st.RecheckIn, "checked": st.Checked, "last_error": truncate(st.LastError, 1000),
@@ -312,6 +330,16 @@ type dueVoidRow struct {
 	ChargeAttemptID string  `db:"charge_attempt_id"`
 	ChargeID        string  `db:"charge_id"`
 	AgeSeconds      float64 `db:"age_seconds"`
+}
+
+func (r dueCaptureRow) due() order.DueCapture {
+	return order.DueCapture{Capture: r.capture(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
+		ChargeID: r.ChargeID, Age: seconds(r.AgeSeconds)}
+}
+
+func (r dueVoidRow) due() order.DueVoid {
+	return order.DueVoid{Void: r.void(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
+		ChargeID: r.ChargeID, Age: seconds(r.AgeSeconds)}
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
@@ -363,8 +391,7 @@ func (e *postgresEngine) claimDueCaptures(ctx context.Context, limit int, lease 
 		rows, err := queryAll[dueCaptureRow](ctx, e.pool, claimDueCapturesSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
 		due = make([]order.DueCapture, len(rows))
 		for i, r := range rows {
-			due[i] = order.DueCapture{Capture: r.capture(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
-				ChargeID: r.ChargeID, Age: seconds(r.AgeSeconds)}
+			due[i] = r.due()
 		}
 		return err
 	})
@@ -377,8 +404,7 @@ func (e *postgresEngine) claimDueVoids(ctx context.Context, limit int, lease tim
 		rows, err := queryAll[dueVoidRow](ctx, e.pool, claimDueVoidsSQL, pgx.StrictNamedArgs{"limit": limit, "lease": lease})
 		due = make([]order.DueVoid, len(rows))
 		for i, r := range rows {
-			due[i] = order.DueVoid{Void: r.void(), Gateway: r.Gateway, ChargeAttemptID: r.ChargeAttemptID,
-				ChargeID: r.ChargeID, Age: seconds(r.AgeSeconds)}
+			due[i] = r.due()
 		}
 		return err
 	})
@@ -398,21 +424,6 @@ func (e *postgresEngine) claimDueHolds(ctx context.Context, limit int, lease tim
 	return due, err
 }
 
-// On Citus no order is made with capture manual yet (citusCaptureMode),
-// so there are no captures, voids or holds to lease; the leases over
-// every shard that they would need are left for when there are.
-func (e *citusEngine) claimDueCaptures(context.Context, int, time.Duration) ([]order.DueCapture, error) {
-	return nil, nil
-}
-
-func (e *citusEngine) claimDueVoids(context.Context, int, time.Duration) ([]order.DueVoid, error) {
-	return nil, nil
-}
-
-func (e *citusEngine) claimDueHolds(context.Context, int, time.Duration) ([]order.Due, error) {
-	return nil, nil
-}
-
 //go:embed sql/expire_hold.sql
 var expireHoldSQL string
 
@@ -421,13 +432,18 @@ var expireHoldSQL string
 // having been captured, being captured or voided; it reports whether the
 // guard held.
 func (s *Store) ExpireHold(ctx context.Context, merchantID, orderID, attemptID string, actor order.Actor, reason string) (bool, error) {
+	e, err := s.engine(ctx)
+	if err != nil {
+		return false, err
+	}
+	sql := e.statements().expireHold
 	var r struct {
 		Expired int64 `db:"expired"`
 	}
-	err := retry(ctx, func() (err error) {
+	err = retry(ctx, func() (err error) {
 		r, err = queryOne[struct {
 			Expired int64 `db:"expired"`
-		}](ctx, s.pool, expireHoldSQL, pgx.StrictNamedArgs{
+		}](ctx, s.pool, sql, pgx.StrictNamedArgs{
 			"merchant_id": merchantID, "order_id": orderID, "attempt_id": attemptID,
 			"to_state": order.MustNext(order.StateAuthorized, order.EventExpire), "event": order.EventExpire,
 			"actor": actor, "reason": truncate(reason, 1000),

@@ -9,8 +9,10 @@ import (
 
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
+
+// The hold store's tests (captures, voids, the holds' leases), part of
+// the store's conformance suite: both engines run them.
 
 // authorizedOrder makes an order with capture manual and takes it through
 // the store's own charge path to AUTHORIZED, holding 1250 until
@@ -53,13 +55,12 @@ func voidClaimOf(o order.Order, requestID string) order.VoidClaim {
 		VoidID: order.VoidID(o.MerchantID, o.ID, requestID), Actor: "test", Lease: 15 * time.Second}
 }
 
-// TestCaptureClaimsKeepWithinTheHold: twenty concurrent claims of 100
+// testCaptureClaimsKeepWithinTheHold: twenty concurrent claims of 100
 // against a hold of 1250 admit exactly twelve, and the order's totals say
 // so; the rest see what is left.
-func TestCaptureClaimsKeepWithinTheHold(t *testing.T) {
-	t.Parallel()
+func testCaptureClaimsKeepWithinTheHold(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	o := authorizedOrder(t, s, "hold-race", time.Now().Add(time.Hour).Truncate(time.Microsecond))
 	var (
 		wg      sync.WaitGroup
@@ -89,14 +90,13 @@ func TestCaptureClaimsKeepWithinTheHold(t *testing.T) {
 	}
 }
 
-// TestCaptureClaimReplaysAndSettles: a replay of a request id returns the
+// testCaptureClaimReplaysAndSettles: a replay of a request id returns the
 // same capture without reserving again; a succeeded capture makes the
 // order PAID with its captured total, a final one closes the hold, and a
 // failed one releases its reservation.
-func TestCaptureClaimReplaysAndSettles(t *testing.T) {
-	t.Parallel()
+func testCaptureClaimReplaysAndSettles(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	o := authorizedOrder(t, s, "hold-settle", time.Now().Add(time.Hour).Truncate(time.Microsecond))
 
 	first, err := s.ClaimCapture(ctx, captureClaimOf(o, "cap-a", 400, false))
@@ -158,13 +158,12 @@ func TestCaptureClaimReplaysAndSettles(t *testing.T) {
 	}
 }
 
-// TestVoidAndCaptureExcludeEachOther: a void is refused while a capture is
+// testVoidAndCaptureExcludeEachOther: a void is refused while a capture is
 // in flight, a capture while a void is, and a void after a capture
 // succeeded; a void that succeeds makes the order VOIDED.
-func TestVoidAndCaptureExcludeEachOther(t *testing.T) {
-	t.Parallel()
+func testVoidAndCaptureExcludeEachOther(t *testing.T, db storeDB) {
 	ctx := context.Background()
-	s := postgres.NewStore(postgrestest.Pool(t))
+	s := postgres.NewStore(db.pool(t))
 	before := time.Now().Add(time.Hour).Truncate(time.Microsecond)
 
 	o := authorizedOrder(t, s, "void-a", before)
@@ -195,5 +194,100 @@ func TestVoidAndCaptureExcludeEachOther(t *testing.T) {
 		order.Result{Outcome: order.OutcomeSucceeded}, time.Minute))
 	if err != nil || !ok || got.State != order.StateVoided || got.Voiding || vd.State != order.VoidSucceeded {
 		t.Fatalf("settled void: %+v %+v, %v", got, vd, err)
+	}
+}
+
+// testRefundOfWhatWasCaptured: refunds apply to what was captured, never
+// to the hold: a refund of all after a capture of 400 from a hold of 1250
+// is of 400, and it refunds the order fully.
+func testRefundOfWhatWasCaptured(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	s := postgres.NewStore(db.pool(t))
+	o := authorizedOrder(t, s, "refund-captured", time.Now().Add(time.Hour).Truncate(time.Microsecond))
+	c, err := s.ClaimCapture(ctx, captureClaimOf(o, "cap", 400, true))
+	if err != nil || !c.Claimed {
+		t.Fatalf("capture: %+v, %v", c, err)
+	}
+	if _, _, ok, err := s.SettleCapture(ctx, order.CaptureSettlementFor(o.MerchantID, c.Capture.ID,
+		order.Result{Outcome: order.OutcomeSucceeded}, time.Minute)); err != nil || !ok {
+		t.Fatalf("settle capture: %v, %v", ok, err)
+	}
+	if r, err := s.ClaimRefund(ctx, refundClaimOf(o, "too-much", 401)); err != nil || r.Claimed {
+		t.Fatalf("a refund beyond what was captured: %+v, %v", r, err)
+	}
+	r, err := s.ClaimRefund(ctx, refundClaimOf(o, "all", 0))
+	if err != nil || !r.Claimed || r.Refund.Amount.AmountMinor != 400 {
+		t.Fatalf("refund of all: %+v, %v; want 400", r, err)
+	}
+	got, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(o.MerchantID, r.Refund.ID,
+		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute))
+	if err != nil || !ok || got.State != order.StateRefunded || got.Refunded != 400 {
+		t.Fatalf("settled refund: %+v %v, %v; want REFUNDED with 400", got, ok, err)
+	}
+}
+
+// testHoldLeases: the reconciler leases due captures, due voids and holds
+// past capture_before once each, with what their lookups need, and a hold
+// the gateway says has lapsed expires only while nothing is captured.
+func testHoldLeases(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	s := postgres.NewStore(db.pool(t))
+	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	due := -time.Second // a lease that has already run out: due now
+
+	captured := authorizedOrder(t, s, "lease-capture", later)
+	cc := captureClaimOf(captured, "cap", 100, false)
+	cc.Lease = due
+	if c, err := s.ClaimCapture(ctx, cc); err != nil || !c.Claimed {
+		t.Fatalf("capture: %+v, %v", c, err)
+	}
+	caps, err := s.ClaimDueCaptures(ctx, 10, time.Minute)
+	if err != nil || len(caps) != 1 || caps[0].Capture.ID != cc.CaptureID || caps[0].ChargeID != "ch_lease-capture" ||
+		caps[0].Gateway != "sim" || caps[0].ChargeAttemptID != captured.CurrentAttempt {
+		t.Fatalf("due captures: %+v, %v", caps, err)
+	}
+	if caps, err := s.ClaimDueCaptures(ctx, 10, time.Minute); err != nil || len(caps) != 0 {
+		t.Fatalf("a leased capture was leased again: %+v, %v", caps, err)
+	}
+
+	voided := authorizedOrder(t, s, "lease-void", later)
+	vc := voidClaimOf(voided, "void")
+	vc.Lease = due
+	if v, err := s.ClaimVoid(ctx, vc); err != nil || !v.Claimed {
+		t.Fatalf("void: %+v, %v", v, err)
+	}
+	voids, err := s.ClaimDueVoids(ctx, 10, time.Minute)
+	if err != nil || len(voids) != 1 || voids[0].Void.ID != vc.VoidID || voids[0].ChargeID != "ch_lease-void" {
+		t.Fatalf("due voids: %+v, %v", voids, err)
+	}
+	if voids, err := s.ClaimDueVoids(ctx, 10, time.Minute); err != nil || len(voids) != 0 {
+		t.Fatalf("a leased void was leased again: %+v, %v", voids, err)
+	}
+
+	lapsed := authorizedOrder(t, s, "lease-hold", time.Now().Add(-time.Hour).Truncate(time.Microsecond))
+	holds, err := s.ClaimDueHolds(ctx, 10, time.Minute)
+	if err != nil || len(holds) != 1 || holds[0].Order.ID != lapsed.ID || holds[0].Attempt.ID != lapsed.CurrentAttempt {
+		t.Fatalf("due holds: %+v, %v; want only %s", holds, err, lapsed.ID)
+	}
+	if holds, err := s.ClaimDueHolds(ctx, 10, time.Minute); err != nil || len(holds) != 0 {
+		t.Fatalf("a leased hold was leased again: %+v, %v", holds, err)
+	}
+
+	if ok, err := s.ExpireHold(ctx, captured.MerchantID, captured.ID, captured.CurrentAttempt, "test", "lapsed"); err != nil || ok {
+		t.Fatalf("a hold with a capture in flight expired: %v, %v", ok, err)
+	}
+	if ok, err := s.ExpireHold(ctx, lapsed.MerchantID, lapsed.ID, lapsed.CurrentAttempt, "test", "lapsed"); err != nil || !ok {
+		t.Fatalf("expire: %v, %v", ok, err)
+	}
+	if ok, err := s.ExpireHold(ctx, lapsed.MerchantID, lapsed.ID, lapsed.CurrentAttempt, "test", "lapsed"); err != nil || ok {
+		t.Fatalf("a second expiry: %v, %v; want the guard to refuse it", ok, err)
+	}
+	got, err := s.Order(ctx, order.ForMerchant(lapsed.MerchantID), lapsed.ID)
+	if err != nil || got.State != order.StateExpired {
+		t.Fatalf("expired order: %+v, %v", got, err)
+	}
+	evs, _, err := s.History(ctx, lapsed.MerchantID, lapsed.ID)
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].To != order.StateExpired {
+		t.Fatalf("history: %+v, %v; want it to end EXPIRED", evs, err)
 	}
 }

@@ -15,8 +15,9 @@ import (
 )
 
 // TestCheckoutIsSingleShardOnCitus: on Citus, every statement of the
-// checkout path runs as one task on the worker that holds its merchant's
-// shard: a router-planned statement, or a call that Citus delegates to
+// checkout path (charges, refunds, captures and voids), and each lease of
+// one due capture, void or hold of the reconciler's, runs as one task on
+// the worker that holds its merchant's shard: a router-planned statement, or a call that Citus delegates to
 // that worker whole. A statement that Citus plans in several steps through
 // the coordinator (a CTE that inserts, a condition that prunes no shard)
 // shows a distributed subplan or more than one task in its plan, and costs
@@ -27,22 +28,26 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 	pool := postgrestest.CitusPool(t)
 	m := order.DefaultMerchant
 	id, att, ref := uuid.NewString(), uuid.NewString(), uuid.NewString()
+	capture, void := uuid.NewString(), uuid.NewString()
+	before := time.Now().Add(time.Hour)
 	one := func(v any) any { return v }
 	args := map[string]pgx.StrictNamedArgs{
 		"create_order": {"id": id, "merchant_id": m, "merchant_reference": "r", "amount_minor": 1250, "currency": "GBP",
-			"payment_method": "tok_ok", "gateway": "sim", "state": order.StatePending, "event": order.EventCreate},
+			"payment_method": "tok_ok", "gateway": "sim", "state": order.StatePending, "event": order.EventCreate,
+			"capture_mode": order.CaptureManual},
 		"claim": {"order_id": id, "merchant_id": m, "request_id": "q", "attempt_id": att, "payment_method": "",
 			"customer": "", "from_state": order.StatePending, "to_state": order.StateCharging, "lease": time.Minute,
 			"event": order.EventCharge, "actor": order.ActorAPI},
 		"create_claimed": {"id": id, "merchant_id": m, "merchant_reference": "r", "amount_minor": 1250, "currency": "GBP",
 			"payment_method": "tok_ok", "gateway": "sim", "to_state": order.StateCharging, "attempt_id": att,
 			"lease": time.Minute, "request_id": "q", "from_state": order.StatePending, "create_event": order.EventCreate,
-			"claim_event": order.EventCharge, "actor": order.ActorAPI, "customer": ""},
+			"claim_event": order.EventCharge, "actor": order.ActorAPI, "customer": "", "capture_mode": order.CaptureManual},
 		"settle": {"merchant_id": m, "order_id": []uuid.UUID{uuid.MustParse(id)}, "attempt_id": []uuid.UUID{uuid.MustParse(att)},
 			"to_state": []string{"PAID"}, "recheck_in": []time.Duration{time.Minute}, "checked": []bool{false},
 			"last_error": []string{""}, "outcome": []string{"succeeded"}, "decline_code": []string{""},
 			"charge_id": []string{"ch"}, "event": []string{"succeed"}, "actor": []string{"api"}, "reason": []string{""},
-			"from_state": []string{"CHARGING"}},
+			"from_state": []string{"CHARGING"}, "authorized_minor": []int64{1250},
+			"capture_before": []*time.Time{&before}},
 		"transition": {"merchant_id": m, "id": id, "from_state": "PENDING", "to_state": "CANCELED", "outcome": "",
 			"decline_code": "", "charge_id": "", "event": "cancel", "actor": "api", "reason": ""},
 		"refund_claim": {"order_id": id, "merchant_id": m, "request_id": "q", "refund_id": ref, "amount_minor": 0,
@@ -55,6 +60,29 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 			"full_to": "REFUNDED"},
 		"record_gateway_event": {"merchant_id": m, "attempt_id": att, "gateway": "sim", "event_id": "ev",
 			"event_type": "charge.succeeded", "object_id": "ch", "succeeded": true},
+		"capture_claim": {"order_id": id, "merchant_id": m, "request_id": "q", "capture_id": capture, "amount_minor": 0,
+			"final": true, "reason": "", "actor": "api", "lease": time.Minute, "capturable": []string{"AUTHORIZED"},
+			"from_state": "PENDING", "to_state": "CAPTURING", "event": "start", "create_event": "create"},
+		"capture_settle": {"merchant_id": m, "capture_id": capture, "from_state": "CAPTURING", "to_state": "SUCCEEDED",
+			"outcome": one("succeeded"), "decline_code": "", "gateway_capture_id": "cp", "recheck_in": time.Minute,
+			"checked": false, "last_error": "", "event": "succeed", "actor": "api", "reason": "",
+			"capture_event": "capture", "paid_state": "PAID", "captured_event": "captured",
+			"failed_event": "capture_failed"},
+		"void_claim": {"order_id": id, "merchant_id": m, "request_id": "q", "void_id": void, "reason": "",
+			"actor": "api", "lease": time.Minute, "authorized": "AUTHORIZED", "from_state": "PENDING",
+			"to_state": "VOIDING", "event": "start", "create_event": "create"},
+		"void_settle": {"merchant_id": m, "void_id": void, "from_state": "VOIDING", "to_state": "SUCCEEDED",
+			"outcome": one("succeeded"), "decline_code": "", "recheck_in": time.Minute, "checked": false,
+			"last_error": "", "event": "succeed", "actor": "api", "reason": "", "void_event": "void",
+			"voided_state": "VOIDED"},
+		"expire_hold": {"merchant_id": m, "order_id": id, "attempt_id": att, "to_state": "EXPIRED", "event": "expire",
+			"actor": "reconciler", "reason": ""},
+		"recheck_hold":       {"merchant_id": m, "order_id": id, "recheck_in": time.Minute, "last_error": ""},
+		"order_capture":      {"merchant_id": m, "capture_id": capture},
+		"order_void":         {"merchant_id": m, "void_id": void},
+		"lease_capture":      {"merchant_id": m, "id": capture, "lease": time.Minute},
+		"lease_void":         {"merchant_id": m, "id": void, "lease": time.Minute},
+		"lease_hold":         {"merchant_id": m, "id": id, "lease": time.Minute},
 		"order_by_id":        {"id": id, "any_merchant": false, "merchant_id": m},
 		"order_by_reference": {"merchant_id": m, "merchant_reference": "r"},
 		"attempt_by_id":      {"merchant_id": m, "id": att},

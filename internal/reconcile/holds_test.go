@@ -8,7 +8,6 @@ import (
 
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/order"
-	"github.com/settlepay/settle/internal/postgres/postgrestest"
 	"github.com/settlepay/settle/internal/reconcile"
 )
 
@@ -20,9 +19,6 @@ import (
 // capture out, as the gateway's ledger requires.
 func TestCaptureAndVoidLookupsThatFailNeedReview(t *testing.T) {
 	t.Parallel()
-	if postgrestest.Citus() {
-		t.Skip("capture MANUAL is not yet supported on Citus (migration 00016's functions know no hold)")
-	}
 	f := newFixture(t)
 	ctx := context.Background()
 	svc, err := order.NewService(f.store, map[string]order.Gateway{"sim": f.gw}, order.Config{

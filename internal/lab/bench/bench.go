@@ -32,6 +32,9 @@ type Config struct {
 	// RefundConcurrency lists those of them at which refunds (RefundOrder)
 	// are also measured, against their own floor.
 	RefundConcurrency []int
+	// CaptureConcurrency lists those of them at which captures
+	// (CaptureOrder) are also measured, against their own floor.
+	CaptureConcurrency []int
 	// Duration is the length of one run of the floor, the naive floor and
 	// Settle; TransportDuration that of one run of the health checks.
 	Duration, TransportDuration time.Duration
@@ -89,6 +92,11 @@ func (c *Config) validate() error {
 	for _, n := range c.RefundConcurrency {
 		if !slices.Contains(c.Concurrency, n) {
 			return fmt.Errorf("bench: refund concurrency %d is not one of the concurrencies measured", n)
+		}
+	}
+	for _, n := range c.CaptureConcurrency {
+		if !slices.Contains(c.Concurrency, n) {
+			return fmt.Errorf("bench: capture concurrency %d is not one of the concurrencies measured", n)
 		}
 	}
 	if c.Duration < time.Second || c.TransportDuration < time.Second {
@@ -230,7 +238,7 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if _, err := b.load(ctx, c, min(2*time.Second, b.cfg.Duration/3), orderOp(srv.conn, fmt.Sprintf("warm%d", b.seq))); err != nil {
 		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
 	}
-	var floor, naive, transport, settle, oneFloor, oneSettle, refundFloor, refundSettle []Measurement
+	var floor, naive, transport, settle, oneFloor, oneSettle, refundFloor, refundSettle, captureFloor, captureSettle []Measurement
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
 	refunds := slices.Contains(b.cfg.RefundConcurrency, c)
 	var refundable []string
@@ -243,6 +251,19 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		b.seq++
 		if refundable, err = refundableOrders(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c); err != nil {
 			return p, fmt.Errorf("refund series: %w\nserver log: %s", err, srv.logTail())
+		}
+	}
+	captures := slices.Contains(b.cfg.CaptureConcurrency, c) && !b.cfg.Citus
+	var authorized []string
+	if captures {
+		// The capture floor's orders, one per pgbench client, and Settle's,
+		// one per worker: AUTHORIZED, holding more than any run captures.
+		if err := b.db.captureFloorOrders(ctx, c); err != nil {
+			return p, err
+		}
+		b.seq++
+		if authorized, err = authorizedOrders(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c); err != nil {
+			return p, fmt.Errorf("capture series: %w\nserver log: %s", err, srv.logTail())
 		}
 	}
 	for r := range b.cfg.Runs {
@@ -311,6 +332,24 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: refund floor %.0f/s, settle refunds %.0f/s (p50 %.2fms)\n",
 				c, r+1, b.cfg.Runs, rfr.PerSecond, rsr.PerSecond, rsr.P50Ms)
 		}
+		if captures {
+			cfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_capture.sql", c) })
+			if err != nil {
+				return p, fmt.Errorf("capture floor: %w", err)
+			}
+			b.seq++
+			prefix := fmt.Sprintf("bench%d", b.seq)
+			csr, err := b.measure(ctx, srv, true, func() (work, error) {
+				return loadWork(b.load(ctx, c, b.cfg.Duration, captureOp(srv.conn, prefix, authorized)))
+			})
+			if err != nil {
+				return p, fmt.Errorf("settle captures: %w\nserver log: %s", err, srv.logTail())
+			}
+			cfr.ServerCPUCores, cfr.ServerCPUPerOpUs = 0, 0
+			captureFloor, captureSettle = append(captureFloor, cfr), append(captureSettle, csr)
+			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: capture floor %.0f/s, settle captures %.0f/s (p50 %.2fms)\n",
+				c, r+1, b.cfg.Runs, cfr.PerSecond, csr.PerSecond, csr.P50Ms)
+		}
 		if !oneCall {
 			continue
 		}
@@ -341,6 +380,10 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if refunds {
 		p.Refund = &OneCall{Floor: summarize(refundFloor), Settle: summarize(refundSettle)}
 		p.Refund.SettleVsFloor = ratio(p.Refund.Settle.Median.PerSecond, p.Refund.Floor.Median.PerSecond)
+	}
+	if captures {
+		p.Capture = &OneCall{Floor: summarize(captureFloor), Settle: summarize(captureSettle)}
+		p.Capture.SettleVsFloor = ratio(p.Capture.Settle.Median.PerSecond, p.Capture.Floor.Median.PerSecond)
 	}
 	if oneCall {
 		p.OneCall = &OneCall{Floor: summarize(oneFloor), Settle: summarize(oneSettle)}

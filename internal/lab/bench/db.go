@@ -241,6 +241,31 @@ func (db *benchDB) refundFloorOrders(ctx context.Context, clients int) error {
 	return nil
 }
 
+// captureFloorOrders makes the AUTHORIZED orders (capture manual) of the
+// capture floor, one per pgbench client (merchant reference
+// capture-floor-<client_id>), each with its authorizing attempt and a hold
+// no run captures in full.
+func (db *benchDB) captureFloorOrders(ctx context.Context, clients int) error {
+	_, err := db.pool.Exec(ctx, `WITH o AS (
+		INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
+			current_attempt, capture_mode, authorized_minor, capture_before)
+		SELECT gen_random_uuid(), 'default', 'capture-floor-' || n, 1000000000000, 'GBP', 'tok_ok', 'instant',
+			'AUTHORIZED', gen_random_uuid(), 'manual', 1000000000000, now() + interval '7 days'
+		FROM generate_series(0, $1 - 1) AS n
+		ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
+		RETURNING *
+	)
+	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, amount_minor, currency,
+		outcome, gateway_charge_id, settled_at)
+	SELECT current_attempt, id, merchant_id, 'req-' || merchant_reference, payment_method, amount_minor, currency,
+		'succeeded', 'ch_' || merchant_reference, now()
+	FROM o`, clients)
+	if err != nil {
+		return fmt.Errorf("make the capture floor's orders: %w", err)
+	}
+	return nil
+}
+
 func (db *benchDB) close() {
 	db.pool.Close()
 	if db.citus != nil {

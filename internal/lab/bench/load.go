@@ -207,3 +207,51 @@ func refundOp(conn *grpc.ClientConn, prefix string, orders []string) func(w int)
 		}
 	}
 }
+
+// authorizedOrders makes one AUTHORIZED order (capture manual) per worker
+// for the capture series, holding an amount that its captures of 1 never
+// use up, and returns their ids.
+func authorizedOrders(ctx context.Context, conn *grpc.ClientConn, prefix string, c int) ([]string, error) {
+	client := settlev1.NewOrderServiceClient(conn)
+	ids := make([]string, c)
+	for w := range c {
+		ref := prefix + "-authorized-" + strconv.Itoa(w)
+		resp, err := client.CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{
+			MerchantReference: ref, Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1_000_000_000_000},
+			PaymentMethod: "tok_ok", RequestId: "req-" + ref, Capture: settlev1.CaptureMode_CAPTURE_MODE_MANUAL,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("CreateAndChargeOrder: %w", err)
+		}
+		if st := resp.GetOrder().GetState(); st != settlev1.OrderState_ORDER_STATE_AUTHORIZED {
+			return nil, fmt.Errorf("CreateAndChargeOrder: order %s is %s, want AUTHORIZED", resp.GetOrder().GetId(), st)
+		}
+		ids[w] = resp.GetOrder().GetId()
+	}
+	return ids, nil
+}
+
+// captureOp returns worker w's capture: one CaptureOrder of 1 minor unit
+// of the worker's own authorization, not final (so that the next may
+// follow), with a unique request id, checking that the capture SUCCEEDED.
+func captureOp(conn *grpc.ClientConn, prefix string, orders []string) func(w int) op {
+	client := settlev1.NewOrderServiceClient(conn)
+	return func(w int) op {
+		final := false
+		req := &settlev1.CaptureOrderRequest{OrderId: orders[w], AmountMinor: 1, Final: &final}
+		base := []byte(prefix + "-capture-" + strconv.Itoa(w) + "-")
+		buf := make([]byte, 0, len(base)+24)
+		return func(ctx context.Context, n int) error {
+			buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
+			req.RequestId = string(buf)
+			resp, err := client.CaptureOrder(ctx, req)
+			if err != nil {
+				return fmt.Errorf("CaptureOrder: %w", err)
+			}
+			if st := resp.GetCapture().GetState(); st != settlev1.CaptureState_CAPTURE_STATE_SUCCEEDED {
+				return fmt.Errorf("CaptureOrder: capture %s is %s, want SUCCEEDED", resp.GetCapture().GetId(), st)
+			}
+			return nil
+		}
+	}
+}

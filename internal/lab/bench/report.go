@@ -58,6 +58,8 @@ type Point struct {
 	OneCall *OneCall `json:"one_call,omitempty"`
 	// Refund is the refund series, where it was measured.
 	Refund *OneCall `json:"refund,omitempty"`
+	// Capture is the capture series, where it was measured.
+	Capture *OneCall `json:"capture,omitempty"`
 }
 
 // OneCall is the one-call path at one concurrency: Floor is pgbench running
@@ -406,6 +408,23 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		}
 		tw.Flush()
 		b.WriteString("(commits and round trips per refund: floor / settle)\n")
+	}
+
+	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Capture != nil }) {
+		b.WriteString("\ncaptures (CaptureOrder of 1, not final, from each client's own AUTHORIZED order) against their own floor (internal/lab/bench/sql/floor_capture.sql):\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/capture\tround trips/capture\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per capture: settle client + server + PostgreSQL\t")
+		for _, p := range rep.Points {
+			if p.Capture == nil {
+				continue
+			}
+			f, s := p.Capture.Floor.Median, p.Capture.Settle.Median
+			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
+				p.Capture.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
+				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
+		}
+		tw.Flush()
+		b.WriteString("(commits and round trips per capture: floor / settle)\n")
 	}
 
 	if d := rep.Drain; d != nil {

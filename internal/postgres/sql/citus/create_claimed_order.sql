@@ -15,4 +15,4 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	coalesce((r.att).created_at, 'epoch') AS attempt_created_at
 FROM settle_create_claimed(@merchant_id, @id, @merchant_reference, @amount_minor, @currency, @payment_method,
 	@gateway, @to_state, @attempt_id, @lease, @request_id, @from_state, @create_event, @claim_event, @actor,
-	@customer) r;
+	@customer, @capture_mode) r;
