@@ -99,15 +99,7 @@ type captureClaimRow struct {
 }
 
 // capturableStates are the states the capture claim admits a capture in.
-var capturableStates = func() []string {
-	var out []string
-	for _, s := range order.States {
-		if s.Capturable() {
-			out = append(out, string(s))
-		}
-	}
-	return out
-}()
+var capturableStates = statesWhere(order.State.Capturable)
 
 // ClaimCapture implements order.HoldStore. As ClaimRefund, a claim that
 // made nothing and saw nothing runs once more, so that a capture of its

@@ -94,15 +94,19 @@ type refundClaimRow struct {
 
 // refundableStates are the states the refund claim admits a refund in,
 // from the transition table.
-var refundableStates = func() []string {
+var refundableStates = statesWhere(order.State.Refundable)
+
+// statesWhere names the states of the transition table for which ok holds,
+// as a claim statement takes them.
+func statesWhere(ok func(order.State) bool) []string {
 	var out []string
 	for _, s := range order.States {
-		if s.Refundable() {
+		if ok(s) {
 			out = append(out, string(s))
 		}
 	}
 	return out
-}()
+}
 
 // ClaimRefund implements order.RefundStore.
 func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
