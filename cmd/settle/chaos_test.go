@@ -146,16 +146,19 @@ func TestChaosCatchesMutants(t *testing.T) {
 		ms   []mutant.Mutation
 		inv  int // the invariant that must report it
 		what string
+		// manual is the share of checkouts that authorize (0: the
+		// default), raised where only holds can show the mutant.
+		manual float64
 	}{
-		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state"},
-		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered"},
-		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them"},
+		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0},
+		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0},
+		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0},
 		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
-			"refund events that announce the refund as it was before its settle, and for settles that lost their guard"},
+			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0},
 		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
-			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING"},
+			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0},
 		{"BrokenHoldGuard", []mutant.Mutation{brokenHoldGuard}, chaos.InvCaptureHold,
-			"captures beyond the hold in a build that admits them"},
+			"captures beyond the hold in a build that admits them", 0.6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -168,8 +171,9 @@ func TestChaosCatchesMutants(t *testing.T) {
 				Duration: 20 * time.Second,
 				Clients:  8,
 				Orders:   200,
-				Faults:   chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
-				LogDir:   t.TempDir(), // the run is meant to fail: keep no logs
+				Faults:      chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
+				ManualShare: tc.manual,
+				LogDir:      t.TempDir(), // the run is meant to fail: keep no logs
 			})
 			if !hasInvariant(sum, tc.inv) {
 				t.Fatalf("the harness did not see %s: %s", tc.what, sum)

@@ -1,5 +1,10 @@
 package order
 
+import (
+	"context"
+	"time"
+)
+
 // GatewayEvent is an event a gateway pushed about one of its objects, once
 // its signature has been verified. It is a hint, never a verdict: it makes
 // the attempt it names due for the reconciler now, and the reconciler's
@@ -24,8 +29,33 @@ type GatewayEvent struct {
 	// attempt its order does not hold raises a possible double charge.
 	Succeeded bool
 	// About says what AttemptID names: an attempt (EventAboutAttempt, the
-	// zero value), or a capture's or a void's id (gatewayevent_hold.go).
+	// zero value), or a capture's, a void's or a refund's id
+	// (gatewayevent_hold.go).
 	About EventAbout
+
+	// The event's own word on the operation it is about, for a gateway
+	// whose Lookup answers from the events Settle recorded (Adyen has no
+	// read of a payment's status; see EventLog). Adapters of gateways that
+	// can be read leave them zero.
+	//
+	// Outcome is OutcomeSucceeded or OutcomeDeclined (with DeclineCode,
+	// the gateway's reason), or "" when the event is only a hint.
+	Outcome     Outcome
+	DeclineCode string
+	// Amount is the amount the event reports, when it reports one.
+	Amount Money
+	// OccurredAt is when the gateway says it happened; zero if it did not.
+	OccurredAt time.Time
+}
+
+// EventLog reads the verified gateway events Settle recorded, for a
+// gateway whose Lookup answers from them; postgres.Store implements it.
+type EventLog interface {
+	// GatewayEventsAbout returns the events recorded from gateway whose
+	// AttemptID is reference (an attempt's, a capture's, a void's or a
+	// refund's id), in the order they were recorded, each once, with
+	// every field ReceiveEvent set.
+	GatewayEventsAbout(ctx context.Context, gateway, reference string) ([]GatewayEvent, error)
 }
 
 // GatewayEventResult is what recording a gateway event came to.

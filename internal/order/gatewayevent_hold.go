@@ -16,4 +16,7 @@ const (
 	// EventAboutVoid: AttemptID is a void's id (VoidRequest's VoidID);
 	// ObjectID and ChargeID are the gateway's void id.
 	EventAboutVoid EventAbout = "void"
+	// EventAboutRefund: AttemptID is a refund's id (RefundRequest's
+	// RefundID); ObjectID and ChargeID are the gateway's refund id.
+	EventAboutRefund EventAbout = "refund"
 )

@@ -111,6 +111,9 @@ type Config struct {
 	Replicas, Reconcilers int
 	// Faults are the fault rates (zero value: DefaultFaults).
 	Faults Faults
+	// ManualShare is the share of checkouts that authorize now and
+	// capture later (default 0.15); a run that must see holds raises it.
+	ManualShare float64
 	// Failover, when set, runs PostgreSQL as a primary and a standby, and
 	// each database restart of the schedule becomes a failover: the
 	// standby is cut off for 1 to 2 seconds (the primary's WAL sender
@@ -169,6 +172,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Faults == (Faults{}) {
 		c.Faults = DefaultFaults()
+	}
+	if c.ManualShare <= 0 {
+		c.ManualShare = defaultManualShare
 	}
 	if c.Gateway == (sim.RandomFaults{}) {
 		c.Gateway = DefaultGateway()

@@ -228,9 +228,7 @@ func (h *harness) run(ctx context.Context) error {
 		interval:     time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders)),
 		web:          &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		actionExpiry: actionExpiry,
-		// Citus refuses capture MANUAL orders until its forms of the
-		// capture and void statements exist: its runs authorize nothing.
-		manual: !cfg.Citus}
+		manualShare:  cfg.ManualShare}
 	stopClients := make(chan struct{})
 	var clientsDone sync.WaitGroup
 	for i := range cfg.Clients {

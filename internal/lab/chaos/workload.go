@@ -31,13 +31,13 @@ const (
 	returnURL = "https://shop.example/return"
 	// pageTimeout bounds a customer's visit to the challenge page.
 	pageTimeout = 2 * time.Second
-	// manualShare is the share of checkouts that authorize now and capture
-	// later (capture MANUAL; see holds), and lapseShare the share of those
+	// defaultManualShare is the share of checkouts that authorize now and
+	// capture later (capture MANUAL; see holds), and lapseShare the share of those
 	// paid with the simulator's card whose authorization lapses after
 	// lapseAfter, so that holds expire within a run.
-	manualShare = 0.15
-	lapseShare  = 0.2
-	lapseAfter  = 3 * time.Second
+	defaultManualShare = 0.15
+	lapseShare         = 0.2
+	lapseAfter         = 3 * time.Second
 )
 
 var currencies = []string{"GBP", "EUR", "USD"}
@@ -256,10 +256,9 @@ type workload struct {
 	web *http.Client
 	// actionExpiry is how long Settle gives a customer to act.
 	actionExpiry time.Duration
-	// manual lets a share of the checkouts authorize and capture later.
-	// It is off on Citus, which refuses capture MANUAL orders until its
-	// forms of the capture and void statements exist.
-	manual bool
+	// manualShare is the share of the checkouts that authorize and
+	// capture later.
+	manualShare float64
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -318,7 +317,7 @@ func (c *checkout) run(ctx context.Context, n int) {
 		token = tok3DS
 	}
 	capture := settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC
-	if c.w.manual && c.rng.Float64() < manualShare {
+	if c.rng.Float64() < c.w.manualShare {
 		// Authorize now, capture later: with random faults on the
 		// authorization, its captures and its voids alike, or a hold
 		// that lapses within the run.
