@@ -166,11 +166,11 @@ func TestChaosCatchesMutants(t *testing.T) {
 				t.Fatalf("build the mutant: %v", err)
 			}
 			sum := runChaosTest(t, chaos.Config{
-				Binary:   bin,
-				Seed:     chaosSeed,
-				Duration: 20 * time.Second,
-				Clients:  8,
-				Orders:   200,
+				Binary:      bin,
+				Seed:        chaosSeed,
+				Duration:    20 * time.Second,
+				Clients:     8,
+				Orders:      200,
 				Faults:      chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
 				ManualShare: tc.manual,
 				LogDir:      t.TempDir(), // the run is meant to fail: keep no logs
