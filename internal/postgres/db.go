@@ -51,6 +51,17 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	cfg.PrepareConn = func(_ context.Context, c *pgx.Conn) (bool, error) {
 		return c.PgConn().CustomData()[readOnlyKey] == nil, nil
 	}
+	// Plans must not depend on when autovacuum last ran. A connection
+	// caches the plan of each statement it prepares; one planned while a
+	// new deployment's tables were nearly empty (or analyzed so) scanned
+	// them whole at every run as they grew, until the next ANALYZE, which
+	// can be minutes away. Every hot statement reads by an index, so
+	// sequential scans are off for Settle's own connections: PostgreSQL
+	// still makes one where no index serves (operators' psql is not
+	// affected). TestNoSequentialScansWhileTablesGrow counts them.
+	if _, set := cfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set {
+		cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns
 	}
