@@ -85,6 +85,24 @@ type ChargeRequest struct {
 	// only authorizes (a Capturer), and a succeeded Result carries its
 	// Hold. Charge and Lookup. Empty is CaptureAutomatic.
 	Capture CaptureMode
+	// AwaitingAction tells Lookup that Settle holds the attempt as waiting
+	// for the customer (REQUIRES_ACTION): a gateway that cannot read the
+	// attempt (Adyen, whose lookups answer from its notifications) reports
+	// silence as OutcomeRequiresAction rather than as an unknown. Lookup
+	// only.
+	AwaitingAction bool
+}
+
+// LookupRequest is the request that asks o's gateway about its attempt a:
+// everything the charge carried (a gateway may replay a step of it), what
+// Settle learned since, and where the order stands.
+func LookupRequest(o Order, a Attempt) ChargeRequest {
+	return ChargeRequest{
+		AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference, Amount: a.Amount,
+		PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: a.CreatedAt,
+		GatewayChargeID: a.GatewayChargeID, Capture: o.Capture,
+		AwaitingAction: o.State == StateRequiresAction && o.CurrentAttempt == a.ID,
+	}
 }
 
 // Result is a gateway's answer about one attempt.

@@ -106,11 +106,7 @@ func (s *Service) lookupWaiting(ctx context.Context, gw Gateway, o Order, a Atte
 			return Result{}, err
 		}
 		start := time.Now()
-		res, err := gw.Lookup(ctx, ChargeRequest{
-			AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference, Amount: a.Amount,
-			PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: a.CreatedAt, GatewayChargeID: a.GatewayChargeID,
-			Capture: o.Capture,
-		})
+		res, err := gw.Lookup(ctx, LookupRequest(o, a))
 		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome,
 			Latency: time.Since(start), Err: err}.Log(ctx, s.log)
 		return res, err

@@ -84,9 +84,7 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 			continue
 		}
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
-		res, err := gw.Lookup(lctx, ChargeRequest{AttemptID: a.ID, OrderID: o.ID, MerchantReference: o.MerchantReference,
-			Amount: a.Amount, PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: a.CreatedAt,
-			GatewayChargeID: a.GatewayChargeID, Capture: o.Capture})
+		res, err := gw.Lookup(lctx, LookupRequest(o, a))
 		cancel()
 		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
 		switch {

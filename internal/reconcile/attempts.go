@@ -152,29 +152,15 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 	}
 	line := order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID}
 	return r.ask(ctx, line, func(ctx context.Context) (order.Result, error) {
-		return gw.Lookup(ctx, order.ChargeRequest{
-			AttemptID:         d.Attempt.ID,
-			OrderID:           d.Order.ID,
-			MerchantReference: d.Order.MerchantReference,
-			Amount:            d.Attempt.Amount,
-			PaymentMethod:     d.Attempt.PaymentMethod,
-			// The attempt's customer: a replay of Stripe's create must carry
-			// every parameter of the first.
-			Customer: d.Attempt.Customer,
-			// From the attempt's age in database time, so that no two clocks
-			// are compared.
-			CreatedAt: time.Now().Add(-d.AttemptAge),
-			// What the charge path (or an earlier check) learned of the
-			// gateway's own id: Stripe reads the PaymentIntent by it.
-			GatewayChargeID: d.Attempt.GatewayChargeID,
-			// Past the expiry, an attempt still waiting for the customer is
-			// canceled, which proves it uncharged; before it, it is only read.
-			// An off-session attempt waits for nobody: it is canceled at once.
-			CancelAwaitingAction: r.expired(d) || d.Attempt.AwaitsNobody(),
-			// A capture-manual order's charge is an authorization: the
-			// gateway reports its hold.
-			Capture: d.Order.Capture,
-		})
+		req := order.LookupRequest(d.Order, d.Attempt)
+		// From the attempt's age in database time, so that no two clocks
+		// are compared.
+		req.CreatedAt = time.Now().Add(-d.AttemptAge)
+		// Past the expiry, an attempt still waiting for the customer is
+		// canceled, which proves it uncharged; before it, it is only read.
+		// An off-session attempt waits for nobody: it is canceled at once.
+		req.CancelAwaitingAction = r.expired(d) || d.Attempt.AwaitsNobody()
+		return gw.Lookup(ctx, req)
 	})
 }
 

@@ -201,9 +201,9 @@ func (d *dueHold) lookup(ctx context.Context, r *Reconciler) (order.Result, erro
 	a := d.Attempt
 	line := order.GatewayCall{Op: "lookup_hold", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: a.ID}
 	return r.ask(ctx, line, func(ctx context.Context) (order.Result, error) {
-		return gw.Lookup(ctx, order.ChargeRequest{AttemptID: a.ID, OrderID: d.Order.ID, MerchantReference: d.Order.MerchantReference,
-			Amount: a.Amount, PaymentMethod: a.PaymentMethod, Customer: a.Customer, CreatedAt: time.Now().Add(-d.AttemptAge),
-			GatewayChargeID: a.GatewayChargeID, Capture: order.CaptureManual})
+		req := order.LookupRequest(d.Order, a)
+		req.CreatedAt = time.Now().Add(-d.AttemptAge)
+		return gw.Lookup(ctx, req)
 	})
 }
 
