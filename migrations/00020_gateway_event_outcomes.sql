@@ -108,8 +108,10 @@ BEGIN
         WHERE merchant_id = p_merchant_id AND id = p_matched_id AND state = 'REFUNDING';
         GET DIAGNOSTICS v_woken = ROW_COUNT;
     ELSIF v_result IN ('review', 'capture_failed') THEN
+        -- A searched CASE: Citus 13.2 fails on a simple CASE over a
+        -- variable here (text = boolean), as the store's tests showed.
         INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)
-        VALUES (p_merchant_id, CASE v_result WHEN 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
+        VALUES (p_merchant_id, CASE WHEN v_result = 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
             v_o.id, CASE WHEN p_about = '' THEN p_matched_id ELSE v_o.current_attempt END, p_gateway, p_event_id)
         ON CONFLICT (merchant_id, attempt_id, kind) DO NOTHING;
         GET DIAGNOSTICS v_raised = ROW_COUNT;

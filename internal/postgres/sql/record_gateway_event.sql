@@ -108,7 +108,7 @@ WITH target AS (
 	RETURNING r.order_id
 ), review AS (
 	INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)
-	SELECT ins.merchant_id, CASE ins.result WHEN 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
+	SELECT ins.merchant_id, CASE WHEN ins.result = 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
 		ins.order_id, CASE WHEN @about = '' THEN ins.attempt_id ELSE v.current_attempt END, @gateway, @event_id
 	FROM ins, verdict v WHERE ins.result IN ('review', 'capture_failed')
 	ON CONFLICT (merchant_id, attempt_id, kind) DO NOTHING
