@@ -54,7 +54,7 @@ type EventLog interface {
 	// GatewayEventsAbout returns the events recorded from gateway whose
 	// AttemptID is reference (an attempt's, a capture's, a void's or a
 	// refund's id), in the order they were recorded, each once, with
-	// every field ReceiveEvent set.
+	// every field ReceiveEvents set.
 	GatewayEventsAbout(ctx context.Context, gateway, reference string) ([]GatewayEvent, error)
 }
 
