@@ -164,7 +164,7 @@ func testGatewayEventsWakeOperations(t *testing.T, db storeDB) {
 
 	for _, tc := range []struct {
 		table, id, orderID string
-		about             order.EventAbout
+		about              order.EventAbout
 	}{
 		{"refunds", rc.Refund.ID, paid.ID, order.EventAboutRefund},
 		{"captures", cc.Capture.ID, held.ID, order.EventAboutCapture},

@@ -46,9 +46,17 @@ type ackReceiver struct{ batchReceiver }
 
 func (ackReceiver) Acknowledge() (string, []byte) { return "text/plain", []byte("[accepted]") }
 
+// batchAnswer is what the listener answered a batch.
+type batchAnswer struct {
+	code        int
+	contentType string
+	closed      bool
+	body        string
+}
+
 // batchHooks serves the receivers at /webhooks/batch and /webhooks/ack on
 // f's store, and returns a post to either and what OnEvent was told.
-func batchHooks(t *testing.T, f *fixture) (post func(path string, items ...batchItem) (*http.Response, string), told func() []string) {
+func batchHooks(t *testing.T, f *fixture) (post func(path string, items ...batchItem) batchAnswer, told func() []string) {
 	t.Helper()
 	var (
 		mu  sync.Mutex
@@ -63,7 +71,7 @@ func batchHooks(t *testing.T, f *fixture) (post func(path string, items ...batch
 		},
 	}, f.logs.Logger()))
 	t.Cleanup(hooks.Close)
-	post = func(path string, items ...batchItem) (*http.Response, string) {
+	post = func(path string, items ...batchItem) batchAnswer {
 		t.Helper()
 		body, err := json.Marshal(items)
 		if err != nil {
@@ -78,7 +86,7 @@ func batchHooks(t *testing.T, f *fixture) (post func(path string, items ...batch
 		if err != nil {
 			t.Fatal(err)
 		}
-		return resp, string(b)
+		return batchAnswer{resp.StatusCode, resp.Header.Get("Content-Type"), resp.Close, string(b)}
 	}
 	told = func() []string {
 		mu.Lock()
@@ -102,9 +110,9 @@ func TestBatchRecordedThenAcknowledged(t *testing.T) {
 	post, told := batchHooks(t, f)
 	batch := []batchItem{{"n1", a.ID, "good"}, {"n2", "not-ours", "good"}, {"n1", a.ID, "good"}, {"n3", a.ID, "good"}}
 
-	resp, body := post("/webhooks/ack", batch...)
-	if resp.StatusCode != 200 || body != "[accepted]" || resp.Header.Get("Content-Type") != "text/plain" {
-		t.Fatalf("batch: %d %q (%s), want 200 [accepted] text/plain", resp.StatusCode, body, resp.Header.Get("Content-Type"))
+	ans := post("/webhooks/ack", batch...)
+	if ans.code != 200 || ans.body != "[accepted]" || ans.contentType != "text/plain" {
+		t.Fatalf("batch: %d %q (%s), want 200 [accepted] text/plain", ans.code, ans.body, ans.contentType)
 	}
 	if n := f.count(t, "gateway_events WHERE gateway = 'ack'"); n != 3 {
 		t.Errorf("%d events recorded, want 3 (n1 once)", n)
@@ -115,9 +123,9 @@ func TestBatchRecordedThenAcknowledged(t *testing.T) {
 		t.Errorf("OnEvent told %q, want %q", got, want)
 	}
 
-	resp, body = post("/webhooks/ack", batch...)
-	if resp.StatusCode != 200 || body != "[accepted]" {
-		t.Fatalf("the batch again: %d %q, want 200 [accepted]", resp.StatusCode, body)
+	ans = post("/webhooks/ack", batch...)
+	if ans.code != 200 || ans.body != "[accepted]" {
+		t.Fatalf("the batch again: %d %q, want 200 [accepted]", ans.code, ans.body)
 	}
 	if n := f.count(t, "gateway_events WHERE gateway = 'ack'"); n != 3 {
 		t.Errorf("%d events recorded after the batch came again, want 3", n)
@@ -128,18 +136,18 @@ func TestBatchRecordedThenAcknowledged(t *testing.T) {
 	}
 
 	// A gateway that wants no answer of its own is told each result.
-	resp, body = post("/webhooks/batch", batchItem{"m1", a.ID, "good"}, batchItem{"m2", "not-ours", "good"})
-	if resp.StatusCode != 200 || body != `{"results":["woken","unknown_object"]}`+"\n" {
-		t.Errorf("batch without an acknowledgement: %d %q", resp.StatusCode, body)
+	ans = post("/webhooks/batch", batchItem{"m1", a.ID, "good"}, batchItem{"m2", "not-ours", "good"})
+	if ans.code != 200 || ans.body != `{"results":["woken","unknown_object"]}`+"\n" {
+		t.Errorf("batch without an acknowledgement: %d %q", ans.code, ans.body)
 	}
 
 	// A verified request with nothing Settle uses is acknowledged too, so
 	// that the gateway does not send it again.
-	if resp, body := post("/webhooks/ack"); resp.StatusCode != 200 || body != "[accepted]" {
-		t.Errorf("an empty batch: %d %q, want 200 [accepted]", resp.StatusCode, body)
+	if ans := post("/webhooks/ack"); ans.code != 200 || ans.body != "[accepted]" {
+		t.Errorf("an empty batch: %d %q, want 200 [accepted]", ans.code, ans.body)
 	}
-	if resp, body := post("/webhooks/batch"); resp.StatusCode != 200 || body != `{"result":"ignored_type"}`+"\n" {
-		t.Errorf("an empty batch without an acknowledgement: %d %q, want 200 ignored_type", resp.StatusCode, body)
+	if ans := post("/webhooks/batch"); ans.code != 200 || ans.body != `{"result":"ignored_type"}`+"\n" {
+		t.Errorf("an empty batch without an acknowledgement: %d %q, want 200 ignored_type", ans.code, ans.body)
 	}
 }
 
@@ -151,10 +159,10 @@ func TestBatchBadSignatureStoresNothing(t *testing.T) {
 	f := newFixture(t, fixtureOptions{})
 	_, a := f.charging(t, "batch-2", "tok_slow_60000")
 	post, told := batchHooks(t, f)
-	resp, body := post("/webhooks/ack", batchItem{"n1", a.ID, "good"}, batchItem{"n2", a.ID, "forged"},
+	ans := post("/webhooks/ack", batchItem{"n1", a.ID, "good"}, batchItem{"n2", a.ID, "forged"},
 		batchItem{"n3", a.ID, "good"})
-	if resp.StatusCode != 400 || !resp.Close || body != `{"result":"bad_signature"}`+"\n" {
-		t.Fatalf("a batch with a forged event: %d %q (closed %v), want 400 bad_signature, closed", resp.StatusCode, body, resp.Close)
+	if ans.code != 400 || !ans.closed || ans.body != `{"result":"bad_signature"}`+"\n" {
+		t.Fatalf("a batch with a forged event: %d %q (closed %v), want 400 bad_signature, closed", ans.code, ans.body, ans.closed)
 	}
 	if n := f.count(t, "gateway_events"); n != 0 {
 		t.Errorf("%d events stored from a refused batch, want 0", n)
@@ -180,9 +188,9 @@ func TestBatchStoreFailureMidway(t *testing.T) {
 		t.Fatal(err)
 	}
 	batch := []batchItem{{"n1", a.ID, "good"}, {"n2", a.ID, "good"}, {"n3", a.ID, "good"}}
-	resp, body := post("/webhooks/ack", batch...)
-	if resp.StatusCode != 503 || body == "[accepted]" {
-		t.Fatalf("a batch whose second event is not recorded: %d %q, want 503", resp.StatusCode, body)
+	ans := post("/webhooks/ack", batch...)
+	if ans.code != 503 || ans.body == "[accepted]" {
+		t.Fatalf("a batch whose second event is not recorded: %d %q, want 503", ans.code, ans.body)
 	}
 	if n := f.count(t, "gateway_events"); n != 1 {
 		t.Errorf("%d events recorded, want 1 (n1)", n)
@@ -194,9 +202,9 @@ func TestBatchStoreFailureMidway(t *testing.T) {
 	if _, err := f.pool.Exec(ctx, "ALTER TABLE gateway_events DROP CONSTRAINT refuse_n2"); err != nil {
 		t.Fatal(err)
 	}
-	resp, body = post("/webhooks/ack", batch...)
-	if resp.StatusCode != 200 || body != "[accepted]" {
-		t.Fatalf("the batch again: %d %q, want 200 [accepted]", resp.StatusCode, body)
+	ans = post("/webhooks/ack", batch...)
+	if ans.code != 200 || ans.body != "[accepted]" {
+		t.Fatalf("the batch again: %d %q, want 200 [accepted]", ans.code, ans.body)
 	}
 	if got, want := told(), []string{"ack AUTHORISATION duplicate", "ack AUTHORISATION woken",
 		"ack AUTHORISATION woken"}; !slices.Equal(got, want) {
