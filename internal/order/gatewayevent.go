@@ -54,7 +54,7 @@ type EventLog interface {
 	// GatewayEventsAbout returns the events recorded from gateway whose
 	// AttemptID is reference (an attempt's, a capture's, a void's or a
 	// refund's id), in the order they were recorded, each once, with
-	// every field ReceiveEvent set.
+	// every field ReceiveEvents set.
 	GatewayEventsAbout(ctx context.Context, gateway, reference string) ([]GatewayEvent, error)
 }
 
@@ -63,15 +63,22 @@ type GatewayEventResult string
 
 // The results of recording a gateway event.
 const (
-	// EventWoken: the attempt's order was made due for the reconciler now.
+	// EventWoken: the attempt's order, or the capture, void or refund in
+	// flight the event is about, was made due for the reconciler now.
 	EventWoken GatewayEventResult = "woken"
 	// EventReview: a success for an attempt its order does not hold as in
-	// flight or paid; a possible double charge was raised for review.
+	// flight, held or paid; a possible double charge was raised for review.
 	EventReview GatewayEventResult = "review"
-	// EventIgnored: the event is about a known attempt whose order it
-	// cannot change (already settled for it, or a failure of a past one).
+	// EventReviewCaptureFailed: a decline reported for the operation that
+	// took the order's money (the attempt that paid it, or a succeeded
+	// capture: Adyen's CAPTURE_FAILED after a capture it had received);
+	// nothing moved, and a capture_failed item was raised for review.
+	EventReviewCaptureFailed GatewayEventResult = "capture_failed"
+	// EventIgnored: the event is about a known attempt (or capture, void,
+	// refund) whose order it cannot change (already settled for it, or a
+	// failure of a past one).
 	EventIgnored GatewayEventResult = "ignored"
-	// EventUnknownObject: no attempt of ours matches the event.
+	// EventUnknownObject: nothing of ours matches the event.
 	EventUnknownObject GatewayEventResult = "unknown_object"
 	// EventDuplicate: the event was recorded before; nothing was done.
 	EventDuplicate GatewayEventResult = "duplicate"
@@ -80,7 +87,9 @@ const (
 // RecordedEvent is what recording a gateway event did.
 type RecordedEvent struct {
 	Result GatewayEventResult
-	// OrderID and AttemptID are what the event was matched to, if anything.
+	// OrderID and AttemptID are what the event was matched to, if anything
+	// (AttemptID is the capture's, void's or refund's id for an event
+	// about one).
 	OrderID   string
 	AttemptID string
 }

@@ -62,6 +62,9 @@ var storeSuite = []struct {
 	{"VoidAndCaptureExcludeEachOther", testVoidAndCaptureExcludeEachOther},
 	{"RefundOfWhatWasCaptured", testRefundOfWhatWasCaptured},
 	{"HoldLeases", testHoldLeases},
+	{"GatewayEventsReadBack", testGatewayEventsReadBack},
+	{"GatewayEventsWakeOperations", testGatewayEventsWakeOperations},
+	{"GatewayEventsCaptureFailed", testGatewayEventsCaptureFailed},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

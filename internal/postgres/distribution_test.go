@@ -109,6 +109,7 @@ var fanOut = map[string]string{
 	"durability.sql":               "asks the engine (its settings and standbys), not a table",
 	"writable.sql":                 "asks the engine whether it accepts writes, not a table",
 	"gateway_event_attempt.sql":    "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
+	"gateway_events_about.sql":     "a lookup from recorded events by the gateway's reference, which names no merchant",
 }
 
 // TestStatementsNameTheMerchant: every statement outside fanOut takes the

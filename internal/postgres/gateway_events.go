@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -19,17 +20,23 @@ import (
 //go:embed sql/record_gateway_event.sql
 var recordGatewayEventSQL string
 
-// RecordGatewayEvent records a verified gateway event once, in the same
-// transaction (one statement) as what it triggers: the attempt's order made
-// due now, or a possible double charge raised for review. A repeat of an
-// event records and triggers nothing (order.EventDuplicate). When the
-// statement returns, it has committed.
+// RecordGatewayEvent records a verified gateway event once, with what it
+// says (order.EventLog reads it back), in the same transaction (one
+// statement) as what it triggers: the attempt's order, or the capture, void
+// or refund it is about, made due now; or a review item raised (a possible
+// double charge, or a failure of the operation that paid the order). A
+// repeat of an event records and triggers nothing (order.EventDuplicate).
+// When the statement returns, it has committed.
 func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (order.RecordedEvent, error) {
-	// An attempt id that is not a UUID names no attempt of ours; the
-	// statement's cast would refuse it.
-	var attemptID *string
+	// A reference that is not a UUID names nothing of ours; the
+	// statement's cast would refuse it. It is stored as given all the same.
+	var refID *string
 	if _, err := uuid.Parse(ev.AttemptID); err == nil {
-		attemptID = &ev.AttemptID
+		refID = &ev.AttemptID
+	}
+	var occurredAt *time.Time
+	if !ev.OccurredAt.IsZero() {
+		occurredAt = &ev.OccurredAt
 	}
 	e, err := s.engine(ctx)
 	if err != nil {
@@ -39,9 +46,9 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 	var r recordedRow
 	err = retry(ctx, func() error {
 		// The merchant first, then everything on its shard. An event
-		// about no attempt of ours is recorded under merchant "".
-		a, err := queryOne[eventAttemptRow](ctx, s.pool, gatewayEventAttemptSQL,
-			pgx.StrictNamedArgs{"attempt_id": attemptID, "charge_id": ev.ChargeID})
+		// about nothing of ours is recorded under merchant "".
+		a, err := queryOne[eventAttemptRow](ctx, s.pool, gatewayEventAttemptSQL, pgx.StrictNamedArgs{
+			"about": string(ev.About), "attempt_id": refID, "charge_id": ev.ChargeID})
 		switch {
 		case errors.Is(err, order.ErrNotFound):
 			a = eventAttemptRow{}
@@ -53,8 +60,11 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 			found = &a.AttemptID
 		}
 		r, err = queryOne[recordedRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
-			"merchant_id": a.MerchantID, "attempt_id": found, "gateway": ev.Gateway, "event_id": ev.ID,
-			"event_type": ev.Type, "object_id": ev.ObjectID, "succeeded": ev.Succeeded,
+			"merchant_id": a.MerchantID, "matched_id": found, "about": string(ev.About), "reference": ev.AttemptID,
+			"gateway": ev.Gateway, "event_id": ev.ID, "event_type": ev.Type, "object_id": ev.ObjectID,
+			"charge_id": ev.ChargeID, "succeeded": ev.Succeeded, "outcome": string(ev.Outcome),
+			"decline_code": ev.DeclineCode, "amount_minor": ev.Amount.AmountMinor, "currency": ev.Amount.Currency,
+			"occurred_at": occurredAt,
 		})
 		return err
 	})
@@ -64,8 +74,58 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 	return order.RecordedEvent{Result: order.GatewayEventResult(r.Result), OrderID: r.OrderID, AttemptID: r.AttemptID}, nil
 }
 
-// gatewayEventAttemptSQL finds the attempt an event is about, and its
-// merchant.
+// gatewayEventsAboutSQL reads a reference's recorded events.
+//
+//go:embed sql/gateway_events_about.sql
+var gatewayEventsAboutSQL string
+
+var _ order.EventLog = (*Store)(nil)
+
+// GatewayEventsAbout returns the events recorded from gateway whose
+// reference (GatewayEvent.AttemptID as the event gave it) is reference, in
+// the order they were recorded, each once; none is an empty slice, not an
+// error. The same statement serves both engines (its comment says why a
+// read of every shard is acceptable on Citus).
+func (s *Store) GatewayEventsAbout(ctx context.Context, gateway, reference string) ([]order.GatewayEvent, error) {
+	rows, err := queryAll[gatewayEventRow](ctx, s.pool, gatewayEventsAboutSQL,
+		pgx.StrictNamedArgs{"gateway": gateway, "reference": reference})
+	if err != nil {
+		return nil, fmt.Errorf("read gateway events about %q: %w", reference, err)
+	}
+	evs := make([]order.GatewayEvent, len(rows))
+	for i, r := range rows {
+		evs[i] = order.GatewayEvent{
+			Gateway: r.Gateway, ID: r.EventID, Type: r.EventType, ObjectID: r.ObjectID, AttemptID: r.Reference,
+			ChargeID: r.ChargeID, Succeeded: r.Succeeded, About: order.EventAbout(r.About),
+			Outcome: order.Outcome(r.Outcome), DeclineCode: r.DeclineCode,
+			Amount: order.Money{Currency: r.Currency, AmountMinor: r.AmountMinor},
+		}
+		if r.OccurredAt != nil {
+			evs[i].OccurredAt = *r.OccurredAt
+		}
+	}
+	return evs, nil
+}
+
+// gatewayEventRow is what gateway_events_about.sql returns.
+type gatewayEventRow struct {
+	Gateway     string     `db:"gateway"`
+	EventID     string     `db:"event_id"`
+	EventType   string     `db:"event_type"`
+	ObjectID    string     `db:"object_id"`
+	Reference   string     `db:"reference"`
+	About       string     `db:"about"`
+	ChargeID    string     `db:"charge_id"`
+	Succeeded   bool       `db:"succeeded"`
+	Outcome     string     `db:"outcome"`
+	DeclineCode string     `db:"decline_code"`
+	AmountMinor int64      `db:"amount_minor"`
+	Currency    string     `db:"currency"`
+	OccurredAt  *time.Time `db:"occurred_at"`
+}
+
+// gatewayEventAttemptSQL finds the attempt, capture, void or refund an
+// event is about, and its merchant.
 //
 //go:embed sql/gateway_event_attempt.sql
 var gatewayEventAttemptSQL string

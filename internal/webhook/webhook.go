@@ -1,16 +1,20 @@
 // Package webhook takes in the events that gateways push (Stripe's
-// webhooks, refpsp's equivalents) over HTTP. It knows no gateway: each is
-// served at its own path by its adapter's order.EventReceiver, which
-// verifies and reads the event. An event is verified first (a bad or
-// missing signature is 400 and stores nothing), recorded once with what it
-// triggers in one commit, and answered 2xx only after that commit, so that
-// a gateway retries every event Settle has not made durable.
+// webhooks, refpsp's equivalents, Adyen's batches of notifications) over
+// HTTP. It knows no gateway: each is served at its own path by its
+// adapter's order.EventReceiver, which verifies and reads the events of a
+// request. A request is verified whole first (a bad or missing signature on
+// any of its events is 400 and stores nothing), each event is recorded
+// once with what it triggers in one commit, and the request is answered
+// 2xx (with the gateway's own acknowledgement, order.EventAcknowledger, if
+// it wants one) only after every commit, so that a gateway sends again
+// every request of which Settle has not made each event durable.
 //
 // An event never settles an order by itself: it makes its attempt's order
 // due for the reconciler now, whose guarded lookup decides, exactly as for
 // a timeout. A success reported for an attempt its order does not hold (a
 // past attempt, or a PAID order's other one) moves nothing and raises a
-// possible double charge for a person.
+// possible double charge for a person; a decline reported for the
+// operation that paid an order raises a capture_failed item.
 package webhook
 
 import (
@@ -44,10 +48,10 @@ type Config struct {
 	Gateways map[string]order.EventReceiver
 	// MaxBody bounds a body; a larger one is 413. Zero is DefaultMaxBody.
 	MaxBody int64
-	// OnEvent, when set, is told of every request: the gateway, the
-	// event's type ("" when it could not be read) and the result (an
-	// order.GatewayEventResult, or bad_signature, malformed, too_large,
-	// ignored_type, error).
+	// OnEvent, when set, is told of every event recorded, and of every
+	// request that records none: the gateway, the event's type ("" when
+	// it could not be read) and the result (an order.GatewayEventResult,
+	// or bad_signature, malformed, too_large, ignored_type, error).
 	OnEvent func(gateway, eventType, result string)
 }
 
@@ -96,46 +100,80 @@ func (h *Handler) serve(gateway string, gw order.EventReceiver) http.HandlerFunc
 			h.answer(w, gateway, "", "malformed", http.StatusBadRequest)
 			return
 		}
-		ev, err := gw.ReceiveEvent(body, r.Header)
+		evs, err := gw.ReceiveEvents(body, r.Header)
 		if errors.Is(err, order.ErrEventSignature) {
-			// Nothing is stored; the reason is not told to the sender.
+			// Nothing is stored, of any event of the request; the reason
+			// is not told to the sender.
 			h.answer(w, gateway, "", "bad_signature", http.StatusBadRequest)
 			return
 		}
 		// The gateway signed it: its connection stays open for more.
 		w.Header().Del("Connection")
+		ack, acks := gw.(order.EventAcknowledger)
 		switch {
-		case errors.Is(err, order.ErrEventIgnored):
-			h.answer(w, gateway, "", "ignored_type", http.StatusOK)
+		case errors.Is(err, order.ErrEventIgnored) || err == nil && len(evs) == 0:
+			h.cfg.OnEvent(gateway, "", "ignored_type")
+			h.accept(w, ack, acks, "ignored_type")
 			return
 		case err != nil:
 			h.answer(w, gateway, "", "malformed", http.StatusBadRequest)
 			return
 		}
-		ev.Gateway = gateway
-		rec, err := h.store.RecordGatewayEvent(r.Context(), ev)
-		if err != nil {
-			// Not recorded: a 5xx makes the gateway deliver it again.
-			h.log.WarnContext(r.Context(), "gateway event not recorded", "gateway", gateway, "type", ev.Type, "error", err)
-			h.answer(w, gateway, ev.Type, "error", http.StatusServiceUnavailable)
-			return
+		// Each event is recorded in its own commit, a repeat doing
+		// nothing; the answer is 2xx only once all are, so that a gateway
+		// sends again a request of which any event is not durable.
+		results := make([]string, len(evs))
+		for i, ev := range evs {
+			ev.Gateway = gateway
+			rec, err := h.store.RecordGatewayEvent(r.Context(), ev)
+			if err != nil {
+				h.log.WarnContext(r.Context(), "gateway event not recorded", "gateway", gateway, "type", ev.Type,
+					"recorded", i, "of", len(evs), "error", err)
+				h.answer(w, gateway, ev.Type, "error", http.StatusServiceUnavailable)
+				return
+			}
+			// The event id and object id are the gateway's text; the log
+			// carries only what Settle chose.
+			level := slog.LevelInfo
+			if rec.Result == order.EventReview || rec.Result == order.EventReviewCaptureFailed {
+				level = slog.LevelError
+			}
+			h.log.Log(r.Context(), level, "gateway event", "gateway", gateway, "type", ev.Type,
+				"result", string(rec.Result), "order_id", rec.OrderID, "attempt_id", rec.AttemptID)
+			h.cfg.OnEvent(gateway, ev.Type, string(rec.Result))
+			results[i] = string(rec.Result)
 		}
-		// The event id and object id are the gateway's text; the log
-		// carries only what Settle chose.
-		level := slog.LevelInfo
-		if rec.Result == order.EventReview {
-			level = slog.LevelError
-		}
-		h.log.Log(r.Context(), level, "gateway event", "gateway", gateway, "type", ev.Type,
-			"result", string(rec.Result), "order_id", rec.OrderID, "attempt_id", rec.AttemptID)
-		h.answer(w, gateway, ev.Type, string(rec.Result), http.StatusOK)
+		h.accept(w, ack, acks, results...)
 	}
 }
 
+// accept answers 200 once every event of a request is recorded: with the
+// gateway's own acknowledgement if it wants one, else with the result of
+// its one event ({"result": ...}) or of each of a batch ({"results": [...]}).
+func (h *Handler) accept(w http.ResponseWriter, ack order.EventAcknowledger, acks bool, results ...string) {
+	if acks {
+		contentType, body := ack.Acknowledge()
+		w.Header().Set("Content-Type", contentType)
+		w.WriteHeader(http.StatusOK)
+		w.Write(body)
+		return
+	}
+	var v any = map[string]string{"result": results[0]}
+	if len(results) > 1 {
+		v = map[string][]string{"results": results}
+	}
+	h.write(w, http.StatusOK, v)
+}
+
+// answer tells OnEvent of a request's result and answers with it.
 func (h *Handler) answer(w http.ResponseWriter, gateway, eventType, result string, code int) {
 	h.cfg.OnEvent(gateway, eventType, result)
+	h.write(w, code, map[string]string{"result": result})
+}
+
+func (h *Handler) write(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
-	b, _ := json.Marshal(map[string]string{"result": result})
+	b, _ := json.Marshal(v)
 	w.Write(append(b, '\n'))
 }

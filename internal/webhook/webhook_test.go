@@ -549,8 +549,12 @@ func TestEventForOrderInReview(t *testing.T) {
 // never heard of.
 type receiverFunc func(body []byte, header map[string][]string) (order.GatewayEvent, error)
 
-func (f receiverFunc) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
-	return f(body, header)
+func (f receiverFunc) ReceiveEvents(body []byte, header map[string][]string) ([]order.GatewayEvent, error) {
+	ev, err := f(body, header)
+	if err != nil {
+		return nil, err
+	}
+	return []order.GatewayEvent{ev}, nil
 }
 
 // TestAnyGatewaysEvents: the listener knows no gateway. It serves each

@@ -38,7 +38,7 @@ import (
 // authorization's are charge.authorized, charge.declined and
 // authorization.expired (data.object the charge).
 //
-// Client.ReceiveEvent verifies and reads an event for Settle's webhook
+// Client.ReceiveEvents verifies and reads an event for Settle's webhook
 // listener (order.EventReceiver).
 
 // SignatureHeader is the header that carries an event's signature.
@@ -175,12 +175,21 @@ var eventTypes = map[string]bool{
 
 var _ order.EventReceiver = (*Client)(nil)
 
-// ReceiveEvent verifies an event signed with one of Config.EventSecrets
+// ReceiveEvents is order.EventReceiver's: a request carries one event.
+func (c *Client) ReceiveEvents(body []byte, header map[string][]string) ([]order.GatewayEvent, error) {
+	ev, err := c.receiveEvent(body, header)
+	if err != nil {
+		return nil, err
+	}
+	return []order.GatewayEvent{ev}, nil
+}
+
+// receiveEvent verifies an event signed with one of Config.EventSecrets
 // within Config.EventTolerance and returns it as the domain's event: about
 // the charge with the event's reference as its attempt id, or about the
 // capture or void with its reference as its id (GatewayEvent.About says
 // which; ObjectID and ChargeID are then the gateway's capture or void id).
-func (c *Client) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+func (c *Client) receiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
 	if err := Verify(body, http.Header(header).Get(SignatureHeader), c.eventSecrets, c.eventTolerance, time.Now()); err != nil {
 		return order.GatewayEvent{}, errors.Join(order.ErrEventSignature, err)
 	}

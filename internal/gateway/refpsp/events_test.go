@@ -3,6 +3,7 @@ package refpsp_test
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -60,7 +61,7 @@ func TestReceiveEvent(t *testing.T) {
 		{"timestamp from the future", refpsp.Sign(body, now.Add(10*time.Minute), eventSecret), body},
 		{"garbage header", "v1=zz,t=x", body},
 	} {
-		if _, err := c.ReceiveEvent(tc.body, signed(tc.sig)); !errors.Is(err, order.ErrEventSignature) {
+		if _, err := receiveOne(c, tc.body, signed(tc.sig)); !errors.Is(err, order.ErrEventSignature) {
 			t.Errorf("%s: %v, want order.ErrEventSignature", tc.name, err)
 		}
 	}
@@ -78,18 +79,18 @@ func TestReceiveEvent(t *testing.T) {
 			event("evt_2", refpsp.EventDeclined, "att-2"),
 			order.GatewayEvent{ID: "evt_2", Type: refpsp.EventDeclined, ObjectID: "ch_evt_2", AttemptID: "att-2", ChargeID: "ch_evt_2"}},
 	} {
-		got, err := c.ReceiveEvent(tc.body, signed(tc.sig))
+		got, err := receiveOne(c, tc.body, signed(tc.sig))
 		if err != nil || got != tc.want {
 			t.Errorf("%s: %+v, %v; want %+v", tc.name, got, err, tc.want)
 		}
 	}
 
 	other := event("evt_3", "charge.refunded", "att-1")
-	if _, err := c.ReceiveEvent(other, signed(refpsp.Sign(other, now, eventSecret))); !errors.Is(err, order.ErrEventIgnored) {
+	if _, err := receiveOne(c, other, signed(refpsp.Sign(other, now, eventSecret))); !errors.Is(err, order.ErrEventIgnored) {
 		t.Errorf("an event of another type: %v, want order.ErrEventIgnored", err)
 	}
 	for _, bad := range [][]byte{[]byte("not json"), event("", refpsp.EventSucceeded, "att-1"), event("evt_4", refpsp.EventSucceeded, "")} {
-		_, err := c.ReceiveEvent(bad, signed(refpsp.Sign(bad, now, eventSecret)))
+		_, err := receiveOne(c, bad, signed(refpsp.Sign(bad, now, eventSecret)))
 		if err == nil || errors.Is(err, order.ErrEventSignature) || errors.Is(err, order.ErrEventIgnored) {
 			t.Errorf("signed but unreadable %q: %v, want an error of its own", bad, err)
 		}
@@ -98,7 +99,7 @@ func TestReceiveEvent(t *testing.T) {
 	// A capture's or a void's event without its object is unreadable.
 	for _, typ := range []string{refpsp.EventCaptureSucceeded, refpsp.EventVoidFailed} {
 		bad := event("evt_5", typ, "att-1")
-		_, err := c.ReceiveEvent(bad, signed(refpsp.Sign(bad, now, eventSecret)))
+		_, err := receiveOne(c, bad, signed(refpsp.Sign(bad, now, eventSecret)))
 		if err == nil || errors.Is(err, order.ErrEventSignature) || errors.Is(err, order.ErrEventIgnored) {
 			t.Errorf("%s without its object: %v, want an error of its own", typ, err)
 		}
@@ -106,7 +107,7 @@ func TestReceiveEvent(t *testing.T) {
 
 	// With no secret, nothing verifies.
 	bare := newClient(t, "http://127.0.0.1:1", time.Second)
-	if _, err := bare.ReceiveEvent(body, signed(refpsp.Sign(body, now, eventSecret))); !errors.Is(err, order.ErrEventSignature) {
+	if _, err := receiveOne(bare, body, signed(refpsp.Sign(body, now, eventSecret))); !errors.Is(err, order.ErrEventSignature) {
 		t.Errorf("an adapter without secrets: %v, want order.ErrEventSignature", err)
 	}
 }
@@ -136,4 +137,16 @@ func TestEventSecretRules(t *testing.T) {
 			t.Errorf("New with %q: %v, want ok %v", tc.secret, err, tc.ok)
 		}
 	}
+}
+
+// receiveOne is ReceiveEvents for a request that carries one event.
+func receiveOne(r order.EventReceiver, body []byte, header map[string][]string) (order.GatewayEvent, error) {
+	evs, err := r.ReceiveEvents(body, header)
+	if err != nil {
+		return order.GatewayEvent{}, err
+	}
+	if len(evs) != 1 {
+		return order.GatewayEvent{}, fmt.Errorf("%d events, want one", len(evs))
+	}
+	return evs[0], nil
 }

@@ -95,7 +95,7 @@ type Config struct {
 	Observer gateway.Observer
 	// EventSecrets are the signing secrets of the gateway's events, each
 	// at least MinEventSecretLen bytes; an event signed with any of them is
-	// accepted, so that a secret can be rotated. With none, ReceiveEvent
+	// accepted, so that a secret can be rotated. With none, ReceiveEvents
 	// refuses every event.
 	EventSecrets []string
 	// EventTolerance bounds how far an event signature's timestamp may lie

@@ -3,6 +3,7 @@ package sim_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -332,9 +333,9 @@ func TestHoldEvents(t *testing.T) {
 			t.Errorf("read event: %v", err)
 			return
 		}
-		e, err := gw.ReceiveEvent(body, r.Header)
+		e, err := receiveOne(gw, body, r.Header)
 		if err != nil {
-			t.Errorf("ReceiveEvent: %v", err)
+			t.Errorf("ReceiveEvents: %v", err)
 			return
 		}
 		got <- e
@@ -389,4 +390,16 @@ func TestHoldEvents(t *testing.T) {
 		}
 	case <-time.After(500 * time.Millisecond):
 	}
+}
+
+// receiveOne is ReceiveEvents for a request that carries one event.
+func receiveOne(r order.EventReceiver, body []byte, header map[string][]string) (order.GatewayEvent, error) {
+	evs, err := r.ReceiveEvents(body, header)
+	if err != nil {
+		return order.GatewayEvent{}, err
+	}
+	if len(evs) != 1 {
+		return order.GatewayEvent{}, fmt.Errorf("%d events, want one", len(evs))
+	}
+	return evs[0], nil
 }

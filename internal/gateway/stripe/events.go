@@ -20,7 +20,7 @@ import (
 // Stripe posts an event to Settle's webhook endpoint when a PaymentIntent
 // changes, signed in its Stripe-Signature header with the endpoint's
 // signing secret (one v1 per secret while a secret is rolled).
-// ReceiveEvent verifies it with stripe-go's webhook package and reads the
+// ReceiveEvents verifies it with stripe-go's webhook package and reads the
 // PaymentIntent it is about, for Settle's webhook listener
 // (order.EventReceiver).
 
@@ -74,12 +74,21 @@ var errFutureTimestamp = errors.New("stripe: signature timestamp is in the futur
 
 var _ order.EventReceiver = (*Gateway)(nil)
 
-// ReceiveEvent verifies an event signed with one of Config.WebhookSecrets
+// ReceiveEvents is order.EventReceiver's: a request carries one event.
+func (g *Gateway) ReceiveEvents(body []byte, header map[string][]string) ([]order.GatewayEvent, error) {
+	ev, err := g.receiveEvent(body, header)
+	if err != nil {
+		return nil, err
+	}
+	return []order.GatewayEvent{ev}, nil
+}
+
+// receiveEvent verifies an event signed with one of Config.WebhookSecrets
 // within Config.WebhookTolerance and returns it as the domain's event:
 // about the PaymentIntent it carries (or the PaymentIntent of the Charge
 // it carries), matched by the attempt id in its metadata, or else by the
 // PaymentIntent's id.
-func (g *Gateway) ReceiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
+func (g *Gateway) receiveEvent(body []byte, header map[string][]string) (order.GatewayEvent, error) {
 	sig := http.Header(header).Get("Stripe-Signature")
 	// stripe-go (v76: ValidatePayloadWithTolerance, ConstructEventWithOptions
 	// alike) refuses only a timestamp older than the tolerance; one ahead

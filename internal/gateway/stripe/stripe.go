@@ -194,7 +194,7 @@ type Config struct {
 	// WebhookSecrets are the signing secrets (whsec_...) of Settle's
 	// webhook endpoint at Stripe, each as CheckWebhookSecret wants it; an
 	// event signed with any of them is accepted, so that a secret can be
-	// rolled. With none, ReceiveEvent refuses every event.
+	// rolled. With none, ReceiveEvents refuses every event.
 	WebhookSecrets []string
 	// WebhookTolerance bounds how far an event signature's timestamp may
 	// lie from now, either way. Zero means DefaultWebhookTolerance.

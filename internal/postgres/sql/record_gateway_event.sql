@@ -1,58 +1,122 @@
 -- Record a gateway's event once and do what it triggers, in one statement
--- and one commit: take the attempt it is about (gateway_event_attempt.sql
--- found it and its merchant; with no attempt, @merchant_id is '' and
--- @attempt_id NULL), lock its order, and judge it:
+-- and one commit: take the attempt, capture, void or refund it is about
+-- (@about: '', capture, void, refund; gateway_event_attempt.sql found it
+-- and its merchant; with none, @merchant_id is '' and @matched_id NULL),
+-- lock its order, and judge it:
 --
---   woken           the order is CHARGING (or NEEDS_REVIEW) for this very
---                   attempt: it becomes due now, and the reconcilers are
---                   told; their guarded lookup decides, never the event.
+--   woken           the order is CHARGING (or REQUIRES_ACTION, NEEDS_REVIEW)
+--                   for this very attempt, or the capture, void or refund
+--                   is in flight: it becomes due now, and the reconcilers
+--                   are told; their guarded lookup decides, never the event.
 --   review          the event reports a success for an attempt that its
---                   order does not hold as in flight or paid: a possible
---                   second charge, raised as a review item; nothing moves.
---   ignored         anything else about a known attempt.
---   unknown_object  no attempt of ours.
+--                   order does not hold as in flight, held or paid: a
+--                   possible second charge, raised as a review item.
+--   capture_failed  the event reports a decline of the operation that took
+--                   the order's money (the attempt that paid it, or a
+--                   succeeded capture): raised as a review item.
+--   ignored         anything else about a known operation.
+--   unknown_object  nothing of ours.
+--
+-- Nothing moves money or state but a wake. The event is stored with what it
+-- says (reference verbatim, outcome, amount, occurred_at) for the lookups
+-- of a gateway that has no status read (gateway_events_about.sql).
 --
 -- A repeat of an event already recorded inserts nothing and so triggers
 -- nothing: the result is then 'duplicate'. Only a woken order notifies
 -- (settle_due): a notifying transaction holds a database-wide lock until
 -- its commit is durable (see migration 00003), which events that change
 -- nothing need not pay.
-WITH att AS (
-	SELECT a.id, a.order_id, a.merchant_id FROM charge_attempts a
-	WHERE a.merchant_id = @merchant_id AND a.id = @attempt_id::uuid
+WITH target AS (
+	SELECT a.order_id FROM charge_attempts a
+	WHERE @about::text = '' AND a.merchant_id = @merchant_id AND a.id = @matched_id::uuid
+	UNION ALL
+	SELECT c.order_id FROM captures c
+	WHERE @about::text = 'capture' AND c.merchant_id = @merchant_id AND c.id = @matched_id::uuid
+	UNION ALL
+	SELECT v.order_id FROM voids v
+	WHERE @about::text = 'void' AND v.merchant_id = @merchant_id AND v.id = @matched_id::uuid
+	UNION ALL
+	SELECT r.order_id FROM refunds r
+	WHERE @about::text = 'refund' AND r.merchant_id = @merchant_id AND r.id = @matched_id::uuid
 ), ord AS (
-	SELECT o.id, o.merchant_id, o.state, o.current_attempt, att.id AS attempt_id
-	FROM att JOIN orders o ON o.id = att.order_id AND o.merchant_id = att.merchant_id
+	SELECT o.id, o.merchant_id, o.state, o.current_attempt
+	FROM target JOIN orders o ON o.merchant_id = @merchant_id AND o.id = target.order_id
 	FOR UPDATE OF o
+-- The operation's row is locked after its order's, as its claim and settle
+-- do, and so read as it is once the order is ours.
+), cap AS (
+	SELECT c.state FROM captures c
+	WHERE @about::text = 'capture' AND c.merchant_id = @merchant_id AND c.id = @matched_id::uuid
+		AND EXISTS (SELECT 1 FROM ord)
+	FOR UPDATE
+), vd AS (
+	SELECT v.state FROM voids v
+	WHERE @about::text = 'void' AND v.merchant_id = @merchant_id AND v.id = @matched_id::uuid
+		AND EXISTS (SELECT 1 FROM ord)
+	FOR UPDATE
+), ref AS (
+	SELECT r.state FROM refunds r
+	WHERE @about::text = 'refund' AND r.merchant_id = @merchant_id AND r.id = @matched_id::uuid
+		AND EXISTS (SELECT 1 FROM ord)
+	FOR UPDATE
 ), verdict AS (
-	SELECT ord.id, ord.merchant_id, ord.attempt_id, CASE
+	SELECT ord.id, ord.current_attempt, CASE
 		WHEN ord.id IS NULL THEN 'unknown_object'
-		WHEN ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') AND ord.current_attempt = ord.attempt_id THEN 'woken'
-		WHEN @succeeded::bool AND NOT (ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')
-			AND ord.current_attempt = ord.attempt_id) THEN 'review'
+		WHEN @about = '' AND ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW')
+			AND ord.current_attempt = @matched_id::uuid THEN 'woken'
+		WHEN @about <> '' AND op.state IN ('CAPTURING', 'VOIDING', 'REFUNDING') THEN 'woken'
+		WHEN @about = '' AND @succeeded::bool AND NOT (ord.current_attempt = @matched_id::uuid
+			AND ord.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED', 'VOIDED', 'EXPIRED')) THEN 'review'
+		WHEN @outcome::text = 'declined' AND ((@about = '' AND ord.current_attempt = @matched_id::uuid
+			AND ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) OR (@about = 'capture' AND op.state = 'SUCCEEDED'))
+			THEN 'capture_failed'
 		ELSE 'ignored' END AS result
 	FROM (SELECT 1) one LEFT JOIN ord ON true
+		LEFT JOIN (SELECT state FROM cap UNION ALL SELECT state FROM vd UNION ALL SELECT state FROM ref) op ON true
 ), ins AS (
-	INSERT INTO gateway_events (merchant_id, gateway, event_id, event_type, object_id, attempt_id, order_id, result)
-	SELECT @merchant_id, @gateway, @event_id, @event_type, @object_id, v.attempt_id, v.id, v.result
+	INSERT INTO gateway_events (merchant_id, gateway, event_id, event_type, object_id, attempt_id, order_id, result,
+		reference, about, charge_id, succeeded, outcome, decline_code, amount_minor, currency, occurred_at)
+	SELECT @merchant_id, @gateway, @event_id, @event_type, @object_id,
+		CASE WHEN v.id IS NULL THEN NULL ELSE @matched_id::uuid END, v.id, v.result,
+		@reference, @about, @charge_id, @succeeded, @outcome, @decline_code, @amount_minor, @currency, @occurred_at
 	FROM verdict v
 	ON CONFLICT (merchant_id, gateway, event_id) DO NOTHING
 	RETURNING merchant_id, order_id, attempt_id, result
 ), due AS (
 	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now())
 	FROM ins
-	WHERE ins.result = 'woken' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
+	WHERE ins.result = 'woken' AND @about = '' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
 		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') AND o.current_attempt = ins.attempt_id
 	RETURNING o.id
+), due_capture AS (
+	UPDATE captures c SET reconcile_at = least(c.reconcile_at, now())
+	FROM ins
+	WHERE ins.result = 'woken' AND @about = 'capture' AND c.merchant_id = ins.merchant_id AND c.id = ins.attempt_id
+		AND c.state = 'CAPTURING'
+	RETURNING c.order_id
+), due_void AS (
+	UPDATE voids v SET reconcile_at = least(v.reconcile_at, now())
+	FROM ins
+	WHERE ins.result = 'woken' AND @about = 'void' AND v.merchant_id = ins.merchant_id AND v.id = ins.attempt_id
+		AND v.state = 'VOIDING'
+	RETURNING v.order_id
+), due_refund AS (
+	UPDATE refunds r SET reconcile_at = least(r.reconcile_at, now())
+	FROM ins
+	WHERE ins.result = 'woken' AND @about = 'refund' AND r.merchant_id = ins.merchant_id AND r.id = ins.attempt_id
+		AND r.state = 'REFUNDING'
+	RETURNING r.order_id
 ), review AS (
 	INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)
-	SELECT merchant_id, 'possible_double_charge', order_id, attempt_id, @gateway, @event_id
-	FROM ins WHERE result = 'review'
+	SELECT ins.merchant_id, CASE WHEN ins.result = 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
+		ins.order_id, CASE WHEN @about = '' THEN ins.attempt_id ELSE v.current_attempt END, @gateway, @event_id
+	FROM ins, verdict v WHERE ins.result IN ('review', 'capture_failed')
 	ON CONFLICT (merchant_id, attempt_id, kind) DO NOTHING
 	RETURNING id
 )
 SELECT coalesce((SELECT result FROM ins), 'duplicate') AS result,
 	coalesce((SELECT order_id::text FROM ins), '') AS order_id,
 	coalesce((SELECT attempt_id::text FROM ins), '') AS attempt_id,
-	(SELECT count(pg_notify('settle_due', id::text)) FROM due) AS woken,
+	(SELECT count(pg_notify('settle_due', id::text)) FROM (SELECT id FROM due UNION ALL SELECT order_id FROM due_capture
+		UNION ALL SELECT order_id FROM due_void UNION ALL SELECT order_id FROM due_refund) d) AS woken,
 	(SELECT count(*) FROM review) AS raised;
