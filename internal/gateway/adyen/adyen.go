@@ -508,7 +508,7 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: psp}, nil
 	case v.authorized && v.captureFailed:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
-			errors.New("Adyen authorized the payment but its capture failed: the amount is held, not taken; a person decides")
+			errors.New("authorized, but its capture failed: the amount is held, not taken; a person decides")
 	case v.authorized && !past:
 		return g.capture(ctx, req, value, psp)
 	case v.declined != "":

@@ -141,10 +141,10 @@ func (g *Gateway) describe(status int, se serviceError) string {
 // about another payment is not an answer about this one.
 func belongs(req order.ChargeRequest, value int64, pr paymentResponse) error {
 	if pr.MerchantReference != "" && pr.MerchantReference != req.AttemptID {
-		return fmt.Errorf("Adyen's answer is about payment %q, not the attempt", clip(pr.MerchantReference))
+		return fmt.Errorf("the answer is about payment %q, not the attempt", clip(pr.MerchantReference))
 	}
 	if a := pr.Amount; a != nil && pr.ResultCode != "PartiallyAuthorised" && (a.Value != value || a.Currency != req.Amount.Currency) {
-		return fmt.Errorf("Adyen's answer is for %d %s in Adyen's units, not %d %s", a.Value, clip(a.Currency), value, req.Amount.Currency)
+		return fmt.Errorf("the answer is for %d %s in Adyen's units, not %d %s", a.Value, clip(a.Currency), value, req.Amount.Currency)
 	}
 	return nil
 }

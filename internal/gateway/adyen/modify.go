@@ -105,18 +105,18 @@ func (g *Gateway) received(ex exchange, m modification) (order.Result, error) {
 	}
 	if ex.status == http.StatusCreated || ex.status == http.StatusOK {
 		if ex.err != nil {
-			return unknown(fmt.Errorf("Adyen answered %d but the body could not be read: %w", ex.status, ex.err))
+			return unknown(fmt.Errorf("answered %d but the body could not be read: %w", ex.status, ex.err))
 		}
 		var mr modificationResponse
 		switch err := json.Unmarshal(ex.body, &mr); {
 		case err != nil || mr.Status != "received" || mr.PSPReference == "":
-			return unknown(fmt.Errorf("Adyen answered %d with a body that is no received modification", ex.status))
+			return unknown(fmt.Errorf("answered %d with a body that is no received modification", ex.status))
 		case (mr.PaymentPSPReference != "" && mr.PaymentPSPReference != m.psp) || (mr.Reference != "" && mr.Reference != m.ref) ||
 			(m.value != nil && mr.Amount != nil && *mr.Amount != *m.value):
-			return unknown(fmt.Errorf("Adyen's answer to the %s is about another payment, reference or amount", m.op))
+			return unknown(fmt.Errorf("the answer to the %s is about another payment, reference or amount", m.op))
 		}
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: mr.PSPReference},
-			fmt.Errorf("Adyen received the %s (%s): its outcome arrives by notification", m.op, clip(mr.PSPReference))
+			fmt.Errorf("the %s was received (%s): its outcome arrives by notification", m.op, clip(mr.PSPReference))
 	}
 	se := parseServiceError(ex.body)
 	switch s := ex.status; {
@@ -195,7 +195,7 @@ func (g *Gateway) technicalCancel(ctx context.Context, req order.ChargeRequest) 
 			(mr.PaymentReference == "" || mr.PaymentReference == req.AttemptID) {
 			return nil
 		}
-		return fmt.Errorf("Adyen answered %d with a body that is no received technical cancel", ex.status)
+		return fmt.Errorf("answered %d with a body that is no received technical cancel", ex.status)
 	}
 	if ex.status == 0 {
 		return fmt.Errorf("no answer from Adyen: %w", ex.err)
@@ -384,7 +384,7 @@ func pathSafe(s string) bool {
 		return false
 	}
 	for _, c := range s {
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9') {
+		if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') {
 			return false
 		}
 	}
