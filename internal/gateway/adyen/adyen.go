@@ -52,8 +52,10 @@
 //	200 Cancelled                                 declined "cancelled"
 //	200 RedirectShopper, ChallengeShopper,        requires_action, NextAction.RedirectURL = action.url
 //	  IdentifyShopper, customer present           (no url: unknown)
-//	  the same, merchant-initiated                the technical cancel, then unknown with decline code
-//	                                              "authentication_required" (order.Attempt.AwaitsNobody)
+//	  the same, merchant-initiated                the technical cancel: once received, declined
+//	                                              "authentication_required" (nobody can act; nothing
+//	                                              is captured); not received, unknown with that code
+//	                                              as a mark (order.Attempt.AwaitsNobody)
 //	200 Pending, Received, any other resultCode   unknown: the notification will say
 //	200 that is not about the attempt (reference, unknown
 //	  amount) or cannot be read

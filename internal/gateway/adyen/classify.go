@@ -220,7 +220,10 @@ type verdict struct {
 // judgeAttempt reads the notifications recorded about an attempt for
 // amount m (the rows of the package documentation's Lookup table).
 func judgeAttempt(evs []order.GatewayEvent, m order.Money) verdict {
-	var v verdict
+	var (
+		v                             verdict
+		refusedCapture, failedCapture bool
+	)
 	for _, e := range evs {
 		ok := e.Outcome == order.OutcomeSucceeded
 		switch e.Type {
@@ -247,10 +250,11 @@ func judgeAttempt(evs []order.GatewayEvent, m order.Money) verdict {
 			if ok {
 				v.captured = true
 			} else {
-				v.captureFailed = true
+				refusedCapture = true
 			}
 		case EventCaptureFailed:
-			v.captureFailed = true
+			// The capture failed after Adyen first reported it done.
+			failedCapture = true
 		}
 	}
 	if v.authorized {
@@ -259,11 +263,10 @@ func judgeAttempt(evs []order.GatewayEvent, m order.Money) verdict {
 	if v.partial {
 		v.declined = ""
 	}
-	if v.captured {
-		// A capture that succeeded after one reported failed (a replay
-		// under the same key) took the money.
-		v.captureFailed = false
-	}
+	// A capture refused and then made (a replay under the same key) took
+	// the money; one reported made and then CAPTURE_FAILED did not.
+	v.captureFailed = failedCapture || (refusedCapture && !v.captured)
+	v.captured = v.captured && !failedCapture
 	return v
 }
 

@@ -83,7 +83,11 @@ func TestChargeOutcomes(t *testing.T) {
 				s.on("/cancels", http.StatusCreated, map[string]any{"pspReference": "MOD0000000000002", "status": "received",
 					"merchantAccount": testMerchant, "paymentReference": req.AttemptID})
 			},
-			want: order.OutcomeUnknown, code: order.DeclineAuthenticationRequired, paths: []string{"/payments", "/cancels"}, err: true},
+			want: order.OutcomeDeclined, code: order.DeclineAuthenticationRequired, paths: []string{"/payments", "/cancels"}},
+		{name: "redirect shopper, merchant-initiated, the technical cancel lost", status: 200, offline: true,
+			answer: map[string]any{"resultCode": "RedirectShopper", "action": map[string]any{"type": "redirect", "url": "https://acs.example/c"}},
+			more:   func(s *scripted, _ order.ChargeRequest) { s.on("/cancels", 500, map[string]any{"status": 500}) },
+			want:   order.OutcomeUnknown, code: order.DeclineAuthenticationRequired, paths: []string{"/payments", "/cancels"}, err: true},
 		{name: "pending", status: 200, answer: payment(map[string]any{"resultCode": "Pending"}), want: order.OutcomeUnknown,
 			chargeID: testPSP, paths: []string{"/payments"}, err: true},
 		{name: "received", status: 200, answer: payment(map[string]any{"resultCode": "Received"}), want: order.OutcomeUnknown,

@@ -76,6 +76,18 @@ func TestLookupOutcomes(t *testing.T) {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, ""),
 					notified(g, EventCaptureFailed, "CP00000000000001", testPSP, id+":capture", true, 1250, "Capture Failed")}
 			}},
+		{name: "authorised, automatic, captured, then CAPTURE_FAILED", created: old, want: order.OutcomeUnknown,
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, ""),
+					notified(g, EventCapture, "CP00000000000001", testPSP, id+":capture", true, 1250, ""),
+					notified(g, EventCaptureFailed, "CP00000000000001", testPSP, id+":capture", true, 1250, "Capture Failed")}
+			}},
+		{name: "authorised, automatic, capture refused, then made", created: old, want: order.OutcomeSucceeded,
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, ""),
+					notified(g, EventCapture, "CP00000000000001", testPSP, id+":capture", false, 1250, "Refused"),
+					notified(g, EventCapture, "CP00000000000001", testPSP, id+":capture", true, 1250, "")}
+			}},
 		{name: "authorised, automatic, young: the capture replayed", created: young, want: order.OutcomeSucceeded, paths: []string{captures},
 			events: func(g *Gateway, id string) []order.GatewayEvent {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, "")}

@@ -166,17 +166,19 @@ func (g *Gateway) declinePartial(ctx context.Context, req order.ChargeRequest, p
 }
 
 // unattended ends a merchant-initiated payment that Adyen answered with a
-// shopper action: nobody is there to take it. The technical cancel is
-// sent, and the attempt stays unknown, marked
-// order.DeclineAuthenticationRequired (order.Attempt.AwaitsNobody), until
-// its TECHNICAL_CANCEL arrives.
+// shopper action: nobody is there to take it. Once Adyen received the
+// technical cancel it is declined order.DeclineAuthenticationRequired:
+// nothing was captured, Settle never captures a declined attempt, and
+// an authorization that somehow happened lapses. When the cancel was not
+// received the attempt stays unknown, marked with the same code
+// (order.Attempt.AwaitsNobody), so that the reconciler's first lookup
+// sends it again.
 func (g *Gateway) unattended(ctx context.Context, req order.ChargeRequest, psp string) (order.Result, error) {
-	err := g.technicalCancel(ctx, req)
-	if err == nil {
-		err = errors.New("technical cancel sent")
+	if err := g.technicalCancel(ctx, req); err != nil {
+		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp, DeclineCode: order.DeclineAuthenticationRequired},
+			fmt.Errorf("a merchant-initiated payment asks for a shopper action, and its technical cancel: %w", err)
 	}
-	return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp, DeclineCode: order.DeclineAuthenticationRequired},
-		fmt.Errorf("a merchant-initiated payment asks for a shopper action: %w", err)
+	return order.Result{Outcome: order.OutcomeDeclined, ChargeID: psp, DeclineCode: order.DeclineAuthenticationRequired}, nil
 }
 
 // technicalCancel asks Adyen to cancel the payment of the attempt by its
