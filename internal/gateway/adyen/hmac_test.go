@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 )
 
 // nodeDir holds the Node script that signs and validates notifications
@@ -105,6 +107,13 @@ func TestSignaturesAgreeWithAdyensLibrary(t *testing.T) {
 	for i, it := range items {
 		if got := sign(key, it); got != theirs[i].Signature {
 			t.Errorf("item %d: the adapter signs %s, Adyen's library %s", i, got, theirs[i].Signature)
+		}
+		// The fake Adyen's signer, which signs the conformance suite's
+		// notifications, must agree too.
+		fake := adyenfake.Sign(key, adyenfake.SigningString(it.PSPReference, it.OriginalReference, it.MerchantAccountCode,
+			it.MerchantReference, it.Amount.Value, it.Amount.Currency, it.EventCode, it.Success))
+		if fake != theirs[i].Signature {
+			t.Errorf("item %d: the fake signs %s, Adyen's library %s", i, fake, theirs[i].Signature)
 		}
 	}
 
