@@ -125,6 +125,7 @@ type Server struct {
 	redirects    map[string]*payment // by redirectResult; guarded by mu
 	contractErrs []string
 	sent         []Notification // notifications accepted by the receiver; guarded by mu
+	planned      int            // deliveries planned; guarded by mu
 
 	client   *http.Client
 	senders  sync.WaitGroup
@@ -309,11 +310,13 @@ func (s *Server) write(h func(request) answer) http.HandlerFunc {
 			return
 		}
 		var ma struct {
-			MerchantAccount string `json:"merchantAccount"`
+			MerchantAccount *string `json:"merchantAccount"`
 		}
-		// The contract check has parsed the body already; this cannot fail.
+		// The contract check has parsed the body already, and requires
+		// merchantAccount wherever the endpoint has one (all but
+		// /payments/details).
 		_ = json.Unmarshal(body, &ma)
-		if ma.MerchantAccount != s.cfg.MerchantAccount {
+		if ma.MerchantAccount != nil && *ma.MerchantAccount != s.cfg.MerchantAccount {
 			s.send(w, r, body, failure(http.StatusForbidden, "901", "security", "Invalid Merchant Account"))
 			return
 		}
@@ -345,18 +348,23 @@ func (s *Server) write(h func(request) answer) http.HandlerFunc {
 		if a.fault == faultSlow && !sleep(r, a.delay) {
 			a.fault = faultTimeout // the client gave up; the answer is kept
 		}
+		if a.fault == faultFiveXXBefore {
+			if idem != "" {
+				s.mu.Lock()
+				delete(s.keys, idem) // nothing was processed: the key is free
+				s.mu.Unlock()
+			}
+			s.send(w, r, body, failure(http.StatusInternalServerError, "905", "internal", "Internal error"))
+			return
+		}
 		out, header := s.render(r, body, a)
 		if idem != "" {
 			s.mu.Lock()
-			if a.fault == faultFiveXXBefore {
-				delete(s.keys, idem) // nothing was processed: the key is free
-			} else {
-				*s.keys[idem] = keyed{done: true, code: a.code, header: header, body: out}
-			}
+			*s.keys[idem] = keyed{done: true, code: a.code, header: header, body: out}
 			s.mu.Unlock()
 		}
 		switch a.fault {
-		case faultFiveXXBefore, faultFiveXXAfter:
+		case faultFiveXXAfter:
 			f := failure(http.StatusInternalServerError, "905", "internal", "Internal error")
 			s.send(w, r, body, f)
 		case faultDrop:

@@ -1,7 +1,6 @@
 package adyenfake
 
 import (
-	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -33,6 +32,7 @@ type receiver struct {
 	items  []wireItem
 	posts  int
 	refuse int // answer 500 to this many deliveries first
+	wrong  int // then answer 200 without "[accepted]" this many times
 	user   string
 	pass   string
 }
@@ -59,6 +59,11 @@ func (rc *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	if rc.refuse > 0 {
 		rc.refuse--
 		http.Error(w, "not now", http.StatusInternalServerError)
+		return
+	}
+	if rc.wrong > 0 {
+		rc.wrong--
+		io.WriteString(w, "ok")
 		return
 	}
 	var req wireRequest
@@ -109,10 +114,23 @@ func (rc *receiver) wait(ref string, n int) []wireItem {
 	}
 }
 
-func (rc *receiver) count() int {
-	rc.mu.Lock()
-	defer rc.mu.Unlock()
-	return len(rc.items)
+// settle waits until every delivery the fake planned was accepted, and
+// returns how many there were.
+func (e *env) settle() int {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		e.fake.mu.Lock()
+		planned, sent := e.fake.planned, len(e.fake.sent)
+		e.fake.mu.Unlock()
+		if sent == planned {
+			return planned
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d of %d notifications delivered", sent, planned)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 type env struct {
@@ -277,5 +295,51 @@ func TestAuthorisedAndRefusedAreNotified(t *testing.T) {
 	if len(led) != 2 || led[0].Status != StatusAuthorised || led[0].AmountAuthorised != 1250 || led[1].Status != StatusRefused {
 		t.Fatalf("ledger: %+v", led)
 	}
-	_ = bytes.MinRead
+}
+
+// TestContractCatchesTheFakesOwnMistakes shows the checks of answers and
+// notifications can fail, so an empty ContractErrors means something.
+func TestContractCatchesTheFakesOwnMistakes(t *testing.T) {
+	t.Parallel()
+	c, err := loadContract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := captureBody("c", 100)
+	r := httptest.NewRequest(http.MethodPost, "http://fake/v71/payments/PSP0000000000001/captures", strings.NewReader(body))
+	r.Header.Set("Content-Type", "application/json")
+	h := http.Header{"Content-Type": {"application/json"}}
+	good := `{"amount":{"currency":"EUR","value":100},"merchantAccount":"M","paymentPspReference":"P","pspReference":"Q","reference":"c","status":"received"}`
+	if p := c.checkResponse(r, []byte(body), http.StatusCreated, h, []byte(good)); len(p) != 0 {
+		t.Errorf("a good capture answer: %v", p)
+	}
+	bad := strings.Replace(good, `"received"`, `"done"`, 1)
+	if p := c.checkResponse(r, []byte(body), http.StatusCreated, h, []byte(bad)); len(p) == 0 {
+		t.Error("a capture answer with status \"done\" passed")
+	}
+	note := `{"live":"false","notificationItems":[{"NotificationRequestItem":{"additionalData":{"hmacSignature":"x"},` +
+		`"amount":{"currency":"EUR","value":1},"eventCode":"CAPTURE","eventDate":"2026-01-02T03:04:05Z",` +
+		`"merchantAccountCode":"M","merchantReference":"r","originalReference":"P","pspReference":"Q","success":"true"}}]}`
+	if p := c.checkNotification("CAPTURE", []byte(note)); len(p) != 0 {
+		t.Errorf("a good CAPTURE notification: %v", p)
+	}
+	if p := c.checkNotification("CAPTURE", []byte(strings.Replace(note, `"merchantReference":"r",`, "", 1))); len(p) == 0 {
+		t.Error("a CAPTURE notification without merchantReference passed")
+	}
+}
+
+func TestContractRejectsMalformedModifications(t *testing.T) {
+	t.Parallel()
+	e := start(t, Config{})
+	psp := e.pay("mod-bad", "tok_ok", 1000)["pspReference"].(string)
+	bad := strings.Replace(captureBody("mod-bad:c", 100), `"value":100`, `"value":"100"`, 1)
+	if r := e.post("/payments/"+psp+"/captures", "", bad); r.code != http.StatusUnprocessableEntity || r.json(t)["errorType"] != "validation" {
+		t.Errorf("capture with a string amount: %d %s", r.code, r.body)
+	}
+	if r := e.post("/cancels", "", `{"merchantAccount":"`+testMerchant+`"}`); r.code != http.StatusUnprocessableEntity {
+		t.Errorf("technical cancel without paymentReference: %d %s", r.code, r.body)
+	}
+	if p := e.payment("mod-bad"); len(p.Captures) != 0 || p.Status != StatusAuthorised || len(e.fake.TechnicalCancels()) != 0 {
+		t.Errorf("malformed modifications changed the ledger: %+v", p)
+	}
 }

@@ -152,6 +152,7 @@ func (s *Server) notifyLocked(it item, now time.Time, extra time.Duration) {
 		if s.notifyRng.Float64() < nf.Reorder {
 			at = at.Add(nf.ReorderDelay)
 		}
+		s.planned++
 		s.senders.Add(1)
 		go s.deliver(delivery{body: body, at: at, note: note})
 	}

@@ -345,8 +345,9 @@ func (s *Server) drawLocked(payment bool) (f fault, delay time.Duration, refuse 
 				return faultNone, 0, payment
 			case faultSlow:
 				return faultSlow, time.Duration(s.rng.Int64N(int64(rf.SlowMax) + 1)), false
+			default: // the others need no more draws
+				return c.fault, 0, false
 			}
-			return c.fault, 0, false
 		}
 		u -= max(c.rate, 0)
 	}
