@@ -222,6 +222,18 @@ func testLookupHoldNeverSent(t *testing.T, h Harness, c order.Capturer) {
 		testLookupReplays(t, h, c, creq)
 		return
 	}
+	if h.Notified {
+		// Silence proves nothing: it cannot say.
+		if got, err := c.LookupCapture(t.Context(), creq); err == nil || definite(got) {
+			t.Fatalf("LookupCapture = %+v, %v; want an error", got, err)
+		}
+		if got, err := c.LookupVoid(t.Context(), voidOf(req, res)); err == nil || definite(got) {
+			t.Fatalf("LookupVoid = %+v, %v; want an error", got, err)
+		}
+		checkCaptures(t, h, creq.CaptureID)
+		checkLookupHold(t, h, req, order.HoldOpen, 0)
+		return
+	}
 	if got, err := lookupCapture(t, h, c, creq); err != nil || got.Outcome != order.OutcomeNotFound {
 		t.Fatalf("LookupCapture = %+v, %v; want not found", got, err)
 	}
@@ -358,6 +370,14 @@ func checkLookupHold(t *testing.T, h Harness, req order.ChargeRequest, state ord
 	if err != nil || got.Outcome != order.OutcomeSucceeded {
 		t.Fatalf("Lookup = %+v, %v; want succeeded", got, err)
 	}
+	if h.Notified {
+		// The authorization's own notifications do not tell its captures
+		// and voids: the hold as it was authorized.
+		if got.Hold == nil || got.Hold.AuthorizedMinor != 1250 {
+			t.Fatalf("Lookup's hold = %+v; want 1250 authorized", got.Hold)
+		}
+		return
+	}
 	checkHold(t, "Lookup", got, state, 1250, captured)
 }
 
@@ -393,7 +413,27 @@ func capture(t *testing.T, h Harness, c order.Capturer, req order.CaptureRequest
 	defer cancel()
 	res, err := c.Capture(ctx, req)
 	checkWrite(t, "Capture", res, err)
+	if received(h, res) {
+		return settled(t, "Capture", res, func() (order.Result, error) { return lookupCapture(t, h, c, req) })
+	}
 	return res, err
+}
+
+// received reports a Notified gateway's answer that it received a write
+// (unknown, with its id for it): its lookup will say what it came to.
+func received(h Harness, res order.Result) bool {
+	return h.Notified && res.Outcome == order.OutcomeUnknown && res.ChargeID != ""
+}
+
+// settled is what a received write (what) came to, by its lookup: the
+// same id, and an outcome.
+func settled(t *testing.T, what string, res order.Result, look func() (order.Result, error)) (order.Result, error) {
+	t.Helper()
+	got, err := look()
+	if err != nil || got.ChargeID != res.ChargeID {
+		t.Fatalf("%s received as %s, and its lookup = %+v, %v; want its outcome, with the same id", what, res.ChargeID, got, err)
+	}
+	return got, nil
 }
 
 // void calls Void and checks the interface's promise about errors.
@@ -403,6 +443,9 @@ func void(t *testing.T, h Harness, c order.Capturer, req order.VoidRequest) (ord
 	defer cancel()
 	res, err := c.Void(ctx, req)
 	checkWrite(t, "Void", res, err)
+	if received(h, res) {
+		return settled(t, "Void", res, func() (order.Result, error) { return lookupVoid(t, h, c, req) })
+	}
 	return res, err
 }
 
@@ -421,21 +464,25 @@ func checkWrite(t *testing.T, what string, res order.Result, err error) {
 // lookupCapture calls LookupCapture and checks the interface's promise.
 func lookupCapture(t *testing.T, h Harness, c order.Capturer, req order.CaptureRequest) (order.Result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
-	defer cancel()
-	res, err := c.LookupCapture(ctx, req)
-	checkLookup(t, "LookupCapture", res, err)
-	return res, err
+	return notified(t, h, func() (order.Result, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
+		defer cancel()
+		res, err := c.LookupCapture(ctx, req)
+		checkLookup(t, "LookupCapture", res, err)
+		return res, err
+	})
 }
 
 // lookupVoid calls LookupVoid and checks the interface's promise.
 func lookupVoid(t *testing.T, h Harness, c order.Capturer, req order.VoidRequest) (order.Result, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
-	defer cancel()
-	res, err := c.LookupVoid(ctx, req)
-	checkLookup(t, "LookupVoid", res, err)
-	return res, err
+	return notified(t, h, func() (order.Result, error) {
+		ctx, cancel := context.WithTimeout(t.Context(), h.CallTimeout+5*time.Second)
+		defer cancel()
+		res, err := c.LookupVoid(ctx, req)
+		checkLookup(t, "LookupVoid", res, err)
+		return res, err
+	})
 }
 
 func checkLookup(t *testing.T, what string, res order.Result, err error) {
