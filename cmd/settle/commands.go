@@ -23,6 +23,7 @@ import (
 	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/failpoint"
 	"github.com/settlepay/settle/internal/gateway"
+	"github.com/settlepay/settle/internal/gateway/adyen"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/gateway/stripe"
@@ -38,7 +39,8 @@ var (
 	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window", "stripe-multicapture",
-		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait"}
+		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait",
+		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
@@ -122,6 +124,19 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return nil, fmt.Errorf("configuration: tracing: %w", err)
 	}
 	metrics := telemetry.NewMetrics()
+	// The pool first (it connects only when used): the Adyen adapter's
+	// lookups read the notifications the store recorded.
+	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return nil, err
+	}
+	built := false
+	defer func() {
+		if !built {
+			pool.Close()
+		}
+	}()
+	store := postgres.NewStore(pool)
 	gateways := map[string]order.Gateway{}
 	// The webhook listener's gateways, by the path their events come to:
 	// those whose signing secrets are set, each reading its own events.
@@ -179,17 +194,29 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if len(cfg.RefpspWebhookSecrets) > 0 && receivers["refpsp"] == nil {
 		return nil, errors.New("configuration: refpsp-webhook-secrets is set, but no refpsp gateway is configured to read its events (set SETTLE_REFPSP_URL)")
 	}
+	if cfg.AdyenAPIKey != "" {
+		gw, err := adyen.New(adyen.Config{
+			BaseURL: cfg.AdyenURL, APIKey: cfg.AdyenAPIKey, MerchantAccount: cfg.AdyenMerchantAccount,
+			HMACKeys: cfg.AdyenHMACKeys, NotifyUser: cfg.AdyenNotifyUser, NotifyPassword: cfg.AdyenNotifyPassword,
+			Timeout: cfg.GatewayTimeout, NoShowHorizon: cfg.NoShowHorizon, Events: store,
+			Observer: metrics.GatewayObserver(adyen.DefaultName, tracing.Tracer()),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("configuration: %w", err)
+		}
+		gateways[adyen.DefaultName], receivers[adyen.DefaultName] = gw, gw
+		if budgets[adyen.DefaultName], err = cfg.budget(cfg.AdyenRate); err != nil {
+			return nil, fmt.Errorf("configuration: adyen: %w", err)
+		}
+	}
 	for name, build := range lab {
 		gateways[name] = build(metrics.GatewayObserver(name, tracing.Tracer()))
 	}
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
-		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL or STRIPE_SECRET_KEY)", cfg.DefaultGateway)
+		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL, STRIPE_SECRET_KEY or ADYEN_API_KEY)", cfg.DefaultGateway)
 	}
-	pool, err := postgres.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
-	if err != nil {
-		return nil, err
-	}
-	a := &app{cfg: cfg, log: log, pool: pool, store: postgres.NewStore(pool), gateways: gateways, receivers: receivers, budgets: budgets,
+	built = true
+	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, budgets: budgets,
 		failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
@@ -333,7 +360,7 @@ func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitG
 		}
 	})
 	a.log.Info("serving gateway events", "addr", lis.Addr().String(), "tls", tlsCfg != nil,
-		"stripe", len(a.cfg.StripeWebhookSecrets) > 0, "refpsp", len(a.cfg.RefpspWebhookSecrets) > 0)
+		"stripe", len(a.cfg.StripeWebhookSecrets) > 0, "refpsp", len(a.cfg.RefpspWebhookSecrets) > 0, "adyen", len(a.cfg.AdyenHMACKeys) > 0)
 	return nil
 }
 
@@ -396,6 +423,9 @@ func (a *app) unconfigured() map[string]string {
 	}
 	if a.gateways["refpsp"] == nil && a.gateways["sim"] == nil {
 		hints["refpsp"] = "SETTLE_REFPSP_URL and SETTLE_REFPSP_KEY"
+	}
+	if a.gateways[adyen.DefaultName] == nil {
+		hints[adyen.DefaultName] = "ADYEN_API_KEY, ADYEN_MERCHANT_ACCOUNT and ADYEN_HMAC_KEYS"
 	}
 	return hints
 }

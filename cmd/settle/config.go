@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/settlepay/settle/internal/delivery"
+	"github.com/settlepay/settle/internal/gateway/adyen"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/stripe"
 	"github.com/settlepay/settle/internal/order"
@@ -97,6 +98,13 @@ type config struct {
 	StripeMaxRetries    int
 	StripeReplayWindow  time.Duration
 	StripeMulticapture  bool
+	// Adyen: the gateway named "adyen" is configured when a key is set.
+	AdyenAPIKey          string
+	AdyenMerchantAccount string
+	AdyenURL             string
+	AdyenRate            float64
+	AdyenNotifyUser      string
+	AdyenNotifyPassword  string
 	// The webhook listener for gateways' events: off when WebhookListen is
 	// empty.
 	WebhookListen        string
@@ -109,6 +117,7 @@ type config struct {
 	WebhookPlaintext     bool
 	StripeWebhookSecrets []string
 	RefpspWebhookSecrets []string
+	AdyenHMACKeys        []string
 }
 
 // option is one setting: its flag, its environment variable, its default.
@@ -125,7 +134,7 @@ var options = []option{
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
 	{"log-level", "SETTLE_LOG_LEVEL", "info", "debug, info, warn or error; successful RPCs log at debug, transitions and gateway calls at info", setLevel(func(c *config) *slog.Level { return &c.LogLevel })},
-	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp or stripe", setString(func(c *config) *string { return &c.DefaultGateway })},
+	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp, stripe or adyen", setString(func(c *config) *string { return &c.DefaultGateway })},
 	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
 	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
 	{"gateway-timeout", "SETTLE_GATEWAY_TIMEOUT", "10s", "deadline of one gateway call", setDuration(func(c *config) *time.Duration { return &c.GatewayTimeout })},
@@ -182,12 +191,16 @@ var options = []option{
 	{"stripe-max-retries", "SETTLE_STRIPE_MAX_RETRIES", "2", "resends of a failed Stripe call by stripe-go, under the same idempotency key, within gateway-timeout", setInt(func(c *config) *int { return &c.StripeMaxRetries })},
 	{"stripe-replay-window", "SETTLE_STRIPE_REPLAY_WINDOW", "20h", "age past which the reconciler no longer replays the unconfirmed create of an attempt whose PaymentIntent id was never recorded (keys live 24h; at most 23h): NEEDS_REVIEW instead", setDuration(func(c *config) *time.Duration { return &c.StripeReplayWindow })},
 	{"stripe-multicapture", "SETTLE_STRIPE_MULTICAPTURE", "false", "your Stripe account has multicapture (IC+ pricing): manual-capture orders may capture several times (final=false); without it such a capture is declined multicapture_unsupported", setBool(func(c *config) *bool { return &c.StripeMulticapture })},
+	{"adyen-api-key", "ADYEN_API_KEY", "", "Adyen Checkout API key (X-API-Key); configures the gateway \"adyen\", with adyen-merchant-account and adyen-hmac-keys", setString(func(c *config) *string { return &c.AdyenAPIKey })},
+	{"adyen-merchant-account", "ADYEN_MERCHANT_ACCOUNT", "", "Adyen merchant account every payment is made on", setString(func(c *config) *string { return &c.AdyenMerchantAccount })},
+	{"adyen-url", "ADYEN_URL", adyen.TestBaseURL, "Adyen Checkout API base URL, ending in /v71: the test endpoint, or https://<prefix>-checkout-live.adyenpayments.com/checkout/v71 (the live URL prefix is in the Customer Area, Developers, API URLs)", setString(func(c *config) *string { return &c.AdyenURL })},
+	{"adyen-request-rate", "SETTLE_ADYEN_REQUEST_RATE", "100", "requests per second this process may send the Adyen account, payments, modifications and technical cancels together", setFloat(func(c *config) *float64 { return &c.AdyenRate })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
 	{"plaintext", "SETTLE_PLAINTEXT", "false", "serve gRPC without TLS on a non-loopback address, behind a proxy that terminates TLS (plaintext on loopback needs no flag)", setBool(func(c *config) *bool { return &c.Plaintext })},
 	{"allow-unsafe-database", "SETTLE_ALLOW_UNSAFE_DATABASE", "false", "tests only: start on a database with fsync or synchronous_commit off, which can lose acknowledged commits (refused otherwise)", setBool(func(c *config) *bool { return &c.AllowUnsafeDatabase })},
 	{"no-api-keys", "SETTLE_NO_API_KEYS", "false", "serve without API keys, every caller the default merchant with every role: for tests and benchmarks, refused unless listen is a loopback address", setBool(func(c *config) *bool { return &c.NoAPIKeys })},
-	{"webhook-listen", "SETTLE_WEBHOOK_LISTEN", "", "HTTP address for gateways' events: POST /webhooks/stripe and /webhooks/refpsp (empty: none)", setString(func(c *config) *string { return &c.WebhookListen })},
+	{"webhook-listen", "SETTLE_WEBHOOK_LISTEN", "", "HTTP address for gateways' events: POST /webhooks/stripe, /webhooks/refpsp and /webhooks/adyen (empty: none)", setString(func(c *config) *string { return &c.WebhookListen })},
 	{"webhook-tls-cert", "SETTLE_WEBHOOK_TLS_CERT", "", "webhook listener's certificate (PEM): HTTPS", setString(func(c *config) *string { return &c.WebhookTLSCert })},
 	{"webhook-tls-key", "SETTLE_WEBHOOK_TLS_KEY", "", "webhook listener's private key (PEM)", setString(func(c *config) *string { return &c.WebhookTLSKey })},
 	{"webhook-max-body", "SETTLE_WEBHOOK_MAX_BODY", "262144", "largest event body in bytes; larger is 413", setInt(func(c *config) *int { return &c.WebhookMaxBody })},
@@ -196,6 +209,9 @@ var options = []option{
 	{"webhook-tolerance", "SETTLE_WEBHOOK_TOLERANCE", "5m", "oldest (or furthest ahead) signature timestamp accepted: stops replays of old events", setDuration(func(c *config) *time.Duration { return &c.WebhookTolerance })},
 	{"stripe-webhook-secrets", "STRIPE_WEBHOOK_SECRETS", "", "Stripe endpoint signing secrets (whsec_...), comma-separated: two while one is rolled; enables /webhooks/stripe", setList(func(c *config) *[]string { return &c.StripeWebhookSecrets })},
 	{"refpsp-webhook-secrets", "SETTLE_REFPSP_WEBHOOK_SECRETS", "", "refpsp event signing secrets of at least 32 bytes, comma-separated as stripe-webhook-secrets; enables /webhooks/refpsp", setList(func(c *config) *[]string { return &c.RefpspWebhookSecrets })},
+	{"adyen-hmac-keys", "ADYEN_HMAC_KEYS", "", "Adyen notifications' HMAC keys in hex, comma-separated: two while one is rotated; enables /webhooks/adyen, and is required with adyen-api-key: Adyen reports outcomes only by notification", setList(func(c *config) *[]string { return &c.AdyenHMACKeys })},
+	{"adyen-notify-user", "ADYEN_NOTIFY_USER", "", "user of the basic authentication Adyen sends with notifications (set in the Customer Area's webhook); with adyen-notify-password", setString(func(c *config) *string { return &c.AdyenNotifyUser })},
+	{"adyen-notify-password", "ADYEN_NOTIFY_PASSWORD", "", "password of that basic authentication", setString(func(c *config) *string { return &c.AdyenNotifyPassword })},
 	{"webhook-plaintext", "SETTLE_WEBHOOK_PLAINTEXT", "false", "serve webhooks over plain HTTP on a non-loopback address, behind a proxy that terminates TLS (plain HTTP on loopback needs no flag)", setBool(func(c *config) *bool { return &c.WebhookPlaintext })},
 }
 
@@ -204,6 +220,7 @@ var options = []option{
 var secretOptions = map[string]bool{
 	"refpsp-key": true, "stripe-secret-key": true, "event-webhooks": true,
 	"stripe-webhook-secrets": true, "refpsp-webhook-secrets": true, "sim-events-secrets": true,
+	"adyen-api-key": true, "adyen-hmac-keys": true, "adyen-notify-password": true,
 }
 
 // errPrinted ends a command whose -print-config has printed its
@@ -332,7 +349,7 @@ func (c *config) validate() error {
 	// The benchmark's gateway marks every charge paid without asking
 	// anyone: a server that took it from a stray setting would hand out
 	// goods for nothing. Only the lab's bench-server sets it.
-	check(c.DefaultGateway != "instant", "default-gateway instant (every charge paid, no gateway asked) belongs to the benchmark, not to a server: use refpsp or stripe")
+	check(c.DefaultGateway != "instant", "default-gateway instant (every charge paid, no gateway asked) belongs to the benchmark, not to a server: use refpsp, stripe or adyen")
 	check(c.LogFormat == "json" || c.LogFormat == "text", "log-format must be json or text")
 	check(c.GatewayTimeout > 0, "gateway-timeout must be positive")
 	check(c.ClaimGrace >= 0, "claim-grace must not be negative")
@@ -384,7 +401,8 @@ func (c *config) validate() error {
 		if _, _, err := net.SplitHostPort(c.WebhookListen); err != nil {
 			errs = append(errs, fmt.Errorf("webhook-listen %q is not host:port", c.WebhookListen))
 		}
-		check(len(c.StripeWebhookSecrets)+len(c.RefpspWebhookSecrets) > 0, "webhook-listen needs stripe-webhook-secrets or refpsp-webhook-secrets: an event is accepted only when signed")
+		check(len(c.StripeWebhookSecrets)+len(c.RefpspWebhookSecrets)+len(c.AdyenHMACKeys) > 0,
+			"webhook-listen needs stripe-webhook-secrets, refpsp-webhook-secrets or adyen-hmac-keys: an event is accepted only when signed")
 	}
 	check((c.WebhookTLSCert == "") == (c.WebhookTLSKey == ""), "webhook-tls-cert and webhook-tls-key go together")
 	check(c.WebhookMaxBody >= 1024 && c.WebhookMaxBody <= 16<<20, "webhook-max-body must be between 1024 and 16777216")
@@ -394,6 +412,19 @@ func (c *config) validate() error {
 	for i, s := range c.StripeWebhookSecrets {
 		if err := stripe.CheckWebhookSecret(s); err != nil {
 			errs = append(errs, fmt.Errorf("stripe-webhook-secrets (STRIPE_WEBHOOK_SECRETS): secret %d of %d: %w", i+1, len(c.StripeWebhookSecrets), err))
+		}
+	}
+	check(c.AdyenRate > 0, "adyen-request-rate must be positive")
+	if c.AdyenAPIKey != "" {
+		check(c.AdyenMerchantAccount != "", "adyen-api-key needs adyen-merchant-account (ADYEN_MERCHANT_ACCOUNT): the merchant account every payment is made on")
+		check(len(c.AdyenHMACKeys) > 0, "adyen-api-key needs adyen-hmac-keys (ADYEN_HMAC_KEYS): Adyen reports every outcome only by notification, and Settle accepts one only when signed")
+	}
+	check(c.AdyenAPIKey != "" || len(c.AdyenHMACKeys)+len(c.AdyenMerchantAccount) == 0,
+		"adyen-merchant-account or adyen-hmac-keys is set without adyen-api-key (ADYEN_API_KEY)")
+	check((c.AdyenNotifyUser == "") == (c.AdyenNotifyPassword == ""), "adyen-notify-user and adyen-notify-password go together")
+	for i, k := range c.AdyenHMACKeys {
+		if _, err := adyen.CheckHMACKey(k); err != nil {
+			errs = append(errs, fmt.Errorf("adyen-hmac-keys (ADYEN_HMAC_KEYS): key %d of %d: %w", i+1, len(c.AdyenHMACKeys), err))
 		}
 	}
 	for i, s := range c.RefpspWebhookSecrets {

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
 	"github.com/settlepay/settle/internal/lab/receiver"
@@ -47,6 +49,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	citus := fs.Bool("citus", false, "run on a throwaway Citus cluster (a coordinator and two workers, tables distributed by merchant) instead; needs scripts/citus-install")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
 	simOpts := simFlags(fs)
+	adyenAddr := fs.String("adyen-addr", "127.0.0.1:0", "listen address of the fake Adyen (orders with \"gateway\":\"adyen\"); none when ADYEN_API_KEY names a real account")
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
 	keysFile := fs.String("keys-file", defaultDevKeysFile(getenv), "file of dev's own API keys, written at the first start and reused by every later one; unused when -api-keys or -api-keys-file is given")
 	// dev makes its own keys, so it has no --no-api-keys, and always runs a
@@ -117,6 +120,18 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer simLis.Close()
+	// The fake Adyen, unless the user brought a real account.
+	var adyenLis net.Listener
+	var fakeAdyen adyenfake.Config
+	if cfg.AdyenAPIKey == "" {
+		if adyenLis, err = bind(ctx, "fake Adyen", *adyenAddr, "adyen-addr"); err != nil {
+			return err
+		}
+		defer adyenLis.Close()
+		fakeAdyen = adyenfake.Config{APIKey: newDevKey("AQE_dev_"), MerchantAccount: "SettleDevECOM", HMACKey: newDevHex(32)}
+		cfg.AdyenAPIKey, cfg.AdyenMerchantAccount, cfg.AdyenHMACKeys = fakeAdyen.APIKey, fakeAdyen.MerchantAccount, []string{fakeAdyen.HMACKey}
+		cfg.AdyenURL = "http://" + adyenLis.Addr().String() + "/v71"
+	}
 	if err := ls.bindServer(ctx, cfg); err != nil {
 		return err
 	}
@@ -127,6 +142,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if simOpts.Events.URL == "" {
 		simOpts.Events.URL = "http://" + ls.webhooks.Addr().String() + "/webhooks/refpsp"
 	}
+	fakeAdyen.NotifyURL = "http://" + ls.webhooks.Addr().String() + "/webhooks/adyen"
 	hookURL := "http://" + hookLis.Addr().String() + "/events"
 	if !customEvents {
 		cfg.EventWebhooks = fmt.Sprintf("%s %s %s", order.DefaultMerchant, hookURL, hookSecret)
@@ -175,6 +191,21 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 	}()
 	defer func() { fail(nil); <-simDone }()
+	if adyenLis != nil {
+		fakeAdyen.Log = log.With("component", "fake-adyen")
+		fa, err := adyenfake.New(fakeAdyen)
+		if err != nil {
+			return err
+		}
+		defer fa.Close()
+		adyenSrv := &http.Server{Handler: fa, ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := adyenSrv.Serve(adyenLis); !errors.Is(err, http.ErrServerClosed) {
+				fail(fmt.Errorf("fake Adyen %s: %w", adyenLis.Addr(), err))
+			}
+		}()
+		defer adyenSrv.Close()
+	}
 
 	if *citus {
 		fmt.Fprintln(stdout, "starting a throwaway Citus cluster (a coordinator and two workers)...")
@@ -231,6 +262,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 			GRPC: ls.grpc.Addr().String(), SimURL: cfg.RefpspURL, DatabaseURL: cfg.DatabaseURL,
 			Webhooks: ls.webhooks.Addr().String(), WebhookSecret: cfg.RefpspWebhookSecrets[0], EventsURL: hookURL,
 			Keys: keys, KeysFile: *keysFile, Metrics: ls.metrics.Addr().String(), Stripe: a.gateways["stripe"] != nil,
+		}
+		if adyenLis != nil {
+			b.FakeAdyen = cfg.AdyenURL
 		}
 		if customEvents {
 			b.EventsURL = ""
@@ -334,6 +368,9 @@ type devBanner struct {
 	Metrics  string
 	// Stripe says the gateway "stripe" is configured (STRIPE_SECRET_KEY).
 	Stripe bool
+	// FakeAdyen is the fake Adyen's base URL; empty when ADYEN_API_KEY
+	// names a real account.
+	FakeAdyen string
 }
 
 func (b devBanner) print(w io.Writer) {
@@ -350,6 +387,11 @@ Settle is running (Ctrl-C stops everything).
 		fmt.Fprintln(w, `  stripe:    configured from STRIPE_SECRET_KEY: create orders with "gateway":"stripe"`)
 	} else {
 		fmt.Fprintln(w, `  stripe:    off; set STRIPE_SECRET_KEY=sk_test_... for orders with "gateway":"stripe"`)
+	}
+	if b.FakeAdyen != "" {
+		fmt.Fprintf(w, "  adyen:     %s   (fake Adyen: create orders with \"gateway\":\"adyen\"; its notifications come to /webhooks/adyen)\n", b.FakeAdyen)
+	} else {
+		fmt.Fprintln(w, `  adyen:     configured from ADYEN_API_KEY: create orders with "gateway":"adyen"`)
 	}
 	if b.EventsURL != "" {
 		fmt.Fprintf(w, `  events:    %[1]s   (the default merchant's endpoint for events out;
@@ -378,6 +420,8 @@ Create an order, charge it, look at it:
 
 Payment method tokens of the simulator (any other is declined "unknown_token"):
   %[2]s
+Tokens of the fake Adyen ("gateway":"adyen"; every payment is authorized, then captured by Settle):
+  %[4]s
 Charged with tok_refund_timeout, tok_refund_5xx, tok_refund_drop, tok_refund_decline,
 tok_refund_fail_later or tok_refund_lookup_fails (answers after the deadline, every lookup
 fails: NEEDS_REVIEW), an order's refunds meet that fault.
@@ -387,7 +431,18 @@ Events out (order.paid, refund.succeeded, …): each delivery prints a "webhook"
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"page_size":10}' %[1]s settle.v1.OrderService/ListEvents
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" -d '{"merchant_id":"default","event_id":"<evt_ id>"}' %[1]s settle.v1.OpsService/ResendEvent
 
-`, b.GRPC, strings.Join(devTokens, "\n  "), b.EventsURL)
+`, b.GRPC, strings.Join(devTokens, "\n  "), b.EventsURL, strings.Join(devAdyenTokens, "\n  "))
+}
+
+// devAdyenTokens are the fake Adyen's tokens, as the banner lists them.
+var devAdyenTokens = []string{
+	"tok_ok                  authorized, captured: PAID (AUTHORIZED with capture MANUAL)",
+	"tok_decline             refused",
+	"tok_3ds                 3-D Secure: REQUIRES_ACTION; the page's notification settles it",
+	"tok_timeout             authorized, answers after the deadline: CHARGING, then the AUTHORISATION notification settles it",
+	"tok_silent              as tok_ok, and no notification ever: after the no-show horizon a technical cancel, then NEEDS_REVIEW",
+	"tok_received            resultCode Received: CHARGING until the notification",
+	"tok_capture_fail        its captures fail (CAPTURE_FAILED): a review item",
 }
 
 // devTokens are the simulator's charge tokens, as the banner lists them.

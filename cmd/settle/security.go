@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -121,6 +122,13 @@ func isLoopback(addr string) bool {
 }
 
 // newDevKey returns a random API key for settle dev.
+// newDevHex returns n random bytes in hex, as an HMAC key of Adyen's.
+func newDevHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
 func newDevKey(prefix string) string {
 	b := make([]byte, 24)
 	rand.Read(b)
