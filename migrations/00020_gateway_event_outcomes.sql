@@ -1,15 +1,15 @@
 -- +goose Up
 -- A gateway whose truth arrives only by its notifications (Adyen has no
 -- read of a payment's status, issue #29): its adapter's Lookup answers
--- from the events Settle recorded (order.EventLog, gateway_events.sql).
--- gateway_events therefore keeps what each event says, beside what it
--- triggered: the reference as the event gave it (order.GatewayEvent's
--- AttemptID, verbatim, even when it names nothing of ours), what that
--- reference names (about: '' an attempt, or capture, void, refund), the
--- gateway's charge id, and the
--- event's word (succeeded, outcome and decline_code, the amount, when the
--- gateway says it happened). Rows older than this migration keep the
--- defaults (reference '', occurred_at NULL): no lookup reads them.
+-- from the events Settle recorded (order.EventLog,
+-- gateway_events_about.sql). gateway_events therefore keeps what each
+-- event says, beside what it triggered: the reference as the event gave it
+-- (order.GatewayEvent's AttemptID, verbatim, even when it names nothing of
+-- ours), what that reference names (about: '' an attempt, or capture,
+-- void, refund), the gateway's charge id, and the event's word (succeeded,
+-- outcome and decline_code, the amount, when the gateway says it
+-- happened). Rows older than this migration keep the defaults (reference
+-- '', occurred_at NULL): no lookup reads them.
 --
 -- An event about a capture, a void or a refund is now matched to it (by its
 -- id, which is its gateway reference) and makes it due for the reconciler
@@ -18,6 +18,9 @@
 -- attempt of a PAID order, or a succeeded capture: Adyen's CAPTURE_FAILED
 -- after the capture of an AUTOMATIC order was received) moves nothing and
 -- raises a review item of kind capture_failed for a person.
+-- And a success reported for the attempt whose authorization its order
+-- holds (AUTHORIZED: Adyen's AUTHORISATION notification after the answer
+-- that authorized) is the order's own, no possible double charge.
 --
 -- The function is replaced first: Citus creates a function on its workers
 -- only before any change to a distributed table in a transaction (00014).
@@ -75,7 +78,7 @@ BEGIN
             AND v_o.current_attempt = p_matched_id THEN 'woken'
         WHEN p_about <> '' AND v_op_state IN ('CAPTURING', 'VOIDING', 'REFUNDING') THEN 'woken'
         WHEN p_about = '' AND p_succeeded AND NOT (v_o.current_attempt = p_matched_id
-            AND v_o.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED', 'VOIDED', 'EXPIRED'))
+            AND v_o.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED'))
             THEN 'review'
         WHEN p_outcome = 'declined' AND (v_paid_by_it OR (p_about = 'capture' AND v_op_state = 'SUCCEEDED'))
             THEN 'capture_failed'

@@ -66,7 +66,7 @@ WITH target AS (
 			AND ord.current_attempt = @matched_id::uuid THEN 'woken'
 		WHEN @about <> '' AND op.state IN ('CAPTURING', 'VOIDING', 'REFUNDING') THEN 'woken'
 		WHEN @about = '' AND @succeeded::bool AND NOT (ord.current_attempt = @matched_id::uuid
-			AND ord.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED', 'VOIDED', 'EXPIRED')) THEN 'review'
+			AND ord.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) THEN 'review'
 		WHEN @outcome::text = 'declined' AND ((@about = '' AND ord.current_attempt = @matched_id::uuid
 			AND ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) OR (@about = 'capture' AND op.state = 'SUCCEEDED'))
 			THEN 'capture_failed'
