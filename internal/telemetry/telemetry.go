@@ -91,10 +91,10 @@ func NewMetrics() *Metrics {
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 1800, 3600, 6 * 3600, 24 * 3600, 72 * 3600},
 		}),
 		gatewayEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "settle_gateway_events_total", Help: "Gateway events received, by gateway, type and result (woken, review, ignored, unknown_object, duplicate, bad_signature, malformed, too_large, ignored_type, error).",
+			Name: "settle_gateway_events_total", Help: "Gateway events received, by gateway, type and result (woken, review, capture_failed, ignored, unknown_object, duplicate, bad_signature, malformed, too_large, ignored_type, error).",
 		}, []string{"gateway", "type", "result"}),
 		reviewItems: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "settle_review_items_raised_total", Help: "Review items raised for a person, by kind (possible_double_charge: a success reported for an attempt its order does not hold).",
+			Name: "settle_review_items_raised_total", Help: "Review items raised for a person, by kind (possible_double_charge: a success reported for an attempt its order does not hold; capture_failed: a failure reported for the operation that paid an order).",
 		}, []string{"kind"}),
 		eventToSettled: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "settle_event_to_settled_seconds", Help: "Time from a gateway event making an order due to the reconciler settling it.",
@@ -112,11 +112,17 @@ func NewMetrics() *Metrics {
 func (m *Metrics) ReconcileCheck(result string) { m.reconcileChecks.WithLabelValues(result).Inc() }
 
 // GatewayEvent counts one gateway event by gateway, type and result; a
-// review result also counts a possible double charge.
+// result that raised a review item also counts the item by its kind.
 func (m *Metrics) GatewayEvent(gateway, eventType, result string) {
 	m.gatewayEvents.WithLabelValues(gateway, eventType, result).Inc()
-	if result == string(order.EventReview) {
+	switch order.GatewayEventResult(result) {
+	case order.EventReview:
 		m.reviewItems.WithLabelValues("possible_double_charge").Inc()
+	case order.EventReviewCaptureFailed:
+		m.reviewItems.WithLabelValues("capture_failed").Inc()
+	case order.EventWoken, order.EventIgnored, order.EventUnknownObject, order.EventDuplicate:
+		// No item raised; the listener's own results (bad_signature, …)
+		// are no GatewayEventResult.
 	}
 }
 
