@@ -30,7 +30,8 @@
 //
 //	POST /v71/payments
 //	    paymentMethod {"type":"scheme","storedPaymentMethodId":"<token>"}
-//	    (or encryptedCardNumber "test_<token>"); 200 with a
+//	    with shopperReference (or encryptedCardNumber "test_<token>");
+//	    200 with a
 //	    PaymentResponse (resultCode, pspReference, merchantReference,
 //	    amount; refusalReason and refusalReasonCode when Refused or Error;
 //	    action when RedirectShopper). With additionalData.manualCapture

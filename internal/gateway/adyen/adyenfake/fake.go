@@ -2,6 +2,7 @@ package adyenfake
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -219,6 +221,36 @@ func (s *Server) Close() {
 	s.client.CloseIdleConnections()
 }
 
+// Serve serves the fake on ln until ctx ends, then shuts down, closes
+// the fake (Close) and returns nil. Requests in progress see their
+// context end with ctx, so held answers are cut short.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		s.Close()
+		return fmt.Errorf("adyenfake: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	s.Close()
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	if err != nil {
+		return fmt.Errorf("adyenfake: shutdown: %w", err)
+	}
+	return nil
+}
+
 // ContractErrors lists every answer and notification the fake made that
 // Adyen's definitions reject: the fake's own bugs. Tests assert it is
 // empty.
@@ -326,14 +358,17 @@ func (s *Server) write(h func(request) answer) http.HandlerFunc {
 			// Adyen keeps keys per company account, whatever the endpoint.
 			scoped := idem
 			s.mu.Lock()
-			k, seen := s.keys[scoped]
-			if !seen {
+			var k keyed
+			p, seen := s.keys[scoped]
+			if seen {
+				k = *p
+			} else {
 				s.keys[scoped] = &keyed{}
 			}
 			s.mu.Unlock()
 			switch {
 			case seen && k.done:
-				s.replay(w, k)
+				writeRaw(w, k.code, k.header, k.body)
 				return
 			case seen:
 				a := failure(http.StatusUnprocessableEntity, "704", "validation", "request already processed or in progress")
@@ -413,11 +448,6 @@ func (s *Server) render(r *http.Request, reqBody []byte, a answer) ([]byte, http
 func (s *Server) send(w http.ResponseWriter, r *http.Request, reqBody []byte, a answer) {
 	out, header := s.render(r, reqBody, a)
 	writeRaw(w, a.code, header, out)
-}
-
-// replay writes the kept answer of a processed request, byte for byte.
-func (s *Server) replay(w http.ResponseWriter, k *keyed) {
-	writeRaw(w, k.code, k.header, k.body)
 }
 
 func writeRaw(w http.ResponseWriter, code int, header http.Header, body []byte) {
