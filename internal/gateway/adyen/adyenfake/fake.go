@@ -195,8 +195,9 @@ func New(cfg Config) (*Server, error) {
 		byPSP:     map[string]*payment{},
 		keys:      map[string]*keyed{},
 		redirects: map[string]*payment{},
-		client:    &http.Client{Timeout: 10 * time.Second},
-		stopping:  make(chan struct{}),
+		// Its own transport, so that Close drops only its connections.
+		client:   &http.Client{Timeout: 10 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		stopping: make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v71/payments", s.write(s.handlePayment))
