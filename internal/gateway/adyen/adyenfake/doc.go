@@ -132,6 +132,6 @@
 // technical cancels, each with its reference, pspReference, status and
 // time); Server.TechnicalCancels every technical cancel, also those that
 // found no payment. Config.Random injects faults at random (seeded) into
-// requests about tok_ok and tok_random payments, their modifications and
-// technical cancels by their reference.
+// requests about tok_ok and tok_random payments, their modifications, and
+// technical cancels by their reference or by one with no payment.
 package adyenfake

@@ -85,7 +85,8 @@ type NotifyFaults struct {
 
 // RandomFaults are the probabilities, each from 0 to 1, that a request
 // about a tok_ok or tok_random payment (the payment itself, its
-// modifications, and a technical cancel by its reference) meets a fault.
+// modifications, and a technical cancel by its reference or by one with
+// no payment) meets a fault.
 // They are drawn in this order from a source seeded with Config.Seed.
 type RandomFaults struct {
 	// Refuse refuses the payment (resultCode Refused); it does not apply

@@ -386,3 +386,20 @@ func TestNewChecksConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestSignMatchesAdyensVector checks the signer against the sample that
+// Adyen's own libraries test their HMAC validators with.
+func TestSignMatchesAdyensVector(t *testing.T) {
+	t.Parallel()
+	key, err := hex.DecodeString("DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SigningString("pspReference", "originalReference", "merchantAccount", "reference", 1000, "EUR", "EVENT", "true")
+	if s != "pspReference:originalReference:merchantAccount:reference:1000:EUR:EVENT:true" {
+		t.Errorf("signing string %q", s)
+	}
+	if got, want := Sign(key, s), "ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="; got != want {
+		t.Errorf("Sign = %q, want %q", got, want)
+	}
+}
