@@ -267,3 +267,37 @@ func TestAmounts(t *testing.T) {
 		}
 	}
 }
+
+// TestDetails checks the return from 3-D Secure: what /payments/details
+// is sent, an automatic order captured at once, but never past the
+// no-show horizon, and a missing redirectResult not sent.
+func TestDetails(t *testing.T) {
+	s := newScripted(t)
+	s.on("/payments/details", 200, map[string]any{"pspReference": testPSP, "resultCode": "Authorised"})
+	s.on("/payments/"+testPSP+"/captures", 201, map[string]any{"pspReference": "MOD0000000000001", "status": "received",
+		"merchantAccount": testMerchant, "paymentPspReference": testPSP})
+	g := newGateway(t, s.srv.URL, &MemoryLog{}, time.Now)
+	req := chargeRequest(time.Now())
+	req.CustomerPresent = false // Details knows the shopper is back
+	res, err := g.Details(t.Context(), req, "X6XtfGC3!Y...")
+	if err != nil || res.Outcome != order.OutcomeSucceeded || res.ChargeID != testPSP {
+		t.Fatalf("Details = %+v, %v; want succeeded, captured", res, err)
+	}
+	got := s.requests()
+	if len(got) != 2 || got[0].Path != "/payments/details" || got[0].Key != req.AttemptID+":details" ||
+		got[0].Body["details"].(map[string]any)["redirectResult"] != "X6XtfGC3!Y..." || got[1].Path != "/payments/"+testPSP+"/captures" {
+		t.Fatalf("requests %+v; want the details under <attempt>:details, then the capture", got)
+	}
+
+	late := chargeRequest(time.Now().Add(-2 * testHorizon))
+	res, err = g.Details(t.Context(), late, "X6XtfGC3!Y...")
+	if err == nil || res.Outcome != order.OutcomeUnknown || res.ChargeID != testPSP {
+		t.Errorf("Details past the horizon = %+v, %v; want unknown, not captured", res, err)
+	}
+	if n := len(s.requests()); n != 3 {
+		t.Errorf("%d requests; want the late details alone, no capture", n)
+	}
+	if res, err := g.Details(t.Context(), req, ""); res.Outcome != order.OutcomeNotSent || err == nil {
+		t.Errorf("Details without a redirectResult = %+v, %v; want not sent", res, err)
+	}
+}

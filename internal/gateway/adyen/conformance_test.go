@@ -174,7 +174,14 @@ func TestConformance(t *testing.T) {
 			RefundLedger: func(refundID string) []gatewaytest.Entry {
 				return mods(refundID, func(p adyenfake.Payment) []adyenfake.Modification { return p.Refunds })
 			},
-			Action:        "tok_3ds",
+			Action: "tok_3ds",
+			Skip: map[string]string{
+				// Adyen releases the rest of an authorization after a
+				// partial capture unless the account has multiple partial
+				// captures; the fake models such an account.
+				"partial final capture releases the rest": "the fake Adyen keeps the rest of a hold after a partial capture " +
+					"(multiple partial captures), where Adyen's default releases it",
+			},
 			Captures:      true,
 			SingleCapture: true,
 			CaptureLedger: func(captureID string) []gatewaytest.Entry {
