@@ -197,14 +197,14 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		if err != nil {
 			return err
 		}
-		defer fa.Close()
-		adyenSrv := &http.Server{Handler: fa, ReadHeaderTimeout: 5 * time.Second}
+		adyenDone := make(chan struct{})
 		go func() {
-			if err := adyenSrv.Serve(adyenLis); !errors.Is(err, http.ErrServerClosed) {
+			defer close(adyenDone)
+			if err := fa.Serve(ctx, adyenLis); err != nil && ctx.Err() == nil {
 				fail(fmt.Errorf("fake Adyen %s: %w", adyenLis.Addr(), err))
 			}
 		}()
-		defer adyenSrv.Close()
+		defer func() { fail(nil); <-adyenDone }()
 	}
 
 	if *citus {
