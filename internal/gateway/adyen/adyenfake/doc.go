@@ -30,7 +30,8 @@
 //
 //	POST /v71/payments
 //	    paymentMethod {"type":"scheme","storedPaymentMethodId":"<token>"}
-//	    (or encryptedCardNumber "test_<token>"); 200 with a
+//	    with shopperReference (or encryptedCardNumber "test_<token>");
+//	    200 with a
 //	    PaymentResponse (resultCode, pspReference, merchantReference,
 //	    amount; refusalReason and refusalReasonCode when Refused or Error;
 //	    action when RedirectShopper). With additionalData.manualCapture
@@ -131,6 +132,6 @@
 // technical cancels, each with its reference, pspReference, status and
 // time); Server.TechnicalCancels every technical cancel, also those that
 // found no payment. Config.Random injects faults at random (seeded) into
-// requests about tok_ok and tok_random payments, their modifications and
-// technical cancels by their reference.
+// requests about tok_ok and tok_random payments, their modifications, and
+// technical cancels by their reference or by one with no payment.
 package adyenfake

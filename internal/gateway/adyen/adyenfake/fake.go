@@ -2,6 +2,7 @@ package adyenfake
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -11,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -83,7 +85,8 @@ type NotifyFaults struct {
 
 // RandomFaults are the probabilities, each from 0 to 1, that a request
 // about a tok_ok or tok_random payment (the payment itself, its
-// modifications, and a technical cancel by its reference) meets a fault.
+// modifications, and a technical cancel by its reference or by one with
+// no payment) meets a fault.
 // They are drawn in this order from a source seeded with Config.Seed.
 type RandomFaults struct {
 	// Refuse refuses the payment (resultCode Refused); it does not apply
@@ -193,8 +196,9 @@ func New(cfg Config) (*Server, error) {
 		byPSP:     map[string]*payment{},
 		keys:      map[string]*keyed{},
 		redirects: map[string]*payment{},
-		client:    &http.Client{Timeout: 10 * time.Second},
-		stopping:  make(chan struct{}),
+		// Its own transport, so that Close drops only its connections.
+		client:   &http.Client{Timeout: 10 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		stopping: make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v71/payments", s.write(s.handlePayment))
@@ -217,6 +221,36 @@ func (s *Server) Close() {
 	s.stopOnce.Do(func() { close(s.stopping) })
 	s.senders.Wait()
 	s.client.CloseIdleConnections()
+}
+
+// Serve serves the fake on ln until ctx ends, then shuts down, closes
+// the fake (Close) and returns nil. Requests in progress see their
+// context end with ctx, so held answers are cut short.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		s.Close()
+		return fmt.Errorf("adyenfake: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shutdownCtx)
+	s.Close()
+	if serveErr := <-served; !errors.Is(serveErr, http.ErrServerClosed) && err == nil {
+		err = serveErr
+	}
+	if err != nil {
+		return fmt.Errorf("adyenfake: shutdown: %w", err)
+	}
+	return nil
 }
 
 // ContractErrors lists every answer and notification the fake made that
@@ -326,14 +360,17 @@ func (s *Server) write(h func(request) answer) http.HandlerFunc {
 			// Adyen keeps keys per company account, whatever the endpoint.
 			scoped := idem
 			s.mu.Lock()
-			k, seen := s.keys[scoped]
-			if !seen {
+			var k keyed
+			p, seen := s.keys[scoped]
+			if seen {
+				k = *p
+			} else {
 				s.keys[scoped] = &keyed{}
 			}
 			s.mu.Unlock()
 			switch {
 			case seen && k.done:
-				s.replay(w, k)
+				writeRaw(w, k.code, k.header, k.body)
 				return
 			case seen:
 				a := failure(http.StatusUnprocessableEntity, "704", "validation", "request already processed or in progress")
@@ -413,11 +450,6 @@ func (s *Server) render(r *http.Request, reqBody []byte, a answer) ([]byte, http
 func (s *Server) send(w http.ResponseWriter, r *http.Request, reqBody []byte, a answer) {
 	out, header := s.render(r, reqBody, a)
 	writeRaw(w, a.code, header, out)
-}
-
-// replay writes the kept answer of a processed request, byte for byte.
-func (s *Server) replay(w http.ResponseWriter, k *keyed) {
-	writeRaw(w, k.code, k.header, k.body)
 }
 
 func writeRaw(w http.ResponseWriter, code int, header http.Header, body []byte) {

@@ -1,6 +1,7 @@
 package adyenfake
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -8,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -232,6 +234,7 @@ func TestContractRejectsMalformedRequests(t *testing.T) {
 		"no merchantAccount":    strings.Replace(paymentBody("bad-2", "tok_ok", 1000), `"merchantAccount":"`+testMerchant+`",`, "", 1),
 		"no reference":          strings.Replace(paymentBody("bad-3", "tok_ok", 1000), `"reference":"bad-3",`, "", 1),
 		"not JSON":              `{"amount":`,
+		"no shopperReference":   strings.Replace(paymentBody("bad-4", "tok_ok", 1000), `"shopperReference":"shopper-1",`, "", 1),
 	} {
 		r := e.post("/payments", "", body)
 		m := r.json(t)
@@ -341,5 +344,62 @@ func TestContractRejectsMalformedModifications(t *testing.T) {
 	}
 	if p := e.payment("mod-bad"); len(p.Captures) != 0 || p.Status != StatusAuthorised || len(e.fake.TechnicalCancels()) != 0 {
 		t.Errorf("malformed modifications changed the ledger: %+v", p)
+	}
+}
+
+func TestServe(t *testing.T) {
+	t.Parallel()
+	f, err := New(Config{APIKey: testKey, MerchantAccount: testMerchant})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Serve(ctx, ln) }()
+	e := &env{t: t, fake: f, url: "http://" + ln.Addr().String()}
+	if m := e.pay("serve-1", "tok_ok", 100); m["resultCode"] != "Authorised" {
+		t.Errorf("payment: %v", m)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+	if errs := f.ContractErrors(); len(errs) > 0 {
+		t.Errorf("contract errors: %v", errs)
+	}
+}
+
+func TestNewChecksConfig(t *testing.T) {
+	t.Parallel()
+	for name, cfg := range map[string]Config{
+		"no API key":          {MerchantAccount: testMerchant},
+		"no merchant account": {APIKey: testKey},
+		"no HMAC key":         {APIKey: testKey, MerchantAccount: testMerchant, NotifyURL: "http://127.0.0.1:1/"},
+		"HMAC key not hex":    {APIKey: testKey, MerchantAccount: testMerchant, NotifyURL: "http://127.0.0.1:1/", HMACKey: "xyz"},
+	} {
+		if _, err := New(cfg); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+}
+
+// TestSignMatchesAdyensVector checks the signer against the sample that
+// Adyen's own libraries test their HMAC validators with.
+func TestSignMatchesAdyensVector(t *testing.T) {
+	t.Parallel()
+	key, err := hex.DecodeString("DFB1EB5485895CFA84146406857104ABB4CBCABDC8AAF103A624C8F6A3EAAB00")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := SigningString("pspReference", "originalReference", "merchantAccount", "reference", 1000, "EUR", "EVENT", "true")
+	if s != "pspReference:originalReference:merchantAccount:reference:1000:EUR:EVENT:true" {
+		t.Errorf("signing string %q", s)
+	}
+	if got, want := Sign(key, s), "ipnxGCaUZ4l8TUW75a71/ghd2Fe5ffvX0pV4TLTntIc="; got != want {
+		t.Errorf("Sign = %q, want %q", got, want)
 	}
 }

@@ -189,6 +189,12 @@ func (s *Server) handlePayment(req request) answer {
 	var in paymentRequest
 	decode(req.body, &in)
 	token := in.PaymentMethod.StoredPaymentMethodID
+	if token != "" && in.ShopperReference == "" {
+		// A stored payment method belongs to a shopper: Adyen needs to
+		// know whose.
+		return failure(http.StatusUnprocessableEntity, "702", "validation",
+			"shopperReference: required with paymentMethod.storedPaymentMethodId; nothing was processed")
+	}
 	if token == "" {
 		token, _ = strings.CutPrefix(in.PaymentMethod.EncryptedCardNumber, "test_")
 	}
