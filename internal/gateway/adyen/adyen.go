@@ -74,13 +74,15 @@
 // Lookup reads the notifications recorded about the attempt
 // (order.EventLog.GatewayEventsAbout by the attempt id), in this order:
 //
-//	TECHNICAL_CANCEL success=true             not found: no hold remains, nothing moved
+//	TECHNICAL_CANCEL success=true             not found: no hold remains, nothing moved (beside a
+//	                                          CAPTURE of it: unknown, a person decides)
 //	AUTHORISATION success=true for less than  declined "partially_authorised" (released again)
 //	  the amount
 //	AUTHORISATION success=true, manual        succeeded, with the hold: open, or expired after an
 //	                                          EXPIRE notification
+//	CAPTURE success=true about the attempt,   succeeded (the AUTHORISATION may be lost)
+//	  automatic
 //	AUTHORISATION success=true, automatic:
-//	  CAPTURE success=true about the attempt  succeeded
 //	  CAPTURE_FAILED, CAPTURE success=false   unknown, with an error: held, not taken; a person
 //	  no capture notification, the attempt    the capture replayed under its key: "received"
 //	    younger than Config.NoShowHorizon     succeeded
@@ -496,6 +498,9 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	}
 	past := g.pastHorizon(req)
 	switch {
+	case v.techCanceled && v.captured:
+		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
+			errors.New("the notifications report the payment both captured and technically canceled: a person decides")
 	case v.techCanceled:
 		return order.Result{Outcome: order.OutcomeNotFound}, nil
 	case v.partial:
@@ -506,7 +511,8 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 			h.State = order.HoldExpired
 		}
 		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: psp, Hold: h}, nil
-	case v.authorized && v.captured:
+	case v.captured && req.Capture != order.CaptureManual:
+		// The money moved, whether or not the AUTHORISATION arrived.
 		return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: psp}, nil
 	case v.authorized && v.captureFailed:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},

@@ -249,6 +249,9 @@ func judgeAttempt(evs []order.GatewayEvent, m order.Money) verdict {
 		case EventCapture:
 			if ok {
 				v.captured = true
+				if v.psp == "" {
+					v.psp = e.ChargeID
+				}
 			} else {
 				refusedCapture = true
 			}

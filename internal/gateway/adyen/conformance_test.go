@@ -88,15 +88,19 @@ type fakeAdyen struct {
 // newAdyen starts the fake with notifications delayed, reordered and
 // duplicated, and the adapter with the clock now (nil: time.Now). The
 // test fails if the fake broke Adyen's definitions.
-func newAdyen(t *testing.T, now func() time.Time) *fakeAdyen {
+func newAdyen(t *testing.T, now func() time.Time, mod ...func(*adyenfake.Config)) *fakeAdyen {
 	a := &fakeAdyen{log: &adyen.MemoryLog{}}
 	a.l = &listener{t: t, log: a.log}
 	notify := httptest.NewServer(a.l)
 	t.Cleanup(notify.Close)
-	fake, err := adyenfake.New(adyenfake.Config{APIKey: apiKey, MerchantAccount: merchant, HMACKey: hmacKey,
+	cfg := adyenfake.Config{APIKey: apiKey, MerchantAccount: merchant, HMACKey: hmacKey,
 		NotifyURL: notify.URL, NotifyUser: "adyen", NotifyPassword: "notify-secret",
 		Notify:        adyenfake.NotifyFaults{MaxDelay: 100 * time.Millisecond, Reorder: 0.2, ReorderDelay: 300 * time.Millisecond, Duplicate: 0.3},
-		ClientTimeout: 3 * callTimeout})
+		ClientTimeout: 3 * callTimeout}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	fake, err := adyenfake.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,5 +328,80 @@ func TestTechnicalCancel(t *testing.T) {
 	a.log.Record(lost...)
 	if got, err := a.gw.Lookup(t.Context(), req); err != nil || got.Outcome != order.OutcomeNotFound {
 		t.Errorf("Lookup after a late AUTHORISATION = %+v, %v; want not found still", got, err)
+	}
+}
+
+// TestFaults charges attempts while the fake answers late, 500 before or
+// after processing, drops connections and holds keys in flight, at random
+// (seeded), payments, captures and technical cancels alike, and settles
+// each unknown one by Lookup as the reconciler would. Whatever the
+// faults, an attempt reported succeeded was captured once, in full, and
+// one reported not found or declined took nothing.
+func TestFaults(t *testing.T) {
+	a := newAdyen(t, nil, func(c *adyenfake.Config) {
+		c.Seed = 29
+		c.Random = adyenfake.RandomFaults{TimeoutAfter: 0.1, FiveXXBefore: 0.1, FiveXXAfter: 0.1, DropAfter: 0.1, Slow: 0.1,
+			SlowMax: 2 * callTimeout}
+	})
+	const attempts = 24
+	results := make([]order.Result, attempts)
+	reqs := make([]order.ChargeRequest, attempts)
+	var unknown atomic.Int32
+	var wg sync.WaitGroup
+	for i := range attempts {
+		reqs[i] = order.ChargeRequest{AttemptID: order.NewID(), OrderID: order.NewID(), Amount: order.Money{Currency: "GBP", AmountMinor: 1000 + int64(i)},
+			PaymentMethod: "tok_ok", CreatedAt: time.Now(), CustomerPresent: true, ReturnURL: "https://shop.example/return"}
+		wg.Go(func() {
+			res, err := a.gw.Charge(t.Context(), reqs[i])
+			if res.Outcome == order.OutcomeUnknown {
+				unknown.Add(1)
+			}
+			deadline := time.Now().Add(60 * time.Second)
+			for (res.Outcome == order.OutcomeUnknown || err != nil) && time.Now().Before(deadline) {
+				time.Sleep(100 * time.Millisecond)
+				req := reqs[i]
+				req.GatewayChargeID = res.ChargeID
+				res, err = a.gw.Lookup(t.Context(), req)
+			}
+			results[i] = res
+		})
+	}
+	wg.Wait()
+	if unknown.Load() == 0 {
+		t.Fatal("no charge met a fault: the test proves nothing")
+	}
+	ledger := a.fake.Ledger()
+	counts := map[order.Outcome]int{}
+	for _, r := range results {
+		counts[r.Outcome]++
+	}
+	t.Logf("%d of %d charges unknown at first; settled: %v", unknown.Load(), attempts, counts)
+	for i, req := range reqs {
+		res := results[i]
+		var payments []adyenfake.Payment
+		for _, p := range ledger {
+			if p.Reference == req.AttemptID {
+				payments = append(payments, p)
+			}
+		}
+		var captured int64
+		for _, p := range payments {
+			captured += p.AmountCaptured
+		}
+		switch res.Outcome {
+		case order.OutcomeSucceeded:
+			if len(payments) != 1 || captured != req.Amount.AmountMinor || res.ChargeID != payments[0].PSPReference {
+				t.Errorf("attempt %d succeeded (%s), the ledger: %+v; want one payment, captured once in full", i, res.ChargeID, payments)
+			}
+		case order.OutcomeNotFound, order.OutcomeDeclined, order.OutcomeNotSent:
+			if captured != 0 {
+				t.Errorf("attempt %d %s, but the ledger took %d: %+v", i, res.Outcome, captured, payments)
+			}
+		default:
+			t.Errorf("attempt %d still %s after a minute of lookups; ledger %+v", i, res.Outcome, payments)
+		}
+		if len(payments) > 1 {
+			t.Errorf("attempt %d made %d payments: %+v", i, len(payments), payments)
+		}
 	}
 }

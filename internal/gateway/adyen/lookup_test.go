@@ -48,6 +48,15 @@ func TestLookupOutcomes(t *testing.T) {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, ""),
 					notified(g, EventTechnicalCancel, "TC00000000000001", testPSP, id+":cancel", true, 1250, "")}
 			}},
+		{name: "technical cancel beside a capture", created: old, want: order.OutcomeUnknown,
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventCapture, "CP00000000000001", testPSP, id+":capture", true, 1250, ""),
+					notified(g, EventTechnicalCancel, "TC00000000000001", testPSP, id, true, 1250, "")}
+			}},
+		{name: "captured, the AUTHORISATION lost", created: old, want: order.OutcomeSucceeded,
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventCapture, "CP00000000000001", testPSP, id+":capture", true, 1250, "")}
+			}},
 		{name: "authorisation refused", created: young, want: order.OutcomeDeclined, code: "cvc_declined",
 			events: func(g *Gateway, id string) []order.GatewayEvent {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, false, 1250, "CVC Declined")}

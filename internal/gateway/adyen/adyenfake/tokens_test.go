@@ -478,3 +478,31 @@ func TestRandomFaults(t *testing.T) {
 		t.Errorf("ledger under random faults: %d payments, %d refused", len(e.fake.Ledger()), refused)
 	}
 }
+
+// TestConcurrentCapturesNeverExceedTheAuthorisation races captures that
+// together ask for more than is held: only what is held is taken.
+func TestConcurrentCapturesNeverExceedTheAuthorisation(t *testing.T) {
+	t.Parallel()
+	e := start(t, Config{})
+	psp := e.pay("race", "tok_ok", 1000)["pspReference"].(string)
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			r := e.post("/payments/"+psp+"/captures", fmt.Sprintf("race:%d", i), captureBody(fmt.Sprintf("race:c%d", i), 300))
+			if r.code != http.StatusCreated {
+				t.Errorf("capture %d: %d %s", i, r.code, r.body)
+			}
+		})
+	}
+	wg.Wait()
+	p := e.payment("race")
+	succeeded := 0
+	for _, c := range p.Captures {
+		if c.Status == ModSucceeded {
+			succeeded++
+		}
+	}
+	if len(p.Captures) != 8 || succeeded != 3 || p.AmountCaptured != 900 {
+		t.Errorf("8 racing captures of 300 against 1000: %d succeeded, %d captured", succeeded, p.AmountCaptured)
+	}
+}
