@@ -295,6 +295,41 @@ func TestAdyenManualCaptureSettledByItsNotification(t *testing.T) {
 	}
 }
 
+// TestAdyenChallengeCompletedPastTheHorizon: an attempt waiting for the
+// shopper's 3-D Secure is not a lost answer: past the no-show horizon the
+// reconciler's checks leave it waiting (no technical cancel), and when
+// the shopper authenticates, its AUTHORISATION notification settles it
+// PAID, captured once.
+func TestAdyenChallengeCompletedPastTheHorizon(t *testing.T) {
+	t.Parallel()
+	f := newAdyenFixture(t)
+	o, a := f.charge(t, "tok_3ds", order.CaptureAutomatic)
+	if o.State != order.StateRequiresAction || a == nil || a.NextAction.RedirectURL == "" {
+		t.Fatalf("tok_3ds: %s with attempt %+v, want REQUIRES_ACTION with a page", o.State, a)
+	}
+	time.Sleep(adyenHorizon + 2*time.Second) // the reconciler checks it meanwhile
+	if got, _ := f.store.Order(context.Background(), order.AnyMerchant, o.ID); got.State != order.StateRequiresAction {
+		t.Fatalf("past the horizon the waiting order is %s, want REQUIRES_ACTION; log:\n%s", got.State, f.logs.String())
+	}
+	if p := f.payment(t, a.ID); len(p.TechnicalCancels) != 0 {
+		t.Fatalf("the reconciler technically canceled a challenge the shopper was still on: %+v", p.TechnicalCancels)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(a.NextAction.RedirectURL + "?result=authorised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	eventually(t, func() bool {
+		got, err := f.store.Order(context.Background(), order.AnyMerchant, o.ID)
+		return err == nil && got.State == order.StatePaid
+	}, "the order PAID once the shopper authenticated")
+	eventually(t, func() bool {
+		p := f.payment(t, a.ID)
+		return p.AmountCaptured == 1250 && len(p.Captures) == 1
+	}, "captured once, in full")
+}
+
 func eventually(t *testing.T, ok func() bool, what string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)

@@ -152,6 +152,14 @@ type AmountChecker interface {
 	CheckAmount(m Money) error
 }
 
+// ErrNotYetKnown is returned (wrapped) by Lookup when the gateway has not
+// yet told Settle what became of the attempt and cannot be asked (Adyen,
+// whose outcomes arrive only by notification), while the attempt's request
+// may still be reaching it. It is not a failed check: the reconciler looks
+// again no sooner than the no-show horizon, or when the gateway's event
+// makes the attempt due.
+var ErrNotYetKnown = errors.New("the gateway has not told the outcome yet")
+
 // ErrLookupExpired is returned by Lookup when the gateway can no longer be
 // asked about the attempt safely (for example, an idempotency key past its
 // retention window). The reconciler hands such orders to a person.

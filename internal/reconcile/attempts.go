@@ -179,6 +179,10 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):
 		return escalate(st, err.Error())
+	case errors.Is(err, order.ErrNotYetKnown):
+		// Like a "not found" while the request may still arrive.
+		st.Checked = false
+		st.LastError = err.Error()
 	case errors.Is(err, order.ErrBudgetExhausted):
 		// Nothing was asked: no failed check.
 		st.Checked = false
@@ -229,7 +233,7 @@ func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled 
 		return escalate(st, fmt.Sprintf("outcome still unknown after %d checks: %s", checks, st.LastError))
 	}
 	st.RecheckIn = jitter(r.cfg.Schedule[checks])
-	if res.Outcome == order.OutcomeNotFound && err == nil {
+	if (res.Outcome == order.OutcomeNotFound && err == nil) || errors.Is(err, order.ErrNotYetKnown) {
 		// No sooner than the horizon can settle it.
 		st.RecheckIn = max(st.RecheckIn, r.cfg.NoShowHorizon-d.AttemptAge+time.Second)
 	}

@@ -31,6 +31,7 @@ func TestDecide(t *testing.T) {
 		unknown   = order.Result{Outcome: order.OutcomeUnknown}
 		timeout   = errors.New("lookup timed out")
 		expired   = fmt.Errorf("key too old: %w", order.ErrLookupExpired)
+		notYet    = fmt.Errorf("no notification yet: %w", order.ErrNotYetKnown)
 	)
 	// jittered is the range a recheck after d may fall in (±20%).
 	jittered := func(d time.Duration) [2]time.Duration { return [2]time.Duration{d - d/5, d + d/5} }
@@ -71,6 +72,11 @@ func TestDecide(t *testing.T) {
 		// check: it never exhausts the schedule.
 		{name: "not found within the horizon, one check left", checked: 2, age: 10 * time.Minute, res: notFound,
 			wantOutcome: order.OutcomeUnknown, wantLastErr: "may still arrive", wantUncounted: true,
+			wantRecheck: [2]time.Duration{horizon - 10*time.Minute + time.Second, horizon - 10*time.Minute + time.Second}},
+		// A gateway that reports outcomes only by notification, before
+		// the horizon: as "not found", no failed check.
+		{name: "not yet known within the horizon, one check left", checked: 2, age: 10 * time.Minute, res: unknown, err: notYet,
+			wantOutcome: order.OutcomeUnknown, wantLastErr: "no notification yet", wantUncounted: true,
 			wantRecheck: [2]time.Duration{horizon - 10*time.Minute + time.Second, horizon - 10*time.Minute + time.Second}},
 		// An operator's check learns what it can but uses up nothing.
 		{name: "operator check, lookup error, one check left", checked: 2, operator: true, res: unknown, err: timeout,

@@ -89,8 +89,14 @@
 //	  no capture notification, older          the technical cancel, unknown (never captured
 //	                                          past the horizon)
 //	AUTHORISATION success=false               declined (its reason)
-//	nothing, younger than the horizon and     unknown, with an error: Adyen cannot be asked, the
-//	  not CancelAwaitingAction                notification may still come
+//	nothing, and Settle holds the attempt as  requires_action: the shopper has not acted yet; an
+//	  waiting for the shopper, not expired    authorisation that comes later is captured
+//	  (AwaitingAction, not                    whatever the attempt's age, since no technical
+//	  CancelAwaitingAction)                   cancel is ever sent for such an attempt
+//	nothing, younger than the horizon and     unknown, with order.ErrNotYetKnown: the request may
+//	  not CancelAwaitingAction                still reach Adyen; the reconciler waits for the
+//	                                          horizon, or for a notification, which makes the
+//	                                          attempt due, and counts no failed check
 //	nothing, older, or CancelAwaitingAction   the technical cancel (POST /cancels by the attempt
 //	                                          id, under its key), unknown until TECHNICAL_CANCEL
 //
@@ -101,13 +107,13 @@
 // Lookup reports a hold as the attempt's own notifications have it (open,
 // or expired); what captures and voids made of it their own lookups say.
 //
-// Two limits of answering from notifications: Lookup cannot tell an
-// attempt that waits for the shopper (REQUIRES_ACTION) from one whose
-// answer was lost, so a 3-D Secure challenge still open past
-// Config.NoShowHorizon is ended by the technical cancel; and an
-// AUTHORISATION of a manual-capture attempt that arrives after the
-// technical cancel was sent is reported as a hold until the
-// TECHNICAL_CANCEL arrives.
+// Lookup tells an attempt that waits for the shopper from one whose answer
+// was lost by ChargeRequest.AwaitingAction (Settle holds it as
+// REQUIRES_ACTION): a 3-D Secure challenge is ended by the technical
+// cancel only once it expires (CancelAwaitingAction). One limit of
+// answering from notifications: an AUTHORISATION of a manual-capture
+// attempt that arrives after the technical cancel was sent is reported as
+// a hold until the TECHNICAL_CANCEL arrives.
 //
 // # Amounts
 //
@@ -497,6 +503,10 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 		psp = req.GatewayChargeID
 	}
 	past := g.pastHorizon(req)
+	// An attempt Settle holds as waiting for the shopper, not yet expired:
+	// no technical cancel is ever sent for it, so an authorisation that
+	// comes late is captured, and silence means the shopper has not acted.
+	awaiting := req.AwaitingAction && !req.CancelAwaitingAction
 	switch {
 	case v.techCanceled && v.captured:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
@@ -517,13 +527,15 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	case v.authorized && v.captureFailed:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
 			errors.New("authorized, but its capture failed: the amount is held, not taken; a person decides")
-	case v.authorized && !past:
+	case v.authorized && (!past || awaiting):
 		return g.capture(ctx, req, value, psp)
 	case v.declined != "":
 		return order.Result{Outcome: order.OutcomeDeclined, ChargeID: psp, DeclineCode: v.declined}, nil
+	case awaiting:
+		return order.Result{Outcome: order.OutcomeRequiresAction, ChargeID: psp}, nil
 	case !past && !req.CancelAwaitingAction:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
-			errors.New("no notification about the attempt yet, and its payment request may still reach Adyen")
+			fmt.Errorf("no notification about the attempt yet, and its payment request may still reach Adyen: %w", order.ErrNotYetKnown)
 	}
 	why := "no verdict about the attempt past the no-show horizon"
 	switch {

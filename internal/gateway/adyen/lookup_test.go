@@ -1,6 +1,7 @@
 package adyen
 
 import (
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -32,6 +33,10 @@ func TestLookupOutcomes(t *testing.T) {
 		created time.Time
 		capture order.CaptureMode
 		cancel  bool
+		// awaiting says Settle holds the attempt as REQUIRES_ACTION.
+		awaiting bool
+		// notYet says the error is order.ErrNotYetKnown.
+		notYet bool
 		// events are the notifications recorded about the attempt.
 		events func(g *Gateway, id string) []order.GatewayEvent
 		want   order.Outcome
@@ -105,7 +110,13 @@ func TestLookupOutcomes(t *testing.T) {
 			events: func(g *Gateway, id string) []order.GatewayEvent {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, "")}
 			}},
-		{name: "nothing yet, young", created: young, want: order.OutcomeUnknown},
+		{name: "nothing yet, young", created: young, want: order.OutcomeUnknown, notYet: true},
+		{name: "nothing, waiting for the shopper", created: old, awaiting: true, want: order.OutcomeRequiresAction},
+		{name: "waiting for the shopper, expired: technical cancel", created: old, awaiting: true, cancel: true, want: order.OutcomeUnknown, paths: []string{"/cancels"}},
+		{name: "authorised late after a challenge: captured", created: old, awaiting: true, want: order.OutcomeSucceeded, paths: []string{captures},
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, "")}
+			}},
 		{name: "nothing, past the horizon: technical cancel", created: old, want: order.OutcomeUnknown, paths: []string{"/cancels"}},
 		{name: "nothing, waiting for nobody: technical cancel", created: young, cancel: true, want: order.OutcomeUnknown, paths: []string{"/cancels"}},
 		{name: "technical cancel failed", created: old, want: order.OutcomeUnknown, paths: []string{"/cancels"},
@@ -124,7 +135,7 @@ func TestLookupOutcomes(t *testing.T) {
 			log := &MemoryLog{}
 			g := newGateway(t, s.srv.URL, log, func() time.Time { return now })
 			req := chargeRequest(tt.created)
-			req.Capture, req.CancelAwaitingAction = tt.capture, tt.cancel
+			req.Capture, req.CancelAwaitingAction, req.AwaitingAction = tt.capture, tt.cancel, tt.awaiting
 			if tt.events != nil {
 				log.Record(tt.events(g, req.AttemptID)...)
 			}
@@ -132,6 +143,9 @@ func TestLookupOutcomes(t *testing.T) {
 			definite := tt.want != order.OutcomeUnknown
 			if res.Outcome != tt.want || res.DeclineCode != tt.code || (err == nil) != definite {
 				t.Fatalf("Lookup = %+v, %v; want %s %q", res, err, tt.want, tt.code)
+			}
+			if errors.Is(err, order.ErrNotYetKnown) != tt.notYet {
+				t.Errorf("Lookup's error %v: ErrNotYetKnown %t, want %t", err, !tt.notYet, tt.notYet)
 			}
 			if tt.want == order.OutcomeSucceeded && res.ChargeID != testPSP {
 				t.Errorf("Lookup's charge id %q, want the payment's %s", res.ChargeID, testPSP)
