@@ -254,14 +254,16 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	var coldOrders, coldOneCall []ColdRun
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
 	cold := slices.Contains(b.cfg.ColdConcurrency, c)
-	coldRun := func(r int, path string, newOp func(*grpc.ClientConn, string) func(int) op) (ColdRun, error) {
+	// coldRun adds a cold run of round r to runs.
+	coldRun := func(r int, path string, newOp func(*grpc.ClientConn, string) func(int) op, runs *[]ColdRun) error {
 		cr, err := b.coldRun(ctx, c, newOp)
 		if err != nil {
-			return cr, fmt.Errorf("cold %s: %w", path, err)
+			return fmt.Errorf("cold %s: %w", path, err)
 		}
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: cold %s: first %s %.0f/s (per %s: %s), sequential scans: %s\n",
 			c, r+1, b.cfg.Runs, path, b.firstWindow(), cr.FirstPerSecond, coldSlice, perSlice(cr.SlicesPerSecond), scansText(cr.SeqScans))
-		return cr, nil
+		*runs = append(*runs, cr)
+		return nil
 	}
 	refunds := slices.Contains(b.cfg.RefundConcurrency, c)
 	var refundable []string
@@ -297,11 +299,9 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 			}
 			settle = append(settle, sr)
 			if cold {
-				cr, err := coldRun(r, "orders", orderOp)
-				if err != nil {
+				if err := coldRun(r, "orders", orderOp, &coldOrders); err != nil {
 					return p, err
 				}
-				coldOrders = append(coldOrders, cr)
 			}
 			continue
 		}
@@ -345,11 +345,9 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
 			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
 		if cold {
-			cr, err := coldRun(r, "orders", orderOp)
-			if err != nil {
+			if err := coldRun(r, "orders", orderOp, &coldOrders); err != nil {
 				return p, err
 			}
-			coldOrders = append(coldOrders, cr)
 		}
 		if refunds {
 			rfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_refund.sql", c) })
@@ -407,11 +405,9 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: one-call floor %.0f/s, settle one-call %.0f/s (p50 %.2fms)\n",
 			c, r+1, b.cfg.Runs, ofr.PerSecond, osr.PerSecond, osr.P50Ms)
 		if cold {
-			cr, err := coldRun(r, "one call", oneCallOp)
-			if err != nil {
+			if err := coldRun(r, "one call", oneCallOp, &coldOneCall); err != nil {
 				return p, err
 			}
-			coldOneCall = append(coldOneCall, cr)
 		}
 	}
 	if b.cfg.Citus {

@@ -147,7 +147,10 @@ var shardSuffix = regexp.MustCompile(`_[0-9]+$`)
 // pg_stat_user_tables: on Citus those of every node, a table's shards
 // summed under its name. A backend reports its counts when it goes idle
 // (at most once a second) and when it ends: the server's have, once its
-// connections are gone, which it waits for (a few seconds at most).
+// connections are gone, which it waits for (a few seconds at most). On
+// Citus, nodes keep connections to each other (application name
+// citus_internal), and those that served the server's end with its
+// connections to the coordinator, which is read first.
 func (db *benchDB) seqScans(ctx context.Context, name string) (map[string]SeqScans, error) {
 	urls := []string{db.cluster.URL(name)}
 	if db.citus != nil {
@@ -159,7 +162,15 @@ func (db *benchDB) seqScans(ctx context.Context, name string) (map[string]SeqSca
 	out := map[string]SeqScans{}
 	for _, url := range urls {
 		if err := func() error {
-			conn, err := pgx.Connect(ctx, url)
+			cfg, err := pgx.ParseConfig(url)
+			if err != nil {
+				return err
+			}
+			if db.citus != nil {
+				// Citus hides shards from other clients' catalog reads.
+				cfg.RuntimeParams["citus.override_table_visibility"] = "off"
+			}
+			conn, err := pgx.ConnectConfig(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -167,13 +178,17 @@ func (db *benchDB) seqScans(ctx context.Context, name string) (map[string]SeqSca
 			for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
 				var others int
 				if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-					WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()`).Scan(&others); err != nil {
+					WHERE datname = current_database() AND backend_type = 'client backend' AND pid <> pg_backend_pid()
+					AND application_name NOT LIKE 'citus_internal%'`).Scan(&others); err != nil {
 					return err
 				}
 				if others == 0 {
 					break
 				}
 				time.Sleep(100 * time.Millisecond)
+			}
+			if db.citus != nil && url != urls[0] {
+				time.Sleep(time.Second) // for the workers' backends to end after the coordinator's
 			}
 			rows, err := conn.Query(ctx, `SELECT relname, coalesce(seq_scan, 0), coalesce(seq_tup_read, 0) FROM pg_stat_user_tables`)
 			if err != nil {
