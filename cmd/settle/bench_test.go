@@ -74,7 +74,7 @@ func TestBenchSmoke(t *testing.T) {
 			continue
 		}
 		for _, table := range []string{"orders", "charge_attempts", "order_events"} {
-			if s := c.Runs[0].SeqScans[table]; s.Scans > 0 {
+			if s := c.Runs[0].Tables[table]; s.Scans > 0 {
 				t.Errorf("cold %s: %d sequential scans of %s (%d rows read)", name, s.Scans, table, s.RowsRead)
 			}
 		}

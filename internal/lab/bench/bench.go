@@ -260,8 +260,9 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		if err != nil {
 			return fmt.Errorf("cold %s: %w", path, err)
 		}
-		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: cold %s: first %s %.0f/s (per %s: %s), sequential scans: %s\n",
-			c, r+1, b.cfg.Runs, path, b.firstWindow(), cr.FirstPerSecond, coldSlice, perSlice(cr.SlicesPerSecond), scansText(cr.SeqScans))
+		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: cold %s: first %s %.0f/s (per %s: %s), sequential scans: %s; rows fetched by index per order: %s\n",
+			c, r+1, b.cfg.Runs, path, b.firstWindow(), cr.FirstPerSecond, coldSlice, perSlice(cr.SlicesPerSecond),
+			scansText(cr.Tables), fetchedText(cr.Tables, cr.Ops))
 		*runs = append(*runs, cr)
 		return nil
 	}

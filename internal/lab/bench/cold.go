@@ -49,7 +49,7 @@ func (b *benchmark) coldRun(ctx context.Context, c int, newOp func(*grpc.ClientC
 	if err := migrateWith(ctx, b.cfg.Server, url); err != nil {
 		return ColdRun{}, err
 	}
-	before, err := b.db.seqScans(ctx, name)
+	before, err := b.db.tableReads(ctx, name)
 	if err != nil {
 		return ColdRun{}, err
 	}
@@ -73,16 +73,18 @@ func (b *benchmark) coldRun(ctx context.Context, c int, newOp func(*grpc.ClientC
 	if err != nil {
 		return ColdRun{}, err
 	}
-	after, err := b.db.seqScans(ctx, name)
+	after, err := b.db.tableReads(ctx, name)
 	if err != nil {
 		return ColdRun{}, err
 	}
 	// pg_stat_statements counts the benchmark's own database, not this one.
 	m.StatementsPerOp, m.RoundTripsPerOp = -1, -1
-	r := ColdRun{Measurement: m, SeqScans: map[string]SeqScans{}}
+	r := ColdRun{Measurement: m, Tables: map[string]TableReads{}}
 	for table, a := range after {
-		if d := (SeqScans{Scans: a.Scans - before[table].Scans, RowsRead: a.RowsRead - before[table].RowsRead}); d.Scans > 0 {
-			r.SeqScans[table] = d
+		was := before[table]
+		if d := (TableReads{Scans: a.Scans - was.Scans, RowsRead: a.RowsRead - was.RowsRead,
+			IndexRowsFetched: a.IndexRowsFetched - was.IndexRowsFetched}); d.Scans > 0 || d.IndexRowsFetched > 0 {
+			r.Tables[table] = d
 		}
 	}
 	whole, first := int(b.cfg.Duration/time.Second), int(b.firstWindow()/time.Second)
@@ -143,7 +145,7 @@ func (db *benchDB) dropDatabase(ctx context.Context, name string) error {
 // shardSuffix is the suffix of a Citus shard's table name (orders_102008).
 var shardSuffix = regexp.MustCompile(`_[0-9]+$`)
 
-// seqScans reads the sequential scans of each table of database name from
+// tableReads reads the sequential scans and index fetches of each table of database name from
 // pg_stat_user_tables: on Citus those of every node, a table's shards
 // summed under its name. A backend reports its counts when it goes idle
 // (at most once a second) and when it ends: the server's have, once its
@@ -151,7 +153,7 @@ var shardSuffix = regexp.MustCompile(`_[0-9]+$`)
 // Citus, nodes keep connections to each other (application name
 // citus_internal), and those that served the server's end with its
 // connections to the coordinator, which is read first.
-func (db *benchDB) seqScans(ctx context.Context, name string) (map[string]SeqScans, error) {
+func (db *benchDB) tableReads(ctx context.Context, name string) (map[string]TableReads, error) {
 	urls := []string{db.cluster.URL(name)}
 	if db.citus != nil {
 		urls = urls[:0]
@@ -159,7 +161,7 @@ func (db *benchDB) seqScans(ctx context.Context, name string) (map[string]SeqSca
 			urls = append(urls, n.URL(name))
 		}
 	}
-	out := map[string]SeqScans{}
+	out := map[string]TableReads{}
 	for _, url := range urls {
 		if err := func() error {
 			cfg, err := pgx.ParseConfig(url)
@@ -190,21 +192,23 @@ func (db *benchDB) seqScans(ctx context.Context, name string) (map[string]SeqSca
 			if db.citus != nil && url != urls[0] {
 				time.Sleep(time.Second) // for the workers' backends to end after the coordinator's
 			}
-			rows, err := conn.Query(ctx, `SELECT relname, coalesce(seq_scan, 0), coalesce(seq_tup_read, 0) FROM pg_stat_user_tables`)
+			rows, err := conn.Query(ctx, `SELECT relname, coalesce(seq_scan, 0), coalesce(seq_tup_read, 0), coalesce(idx_tup_fetch, 0)
+				FROM pg_stat_user_tables`)
 			if err != nil {
 				return err
 			}
 			for rows.Next() {
 				var table string
-				var s SeqScans
-				if err := rows.Scan(&table, &s.Scans, &s.RowsRead); err != nil {
+				var s TableReads
+				if err := rows.Scan(&table, &s.Scans, &s.RowsRead, &s.IndexRowsFetched); err != nil {
 					return err
 				}
 				if db.citus != nil {
 					table = shardSuffix.ReplaceAllString(table, "")
 				}
 				t := out[table]
-				out[table] = SeqScans{Scans: t.Scans + s.Scans, RowsRead: t.RowsRead + s.RowsRead}
+				out[table] = TableReads{Scans: t.Scans + s.Scans, RowsRead: t.RowsRead + s.RowsRead,
+					IndexRowsFetched: t.IndexRowsFetched + s.IndexRowsFetched}
 			}
 			return rows.Err()
 		}(); err != nil {
@@ -220,21 +224,22 @@ func coldSeries(runs []ColdRun, window time.Duration, warm float64) *Cold {
 	for i, r := range runs {
 		ms[i] = r.Measurement
 	}
-	med := ColdRun{Measurement: summarize(ms).Median, SeqScans: map[string]SeqScans{}}
+	med := ColdRun{Measurement: summarize(ms).Median, Tables: map[string]TableReads{}}
 	med.FirstPerSecond = median(runs, func(r ColdRun) float64 { return r.FirstPerSecond })
 	for i := range runs[0].SlicesPerSecond {
 		med.SlicesPerSecond = append(med.SlicesPerSecond, median(runs, func(r ColdRun) float64 { return r.SlicesPerSecond[i] }))
 	}
 	tables := map[string]bool{}
 	for _, r := range runs {
-		for t := range r.SeqScans {
+		for t := range r.Tables {
 			tables[t] = true
 		}
 	}
 	for _, t := range slices.Sorted(maps.Keys(tables)) {
-		med.SeqScans[t] = SeqScans{
-			Scans:    int64(median(runs, func(r ColdRun) float64 { return float64(r.SeqScans[t].Scans) })),
-			RowsRead: int64(median(runs, func(r ColdRun) float64 { return float64(r.SeqScans[t].RowsRead) })),
+		med.Tables[t] = TableReads{
+			Scans:            int64(median(runs, func(r ColdRun) float64 { return float64(r.Tables[t].Scans) })),
+			RowsRead:         int64(median(runs, func(r ColdRun) float64 { return float64(r.Tables[t].RowsRead) })),
+			IndexRowsFetched: int64(median(runs, func(r ColdRun) float64 { return float64(r.Tables[t].IndexRowsFetched) })),
 		}
 	}
 	return &Cold{Median: med, Runs: runs, Window: window.String(), Warm: warm, VsWarm: ratio(med.FirstPerSecond, warm)}

@@ -82,19 +82,23 @@ type Cold struct {
 }
 
 // ColdRun is one cold run: the whole run, its throughput over its first
-// 15 s (Cold.Window) and over each 5 s, and the sequential scans of each
-// table that PostgreSQL made from the server's start to its stop.
+// 15 s (Cold.Window) and over each 5 s, and the reads of each table that
+// PostgreSQL made from the server's start to its stop (those read).
 type ColdRun struct {
 	Measurement
-	FirstPerSecond  float64             `json:"first_per_second"`
-	SlicesPerSecond []float64           `json:"per_5s_per_second"`
-	SeqScans        map[string]SeqScans `json:"seq_scans"`
+	FirstPerSecond  float64               `json:"first_per_second"`
+	SlicesPerSecond []float64             `json:"per_5s_per_second"`
+	Tables          map[string]TableReads `json:"tables"`
 }
 
-// SeqScans is a table's sequential scans and the rows they read.
-type SeqScans struct {
-	Scans    int64 `json:"scans"`
-	RowsRead int64 `json:"rows_read"`
+// TableReads is a table's sequential scans and the rows they read, and
+// the rows its index scans fetched: a plan that reads a whole table by an
+// index (every order of a merchant, say) makes no sequential scan, but
+// fetches more rows per order as the table grows.
+type TableReads struct {
+	Scans            int64 `json:"seq_scans"`
+	RowsRead         int64 `json:"seq_rows_read"`
+	IndexRowsFetched int64 `json:"index_rows_fetched"`
 }
 
 // OneCall is the one-call path at one concurrency: Floor is pgbench running
@@ -365,7 +369,7 @@ func targets(rep *Report) []Target {
 	}
 	// Any scan of a growing table in any cold run misses: the medians
 	// could hide a run whose plans went wrong.
-	worst, runs := map[string]SeqScans{}, 0
+	worst, runs := map[string]TableReads{}, 0
 	for _, p := range rep.Points {
 		for _, c := range []*Cold{p.Cold, p.OneCallCold} {
 			if c == nil {
@@ -374,7 +378,7 @@ func targets(rep *Report) []Target {
 			for _, r := range c.Runs {
 				runs++
 				for _, t := range growingTables {
-					if s := r.SeqScans[t]; s.Scans > worst[t].Scans {
+					if s := r.Tables[t]; s.Scans > worst[t].Scans {
 						worst[t] = s
 					}
 				}
@@ -511,7 +515,7 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Cold != nil }) {
 		b.WriteString("\ncold start (each run on a new, just-migrated database and a new server, under load from its first second):\n")
 		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "clients\tpath\tfirst/s\tper 5 s\twarm/s\tcold÷warm\tp50 / p95 / p99 ms\tCPU µs per order: client + server + PostgreSQL\tsequential scans (rows read)\t")
+		fmt.Fprintln(tw, "clients\tpath\tfirst/s\tper 5 s\twarm/s\tcold÷warm\tp50 / p95 / p99 ms\tCPU µs per order: client + server + PostgreSQL\tsequential scans (rows read)\trows fetched by index per order\t")
 		for _, p := range rep.Points {
 			for _, c := range []struct {
 				path string
@@ -521,9 +525,9 @@ func (rep *Report) WriteTable(w io.Writer) error {
 					continue
 				}
 				m := c.cold.Median
-				fmt.Fprintf(tw, "%d\t%s\t%.0f (%s)\t%s\t%.0f\t%.2f×\t%s\t%.0f + %.0f + %.0f\t%s\t\n", p.Concurrency, c.path,
+				fmt.Fprintf(tw, "%d\t%s\t%.0f (%s)\t%s\t%.0f\t%.2f×\t%s\t%.0f + %.0f + %.0f\t%s\t%s\t\n", p.Concurrency, c.path,
 					m.FirstPerSecond, c.cold.Window, perSlice(m.SlicesPerSecond), c.cold.Warm, c.cold.VsWarm, latencies(m.Measurement),
-					m.ClientCPUPerOpUs, m.ServerCPUPerOpUs, m.DBCPUPerOpUs, scansText(m.SeqScans))
+					m.ClientCPUPerOpUs, m.ServerCPUPerOpUs, m.DBCPUPerOpUs, scansText(m.Tables), fetchedText(m.Tables, m.Ops))
 			}
 		}
 		tw.Flush()
@@ -583,7 +587,7 @@ func perSlice(vs []float64) string {
 
 // scansText lists the sequential scans of the growing tables (none
 // included) and of any other table scanned.
-func scansText(scans map[string]SeqScans) string {
+func scansText(scans map[string]TableReads) string {
 	var s []string
 	for _, t := range growingTables {
 		if n := scans[t]; n.Scans > 0 {
@@ -596,6 +600,16 @@ func scansText(scans map[string]SeqScans) string {
 		if n := scans[t]; !slices.Contains(growingTables, t) && n.Scans > 0 {
 			s = append(s, fmt.Sprintf("%s %d (%d)", t, n.Scans, n.RowsRead))
 		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// fetchedText lists the rows fetched by index per op from each growing
+// table.
+func fetchedText(reads map[string]TableReads, ops int) string {
+	s := make([]string, len(growingTables))
+	for i, t := range growingTables {
+		s[i] = fmt.Sprintf("%s %.1f", t, float64(reads[t].IndexRowsFetched)/float64(max(ops, 1)))
 	}
 	return strings.Join(s, ", ")
 }

@@ -49,11 +49,11 @@ func TestTargets(t *testing.T) {
 // the warm runs on every cold path, and any sequential scan of a growing
 // table in any run, which the medians must not hide.
 func TestColdTargets(t *testing.T) {
-	run := func(first float64, scans map[string]SeqScans) ColdRun {
-		return ColdRun{FirstPerSecond: first, SlicesPerSecond: []float64{first / 2, first, first * 1.5}, SeqScans: scans}
+	run := func(first float64, scans map[string]TableReads) ColdRun {
+		return ColdRun{FirstPerSecond: first, SlicesPerSecond: []float64{first / 2, first, first * 1.5}, Tables: scans}
 	}
-	clean := []ColdRun{run(1900, nil), run(2000, map[string]SeqScans{"schema_migrations": {Scans: 2, RowsRead: 40}}), run(1800, nil)}
-	scanned := []ColdRun{run(1900, nil), run(900, map[string]SeqScans{"orders": {Scans: 1155, RowsRead: 5_200_000}}), run(1800, nil)}
+	clean := []ColdRun{run(1900, nil), run(2000, map[string]TableReads{"schema_migrations": {Scans: 2, RowsRead: 40}}), run(1800, nil)}
+	scanned := []ColdRun{run(1900, nil), run(900, map[string]TableReads{"orders": {Scans: 1155, RowsRead: 5_200_000}}), run(1800, nil)}
 	targetsOf := func(window time.Duration, orders, oneCall []ColdRun) map[string]Target {
 		p := Point{Concurrency: 16}
 		p.Settle.Median.PerSecond = 2000
@@ -103,9 +103,9 @@ func TestColdTargets(t *testing.T) {
 // scans included (as zero in a run that made none).
 func TestColdSeries(t *testing.T) {
 	runs := []ColdRun{
-		{FirstPerSecond: 100, SlicesPerSecond: []float64{50, 100, 150}, SeqScans: map[string]SeqScans{"orders": {Scans: 10, RowsRead: 100}}},
-		{FirstPerSecond: 300, SlicesPerSecond: []float64{250, 300, 350}, SeqScans: map[string]SeqScans{"orders": {Scans: 20, RowsRead: 300}}},
-		{FirstPerSecond: 200, SlicesPerSecond: []float64{150, 200, 250}},
+		{FirstPerSecond: 100, SlicesPerSecond: []float64{50, 100, 150}, Tables: map[string]TableReads{"orders": {Scans: 10, RowsRead: 100, IndexRowsFetched: 5}}},
+		{FirstPerSecond: 300, SlicesPerSecond: []float64{250, 300, 350}, Tables: map[string]TableReads{"orders": {Scans: 20, RowsRead: 300, IndexRowsFetched: 9}}},
+		{FirstPerSecond: 200, SlicesPerSecond: []float64{150, 200, 250}, Tables: map[string]TableReads{"orders": {IndexRowsFetched: 7}}},
 	}
 	c := coldSeries(runs, 15*time.Second, 400)
 	if c.Median.FirstPerSecond != 200 || c.VsWarm != 0.5 || c.Window != "15s" {
@@ -114,7 +114,10 @@ func TestColdSeries(t *testing.T) {
 	if want := []float64{150, 200, 250}; !slices.Equal(c.Median.SlicesPerSecond, want) {
 		t.Errorf("slices %v, want %v", c.Median.SlicesPerSecond, want)
 	}
-	if got := c.Median.SeqScans["orders"]; got != (SeqScans{Scans: 10, RowsRead: 100}) {
-		t.Errorf("orders' median scans %+v, want 10 (100 rows)", got)
+	if got := c.Median.Tables["orders"]; got != (TableReads{Scans: 10, RowsRead: 100, IndexRowsFetched: 7}) {
+		t.Errorf("orders' median reads %+v, want 10 scans (100 rows), 7 rows fetched by index", got)
+	}
+	if got, want := fetchedText(c.Median.Tables, 2), "orders 3.5, charge_attempts 0.0, order_events 0.0"; got != want {
+		t.Errorf("rows fetched by index per order: %q, want %q", got, want)
 	}
 }
