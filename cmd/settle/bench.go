@@ -58,8 +58,10 @@ work per order (internal/lab/bench/sql/floor.sql) and the same work as naive tra
 serve (as the hidden bench-server, with an in-process gateway that
 charges at once) as a subprocess under a closed-loop gRPC load client, at each
 concurrency; then a reconciler draining due orders against pgbench running
-its settle statement. Prints tables; -json writes every run. The full run
-takes about 15 minutes; -duration 3s -runs 1 is a quick look.
+its settle statement. At -cold-c, the order paths also start cold: each
+run on a new, just-migrated database and a new server with no warm-up.
+Prints tables; -json writes every run. The full run takes about 17
+minutes; -duration 3s -runs 1 is a quick look.
 
 `)
 		fs.PrintDefaults()
@@ -70,6 +72,7 @@ takes about 15 minutes; -duration 3s -runs 1 is a quick look.
 		oneConc  = "16"
 		refConc  = "16"
 		capConc  = "16"
+		coldConc = "16"
 		jsonPath string
 		quiet    bool
 	)
@@ -77,6 +80,7 @@ takes about 15 minutes; -duration 3s -runs 1 is a quick look.
 	fs.StringVar(&oneConc, "one-call-c", oneConc, "those of -c at which to measure the one-call path (CreateAndChargeOrder) against its floor too; empty for none")
 	fs.StringVar(&refConc, "refund-c", refConc, "those of -c at which to measure refunds (RefundOrder) against their floor too; empty for none")
 	fs.StringVar(&capConc, "capture-c", capConc, "those of -c at which to measure captures (CaptureOrder) against their floor too; empty for none")
+	fs.StringVar(&coldConc, "cold-c", coldConc, "those of -c at which to measure the order path (and the one-call path, at -one-call-c) from a cold start too: each run on a new, just-migrated database and a new server, from its first second; empty for none")
 	fs.DurationVar(&cfg.Duration, "duration", 15*time.Second, "length of one run of the floors and of Settle (whole seconds)")
 	fs.DurationVar(&cfg.TransportDuration, "transport-duration", 5*time.Second, "length of one run of the health checks")
 	fs.IntVar(&cfg.Runs, "runs", 3, "runs per point; each figure is their median")
@@ -120,6 +124,9 @@ takes about 15 minutes; -duration 3s -runs 1 is a quick look.
 		return err
 	}
 	if cfg.CaptureConcurrency, err = clientCounts("-capture-c", capConc); err != nil {
+		return err
+	}
+	if cfg.ColdConcurrency, err = clientCounts("-cold-c", coldConc); err != nil {
 		return err
 	}
 	cfg.Server = srv

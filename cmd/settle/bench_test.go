@@ -26,7 +26,7 @@ func TestBenchSmoke(t *testing.T) {
 	// This test binary is settle when SETTLE_TEST_AS_MAIN=1 (see TestMain).
 	srv := bench.Server{Binary: os.Args[0], Env: []string{"SETTLE_TEST_AS_MAIN=1", "SETTLE_LOG_FORMAT=text"}}
 	err := benchWith(context.Background(), []string{"-c", "1,4", "-duration", "2s", "-transport-duration", "1s",
-		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-refund-c", "4", "-capture-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
+		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-refund-c", "4", "-capture-c", "4", "-cold-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("settle bench: %v\n%s", err, stderr.String())
 	}
@@ -65,6 +65,22 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("capture series at 4 clients missing or without throughput: %+v", cp)
 	} else if cp.Settle.Median.CommitsPerOp > 2.05 {
 		t.Errorf("captures: %.2f commits per capture, want 2", cp.Settle.Median.CommitsPerOp)
+	}
+	// The cold series at 4 clients: the order path and the one-call path,
+	// each on a new database, and no sequential scan of a growing table.
+	for name, c := range map[string]*bench.Cold{"orders": rep.Points[1].Cold, "one call": rep.Points[1].OneCallCold} {
+		if c == nil || c.Median.FirstPerSecond <= 0 || c.Warm <= 0 || c.VsWarm <= 0 || len(c.Runs) != 1 {
+			t.Errorf("cold %s at 4 clients missing or without throughput: %+v", name, c)
+			continue
+		}
+		for _, table := range []string{"orders", "charge_attempts", "order_events"} {
+			if s := c.Runs[0].Tables[table]; s.Scans > 0 {
+				t.Errorf("cold %s: %d sequential scans of %s (%d rows read)", name, s.Scans, table, s.RowsRead)
+			}
+		}
+	}
+	if rep.Points[0].Cold != nil {
+		t.Errorf("cold series measured at 1 client, not asked for")
 	}
 	// -profile: a CPU profile of the server at each concurrency (--pprof).
 	for _, c := range []string{"1", "4"} {

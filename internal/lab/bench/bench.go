@@ -20,6 +20,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"google.golang.org/grpc"
 )
 
 // Config is what to measure and how long.
@@ -35,6 +37,11 @@ type Config struct {
 	// CaptureConcurrency lists those of them at which captures
 	// (CaptureOrder) are also measured, against their own floor.
 	CaptureConcurrency []int
+	// ColdConcurrency lists those of them at which the order path (and
+	// the one-call path, where it is measured) is also measured from a
+	// cold start: each run on a new, just-migrated database and a new
+	// server, with no warm-up, against the warm runs.
+	ColdConcurrency []int
 	// Duration is the length of one run of the floor, the naive floor and
 	// Settle; TransportDuration that of one run of the health checks.
 	Duration, TransportDuration time.Duration
@@ -97,6 +104,11 @@ func (c *Config) validate() error {
 	for _, n := range c.CaptureConcurrency {
 		if !slices.Contains(c.Concurrency, n) {
 			return fmt.Errorf("bench: capture concurrency %d is not one of the concurrencies measured", n)
+		}
+	}
+	for _, n := range c.ColdConcurrency {
+		if !slices.Contains(c.Concurrency, n) {
+			return fmt.Errorf("bench: cold concurrency %d is not one of the concurrencies measured", n)
 		}
 	}
 	if c.Duration < time.Second || c.TransportDuration < time.Second {
@@ -239,7 +251,21 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
 	}
 	var floor, naive, transport, settle, oneFloor, oneSettle, refundFloor, refundSettle, captureFloor, captureSettle []Measurement
+	var coldOrders, coldOneCall []ColdRun
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
+	cold := slices.Contains(b.cfg.ColdConcurrency, c)
+	// coldRun adds a cold run of round r to runs.
+	coldRun := func(r int, path string, newOp func(*grpc.ClientConn, string) func(int) op, runs *[]ColdRun) error {
+		cr, err := b.coldRun(ctx, c, newOp)
+		if err != nil {
+			return fmt.Errorf("cold %s: %w", path, err)
+		}
+		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: cold %s: first %s %.0f/s (per %s: %s), sequential scans: %s; rows fetched by index per order: %s\n",
+			c, r+1, b.cfg.Runs, path, b.firstWindow(), cr.FirstPerSecond, coldSlice, perSlice(cr.SlicesPerSecond),
+			scansText(cr.Tables), fetchedText(cr.Tables, cr.Ops))
+		*runs = append(*runs, cr)
+		return nil
+	}
 	refunds := slices.Contains(b.cfg.RefundConcurrency, c)
 	var refundable []string
 	if refunds {
@@ -273,6 +299,11 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 				return p, err
 			}
 			settle = append(settle, sr)
+			if cold {
+				if err := coldRun(r, "orders", orderOp, &coldOrders); err != nil {
+					return p, err
+				}
+			}
 			continue
 		}
 		fr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor.sql", c) })
@@ -314,6 +345,11 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		floor, naive, transport, settle = append(floor, fr), append(naive, nr), append(transport, tr), append(settle, sr)
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
 			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
+		if cold {
+			if err := coldRun(r, "orders", orderOp, &coldOrders); err != nil {
+				return p, err
+			}
+		}
 		if refunds {
 			rfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_refund.sql", c) })
 			if err != nil {
@@ -369,9 +405,17 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		oneFloor, oneSettle = append(oneFloor, ofr), append(oneSettle, osr)
 		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: one-call floor %.0f/s, settle one-call %.0f/s (p50 %.2fms)\n",
 			c, r+1, b.cfg.Runs, ofr.PerSecond, osr.PerSecond, osr.P50Ms)
+		if cold {
+			if err := coldRun(r, "one call", oneCallOp, &coldOneCall); err != nil {
+				return p, err
+			}
+		}
 	}
 	if b.cfg.Citus {
-		p.Settle = summarize(settle) // the only series measured on Citus
+		p.Settle = summarize(settle) // the only series measured on Citus, with its cold start
+		if cold {
+			p.Cold = coldSeries(coldOrders, b.firstWindow(), p.Settle.Median.PerSecond)
+		}
 		return p, nil
 	}
 	p.Floor, p.Naive, p.Transport, p.Settle = summarize(floor), summarize(naive), summarize(transport), summarize(settle)
@@ -388,6 +432,12 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if oneCall {
 		p.OneCall = &OneCall{Floor: summarize(oneFloor), Settle: summarize(oneSettle)}
 		p.OneCall.SettleVsFloor = ratio(p.OneCall.Settle.Median.PerSecond, p.OneCall.Floor.Median.PerSecond)
+	}
+	if cold {
+		p.Cold = coldSeries(coldOrders, b.firstWindow(), p.Settle.Median.PerSecond)
+		if oneCall {
+			p.OneCallCold = coldSeries(coldOneCall, b.firstWindow(), p.OneCall.Settle.Median.PerSecond)
+		}
 	}
 	return p, nil
 }

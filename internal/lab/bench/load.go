@@ -22,6 +22,10 @@ type loadResult struct {
 	ops       int
 	elapsed   time.Duration
 	latencies []time.Duration
+	// answered counts the operations answered in each second of the run
+	// (the last may hold those answered after d), so that a slow start
+	// shows.
+	answered []int
 }
 
 // op is one operation of a worker: n counts the worker's operations.
@@ -38,6 +42,7 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 	var (
 		wg   sync.WaitGroup
 		lats = make([][]time.Duration, c)
+		secs = make([][]int, c)
 		ops  = make([]op, c)
 	)
 	for w := range c {
@@ -50,6 +55,7 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 		go func() {
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 4096)
+			answered := make([]int, int(d/time.Second)+1)
 			for n := 0; ctx.Err() == nil; n++ {
 				t0 := time.Now()
 				if !t0.Before(stop) {
@@ -62,9 +68,11 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 					cancel(fmt.Errorf("worker %d: %w", w, err))
 					break
 				}
-				lat = append(lat, time.Since(t0))
+				t1 := time.Now()
+				lat = append(lat, t1.Sub(t0))
+				answered[min(int(t1.Sub(start)/time.Second), len(answered)-1)]++
 			}
-			lats[w] = lat
+			lats[w], secs[w] = lat, answered
 		}()
 	}
 	wg.Wait()
@@ -72,9 +80,13 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 	if err := context.Cause(ctx); err != nil {
 		return res, err
 	}
-	for _, l := range lats {
+	res.answered = make([]int, int(d/time.Second)+1)
+	for w, l := range lats {
 		res.ops += len(l)
 		res.latencies = append(res.latencies, l...)
+		for i, n := range secs[w] {
+			res.answered[i] += n
+		}
 	}
 	return res, nil
 }

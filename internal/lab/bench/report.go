@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -60,6 +61,44 @@ type Point struct {
 	Refund *OneCall `json:"refund,omitempty"`
 	// Capture is the capture series, where it was measured.
 	Capture *OneCall `json:"capture,omitempty"`
+	// Cold is the order path from a cold start, and OneCallCold the
+	// one-call path's, where they were measured.
+	Cold        *Cold `json:"cold,omitempty"`
+	OneCallCold *Cold `json:"one_call_cold,omitempty"`
+}
+
+// Cold is a path measured from a cold start: each run on a new, just
+// migrated database and a new server, under load from its first second.
+type Cold struct {
+	// Median takes each figure's median over Runs.
+	Median ColdRun   `json:"median"`
+	Runs   []ColdRun `json:"runs"`
+	// Window is the start judged: 15 s, or the whole run if shorter.
+	Window string `json:"window"`
+	// Warm is the median throughput of the path's warm runs at the same
+	// concurrency; VsWarm compares the cold runs' Window with it.
+	Warm   float64 `json:"warm_per_second"`
+	VsWarm float64 `json:"first_vs_warm"`
+}
+
+// ColdRun is one cold run: the whole run, its throughput over its first
+// 15 s (Cold.Window) and over each 5 s, and the reads of each table that
+// PostgreSQL made from the server's start to its stop (those read).
+type ColdRun struct {
+	Measurement
+	FirstPerSecond  float64               `json:"first_per_second"`
+	SlicesPerSecond []float64             `json:"per_5s_per_second"`
+	Tables          map[string]TableReads `json:"tables"`
+}
+
+// TableReads is a table's sequential scans and the rows they read, and
+// the rows its index scans fetched: a plan that reads a whole table by an
+// index (every order of a merchant, say) makes no sequential scan, but
+// fetches more rows per order as the table grows.
+type TableReads struct {
+	Scans            int64 `json:"seq_scans"`
+	RowsRead         int64 `json:"seq_rows_read"`
+	IndexRowsFetched int64 `json:"index_rows_fetched"`
 }
 
 // OneCall is the one-call path at one concurrency: Floor is pgbench running
@@ -143,17 +182,7 @@ type Target struct {
 
 // summarize takes the median of each metric over the runs.
 func summarize(runs []Measurement) Series {
-	med := func(f func(Measurement) float64) float64 {
-		v := make([]float64, len(runs))
-		for i, r := range runs {
-			v[i] = f(r)
-		}
-		slices.Sort(v)
-		if len(v)%2 == 1 {
-			return v[len(v)/2]
-		}
-		return round((v[len(v)/2-1]+v[len(v)/2])/2, 3)
-	}
+	med := func(f func(Measurement) float64) float64 { return median(runs, f) }
 	m := Measurement{
 		Ops:              int(med(func(r Measurement) float64 { return float64(r.Ops) })),
 		Seconds:          med(func(r Measurement) float64 { return r.Seconds }),
@@ -177,6 +206,19 @@ func summarize(runs []Measurement) Series {
 		ServerPeakRSSMB: slices.MaxFunc(runs, func(a, b Measurement) int { return cmpFloat(a.ServerPeakRSSMB, b.ServerPeakRSSMB) }).ServerPeakRSSMB,
 	}
 	return Series{Median: m, Runs: runs}
+}
+
+// median is the median of f over runs.
+func median[T any](runs []T, f func(T) float64) float64 {
+	v := make([]float64, len(runs))
+	for i, r := range runs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return round((v[len(v)/2-1]+v[len(v)/2])/2, 3)
 }
 
 func cmpFloat(a, b float64) int {
@@ -310,6 +352,49 @@ func targets(rep *Report) []Target {
 	} else {
 		add("one call: ≤ 2 commits and 2 round trips per order", false, false, "not measured")
 	}
+	if sixteen != nil && sixteen.Cold != nil {
+		cold := []*Cold{sixteen.Cold}
+		got := fmt.Sprintf("orders %.2f× (first %s %.0f vs %.0f/s; per 5 s %s)", sixteen.Cold.VsWarm, sixteen.Cold.Window,
+			sixteen.Cold.Median.FirstPerSecond, sixteen.Cold.Warm, perSlice(sixteen.Cold.Median.SlicesPerSecond))
+		if oc := sixteen.OneCallCold; oc != nil {
+			cold = append(cold, oc)
+			got += fmt.Sprintf("; one call %.2f× (%.0f vs %.0f/s; per 5 s %s)", oc.VsWarm,
+				oc.Median.FirstPerSecond, oc.Warm, perSlice(oc.Median.SlicesPerSecond))
+		}
+		ok := !slices.ContainsFunc(cold, func(c *Cold) bool { return c.VsWarm < 0.9 })
+		// A run shorter than 15 s cannot say how its first 15 s went.
+		add("cold start: first 15 s ≥ 0.9× warm at 16 clients", ok, sixteen.Cold.Window == coldWindow.String(), "%s", got)
+	} else {
+		add("cold start: first 15 s ≥ 0.9× warm at 16 clients", false, false, "not measured at 16 clients")
+	}
+	// Any scan of a growing table in any cold run misses: the medians
+	// could hide a run whose plans went wrong.
+	worst, runs := map[string]TableReads{}, 0
+	for _, p := range rep.Points {
+		for _, c := range []*Cold{p.Cold, p.OneCallCold} {
+			if c == nil {
+				continue
+			}
+			for _, r := range c.Runs {
+				runs++
+				for _, t := range growingTables {
+					if s := r.Tables[t]; s.Scans > worst[t].Scans {
+						worst[t] = s
+					}
+				}
+			}
+		}
+	}
+	scanName := "cold start: no sequential scan of " + strings.Join(growingTables, ", ")
+	if runs > 0 {
+		got := fmt.Sprintf("none in %d runs", runs)
+		if len(worst) > 0 {
+			got = scansText(worst) + fmt.Sprintf(" (the most in one of %d runs)", runs)
+		}
+		add(scanName, len(worst) == 0, true, "%s", got)
+	} else {
+		add(scanName, false, false, "not measured")
+	}
 	if d := rep.Drain; d != nil {
 		add("reconciler ≥ 0.8× its settle floor", d.Ratio >= 0.8, true, "%.2f× (%.0f vs %.0f orders/s, %d orders)",
 			d.Ratio, d.Reconciler.Median.PerSecond, d.Floor.Median.PerSecond, d.Orders)
@@ -427,6 +512,28 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		b.WriteString("(commits and round trips per capture: floor / settle)\n")
 	}
 
+	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Cold != nil }) {
+		b.WriteString("\ncold start (each run on a new, just-migrated database and a new server, under load from its first second):\n")
+		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "clients\tpath\tfirst/s\tper 5 s\twarm/s\tcold÷warm\tp50 / p95 / p99 ms\tCPU µs per order: client + server + PostgreSQL\tsequential scans (rows read)\trows fetched by index per order\t")
+		for _, p := range rep.Points {
+			for _, c := range []struct {
+				path string
+				cold *Cold
+			}{{"orders", p.Cold}, {"one call", p.OneCallCold}} {
+				if c.cold == nil {
+					continue
+				}
+				m := c.cold.Median
+				fmt.Fprintf(tw, "%d\t%s\t%.0f (%s)\t%s\t%.0f\t%.2f×\t%s\t%.0f + %.0f + %.0f\t%s\t%s\t\n", p.Concurrency, c.path,
+					m.FirstPerSecond, c.cold.Window, perSlice(m.SlicesPerSecond), c.cold.Warm, c.cold.VsWarm, latencies(m.Measurement),
+					m.ClientCPUPerOpUs, m.ServerCPUPerOpUs, m.DBCPUPerOpUs, scansText(m.Tables), fetchedText(m.Tables, m.Ops))
+			}
+		}
+		tw.Flush()
+		b.WriteString("(sequential scans: from the server's start to its stop, by table; on Citus every node's shards of it)\n")
+	}
+
 	if d := rep.Drain; d != nil {
 		fmt.Fprintf(&b, "\nreconciler: drained %d due orders at %.0f orders/s; its settle floor (pgbench, %d clients) %.0f orders/s: %.2f×\n",
 			d.Orders, d.Reconciler.Median.PerSecond, d.Clients, d.Floor.Median.PerSecond, d.Ratio)
@@ -464,4 +571,45 @@ func perOrder(vs ...float64) string {
 
 func latencies(r Measurement) string {
 	return fmt.Sprintf("%.2f / %.2f / %.2f", r.P50Ms, r.P95Ms, r.P99Ms)
+}
+
+// perSlice lists throughputs per slice.
+func perSlice(vs []float64) string {
+	if len(vs) == 0 {
+		return "-"
+	}
+	s := make([]string, len(vs))
+	for i, v := range vs {
+		s[i] = fmt.Sprintf("%.0f", v)
+	}
+	return strings.Join(s, " → ")
+}
+
+// scansText lists the sequential scans of the growing tables (none
+// included) and of any other table scanned.
+func scansText(scans map[string]TableReads) string {
+	var s []string
+	for _, t := range growingTables {
+		if n := scans[t]; n.Scans > 0 {
+			s = append(s, fmt.Sprintf("%s %d (%d)", t, n.Scans, n.RowsRead))
+		} else {
+			s = append(s, t+" 0")
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(scans)) {
+		if n := scans[t]; !slices.Contains(growingTables, t) && n.Scans > 0 {
+			s = append(s, fmt.Sprintf("%s %d (%d)", t, n.Scans, n.RowsRead))
+		}
+	}
+	return strings.Join(s, ", ")
+}
+
+// fetchedText lists the rows fetched by index per op from each growing
+// table.
+func fetchedText(reads map[string]TableReads, ops int) string {
+	s := make([]string, len(growingTables))
+	for i, t := range growingTables {
+		s[i] = fmt.Sprintf("%s %.1f", t, float64(reads[t].IndexRowsFetched)/float64(max(ops, 1)))
+	}
+	return strings.Join(s, ", ")
 }
