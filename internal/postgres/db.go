@@ -58,7 +58,9 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	// can be minutes away. Every hot statement reads by an index, so
 	// sequential scans are off for Settle's own connections: PostgreSQL
 	// still makes one where no index serves (operators' psql is not
-	// affected). TestNoSequentialScansWhileTablesGrow counts them.
+	// affected). TestNoSequentialScansWhileTablesGrow counts them. (Plans
+	// cached on empty tables can still read more by index than they
+	// need until the next ANALYZE: settle bench's cold series shows it.)
 	if _, set := cfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set {
 		cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
 	}
