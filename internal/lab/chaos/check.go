@@ -106,7 +106,8 @@ const (
 	InvAdyenOneCharge = 18
 	// InvAdyenChargeSettled: no forgotten charge: every payment with money
 	// captured is the paying attempt of an order PAID (or refunded since),
-	// or in NEEDS_REVIEW; every such order has its payment captured, in
+	// or in NEEDS_REVIEW, or AUTHORIZED with a capture in review (its
+	// notification lost); every PAID (or refunded) order has its payment captured, in
 	// full when AUTOMATIC (or a capture_failed review item for it: Adyen
 	// received the capture, then failed it), and its attempt records the
 	// success.
@@ -1334,8 +1335,10 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		}
 	}
 	captures := map[string]dbCapture{}
+	inReview := map[string]bool{} // orders with a capture in review
 	for _, c := range s.captures {
 		captures[c.id] = c
+		inReview[c.order] = inReview[c.order] || c.state == string(order.CaptureNeedsReview)
 	}
 	refunds := map[string]dbRefund{}
 	for _, r := range s.refunds {
@@ -1428,8 +1431,10 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		// The money held or taken against the order's state.
 		paying := o.current == p.Reference
 		switch {
-		case p.AmountCaptured > 0 && o.state == string(order.StateNeedsReview):
-			// A person decides.
+		case p.AmountCaptured > 0 && (o.state == string(order.StateNeedsReview) ||
+			paying && o.state == string(order.StateAuthorized) && inReview[o.id]):
+			// A person decides: the order, or a capture of its hold whose
+			// outcome Settle never learnt.
 		case p.AmountCaptured > 0 && !(paying && paidState(o.state)):
 			report(InvAdyenChargeSettled, o.id, "Adyen payment %s (attempt %s) took %d; the order is %s with attempt %s",
 				p.PSPReference, p.Reference, p.AmountCaptured, o.state, o.current)
