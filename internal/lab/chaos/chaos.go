@@ -2,7 +2,8 @@
 // test: it runs Settle for real (several `settle serve` replicas and
 // `settle reconcile` sidecars as subprocesses, on a durable throwaway
 // PostgreSQL, against the gateway simulator with seeded random faults that
-// does not deduplicate), drives concurrent checkout clients at it over
+// does not deduplicate, and a fake Adyen whose notifications are delayed,
+// reordered, duplicated and lost), drives concurrent checkout clients at it over
 // gRPC, and meanwhile kills, freezes and restarts everything on a schedule
 // drawn from a seed. At the end it stops the faults, lets the reconcilers
 // settle what is left, and checks from the gateway's ledger, the database

@@ -122,7 +122,8 @@ const (
 	// InvAdyenHold: no hold forgotten: every payment still holding money
 	// at the end (authorised uncaptured, or waiting for 3-D Secure) is the
 	// attempt its order waits on (AUTHORIZED, REQUIRES_ACTION, or
-	// NEEDS_REVIEW for a person); a VOIDED order's payment is cancelled.
+	// NEEDS_REVIEW or a capture_failed review item for a person); a VOIDED
+	// order's payment is cancelled.
 	InvAdyenHold = 21
 	// InvAdyenTechnicalCancel: every technical cancel is backed by the
 	// ledger: the attempt it names is Settle's and not the paying attempt
@@ -1442,7 +1443,8 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 			report(InvAdyenChargeSettled, o.id, "Adyen payment %s of the AUTOMATIC order took %d of %d", p.PSPReference, p.AmountCaptured, o.amount)
 		}
 		if holdsMoney(p) {
-			waits := paying && (o.state == string(order.StateNeedsReview) ||
+			// A capture_failed review item tells a person of the hold.
+			waits := paying && (o.state == string(order.StateNeedsReview) || s.captureFailed[p.Reference] ||
 				p.Status == adyenfake.StatusRedirectShopper && o.state == string(order.StateRequiresAction) ||
 				p.Status != adyenfake.StatusRedirectShopper && o.state == string(order.StateAuthorized))
 			if !waits {
