@@ -1436,7 +1436,7 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 			paying && o.state == string(order.StateAuthorized) && inReview[o.id]):
 			// A person decides: the order, or a capture of its hold whose
 			// outcome Settle never learnt.
-		case p.AmountCaptured > 0 && !(paying && paidState(o.state)):
+		case p.AmountCaptured > 0 && (!paying || !paidState(o.state)):
 			report(InvAdyenChargeSettled, o.id, "Adyen payment %s (attempt %s) took %d; the order is %s with attempt %s",
 				p.PSPReference, p.Reference, p.AmountCaptured, o.state, o.current)
 		case p.AmountCaptured > 0 && !o.manual && p.AmountCaptured != o.amount:
