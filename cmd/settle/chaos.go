@@ -25,7 +25,7 @@ func runChaos(ctx context.Context, args []string, _ func(string) string, stdout,
 
 Runs Settle under chaos and checks that no money was lost or taken twice:
 replicas and reconcilers of this binary as subprocesses, a throwaway durable
-PostgreSQL, the gateway simulator with random faults, concurrent checkout
+PostgreSQL, the gateway simulator and a fake Adyen with random faults, concurrent checkout
 clients, and faults drawn from the seed (kills, failpoints, freezes,
 PostgreSQL crashes, terminated backends). Rerun a failing seed with -seed.
 
@@ -45,6 +45,7 @@ PostgreSQL crashes, terminated backends). Rerun a failing seed with -seed.
 	fs.IntVar(&cfg.Orders, "orders", 0, "orders to create over the run (0: 10 a second)")
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "settle serve processes")
 	fs.IntVar(&cfg.Reconcilers, "reconcilers", 2, "settle reconcile processes")
+	fs.Float64Var(&cfg.AdyenShare, "adyen-share", chaos.DefaultAdyenShare, "share of checkouts on a fake Adyen whose notifications are delayed, reordered, duplicated and lost (0: none)")
 	fs.BoolVar(&cfg.Citus, "citus", false, "run on a throwaway Citus cluster (a coordinator and two workers); the database restarts crash a worker; needs scripts/citus-install")
 	fs.Float64Var(&faults.KillsPerMinute, "kill-rate", faults.KillsPerMinute, "SIGKILLs of a replica or reconciler per minute")
 	fs.Float64Var(&faults.FreezesPerMinute, "freeze-rate", faults.FreezesPerMinute, "SIGSTOPs of a replica (past its lease, within the no-show horizon) per minute")

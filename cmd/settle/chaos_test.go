@@ -45,12 +45,13 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	cfg := chaos.Config{
-		Binary:   os.Args[0],
-		Env:      []string{"SETTLE_TEST_AS_MAIN=1"},
-		Seed:     seed,
-		Duration: duration,
-		Clients:  16,
-		Orders:   int(14 * duration.Seconds()),
+		Binary:     os.Args[0],
+		Env:        []string{"SETTLE_TEST_AS_MAIN=1"},
+		Seed:       seed,
+		Duration:   duration,
+		Clients:    16,
+		Orders:     int(14 * duration.Seconds()),
+		AdyenShare: chaos.DefaultAdyenShare,
 	}
 	sum := runChaosTest(t, cfg)
 	for _, v := range sum.Violations {
@@ -68,7 +69,7 @@ func TestChaos(t *testing.T) {
 	if duration >= 90*time.Second {
 		kills := int(chaos.DefaultFaults().KillsPerMinute * duration.Minutes())
 		if sum.Orders < cfg.Orders/2 || sum.Kills < kills/2 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 ||
-			sum.Actions < 10 {
+			sum.Actions < 10 || sum.AdyenOrders < cfg.Orders/20 || sum.TechnicalCancels < 1 {
 			t.Errorf("too little happened (planned %d orders and %d kills): %s", cfg.Orders, kills, sum)
 		}
 	}
@@ -147,18 +148,21 @@ func TestChaosCatchesMutants(t *testing.T) {
 		inv  int // the invariant that must report it
 		what string
 		// manual is the share of checkouts that authorize (0: the
-		// default), raised where only holds can show the mutant.
-		manual float64
+		// default), raised where only holds can show the mutant; adyen
+		// the share on the fake Adyen (0: none).
+		manual, adyen float64
 	}{
-		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0},
-		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0},
-		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0},
+		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0},
+		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0},
+		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0},
 		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
-			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0},
+			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0},
 		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
-			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0},
+			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0},
 		{"BrokenHoldGuard", []mutant.Mutation{brokenHoldGuard}, chaos.InvCaptureHold,
-			"captures beyond the hold in a build that admits them", 0.6},
+			"captures beyond the hold in a build that admits them", 0.6, 0},
+		{"MissingNotificationIsDecline", []mutant.Mutation{missingNotificationIsDecline}, chaos.InvAdyenHold,
+			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0.6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -173,6 +177,7 @@ func TestChaosCatchesMutants(t *testing.T) {
 				Orders:      200,
 				Faults:      chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
 				ManualShare: tc.manual,
+				AdyenShare:  tc.adyen,
 				LogDir:      t.TempDir(), // the run is meant to fail: keep no logs
 			})
 			if !hasInvariant(sum, tc.inv) {
@@ -220,6 +225,19 @@ var expiryWithoutCancel = mutant.Mutation{
 	File: "internal/gateway/refpsp/refpsp.go",
 	Old:  "res, err = c.cancel(ctx, req)",
 	New:  `res, err = order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "canceled"}, nil`,
+}
+
+// missingNotificationIsDecline makes the Adyen adapter's Lookup take the
+// silence of an attempt younger than the no-show horizon (its
+// notification delayed, or lost) for a decline: the order is PENDING
+// again, no technical cancel is sent, and the authorisation Adyen made
+// stays held (or, once a second attempt pays, the customer is charged for
+// one and held for the other).
+var missingNotificationIsDecline = mutant.Mutation{
+	File: "internal/gateway/adyen/adyen.go",
+	Old: `order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
+			fmt.Errorf("no notification about the attempt yet, and its payment request may still reach Adyen: %w", order.ErrNotYetKnown)`,
+	New: `order.Result{Outcome: order.OutcomeDeclined, ChargeID: psp}, nil`,
 }
 
 func hasInvariant(s chaos.Summary, inv int) bool {

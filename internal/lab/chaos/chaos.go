@@ -2,7 +2,8 @@
 // test: it runs Settle for real (several `settle serve` replicas and
 // `settle reconcile` sidecars as subprocesses, on a durable throwaway
 // PostgreSQL, against the gateway simulator with seeded random faults that
-// does not deduplicate), drives concurrent checkout clients at it over
+// does not deduplicate, and a fake Adyen whose notifications are delayed,
+// reordered, duplicated and lost), drives concurrent checkout clients at it over
 // gRPC, and meanwhile kills, freezes and restarts everything on a schedule
 // drawn from a seed. At the end it stops the faults, lets the reconcilers
 // settle what is left, and checks from the gateway's ledger, the database
@@ -38,6 +39,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/sim"
 )
 
@@ -78,7 +80,34 @@ const (
 	// some lost (and more lost to replicas killed while they arrive);
 	// gatewayEventSecret signs them.
 	gatewayEventSecret = "whsec_chaos_0123456789abcdef0123456789"
+	// The fake Adyen's account, key and notifications' HMAC key.
+	adyenAPIKey  = "AQE_chaos_key"
+	adyenAccount = "SettleChaosECOM"
+	adyenHMACKey = "44782def547aaa06c910c43932b1eb0c71fc68d9d0c057550c48ec2acf6ba056"
+	// adyenLoss is the share of Adyen's notifications the network loses
+	// (the harness's proxy answers "[accepted]" and forwards nothing):
+	// their attempts wait for the no-show horizon and the technical
+	// cancel, their captures and refunds for the reconciler's schedule.
+	adyenLoss = 0.15
 )
+
+// adyenNotify is how the fake Adyen's notifications misbehave besides
+// their loss: delayed up to 2s (so out of order), some held back a
+// further second, some sent twice.
+var adyenNotify = adyenfake.NotifyFaults{
+	MaxDelay:     2 * time.Second,
+	Reorder:      0.15,
+	ReorderDelay: time.Second,
+	Duplicate:    0.2,
+	RetryMin:     100 * time.Millisecond,
+	RetryMax:     2 * time.Second,
+}
+
+// adyenRandom are the fake Adyen's random faults on tok_ok and tok_random
+// payments, their modifications and technical cancels: answers lost after
+// the payment was made (held, 500, dropped), 500s before, slow answers.
+var adyenRandom = adyenfake.RandomFaults{Refuse: 0.05, TimeoutAfter: 0.04, FiveXXBefore: 0.03, FiveXXAfter: 0.04,
+	DropAfter: 0.04, Slow: 0.1, SlowMax: 300 * time.Millisecond}
 
 // gatewayEvents sets how the simulator's events misbehave.
 var gatewayEvents = sim.Events{
@@ -114,6 +143,11 @@ type Config struct {
 	// ManualShare is the share of checkouts that authorize now and
 	// capture later (default 0.15); a run that must see holds raises it.
 	ManualShare float64
+	// AdyenShare is the share of checkouts on the gateway "adyen", a fake
+	// Adyen in the harness's process whose notifications are delayed,
+	// reordered, duplicated and lost (0: none; unlike the other fields,
+	// zero is no default; DefaultAdyenShare is the command's).
+	AdyenShare float64
 	// Failover, when set, runs PostgreSQL as a primary and a standby, and
 	// each database restart of the schedule becomes a failover: the
 	// standby is cut off for 1 to 2 seconds (the primary's WAL sender
@@ -136,6 +170,10 @@ type Config struct {
 	// violation with the order's history. Nil discards it.
 	Log io.Writer
 }
+
+// DefaultAdyenShare is the share of checkouts on Adyen of `settle chaos`
+// and of TestChaos.
+const DefaultAdyenShare = 0.2
 
 // DefaultGateway are the simulator's fault rates of a run that does not
 // set them: every kind of fault, often, and half the timeouts hidden from
@@ -184,6 +222,9 @@ func (c *Config) defaults() error {
 	}
 	if c.Log == nil {
 		c.Log = io.Discard
+	}
+	if c.AdyenShare < 0 || c.AdyenShare > 1 {
+		return fmt.Errorf("chaos: the Adyen share %g is not between 0 and 1", c.AdyenShare)
 	}
 	if c.Gateway.SlowMax > gatewayTimeout/2 {
 		return fmt.Errorf("chaos: the slowest gateway answer (%s) must be well under the gateway timeout (%s)", c.Gateway.SlowMax, gatewayTimeout)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/lab/receiver"
@@ -94,7 +95,50 @@ const (
 	// captured, VOIDED when voided, EXPIRED when it lapsed with nothing
 	// captured, AUTHORIZED while it is open.
 	InvHoldState = 17
+
+	// The invariants of the orders on the fake Adyen, against its ledger
+	// (the sim's above check the simulator's orders only, but for the
+	// histories, the answers and the events, which they check for all).
+
+	// InvAdyenOneCharge: no order has two payments at Adyen with money
+	// captured, no payment two captures of an AUTOMATIC order, and every
+	// payment is for an attempt of one of Settle's Adyen orders.
+	InvAdyenOneCharge = 18
+	// InvAdyenChargeSettled: no forgotten charge: every payment with money
+	// captured is the paying attempt of an order PAID (or refunded since),
+	// or in NEEDS_REVIEW, or AUTHORIZED with a capture in review (its
+	// notification lost); every PAID (or refunded) order has its payment captured, in
+	// full when AUTOMATIC (or a capture_failed review item for it: Adyen
+	// received the capture, then failed it), and its attempt records the
+	// success.
+	InvAdyenChargeSettled = 19
+	// InvAdyenCapture: no capture beyond the hold: captured ≤ authorised
+	// for every payment, Adyen never refuses one of Settle's captures or
+	// refunds as beyond what is left, and a MANUAL order's captured total
+	// is its SUCCEEDED captures' and Adyen's (give or take those in
+	// review); every capture at Adyen is one of Settle's, once, and each
+	// SUCCEEDED one succeeded there.
+	InvAdyenCapture = 20
+	// InvAdyenHold: no hold forgotten: every payment still holding money
+	// at the end (authorised uncaptured, or waiting for 3-D Secure) is the
+	// attempt its order waits on (AUTHORIZED, REQUIRES_ACTION, or
+	// NEEDS_REVIEW or a capture_failed review item for a person); a VOIDED
+	// order's payment is cancelled.
+	InvAdyenHold = 21
+	// InvAdyenTechnicalCancel: every technical cancel is backed by the
+	// ledger: the attempt it names is Settle's and not the paying attempt
+	// of a PAID order (but for a capture_failed review item), and no
+	// payment with that reference holds or took money; every attempt Settle settled as never charged (not_found)
+	// has a technical cancel that succeeded.
+	InvAdyenTechnicalCancel = 22
+	// InvAdyenRefunds: the refunds that succeeded at Adyen are Settle's
+	// SUCCEEDED ones (or in review), for their order's payment, each
+	// reference once; every SUCCEEDED refund succeeded there.
+	InvAdyenRefunds = 23
 )
+
+// adyenGateway is the gateway name of the orders on the fake Adyen.
+const adyenGateway = "adyen"
 
 var invariantNames = map[int]string{
 	InvOneCharge: "one-charge", InvChargeSettled: "charge-settled", InvSums: "sums", InvNoCharging: "no-charging",
@@ -102,6 +146,8 @@ var invariantNames = map[int]string{
 	InvRefunds: "refunds", InvRefundOnce: "refund-once", InvActionExit: "action-exit", InvActionCharge: "action-charge",
 	InvCaptureHold: "capture-hold", InvVoidCapture: "void-capture", InvCaptureKnown: "capture-known",
 	InvCapturedTotal: "captured-total", InvHoldState: "hold-state",
+	InvAdyenOneCharge: "adyen-one-charge", InvAdyenChargeSettled: "adyen-charge-settled", InvAdyenCapture: "adyen-capture",
+	InvAdyenHold: "adyen-hold", InvAdyenTechnicalCancel: "adyen-technical-cancel", InvAdyenRefunds: "adyen-refunds",
 }
 
 // Violation is one broken invariant.
@@ -121,9 +167,9 @@ func (v Violation) String() string {
 }
 
 type dbOrder struct {
-	id, state, currency, current string
-	amount                       int64
-	refunded, refunding          int64
+	id, state, currency, current, gateway string
+	amount                                int64
+	refunded, refunding                   int64
 	// manual says capture MANUAL; then the hold's totals.
 	manual                          bool
 	authorized, captured, capturing int64
@@ -192,17 +238,23 @@ type snapshot struct {
 	// at is when the snapshot was taken, by the simulator's clock (this
 	// process's): an authorization open past it has lapsed.
 	at time.Time
+	// adyen is the fake Adyen's ledger (empty when no order was on it).
+	adyen adyenEnd
+	// captureFailed holds the attempts with a review item of kind
+	// capture_failed: Settle took the capture's "received" for a payment,
+	// and the gateway then said it failed; a person is to look.
+	captureFailed map[string]bool
 }
 
 func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund,
 	captureLedger []sim.Capture, voidLedger []sim.Void) (snapshot, error) {
 	s := snapshot{ledger: ledger, refundLedger: refundLedger, captureLedger: captureLedger, voidLedger: voidLedger, at: time.Now()}
 	var err error
-	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), amount_minor,
+	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), gateway, amount_minor,
 		refunded_minor, refunding_minor, capture_mode = 'manual', authorized_minor, captured_minor, capturing_minor,
 		voiding, hold_closed FROM orders`,
 		func(r pgx.CollectableRow) (o dbOrder, err error) {
-			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.amount, &o.refunded, &o.refunding,
+			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.gateway, &o.amount, &o.refunded, &o.refunding,
 				&o.manual, &o.authorized, &o.captured, &o.capturing, &o.voiding, &o.closed)
 		})
 	if err != nil {
@@ -245,6 +297,15 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 		})
 	if err != nil {
 		return s, err
+	}
+	failed, err := queryAll(ctx, pool, `SELECT attempt_id::text FROM review_items WHERE kind = 'capture_failed'`,
+		func(r pgx.CollectableRow) (id string, err error) { return id, r.Scan(&id) })
+	if err != nil {
+		return s, err
+	}
+	s.captureFailed = map[string]bool{}
+	for _, id := range failed {
+		s.captureFailed[id] = true
 	}
 	s.refundEvents, err = queryAll(ctx, pool, `SELECT refund_id::text, order_id::text, coalesce(from_state, ''), to_state, event,
 		coalesce(event_id, 0), coalesce(type, ''), delivered_at IS NOT NULL FROM refund_events ORDER BY refund_id, id`,
@@ -315,6 +376,9 @@ func check(s snapshot, hist *history) []Violation {
 	paid := map[string]int64{} // currency → sum of PAID orders
 	for _, o := range s.orders {
 		cs := charges[o.id]
+		if o.gateway == adyenGateway {
+			continue // checkAdyen checks it against Adyen's ledger
+		}
 		if o.manual && len(cs) == 0 {
 			continue // authorized, and captured or not: checkHolds checks it
 		}
@@ -417,6 +481,7 @@ func check(s snapshot, hist *history) []Violation {
 	out = append(out, checkRefunds(s, hist, attempts)...)
 	out = append(out, checkActions(s, orders, attempts, events)...)
 	out = append(out, checkHolds(s, hist, orders, attempts)...)
+	out = append(out, checkAdyen(s, orders, attempts)...)
 	slices.SortStableFunc(out, func(a, b Violation) int { return cmp.Compare(a.Invariant, b.Invariant) })
 	return out
 }
@@ -426,6 +491,10 @@ func checkRefunds(s snapshot, hist *history, attempts map[string]dbAttempt) []Vi
 	var out []Violation
 	report := func(inv int, orderID, format string, args ...any) {
 		out = append(out, Violation{Invariant: inv, Order: orderID, Msg: fmt.Sprintf(format, args...)})
+	}
+	onAdyen := map[string]bool{} // orders checkAdyen checks against Adyen's ledger
+	for _, o := range s.orders {
+		onAdyen[o.id] = o.gateway == adyenGateway
 	}
 	refunds := map[string]dbRefund{}
 	byRequest := map[string]dbRefund{}
@@ -471,7 +540,7 @@ func checkRefunds(s snapshot, hist *history, attempts map[string]dbAttempt) []Vi
 		switch r.state {
 		case string(order.RefundSucceeded):
 			succeeded[r.order] += r.amount
-			if !slices.ContainsFunc(s.refundLedger, func(g sim.Refund) bool { return g.Reference == r.id && g.Status == "succeeded" }) {
+			if !onAdyen[r.order] && !slices.ContainsFunc(s.refundLedger, func(g sim.Refund) bool { return g.Reference == r.id && g.Status == "succeeded" }) {
 				report(InvRefunds, r.order, "refund %s is SUCCEEDED; the gateway has not refunded it", r.id)
 			}
 		case string(order.RefundNeedsReview):
@@ -487,9 +556,12 @@ func checkRefunds(s snapshot, hist *history, attempts map[string]dbAttempt) []Vi
 		if o.refunding != review[o.id] {
 			report(InvRefunds, o.id, "refunding %d after quiescence, its refunds in review amount to %d", o.refunding, review[o.id])
 		}
-		if g := atGateway[o.id]; g > o.amount {
+		switch g := atGateway[o.id]; {
+		case onAdyen[o.id]:
+			// checkAdyen compares an Adyen order's with Adyen's refunds.
+		case g > o.amount:
 			report(InvRefunds, o.id, "the gateway refunded %d of a charge of %d", g, o.amount)
-		} else if g < succeeded[o.id] || g > succeeded[o.id]+review[o.id] {
+		case g < succeeded[o.id] || g > succeeded[o.id]+review[o.id]:
 			report(InvRefunds, o.id, "the gateway refunded %d; Settle's SUCCEEDED refunds amount to %d (and %d in review)", g, succeeded[o.id], review[o.id])
 		}
 		var want string
@@ -544,6 +616,15 @@ func checkActions(s snapshot, orders map[string]dbOrder, attempts map[string]dbA
 	for _, c := range s.ledger {
 		if rank[c.Status] > rank[gateway[c.Reference]] {
 			gateway[c.Reference] = c.Status
+		}
+	}
+	for _, p := range s.adyen.payments {
+		st := simStatus(p)
+		if s.captureFailed[p.Reference] {
+			st = sim.StatusSucceeded // a person was told the capture Settle took for done failed
+		}
+		if rank[st] > rank[gateway[p.Reference]] {
+			gateway[p.Reference] = st
 		}
 	}
 
@@ -1029,7 +1110,7 @@ func checkHolds(s snapshot, hist *history, orders map[string]dbOrder, attempts m
 	for _, c := range s.captures {
 		switch c.state {
 		case string(order.CaptureSucceeded):
-			if _, ok := gwCaptures[c.id]; !ok {
+			if _, ok := gwCaptures[c.id]; !ok && orders[c.order].gateway != adyenGateway {
 				report(InvCaptureKnown, c.order, "capture %s is SUCCEEDED; the gateway has not captured it", c.id)
 			}
 		case string(order.CapturePending), string(order.CaptureCapturing):
@@ -1039,7 +1120,7 @@ func checkHolds(s snapshot, hist *history, orders map[string]dbOrder, attempts m
 	for _, v := range s.voids {
 		switch v.state {
 		case string(order.VoidSucceeded):
-			if !gwVoided[v.id] {
+			if !gwVoided[v.id] && orders[v.order].gateway != adyenGateway {
 				report(InvCaptureKnown, v.order, "void %s is SUCCEEDED; the gateway has not voided it", v.id)
 			}
 		case string(order.VoidPending), string(order.VoidVoiding):
@@ -1088,6 +1169,9 @@ func checkHolds(s snapshot, hist *history, orders map[string]dbOrder, attempts m
 
 	// Per order: the totals, the hold and the state agree.
 	for _, o := range s.orders {
+		if o.gateway == adyenGateway {
+			continue // checkAdyen checks it
+		}
 		if !o.manual {
 			if len(capturesOf[o.id]) > 0 || len(voidsOf[o.id]) > 0 || len(holdsOf[o.id]) > 0 {
 				report(InvHoldState, o.id, "capture AUTOMATIC, with %d captures, %d voids and %d authorizations at the gateway",
@@ -1183,6 +1267,281 @@ func idsOf[T any](rows []T, id func(T) string) []string {
 	out := make([]string, len(rows))
 	for i, r := range rows {
 		out[i] = id(r)
+	}
+	return out
+}
+
+// simStatus is an Adyen payment's status in the simulator's words, for the
+// 3-D Secure invariants: charged (whatever became of the hold since),
+// waiting for the customer, or declined or canceled.
+func simStatus(p adyenfake.Payment) string {
+	switch p.Status {
+	case adyenfake.StatusAuthorised, adyenfake.StatusCaptured, adyenfake.StatusExpired:
+		return sim.StatusSucceeded
+	case adyenfake.StatusRedirectShopper:
+		return sim.StatusRequiresAction
+	case adyenfake.StatusRefused, adyenfake.StatusError, adyenfake.StatusCancelled:
+		return sim.StatusDeclined
+	}
+	return ""
+}
+
+// holdsMoney reports whether an Adyen payment still holds the customer's
+// money uncaptured, or can still be authorised (3-D Secure).
+func holdsMoney(p adyenfake.Payment) bool {
+	switch p.Status {
+	case adyenfake.StatusAuthorised, adyenfake.StatusReceived, adyenfake.StatusRedirectShopper:
+		return true
+	}
+	return false
+}
+
+// paidState reports whether an order in state st was paid (and perhaps
+// refunded since).
+func paidState(st string) bool {
+	return order.State(st).Refundable() || st == string(order.StateRefunded)
+}
+
+// checkAdyen checks the orders on the fake Adyen against its ledger.
+func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAttempt) []Violation {
+	var out []Violation
+	report := func(inv int, orderID, format string, args ...any) {
+		out = append(out, Violation{Invariant: inv, Order: orderID, Msg: fmt.Sprintf(format, args...)})
+	}
+	payments := map[string][]adyenfake.Payment{} // attempt → its payments
+	capturedOf := map[string][]string{}          // order → its payments with money captured
+	for _, p := range s.adyen.payments {
+		a, ok := attempts[p.Reference]
+		if !ok || orders[a.order].gateway != adyenGateway {
+			report(InvAdyenOneCharge, a.order, "Adyen payment %s has reference %q, which is no attempt of an Adyen order", p.PSPReference, p.Reference)
+			continue
+		}
+		payments[p.Reference] = append(payments[p.Reference], p)
+		if p.AmountCaptured > 0 {
+			capturedOf[a.order] = append(capturedOf[a.order], p.PSPReference+" (attempt "+p.Reference+")")
+		}
+		if p.Amount != a.amount || p.Currency != a.currency {
+			report(InvAdyenChargeSettled, a.order, "Adyen payment %s is for %d %s, its attempt %s for %d %s",
+				p.PSPReference, p.Amount, p.Currency, a.id, a.amount, a.currency)
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(capturedOf)) {
+		if ps := capturedOf[id]; len(ps) > 1 {
+			report(InvAdyenOneCharge, id, "%d payments captured at Adyen: %s", len(ps), strings.Join(ps, ", "))
+		}
+	}
+	for ref, ps := range payments {
+		if len(ps) > 1 {
+			report(InvAdyenOneCharge, attempts[ref].order, "attempt %s reached Adyen as %d payments", ref, len(ps))
+		}
+	}
+	captures := map[string]dbCapture{}
+	inReview := map[string]bool{} // orders with a capture in review
+	for _, c := range s.captures {
+		captures[c.id] = c
+		inReview[c.order] = inReview[c.order] || c.state == string(order.CaptureNeedsReview)
+	}
+	refunds := map[string]dbRefund{}
+	for _, r := range s.refunds {
+		refunds[r.id] = r
+	}
+	voids := map[string]dbVoid{}
+	for _, v := range s.voids {
+		voids[v.id] = v
+	}
+
+	// Per payment: what it took, and what was asked of it.
+	gwCaptured := map[string]int64{} // Settle's capture → its succeeded capture at Adyen
+	gwRefunded := map[string]int64{} // Settle's refund → its succeeded refund at Adyen
+	capturedByOrder := map[string]int64{}
+	seen := map[string]int{}
+	for _, p := range s.adyen.payments {
+		a, ok := attempts[p.Reference]
+		if !ok {
+			continue
+		}
+		o := orders[a.order]
+		if p.AmountCaptured > p.AmountAuthorised {
+			report(InvAdyenCapture, o.id, "Adyen payment %s captured %d of %d authorised", p.PSPReference, p.AmountCaptured, p.AmountAuthorised)
+		}
+		var autoCaptures int
+		for _, m := range p.Captures {
+			seen["capture "+m.Reference]++
+			if m.Status == adyenfake.ModFailed && strings.Contains(m.Reason, "Insufficient balance") {
+				report(InvAdyenCapture, o.id, "Adyen refused capture %s of %d as beyond the hold of payment %s (captured %d of %d)",
+					m.Reference, m.Amount, p.PSPReference, p.AmountCaptured, p.AmountAuthorised)
+			}
+			if !o.manual {
+				if m.Reference != p.Reference+":capture" {
+					report(InvAdyenCapture, o.id, "Adyen capture %s of an AUTOMATIC order's payment %s has reference %q, not its attempt's",
+						m.PSPReference, p.PSPReference, m.Reference)
+				}
+				if m.Status == adyenfake.ModSucceeded {
+					autoCaptures++
+				}
+				continue
+			}
+			c, ok := captures[m.Reference]
+			if !ok || c.order != o.id {
+				report(InvAdyenCapture, o.id, "Adyen capture %s of payment %s has reference %q, which is no capture of the order's", m.PSPReference, p.PSPReference, m.Reference)
+				continue
+			}
+			if m.Amount != c.amount || m.Currency != c.currency {
+				report(InvAdyenCapture, o.id, "Adyen capture %s is for %d %s, capture %s for %d %s", m.PSPReference, m.Amount, m.Currency, c.id, c.amount, c.currency)
+			}
+			if m.Status == adyenfake.ModSucceeded {
+				gwCaptured[c.id] += m.Amount
+				capturedByOrder[o.id] += m.Amount
+				if c.state != string(order.CaptureSucceeded) && c.state != string(order.CaptureNeedsReview) {
+					report(InvAdyenCapture, o.id, "Adyen captured capture %s (%s); Settle has it %s", c.id, m.PSPReference, c.state)
+				}
+			}
+		}
+		if autoCaptures > 1 {
+			report(InvAdyenOneCharge, o.id, "the AUTOMATIC order's payment %s was captured %d times", p.PSPReference, autoCaptures)
+		}
+		for _, m := range p.Refunds {
+			seen["refund "+m.Reference]++
+			r, ok := refunds[m.Reference]
+			if !ok || r.order != o.id {
+				report(InvAdyenRefunds, o.id, "Adyen refund %s of payment %s has reference %q, which is no refund of the order's", m.PSPReference, p.PSPReference, m.Reference)
+				continue
+			}
+			if m.Amount != r.amount || m.Currency != r.currency {
+				report(InvAdyenRefunds, o.id, "Adyen refund %s is for %d %s, refund %s for %d %s", m.PSPReference, m.Amount, m.Currency, r.id, r.amount, r.currency)
+			}
+			if m.Status == adyenfake.ModFailed && strings.Contains(m.Reason, "Insufficient balance") {
+				report(InvAdyenRefunds, o.id, "Adyen refused refund %s of %d as beyond what payment %s took (%d, %d refunded)",
+					r.id, m.Amount, p.PSPReference, p.AmountCaptured, p.AmountRefunded)
+			}
+			if m.Status != adyenfake.ModSucceeded {
+				continue
+			}
+			gwRefunded[r.id] += m.Amount
+			if r.state != string(order.RefundSucceeded) && r.state != string(order.RefundNeedsReview) {
+				report(InvAdyenRefunds, o.id, "Adyen refunded refund %s (%s); Settle has it %s", r.id, m.PSPReference, r.state)
+			}
+		}
+		for _, m := range p.Cancels {
+			seen["void "+m.Reference]++
+			if v, ok := voids[m.Reference]; !ok || v.order != o.id {
+				report(InvAdyenHold, o.id, "Adyen cancel %s of payment %s has reference %q, which is no void of the order's", m.PSPReference, p.PSPReference, m.Reference)
+			}
+		}
+
+		// The money held or taken against the order's state.
+		paying := o.current == p.Reference
+		switch {
+		case p.AmountCaptured > 0 && (o.state == string(order.StateNeedsReview) ||
+			paying && o.state == string(order.StateAuthorized) && inReview[o.id]):
+			// A person decides: the order, or a capture of its hold whose
+			// outcome Settle never learnt.
+		case p.AmountCaptured > 0 && (!paying || !paidState(o.state)):
+			report(InvAdyenChargeSettled, o.id, "Adyen payment %s (attempt %s) took %d; the order is %s with attempt %s",
+				p.PSPReference, p.Reference, p.AmountCaptured, o.state, o.current)
+		case p.AmountCaptured > 0 && !o.manual && p.AmountCaptured != o.amount:
+			report(InvAdyenChargeSettled, o.id, "Adyen payment %s of the AUTOMATIC order took %d of %d", p.PSPReference, p.AmountCaptured, o.amount)
+		}
+		if holdsMoney(p) {
+			// A capture_failed review item tells a person of the hold.
+			waits := paying && (o.state == string(order.StateNeedsReview) || s.captureFailed[p.Reference] ||
+				p.Status == adyenfake.StatusRedirectShopper && o.state == string(order.StateRequiresAction) ||
+				p.Status != adyenfake.StatusRedirectShopper && o.state == string(order.StateAuthorized))
+			if !waits {
+				report(InvAdyenHold, o.id, "Adyen payment %s (attempt %s) still holds %d %s (%s); the order is %s with attempt %s",
+					p.PSPReference, p.Reference, p.Amount, p.Currency, p.Status, o.state, o.current)
+			}
+		}
+	}
+	for _, ref := range slices.Sorted(maps.Keys(seen)) {
+		if n := seen[ref]; n > 1 {
+			report(InvAdyenCapture, "", "%s reached Adyen %d times", ref, n)
+		}
+	}
+
+	// Per order: Settle's word against Adyen's.
+	for _, o := range s.orders {
+		if o.gateway != adyenGateway {
+			continue
+		}
+		var pay *adyenfake.Payment
+		if ps := payments[o.current]; len(ps) > 0 {
+			pay = &ps[len(ps)-1]
+		}
+		if paidState(o.state) {
+			switch {
+			case (pay == nil || pay.AmountCaptured == 0) && !s.captureFailed[o.current]:
+				report(InvAdyenChargeSettled, o.id, "%s with attempt %s; Adyen took nothing for it, and no review item says its capture failed",
+					o.state, o.current)
+			case attempts[o.current].outcome != string(order.OutcomeSucceeded):
+				report(InvAdyenChargeSettled, o.id, "%s, but its attempt %s records outcome %q", o.state, o.current, attempts[o.current].outcome)
+			}
+		}
+		if o.state == string(order.StateVoided) && pay != nil && pay.Status != adyenfake.StatusCancelled {
+			report(InvAdyenHold, o.id, "VOIDED; Adyen's payment %s of attempt %s is %s", pay.PSPReference, o.current, pay.Status)
+		}
+		if !o.manual {
+			continue
+		}
+		var succeeded, review int64
+		for _, c := range s.captures {
+			if c.order != o.id {
+				continue
+			}
+			switch c.state {
+			case string(order.CaptureSucceeded):
+				succeeded += c.amount
+				if gwCaptured[c.id] != c.amount {
+					report(InvAdyenCapture, o.id, "capture %s is SUCCEEDED; Adyen captured %d of its %d", c.id, gwCaptured[c.id], c.amount)
+				}
+			case string(order.CaptureNeedsReview):
+				review += c.amount
+			}
+		}
+		if o.captured > o.authorized {
+			report(InvAdyenCapture, o.id, "captured %d of %d authorized", o.captured, o.authorized)
+		}
+		if o.captured != succeeded {
+			report(InvAdyenCapture, o.id, "captured %d, its SUCCEEDED captures amount to %d", o.captured, succeeded)
+		}
+		if g := capturedByOrder[o.id]; g < succeeded || g > succeeded+review {
+			report(InvAdyenCapture, o.id, "Adyen captured %d; Settle's SUCCEEDED captures amount to %d (and %d in review)", g, succeeded, review)
+		}
+	}
+	for _, r := range s.refunds {
+		if orders[r.order].gateway == adyenGateway && r.state == string(order.RefundSucceeded) && gwRefunded[r.id] != r.amount {
+			report(InvAdyenRefunds, r.order, "refund %s is SUCCEEDED; Adyen refunded %d of its %d", r.id, gwRefunded[r.id], r.amount)
+		}
+	}
+
+	// Technical cancels: each backed by the ledger, and each attempt
+	// settled as never charged backed by one.
+	canceled := map[string]bool{} // attempt → a technical cancel succeeded
+	for _, tc := range s.adyen.techCancels {
+		a, ok := attempts[tc.PaymentReference]
+		if !ok {
+			report(InvAdyenTechnicalCancel, "", "technical cancel %s names %q, which is no attempt of Settle's", tc.PSPReference, tc.PaymentReference)
+			continue
+		}
+		o := orders[a.order]
+		if tc.Status != adyenfake.ModSucceeded {
+			continue
+		}
+		canceled[a.id] = true
+		if o.current == a.id && paidState(o.state) && !s.captureFailed[a.id] {
+			report(InvAdyenTechnicalCancel, o.id, "technical cancel %s of attempt %s, which paid the order (%s)", tc.PSPReference, a.id, o.state)
+		}
+		for _, p := range payments[a.id] {
+			if holdsMoney(p) || p.AmountCaptured > 0 {
+				report(InvAdyenTechnicalCancel, o.id, "technical cancel %s of attempt %s succeeded, yet Adyen's payment %s is %s (captured %d)",
+					tc.PSPReference, a.id, p.PSPReference, p.Status, p.AmountCaptured)
+			}
+		}
+	}
+	for _, a := range s.attempts {
+		if orders[a.order].gateway == adyenGateway && a.outcome == string(order.OutcomeNotFound) && !canceled[a.id] {
+			report(InvAdyenTechnicalCancel, a.order, "attempt %s is settled as never charged (not_found); no technical cancel of it succeeded at Adyen", a.id)
+		}
 	}
 	return out
 }

@@ -159,6 +159,17 @@ func (h *harness) run(ctx context.Context) error {
 	stopGateway := func() { stopSim(); <-simDone }
 	defer stopGateway()
 
+	// The fake Adyen, in this process too, its notifications sent through
+	// a proxy to the replicas' listeners in turn (a refused or failed
+	// delivery is retried by the fake, so at another replica).
+	var ady *adyenFake
+	if cfg.AdyenShare > 0 {
+		if ady, err = startAdyen(ctx, cfg.Seed, hookAddrs); err != nil {
+			return err
+		}
+		defer ady.stop()
+	}
+
 	// The merchant's endpoint for events out, in this process so that
 	// what it received is at hand. It refuses a delivery now and then, so
 	// that deliveries are retried as well as redelivered after kills.
@@ -184,6 +195,10 @@ func (h *harness) run(ctx context.Context) error {
 
 	key := apiKey()
 	env := h.env("http://"+simLis.Addr().String(), key, "http://"+hookLis.Addr().String()+"/events")
+	if ady != nil {
+		env = append(env, "ADYEN_API_KEY="+adyenAPIKey, "ADYEN_MERCHANT_ACCOUNT="+adyenAccount,
+			"ADYEN_HMAC_KEYS="+adyenHMACKey, "ADYEN_URL="+ady.url+"/v71")
+	}
 	procCtx, stopProcs := context.WithCancel(ctx)
 	var keepers sync.WaitGroup
 	defer func() { stopProcs(); keepers.Wait() }()
@@ -228,7 +243,8 @@ func (h *harness) run(ctx context.Context) error {
 		interval:     time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders)),
 		web:          &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		actionExpiry: actionExpiry,
-		manualShare:  cfg.ManualShare}
+		manualShare:  cfg.ManualShare,
+		adyenShare:   cfg.AdyenShare}
 	stopClients := make(chan struct{})
 	var clientsDone sync.WaitGroup
 	for i := range cfg.Clients {
@@ -266,6 +282,13 @@ func (h *harness) run(ctx context.Context) error {
 	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger(), gw.Refunds(), gw.Captures(), gw.Voids())
 	if err != nil {
 		return fmt.Errorf("read the end state: %w", err)
+	}
+	if ady != nil {
+		ady.stop()
+		snap.adyen = ady.end()
+		for _, msg := range ady.fake.ContractErrors() {
+			h.problem("the fake Adyen broke Adyen's contract: %s", msg)
+		}
 	}
 	snap.received = hooks.Deliveries()
 	violations := check(snap, hist)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/sim"
 )
 
@@ -48,6 +49,13 @@ type Summary struct {
 	// Events counts the events for the merchant (order.paid, …), and
 	// Deliveries the POSTs of them its endpoint accepted.
 	Events, Deliveries int
+	// AdyenOrders counts the orders on the fake Adyen, AdyenStates them
+	// by state at the end; AdyenNotified the notifications a replica
+	// accepted, AdyenLost those the network lost (by eventCode), and
+	// TechnicalCancels the technical cancels Settle sent that succeeded.
+	AdyenOrders, AdyenNotified, TechnicalCancels int
+	AdyenStates                                  map[string]int
+	AdyenLost                                    map[string]int
 	// Violations are the broken invariants: the run failed.
 	Violations []Violation
 	// Problems are what else went wrong: a failpoint that never fired, a
@@ -76,6 +84,14 @@ func (s Summary) String() string {
 		}
 		line += " (" + strings.Join(parts, " ") + ")"
 	}
+	if s.AdyenOrders > 0 {
+		lost := 0
+		for _, n := range s.AdyenLost {
+			lost += n
+		}
+		line += fmt.Sprintf(" adyen_orders=%d adyen_notified=%d adyen_lost=%d technical_cancels=%d",
+			s.AdyenOrders, s.AdyenNotified, lost, s.TechnicalCancels)
+	}
 	if s.Failovers > 0 {
 		line += fmt.Sprintf(" failovers=%d no_primary_median=%s serve_again_median=%s",
 			s.Failovers, median(s.NoPrimary).Round(time.Millisecond), median(s.ServeAgain).Round(time.Millisecond))
@@ -96,6 +112,19 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 	s.Violations = violations
 	for _, o := range snap.orders {
 		s.States[o.state]++
+		if o.gateway == adyenGateway {
+			if s.AdyenStates == nil {
+				s.AdyenStates = map[string]int{}
+			}
+			s.AdyenOrders++
+			s.AdyenStates[o.state]++
+		}
+	}
+	s.AdyenNotified, s.AdyenLost = snap.adyen.sent, snap.adyen.lost
+	for _, tc := range snap.adyen.techCancels {
+		if tc.Status == adyenfake.ModSucceeded {
+			s.TechnicalCancels++
+		}
 	}
 	var charged, declined int
 	for _, c := range snap.ledger {
@@ -126,6 +155,10 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 	h.logf("clients: %s", hist.stats())
 	h.logf("end state: orders by state %v; gateway: %d charges, %d declines, refunds by status %v; failpoints fired %v; %d processes exited by themselves",
 		s.States, charged, declined, refunded, s.Failpoints, s.Exits)
+	if s.AdyenOrders > 0 {
+		h.logf("adyen: orders by state %v; %d payments; notifications lost by eventCode %v; %d technical cancels (%d succeeded)",
+			s.AdyenStates, len(snap.adyen.payments), s.AdyenLost, len(snap.adyen.techCancels), s.TechnicalCancels)
+	}
 	for _, v := range violations {
 		h.logf("VIOLATION %s", v)
 	}
@@ -177,7 +210,7 @@ func (h *harness) describeOrders(snap snapshot, violations []Violation) {
 	}
 	for _, o := range snap.orders {
 		if seen[o.id] {
-			h.logf("%s%s", describe(o, evs[o.id], attempts[o.id], charges[o.id]), describeHolds(snap, o, ofOrder))
+			h.logf("%s%s%s", describe(o, evs[o.id], attempts[o.id], charges[o.id]), describeHolds(snap, o, ofOrder), describeAdyen(snap, o, ofOrder))
 		}
 	}
 }
@@ -208,6 +241,25 @@ func describeHolds(snap snapshot, o dbOrder, ofOrder map[string]string) string {
 	for _, g := range snap.voidLedger {
 		if ofOrder[g.ChargeReference] == o.id {
 			fmt.Fprintf(&b, "  gateway void %s: reference %s, %s %s at %s\n", g.ID, g.Reference, g.Status, g.FailureCode, g.Created.Format("15:04:05.000"))
+		}
+	}
+	return b.String()
+}
+
+// describeAdyen renders the fake Adyen's payments of an order, with what
+// was asked of them, for a report.
+func describeAdyen(snap snapshot, o dbOrder, ofOrder map[string]string) string {
+	var b strings.Builder
+	for _, p := range snap.adyen.payments {
+		if ofOrder[p.Reference] != o.id {
+			continue
+		}
+		fmt.Fprintf(&b, "  adyen payment %s: reference %s, token %s, manual %t, %s, authorised %d, captured %d, refunded %d, created %s\n",
+			p.PSPReference, p.Reference, p.Token, p.ManualCapture, p.Status, p.AmountAuthorised, p.AmountCaptured, p.AmountRefunded,
+			p.Created.Format("15:04:05.000"))
+		for _, m := range slices.Concat(p.Captures, p.Cancels, p.Refunds, p.TechnicalCancels) {
+			fmt.Fprintf(&b, "    %s %s: reference %s, %d %s, %s %s at %s\n", m.Kind, m.PSPReference, m.Reference, m.Amount, m.Currency,
+				m.Status, m.Reason, m.Created.Format("15:04:05.000"))
 		}
 	}
 	return b.String()

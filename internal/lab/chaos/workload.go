@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -257,8 +258,8 @@ type workload struct {
 	// actionExpiry is how long Settle gives a customer to act.
 	actionExpiry time.Duration
 	// manualShare is the share of the checkouts that authorize and
-	// capture later.
-	manualShare float64
+	// capture later, adyenShare the share on the gateway "adyen".
+	manualShare, adyenShare float64
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -290,6 +291,9 @@ type checkout struct {
 	// present says the customer is at the checkout (a 3-D Secure card's
 	// charges are sent with customer_present and a return_url).
 	present bool
+	// adyen says the order is on the fake Adyen, whose 3-D Secure page
+	// takes ?result=authorised or ?result=refused.
+	adyen bool
 }
 
 func (c *checkout) stopped() bool {
@@ -309,6 +313,13 @@ func (c *checkout) replica() settlev1.OrderServiceClient {
 // or the customer gives up, with the retries and double clicks real
 // checkouts make.
 func (c *checkout) run(ctx context.Context, n int) {
+	// A share of the checkouts on Adyen (drawn only when there is one, so
+	// that runs without Adyen keep their course).
+	c.adyen = c.w.adyenShare > 0 && c.rng.Float64() < c.w.adyenShare
+	if c.adyen {
+		c.runAdyen(ctx, n)
+		return
+	}
 	token := "tok_ok" // with random faults at the simulator
 	switch x := c.rng.Float64(); {
 	case x < 0.1:
@@ -326,11 +337,40 @@ func (c *checkout) run(ctx context.Context, n int) {
 			token = fmt.Sprintf("tok_lapse_%d", lapseAfter.Milliseconds())
 		}
 	}
+	c.pay(ctx, n, "", token, capture)
+}
+
+// runAdyen is a checkout on the fake Adyen: its random faults on tok_ok
+// and tok_random, answers held past the gateway timeout (tok_timeout),
+// 3-D Secure and declines; automatic and manual capture alike.
+func (c *checkout) runAdyen(ctx context.Context, n int) {
+	token := "tok_ok"
+	switch x := c.rng.Float64(); {
+	case x < 0.1:
+		token = "tok_decline"
+	case x < 0.25:
+		token = tok3DS
+	case x < 0.35:
+		token = "tok_timeout"
+	case x < 0.6:
+		token = "tok_random"
+	}
+	capture := settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC
+	if c.rng.Float64() < c.w.manualShare {
+		capture = settlev1.CaptureMode_CAPTURE_MODE_MANUAL
+	}
+	c.pay(ctx, n, "adyen", token, capture)
+}
+
+// pay creates an order on gateway (the default when "") and clicks "pay"
+// until it is paid or the customer gives up.
+func (c *checkout) pay(ctx context.Context, n int, gateway, token string, capture settlev1.CaptureMode) {
 	c.present = token == tok3DS
 	o := c.create(ctx, &settlev1.CreateOrderRequest{
 		MerchantReference: fmt.Sprintf("chaos-%d-%d", c.client, n),
 		Amount:            &settlev1.Money{Currency: currencies[c.rng.IntN(len(currencies))], AmountMinor: 100 + c.rng.Int64N(50_000)},
 		PaymentMethod:     token,
+		Gateway:           gateway,
 		Capture:           capture,
 	})
 	if o == nil {
@@ -371,7 +411,7 @@ func (c *checkout) run(ctx context.Context, n int) {
 		x := c.rng.Float64()
 		switch state {
 		case settlev1.OrderState_ORDER_STATE_AUTHORIZED:
-			c.holds(ctx, resp.GetOrder(), n, token != "tok_ok")
+			c.holds(ctx, resp.GetOrder(), n, strings.HasPrefix(token, "tok_lapse_"))
 			return
 		case settlev1.OrderState_ORDER_STATE_PAID:
 			if x < 0.9 {
@@ -407,6 +447,10 @@ func (c *checkout) run(ctx context.Context, n int) {
 // the customer left.
 func (c *checkout) act(ctx context.Context, orderID, requestID, pm string, resp *settlev1.ChargeOrderResponse) *settlev1.ChargeOrderResponse {
 	page := resp.GetNextAction().GetRedirectUrl()
+	complete, fail := page, page+"?fail=1"
+	if c.adyen {
+		complete, fail = page+"?result=authorised", page+"?result=refused"
+	}
 	h := c.w.hist
 	switch x := c.rng.Float64(); {
 	case page == "":
@@ -414,10 +458,10 @@ func (c *checkout) act(ctx context.Context, orderID, requestID, pm string, resp 
 		return nil
 	case x < 0.5:
 		h.acted(&h.completed)
-		c.open(ctx, page)
+		c.open(ctx, complete)
 	case x < 0.7:
 		h.acted(&h.failedAuth)
-		c.open(ctx, page+"?fail=1")
+		c.open(ctx, fail)
 	case x < 0.85:
 		h.acted(&h.abandoned)
 		return nil
@@ -430,7 +474,7 @@ func (c *checkout) act(ctx context.Context, orderID, requestID, pm string, resp 
 		case <-ctx.Done():
 		case <-c.stop:
 		case <-time.After(wait):
-			c.open(ctx, page)
+			c.open(ctx, complete)
 		}
 		return nil
 	}
@@ -520,7 +564,7 @@ func (c *checkout) doubleClick(ctx context.Context, orderID, requestID, pm strin
 		req string
 	}{{c.w.clients[i], requestID}, {c.w.clients[j], second}} {
 		wg.Go(func() {
-			cc := &checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 1)), client: c.client, stop: c.stop, present: c.present}
+			cc := &checkout{w: c.w, rng: rand.New(rand.NewPCG(seeds[k], 1)), client: c.client, stop: c.stop, present: c.present, adyen: c.adyen}
 			resps[k] = cc.charge(ctx, r.to, orderID, r.req, pm)
 		})
 	}
