@@ -88,6 +88,9 @@
 //	    younger than Config.NoShowHorizon     succeeded
 //	  no capture notification, older          the technical cancel, unknown (never captured
 //	                                          past the horizon)
+//	AUTHORISATION success=true, either mode,  the technical cancel, unknown: once Settle may have
+//	  CancelAwaitingAction (the challenge     sent it, it never captures or holds the attempt
+//	  expired, or it waits for nobody)
 //	AUTHORISATION success=false               declined (its reason)
 //	nothing, and Settle holds the attempt as  requires_action: the shopper has not acted yet; an
 //	  waiting for the shopper, not expired    authorisation that comes later is captured
@@ -515,7 +518,7 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 		return order.Result{Outcome: order.OutcomeNotFound}, nil
 	case v.partial:
 		return g.declinePartial(ctx, req, psp)
-	case v.authorized && req.Capture == order.CaptureManual:
+	case v.authorized && req.Capture == order.CaptureManual && !req.CancelAwaitingAction:
 		h := g.openHold(req)
 		if v.expired {
 			h.State = order.HoldExpired
@@ -527,7 +530,10 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	case v.authorized && v.captureFailed:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
 			errors.New("authorized, but its capture failed: the amount is held, not taken; a person decides")
-	case v.authorized && (!past || awaiting):
+	case v.authorized && !req.CancelAwaitingAction && (!past || awaiting):
+		// Never once the technical cancel may have been sent: past the
+		// horizon (unless the attempt waits for the shopper), or for an
+		// attempt that expired or waits for nobody.
 		return g.capture(ctx, req, value, psp)
 	case v.declined != "":
 		return order.Result{Outcome: order.OutcomeDeclined, ChargeID: psp, DeclineCode: v.declined}, nil
@@ -539,10 +545,10 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	}
 	why := "no verdict about the attempt past the no-show horizon"
 	switch {
+	case req.CancelAwaitingAction:
+		why = "the attempt expired or waits for nobody"
 	case v.authorized:
 		why = "authorized but not captured past the no-show horizon"
-	case req.CancelAwaitingAction:
-		why = "the attempt waits for nobody"
 	}
 	if err := g.technicalCancel(ctx, req); err != nil {
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp}, fmt.Errorf("%s; the technical cancel: %w", why, err)

@@ -113,6 +113,16 @@ func TestLookupOutcomes(t *testing.T) {
 		{name: "nothing yet, young", created: young, want: order.OutcomeUnknown, notYet: true},
 		{name: "nothing, waiting for the shopper", created: old, awaiting: true, want: order.OutcomeRequiresAction},
 		{name: "waiting for the shopper, expired: technical cancel", created: old, awaiting: true, cancel: true, want: order.OutcomeUnknown, paths: []string{"/cancels"}},
+		{name: "authorised after the challenge expired: technical cancel, never captured", created: young, awaiting: true, cancel: true,
+			want: order.OutcomeUnknown, paths: []string{"/cancels"},
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, "")}
+			}},
+		{name: "authorised, manual, after the challenge expired: technical cancel, no hold", created: young, awaiting: true, cancel: true,
+			capture: order.CaptureManual, want: order.OutcomeUnknown, paths: []string{"/cancels"},
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, "")}
+			}},
 		{name: "authorised late after a challenge: captured", created: old, awaiting: true, want: order.OutcomeSucceeded, paths: []string{captures},
 			events: func(g *Gateway, id string) []order.GatewayEvent {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, "")}
