@@ -38,8 +38,9 @@ type adyenFixture struct {
 }
 
 // adyenHorizon is the fixture's no-show horizon: past it a silent attempt
-// is technically canceled.
-const adyenHorizon = 2 * time.Second
+// is technically canceled. It must exceed the gateway timeout (2 s on
+// Citus).
+var adyenHorizon = 4 * gatewayTimeout
 
 func newAdyenFixture(t *testing.T) *adyenFixture {
 	t.Helper()
