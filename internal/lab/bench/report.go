@@ -461,56 +461,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	tw.Flush()
 	b.WriteString("(other load: the most CPU the rest of the machine used during a point's median runs)\n")
 
-	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.OneCall != nil }) {
-		b.WriteString("\none call (CreateAndChargeOrder) against its own floor (internal/lab/bench/sql/floor_one_call.sql):\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/order\tround trips/order\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per order: settle client + server + PostgreSQL\t")
-		for _, p := range rep.Points {
-			if p.OneCall == nil {
-				continue
-			}
-			f, s := p.OneCall.Floor.Median, p.OneCall.Settle.Median
-			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
-				p.OneCall.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
-				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
-		}
-		tw.Flush()
-		b.WriteString("(commits and round trips per order: floor / settle)\n")
-	}
-
-	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Refund != nil }) {
-		b.WriteString("\nrefunds (RefundOrder of 1 from each client's own PAID order) against their own floor (internal/lab/bench/sql/floor_refund.sql):\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/refund\tround trips/refund\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per refund: settle client + server + PostgreSQL\t")
-		for _, p := range rep.Points {
-			if p.Refund == nil {
-				continue
-			}
-			f, s := p.Refund.Floor.Median, p.Refund.Settle.Median
-			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
-				p.Refund.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
-				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
-		}
-		tw.Flush()
-		b.WriteString("(commits and round trips per refund: floor / settle)\n")
-	}
-
-	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Capture != nil }) {
-		b.WriteString("\ncaptures (CaptureOrder of 1, not final, from each client's own AUTHORIZED order) against their own floor (internal/lab/bench/sql/floor_capture.sql):\n")
-		tw = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/capture\tround trips/capture\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per capture: settle client + server + PostgreSQL\t")
-		for _, p := range rep.Points {
-			if p.Capture == nil {
-				continue
-			}
-			f, s := p.Capture.Floor.Median, p.Capture.Settle.Median
-			fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
-				p.Capture.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
-				latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
-		}
-		tw.Flush()
-		b.WriteString("(commits and round trips per capture: floor / settle)\n")
-	}
+	floorSeries(&b, rep.Points, "one call (CreateAndChargeOrder)", "floor_one_call.sql", "order", func(p Point) *OneCall { return p.OneCall })
+	floorSeries(&b, rep.Points, "refunds (RefundOrder of 1 from each client's own PAID order)", "floor_refund.sql", "refund",
+		func(p Point) *OneCall { return p.Refund })
+	floorSeries(&b, rep.Points, "captures (CaptureOrder of 1, not final, from each client's own AUTHORIZED order)", "floor_capture.sql", "capture",
+		func(p Point) *OneCall { return p.Capture })
 
 	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Cold != nil }) {
 		b.WriteString("\ncold start (each run on a new, just-migrated database and a new server, under load from its first second):\n")
@@ -612,4 +567,28 @@ func fetchedText(reads map[string]TableReads, ops int) string {
 		s[i] = fmt.Sprintf("%s %.1f", t, float64(reads[t].IndexRowsFetched)/float64(max(ops, 1)))
 	}
 	return strings.Join(s, ", ")
+}
+
+// floorSeries writes the table of one series measured against its own SQL
+// floor (the one-call path, refunds, captures): what, its floor's script
+// and the unit of one operation; nothing when no point measured it.
+func floorSeries(b *strings.Builder, points []Point, what, script, unit string, series func(Point) *OneCall) {
+	if !slices.ContainsFunc(points, func(p Point) bool { return series(p) != nil }) {
+		return
+	}
+	fmt.Fprintf(b, "\n%s against its own floor (internal/lab/bench/sql/%s):\n", what, script)
+	tw := tabwriter.NewWriter(b, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "clients\tfloor/s\tsettle/s\tsettle÷floor\tcommits/%[1]s\tround trips/%[1]s\tp50 / p95 / p99 ms floor\tsettle\tCPU µs per %[1]s: settle client + server + PostgreSQL\t\n", unit)
+	for _, p := range points {
+		sr := series(p)
+		if sr == nil {
+			continue
+		}
+		f, s := sr.Floor.Median, sr.Settle.Median
+		fmt.Fprintf(tw, "%d\t%.0f\t%.0f\t%.2f×\t%s\t%s\t%s\t%s\t%.0f + %.0f + %.0f\t\n", p.Concurrency, f.PerSecond, s.PerSecond,
+			sr.SettleVsFloor, perOrder(f.CommitsPerOp, s.CommitsPerOp), perOrder(f.RoundTripsPerOp, s.RoundTripsPerOp),
+			latencies(f), latencies(s), s.ClientCPUPerOpUs, s.ServerCPUPerOpUs, s.DBCPUPerOpUs)
+	}
+	tw.Flush()
+	fmt.Fprintf(b, "(commits and round trips per %s: floor / settle)\n", unit)
 }

@@ -121,3 +121,27 @@ func TestColdSeries(t *testing.T) {
 		t.Errorf("rows fetched by index per order: %q, want %q", got, want)
 	}
 }
+
+// TestFloorSeriesTables: each series measured against its own floor gets
+// its table, in its own unit, and a series no point measured gets none.
+func TestFloorSeriesTables(t *testing.T) {
+	series := func(floor, settle float64) *OneCall {
+		return &OneCall{Floor: Series{Median: Measurement{PerSecond: floor}}, Settle: Series{Median: Measurement{PerSecond: settle}},
+			SettleVsFloor: settle / floor}
+	}
+	rep := &Report{Points: []Point{{Concurrency: 16, Refund: series(1000, 610)}, {Concurrency: 64, Refund: series(2000, 1500), Capture: series(1400, 700)}}}
+	var b strings.Builder
+	if err := rep.WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"refunds (RefundOrder of 1", "sql/floor_refund.sql", "commits/refund", "0.61×", "0.75×",
+		"captures (CaptureOrder of 1", "commits/capture", "0.50×", "(commits and round trips per capture: floor / settle)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "one call (CreateAndChargeOrder)") {
+		t.Errorf("a table for the one-call path, which no point measured:\n%s", out)
+	}
+}
