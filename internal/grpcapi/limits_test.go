@@ -39,8 +39,11 @@ import (
 // they start and write them in large chunks, which costs them little CPU.
 
 // healthBound is the slowest health check allowed during a flood, counted
-// in the CPU time the machine gave this process (see cpuLatency).
-const healthBound = 100 * time.Millisecond
+// in the CPU time the machine gave this process (see cpuLatency). The floods
+// these tests guard against locked clients out for minutes; the bound is
+// loose enough that a busy CI machine (GC, the attacker's own encoding) does
+// not cross it, and the slowest check is logged as the figure.
+const healthBound = time.Second
 
 // processCPU is the CPU time this process has used, user and system.
 func processCPU() time.Duration {
