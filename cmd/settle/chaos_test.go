@@ -148,21 +148,23 @@ func TestChaosCatchesMutants(t *testing.T) {
 		inv  int // the invariant that must report it
 		what string
 		// manual is the share of checkouts that authorize (0: the
-		// default), raised where only holds can show the mutant; adyen
-		// the share on the fake Adyen (0: none).
-		manual, adyen float64
+		// default), raised where only holds can show the mutant; action
+		// the share that meet 3-D Secure (0: the default), raised where
+		// only late customers can show it; adyen the share on the fake
+		// Adyen (0: none).
+		manual, action, adyen float64
 	}{
-		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0},
-		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0},
-		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0},
+		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0, 0},
+		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0, 0},
+		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0},
 		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
-			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0},
+			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0, 0},
 		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
-			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0},
+			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0.5, 0},
 		{"BrokenHoldGuard", []mutant.Mutation{brokenHoldGuard}, chaos.InvCaptureHold,
-			"captures beyond the hold in a build that admits them", 0.6, 0},
+			"captures beyond the hold in a build that admits them", 0.6, 0, 0},
 		{"MissingNotificationIsDecline", []mutant.Mutation{missingNotificationIsDecline}, chaos.InvAdyenHold,
-			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0.6},
+			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -177,6 +179,7 @@ func TestChaosCatchesMutants(t *testing.T) {
 				Orders:      200,
 				Faults:      chaos.Faults{KillsPerMinute: 6, BackendKillsPerMinute: 3},
 				ManualShare: tc.manual,
+				ActionShare: tc.action,
 				AdyenShare:  tc.adyen,
 				LogDir:      t.TempDir(), // the run is meant to fail: keep no logs
 			})

@@ -143,6 +143,10 @@ type Config struct {
 	// ManualShare is the share of checkouts that authorize now and
 	// capture later (default 0.15); a run that must see holds raises it.
 	ManualShare float64
+	// ActionShare is the share of the simulator's checkouts paid with its
+	// 3-D Secure card (default 0.1); a run that must see challenges
+	// expire under late customers raises it.
+	ActionShare float64
 	// AdyenShare is the share of checkouts on the gateway "adyen", a fake
 	// Adyen in the harness's process whose notifications are delayed,
 	// reordered, duplicated and lost (0: none; unlike the other fields,
@@ -213,6 +217,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ManualShare <= 0 {
 		c.ManualShare = defaultManualShare
+	}
+	if c.ActionShare <= 0 {
+		c.ActionShare = defaultActionShare
 	}
 	if c.Gateway == (sim.RandomFaults{}) {
 		c.Gateway = DefaultGateway()

@@ -244,6 +244,7 @@ func (h *harness) run(ctx context.Context) error {
 		web:          &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		actionExpiry: actionExpiry,
 		manualShare:  cfg.ManualShare,
+		actionShare:  cfg.ActionShare,
 		adyenShare:   cfg.AdyenShare}
 	stopClients := make(chan struct{})
 	var clientsDone sync.WaitGroup

@@ -37,6 +37,9 @@ const (
 	// paid with the simulator's card whose authorization lapses after
 	// lapseAfter, so that holds expire within a run.
 	defaultManualShare = 0.15
+	// defaultActionShare is the share of the simulator's checkouts that
+	// meet a 3-D Secure challenge.
+	defaultActionShare = 0.1
 	lapseShare         = 0.2
 	lapseAfter         = 3 * time.Second
 )
@@ -260,6 +263,9 @@ type workload struct {
 	// manualShare is the share of the checkouts that authorize and
 	// capture later, adyenShare the share on the gateway "adyen".
 	manualShare, adyenShare float64
+	// actionShare is the share of the simulator's checkouts paid with its
+	// 3-D Secure card.
+	actionShare float64
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -324,7 +330,7 @@ func (c *checkout) run(ctx context.Context, n int) {
 	switch x := c.rng.Float64(); {
 	case x < 0.1:
 		token = "tok_decline"
-	case x < 0.2:
+	case x < 0.1+c.w.actionShare:
 		token = tok3DS
 	}
 	capture := settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC
