@@ -67,7 +67,8 @@ func CheckActionResult(s string) error {
 // completeAction is Charge with an action result: it sends the result to
 // the gateway for the attempt in.RequestID names, which must be the
 // order's attempt waiting for the customer, and settles what the gateway
-// says. Nothing is claimed otherwise: no new attempt is ever made here.
+// says. A replay once that challenge ended answers the order as it
+// stands. No new attempt is ever made here.
 func (s *Service) completeAction(ctx context.Context, merchantID string, in ChargeInput) (Order, *Attempt, error) {
 	o, a, err := s.store.OrderAttempt(ctx, merchantID, in.OrderID, AttemptID(merchantID, in.OrderID, in.RequestID))
 	if errors.Is(err, ErrNotFound) {
@@ -82,18 +83,42 @@ func (s *Service) completeAction(ctx context.Context, merchantID string, in Char
 	if err := in.sameAttempt(a); err != nil {
 		return Order{}, nil, err
 	}
-	if o.State != StateRequiresAction || o.CurrentAttempt != a.ID {
-		return Order{}, nil, &ActionError{Reason: fmt.Sprintf(
-			"is taken only while the order waits for the customer (REQUIRES_ACTION) on this request_id's attempt; the order is %s: GetOrder shows it", o.State)}
-	}
 	ac, ok := s.gateways[o.Gateway].(ActionCompleter)
 	if !ok {
 		return Order{}, nil, &ActionError{Reason: fmt.Sprintf(
 			"gateway %q learns the result of the customer's action by itself: replay the request without action_result", o.Gateway)}
 	}
+	if o.State != StateRequiresAction || o.CurrentAttempt != a.ID {
+		ended, err := s.challengeEnded(ctx, o, a.ID)
+		if err != nil || ended {
+			// A replay: the challenge of this attempt ended (a notification,
+			// an earlier call, the expiry). Nothing is sent again.
+			return o, &a, err
+		}
+		return Order{}, nil, &ActionError{Reason: fmt.Sprintf(
+			"is taken only while the order waits for the customer (REQUIRES_ACTION) on this request_id's attempt; the order is %s: GetOrder shows it", o.State)}
+	}
 	op := &actionOp{resumeOp: resumeOp{chargeOp{s: s, merchantID: merchantID, in: in, o: o, a: a}}, gw: ac}
 	op.att = &op.a
 	return op.answer(s.run(ctx, op))
+}
+
+// challengeEnded reports whether attemptID is o's current attempt and
+// its challenge ended: the order left REQUIRES_ACTION on it.
+func (s *Service) challengeEnded(ctx context.Context, o Order, attemptID string) (bool, error) {
+	if o.CurrentAttempt != attemptID {
+		return false, nil
+	}
+	events, _, err := s.store.History(ctx, o.MerchantID, o.ID)
+	if err != nil {
+		return false, fmt.Errorf("read order %s history: %w", o.ID, err)
+	}
+	for _, e := range events {
+		if e.From == StateRequiresAction && e.AttemptID == attemptID {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // actionOp sends an action result for an attempt waiting for the

@@ -1142,11 +1142,13 @@ type ChargeOrderRequest struct {
 	// gateway at once and answers with what the payment came to (PAID, or
 	// AUTHORIZED for a manual capture; PENDING when the challenge failed).
 	// Only with the request_id of the charge that asked for the action,
-	// while the order is REQUIRES_ACTION: otherwise FAILED_PRECONDITION, as
-	// for a gateway that learns the result by itself (Stripe, the
-	// simulator: replay without action_result). 1 to 8192 characters of
-	// letters, digits and - _ . ~ + / = ! % *; INVALID_ARGUMENT otherwise.
-	// Replaying the same action_result is harmless. Never stored or logged.
+	// while the order is REQUIRES_ACTION; once that challenge ended (its
+	// notification, an earlier call), the order as it stands, nothing sent.
+	// Otherwise FAILED_PRECONDITION, as for a gateway that learns the
+	// result by itself (Stripe, the simulator: replay without
+	// action_result). A result the gateway does not accept, or not 1 to
+	// 8192 characters of letters, digits and - _ . ~ + / = ! % *, is
+	// INVALID_ARGUMENT, and the order still waits. Never stored or logged.
 	ActionResult  string `protobuf:"bytes,7,opt,name=action_result,json=actionResult,proto3" json:"action_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
