@@ -150,6 +150,9 @@ func TestAdyenActionResultCompletesTheChallenge(t *testing.T) {
 			if err != nil || again.GetOrder().GetState() != tt.want || again.GetAttempt().GetId() != first.GetAttempt().GetId() {
 				t.Fatalf("ChargeOrder with the action result again = %v, %v; want %s, the same attempt", again, err, tt.want)
 			}
+			if strings.Contains(s.logs.String(), rr) {
+				t.Errorf("the action result was logged:\n%s", s.logs.String())
+			}
 			p := s.payment(t, first.GetAttempt().GetId())
 			if p.AmountAuthorised != tt.held || p.AmountCaptured != tt.taken || len(p.Captures) > 1 {
 				t.Errorf("ledger %+v; want %d held, %d taken, at most one capture", p, tt.held, tt.taken)
@@ -212,8 +215,8 @@ func TestActionResultRefused(t *testing.T) {
 		if status.Code(err) != tt.code || !strings.Contains(status.Convert(err).Message(), "action_result") && tt.code != codes.NotFound {
 			t.Errorf("%s: %v; want %s naming action_result", tt.name, err, tt.code)
 		}
-		if strings.Contains(status.Convert(err).Message(), tt.result) {
-			t.Errorf("%s: the message repeats the value: %v", tt.name, err)
+		if strings.Contains(status.Convert(err).Message(), tt.result) || strings.Contains(s.logs.String(), tt.result) {
+			t.Errorf("%s: the message or the log repeats the value: %v", tt.name, err)
 		}
 	}
 	got, err := s.orders.GetOrder(ctx, &settlev1.GetOrderRequest{Key: &settlev1.GetOrderRequest_Id{Id: id}})

@@ -514,7 +514,7 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	// An attempt Settle holds as waiting for the shopper, not yet expired:
 	// no technical cancel is ever sent for it, so an authorisation that
 	// comes late is captured, and silence means the shopper has not acted.
-	awaiting := req.AwaitingAction && !req.CancelAwaitingAction
+	awaiting := waitsForShopper(req)
 	switch {
 	case v.techCanceled && v.captured:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
@@ -560,6 +560,12 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	}
 	return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
 		fmt.Errorf("%s: technical cancel sent, waiting for its TECHNICAL_CANCEL notification", why)
+}
+
+// waitsForShopper reports whether Settle holds req's attempt as waiting
+// for the shopper, not expired: no technical cancel is sent for it.
+func waitsForShopper(req order.ChargeRequest) bool {
+	return req.AwaitingAction && !req.CancelAwaitingAction
 }
 
 // pastHorizon reports whether the attempt is older than the no-show
