@@ -195,7 +195,8 @@ func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error)
 // chargeInputFromProto is a ChargeOrder request as the domain takes it.
 func chargeInputFromProto(req *settlev1.ChargeOrderRequest) order.ChargeInput {
 	return order.ChargeInput{OrderID: canonicalID(req.GetOrderId()), RequestID: req.GetRequestId(), PaymentMethod: req.GetPaymentMethod(),
-		CustomerPresent: req.GetCustomerPresent(), ReturnURL: req.GetReturnUrl(), Customer: req.GetCustomer()}
+		CustomerPresent: req.GetCustomerPresent(), ReturnURL: req.GetReturnUrl(), Customer: req.GetCustomer(),
+		ActionResult: req.GetActionResult()}
 }
 
 // createAndChargeInputFromProto is the charge of a CreateAndChargeOrder

@@ -27,6 +27,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		rstErr  *order.RefundStateError
 		capErr  *order.CaptureLimitError
 		holdErr *order.HoldError
+		actErr  *order.ActionError
 	)
 	switch {
 	case err == nil:
@@ -53,6 +54,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.FailedPrecondition, capErr.Error())
 	case errors.As(err, &holdErr):
 		return status.Error(codes.FailedPrecondition, holdErr.Error())
+	case errors.As(err, &actErr):
+		return status.Error(codes.FailedPrecondition, actErr.Error())
 	case errors.Is(err, order.ErrCapturesUnsupported):
 		return status.Error(codes.FailedPrecondition, "the order was not created with capture CAPTURE_MODE_MANUAL on a gateway that can capture: "+
 			"an automatic order is paid by its charge, refund it instead")

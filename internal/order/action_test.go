@@ -2,6 +2,7 @@ package order_test
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"testing"
 	"time"
@@ -109,5 +110,21 @@ func TestThreeDSecureExpiresWithTheSimulator(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusConflict || f.sim.Succeeded(a.ID) != 0 {
 		t.Errorf("authenticating after the expiry: %s, %d charges; want refused, none", resp.Status, f.sim.Succeeded(a.ID))
+	}
+}
+
+// TestCreateAndChargeRefusesActionResult: a new order waits for no
+// action, so an action result with it is refused, and nothing is created.
+func TestCreateAndChargeRefusesActionResult(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	_, _, err := f.svc.CreateAndCharge(context.Background(), merchant, newOrder("new-with-result", "tok_3ds"),
+		order.ChargeInput{RequestID: "new-with-result-req", CustomerPresent: true, ActionResult: "X6XtfGC3!Y0"})
+	var v *order.ValidationError
+	if !errors.As(err, &v) || v.Field != "action_result" {
+		t.Fatalf("CreateAndCharge with an action result: %v; want a validation error of action_result", err)
+	}
+	if _, err := f.svc.GetByReference(context.Background(), merchant, "new-with-result"); !errors.Is(err, order.ErrNotFound) {
+		t.Errorf("the order was created: %v", err)
 	}
 }

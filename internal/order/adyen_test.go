@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -329,6 +330,39 @@ func TestAdyenChallengeCompletedPastTheHorizon(t *testing.T) {
 		p := f.payment(t, a.ID)
 		return p.AmountCaptured == 1250 && len(p.Captures) == 1
 	}, "captured once, in full")
+}
+
+// TestAdyenActionResultBesideItsNotification: the shopper's return with
+// the redirectResult and the AUTHORISATION notification of the same
+// challenge (which wakes the reconciler) settle the order once, PAID,
+// captured once, whichever comes first.
+func TestAdyenActionResultBesideItsNotification(t *testing.T) {
+	t.Parallel()
+	f := newAdyenFixture(t)
+	o, a := f.charge(t, "tok_3ds", order.CaptureAutomatic)
+	if o.State != order.StateRequiresAction || a == nil || a.NextAction.RedirectURL == "" {
+		t.Fatalf("tok_3ds: %s with attempt %+v, want REQUIRES_ACTION with a page", o.State, a)
+	}
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(a.NextAction.RedirectURL + "?result=authorised")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	back, err := url.Parse(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := f.svc.Charge(context.Background(), merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + o.ID,
+		CustomerPresent: true, ActionResult: back.Query().Get("redirectResult")})
+	if err != nil || got.State != order.StatePaid {
+		// Whether the notification settled it first or not.
+		t.Fatalf("Charge with the action result = %s, %v; want PAID", got.State, err)
+	}
+	time.Sleep(time.Second) // a second capture, if any, would be made meanwhile
+	if p := f.payment(t, a.ID); p.AmountCaptured != 1250 || len(p.Captures) != 1 {
+		t.Errorf("ledger %+v; want captured once, in full", p)
+	}
 }
 
 func eventually(t *testing.T, ok func() bool, what string) {

@@ -21,6 +21,9 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 	if err := in.Validate(); err != nil {
 		return Order{}, nil, err
 	}
+	if in.ActionResult != "" {
+		return s.completeAction(ctx, merchantID, in)
+	}
 	op := &chargeOp{s: s, merchantID: merchantID, in: in}
 	return op.answer(s.run(ctx, op))
 }
@@ -49,6 +52,9 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 	}
 	if in.PaymentMethod != "" {
 		return Order{}, nil, &ValidationError{Field: "payment_method", Reason: "must be empty: the new order's is charged"}
+	}
+	if in.ActionResult != "" {
+		return Order{}, nil, &ValidationError{Field: "action_result", Reason: "must be empty: a new order waits for no action; send it with ChargeOrder"}
 	}
 	op := &newChargeOp{chargeOp: chargeOp{s: s, merchantID: merchantID, in: in}, n: n, fresh: fresh}
 	return op.answer(s.run(ctx, op))
@@ -149,14 +155,8 @@ func (op *chargeOp) claim(ctx context.Context) (bool, error) {
 func (op *chargeOp) replay(ctx context.Context, c ClaimResult) error {
 	in := op.in
 	if a := c.Attempt; a != nil {
-		if a.OrderID != in.OrderID {
-			return &ConflictError{Msg: MsgRequestIDOtherOrder}
-		}
-		if in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod {
-			return &ConflictError{Msg: "request_id was already used with another payment_method"}
-		}
-		if in.Customer != "" && in.Customer != a.Customer {
-			return &ConflictError{Msg: "request_id was already used with another customer"}
+		if err := in.sameAttempt(*a); err != nil {
+			return err
 		}
 		if a.Outcome == OutcomeRefused {
 			// A retry of a charge the gateway refused gets the same answer,
@@ -174,6 +174,20 @@ func (op *chargeOp) replay(ctx context.Context, c ClaimResult) error {
 	// Otherwise the order is CHARGING, PAID, CANCELED or in review:
 	// nothing to do but say how it stands.
 	op.o, op.att = c.Order, c.Attempt
+	return nil
+}
+
+// sameAttempt refuses a replay of a request that names attempt a with
+// other parameters than a's.
+func (in ChargeInput) sameAttempt(a Attempt) error {
+	switch {
+	case a.OrderID != in.OrderID:
+		return &ConflictError{Msg: MsgRequestIDOtherOrder}
+	case in.PaymentMethod != "" && in.PaymentMethod != a.PaymentMethod:
+		return &ConflictError{Msg: "request_id was already used with another payment_method"}
+	case in.Customer != "" && in.Customer != a.Customer:
+		return &ConflictError{Msg: "request_id was already used with another customer"}
+	}
 	return nil
 }
 

@@ -30,7 +30,7 @@ package order
 //
 // A kind declares only what differs, as a type with the methods of
 // operation: its claim, its call, its settle and its reread (charge.go,
-// refund.go). The Failpoints after-claim and after-gateway fire between
+// action.go, refund.go). The Failpoints after-claim and after-gateway fire between
 // the steps, for every kind alike.
 
 import (

@@ -85,6 +85,11 @@ type ChargeInput struct {
 	// cus_...) the payment method is saved to. It is kept with the attempt,
 	// so that a replay of the attempt's first request carries it again.
 	Customer string
+	// ActionResult, when set, is what the gateway handed the customer's
+	// browser on return from its challenge (Adyen's redirectResult): the
+	// call completes the action of the attempt RequestID names (see
+	// ActionCompleter). Opaque, and never stored or logged.
+	ActionResult string
 }
 
 // MaxReturnURLLen bounds a return URL.
@@ -119,7 +124,12 @@ func (c ChargeInput) validateCharge() error {
 		}
 	}
 	if c.Customer != "" {
-		return CheckCustomer(c.Customer)
+		if err := CheckCustomer(c.Customer); err != nil {
+			return err
+		}
+	}
+	if c.ActionResult != "" {
+		return CheckActionResult(c.ActionResult)
 	}
 	return nil
 }

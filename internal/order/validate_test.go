@@ -331,3 +331,44 @@ func TestReturnURL(t *testing.T) {
 		}
 	}
 }
+
+// TestActionResult checks what an action result may be: a gateway's text
+// as it came back (Adyen's redirectResult, URL-decoded or not, base64 and
+// base64url) passes, even with long runs of digits between its letters;
+// spaces, other characters, a bare card number and too much do not, and
+// no reason repeats the value.
+func TestActionResult(t *testing.T) {
+	for _, tt := range []struct {
+		s  string
+		ok bool
+	}{
+		{"X6XtfGC3!Y...", true},
+		{"X6XtfGC3%21Y...", true},
+		{"Ab02b4c0!BQABAgCW5sxB4e/Ww6HDbQiI8oZ7NBCEV7+gq2aMKP+hHuTXlEbcTu0Fx7r2/MtzCG2A==", true},
+		{"eyJ0cmFuc1N0YXR1cyI6IlkifQ_-~*", true},
+		{"Ab4242424242424242cd", true}, // digits in a token, not a card
+		{"cdf0d8ba", true},
+		{"", false},
+		{"Ab12 cd", false},
+		{"Ab12\ncd", false},
+		{"Ab12&cd=1", false},
+		{"Äb12", false},
+		{"4242424242424242", false},
+		{"card=4242424242424242", false},
+		{strings.Repeat("A", MaxActionResultLen), true},
+		{strings.Repeat("A", MaxActionResultLen+1), false},
+	} {
+		err := CheckActionResult(tt.s)
+		var v *ValidationError
+		if (err == nil) != tt.ok || (err != nil && (!errors.As(err, &v) || v.Field != "action_result")) {
+			t.Errorf("CheckActionResult(%.40q) = %v, want ok %t, an action_result error otherwise", tt.s, err, tt.ok)
+		}
+		if err != nil && tt.s != "" && strings.Contains(err.Error(), tt.s) {
+			t.Errorf("CheckActionResult(%.40q) repeats the value: %v", tt.s, err)
+		}
+	}
+	in := ChargeInput{OrderID: "01a2354f-3472-7d0f-aa7d-ffa5c97e27f3", RequestID: "req-12345678", ActionResult: "Ab12 cd"}
+	if err := in.Validate(); err == nil {
+		t.Error("ChargeInput.Validate took a bad action result")
+	}
+}

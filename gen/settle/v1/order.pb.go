@@ -1134,7 +1134,22 @@ type ChargeOrderRequest struct {
 	// payment method is saved to, for a saved card. It is sent with the
 	// charge and kept with the attempt; other gateways ignore it. The same
 	// request_id with another customer is ALREADY_EXISTS.
-	Customer      string `protobuf:"bytes,6,opt,name=customer,proto3" json:"customer,omitempty"`
+	Customer string `protobuf:"bytes,6,opt,name=customer,proto3" json:"customer,omitempty"`
+	// Optional: the customer is back from the gateway's challenge (3-D
+	// Secure), and this is the opaque text the gateway handed their browser
+	// on return: Adyen's redirectResult, the query parameter it appends to
+	// return_url, as it came (URL-decoded or not). Settle sends it to the
+	// gateway at once and answers with what the payment came to (PAID, or
+	// AUTHORIZED for a manual capture; PENDING when the challenge failed).
+	// Only with the request_id of the charge that asked for the action,
+	// while the order is REQUIRES_ACTION; once that challenge ended (its
+	// notification, an earlier call), the order as it stands, nothing sent.
+	// Otherwise FAILED_PRECONDITION, as for a gateway that learns the
+	// result by itself (Stripe, the simulator: replay without
+	// action_result). A result the gateway does not accept, or not 1 to
+	// 8192 characters of letters, digits and - _ . ~ + / = ! % *, is
+	// INVALID_ARGUMENT, and the order still waits. Never stored or logged.
+	ActionResult  string `protobuf:"bytes,7,opt,name=action_result,json=actionResult,proto3" json:"action_result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1207,6 +1222,13 @@ func (x *ChargeOrderRequest) GetReturnUrl() string {
 func (x *ChargeOrderRequest) GetCustomer() string {
 	if x != nil {
 		return x.Customer
+	}
+	return ""
+}
+
+func (x *ChargeOrderRequest) GetActionResult() string {
+	if x != nil {
+		return x.ActionResult
 	}
 	return ""
 }
@@ -2768,7 +2790,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12merchant_reference\x18\x02 \x01(\tH\x00R\x11merchantReferenceB\x05\n" +
 	"\x03key\":\n" +
 	"\x10GetOrderResponse\x12&\n" +
-	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"\xdb\x01\n" +
+	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"\x80\x02\n" +
 	"\x12ChargeOrderRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12\x1d\n" +
 	"\n" +
@@ -2777,7 +2799,8 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x10customer_present\x18\x04 \x01(\bR\x0fcustomerPresent\x12\x1d\n" +
 	"\n" +
 	"return_url\x18\x05 \x01(\tR\treturnUrl\x12\x1a\n" +
-	"\bcustomer\x18\x06 \x01(\tR\bcustomer\"\xeb\x01\n" +
+	"\bcustomer\x18\x06 \x01(\tR\bcustomer\x12#\n" +
+	"\raction_result\x18\a \x01(\tR\factionResult\"\xeb\x01\n" +
 	"\x13ChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +

@@ -22,7 +22,7 @@
 //	  shopperInteraction=ContAuth, recurringProcessingModel=UnscheduledCardOnFile (merchant-initiated)
 //	  additionalData{manualCapture=true}
 //	POST /payments/details                   Idempotency-Key: <attempt id>:details
-//	  details{redirectResult}                (Details: the shopper's return from 3-D Secure)
+//	  details{redirectResult}                (CompleteAction: the shopper's return from 3-D Secure)
 //	POST /payments/<psp>/captures            Idempotency-Key: <attempt id>:capture
 //	  amount (all of it)  reference=<attempt id>:capture   (an automatic order, at once)
 //	POST /cancels                            Idempotency-Key: <attempt id>:cancel
@@ -34,7 +34,7 @@
 // in modify.go. A notification about a derived call names its reference
 // ("<attempt id>:capture"); ReceiveEvents reports it about the attempt.
 //
-// # Outcomes of Charge (and Details)
+// # Outcomes of Charge (and CompleteAction)
 //
 //	Adyen's answer                                outcome
 //	200 Authorised, manual capture                succeeded, with an open hold of the whole amount;
@@ -246,8 +246,9 @@ type Config struct {
 }
 
 // Gateway charges payment methods through Adyen's Checkout API. It
-// implements order.Gateway, order.Capturer, order.Refunder and
-// order.AmountChecker, and is safe for concurrent use.
+// implements order.Gateway, order.Capturer, order.Refunder,
+// order.AmountChecker and order.ActionCompleter, and is safe for
+// concurrent use.
 type Gateway struct {
 	base                       string
 	apiKey                     string
@@ -266,10 +267,11 @@ type Gateway struct {
 }
 
 var (
-	_ order.Gateway       = (*Gateway)(nil)
-	_ order.Capturer      = (*Gateway)(nil)
-	_ order.Refunder      = (*Gateway)(nil)
-	_ order.AmountChecker = (*Gateway)(nil)
+	_ order.Gateway         = (*Gateway)(nil)
+	_ order.Capturer        = (*Gateway)(nil)
+	_ order.Refunder        = (*Gateway)(nil)
+	_ order.AmountChecker   = (*Gateway)(nil)
+	_ order.ActionCompleter = (*Gateway)(nil)
 )
 
 // New returns a Gateway for cfg, or an error saying what in cfg is wrong.
@@ -439,17 +441,20 @@ func (g *Gateway) Charge(ctx context.Context, req order.ChargeRequest) (res orde
 	return res, err
 }
 
-// Details sends the shopper's return from a redirect (3-D Secure) for the
-// attempt req, with the redirectResult Adyen appended to the return URL,
-// and reports what the payment came to as Charge does (capturing an
-// automatic order at once while it is younger than the no-show horizon).
-// It is observed as a charge.
-func (g *Gateway) Details(ctx context.Context, req order.ChargeRequest, redirectResult string) (res order.Result, err error) {
+// CompleteAction sends the shopper's return from a redirect (3-D Secure)
+// for the attempt req, with the redirectResult Adyen appended to the
+// return URL, and reports what the payment came to as Charge does
+// (capturing an automatic order at once while it is younger than the
+// no-show horizon, or while Settle holds it as waiting for the shopper,
+// for which no technical cancel is sent). It implements
+// order.ActionCompleter: a replay sends the same key, and Adyen answers
+// it with its first answer. It is observed as a charge.
+func (g *Gateway) CompleteAction(ctx context.Context, req order.ChargeRequest, redirectResult string) (res order.Result, err error) {
 	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpCharge, OrderID: req.OrderID, AttemptID: req.AttemptID})
 	defer func() { done(res, err) }()
 	value, err := checkCharge(req)
-	if err == nil && (redirectResult == "" || len(redirectResult) > 8192) {
-		err = errors.New("a redirectResult of at most 8192 characters is required")
+	if err == nil && (redirectResult == "" || len(redirectResult) > order.MaxActionResultLen) {
+		err = fmt.Errorf("a redirectResult of at most %d characters is required", order.MaxActionResultLen)
 	}
 	if err != nil {
 		return order.Result{Outcome: order.OutcomeNotSent}, fmt.Errorf("adyen: payment details %s: %w", req.AttemptID, err)
@@ -509,7 +514,7 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	// An attempt Settle holds as waiting for the shopper, not yet expired:
 	// no technical cancel is ever sent for it, so an authorisation that
 	// comes late is captured, and silence means the shopper has not acted.
-	awaiting := req.AwaitingAction && !req.CancelAwaitingAction
+	awaiting := waitsForShopper(req)
 	switch {
 	case v.techCanceled && v.captured:
 		return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
@@ -555,6 +560,12 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 	}
 	return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
 		fmt.Errorf("%s: technical cancel sent, waiting for its TECHNICAL_CANCEL notification", why)
+}
+
+// waitsForShopper reports whether Settle holds req's attempt as waiting
+// for the shopper, not expired: no technical cancel is sent for it.
+func waitsForShopper(req order.ChargeRequest) bool {
+	return req.AwaitingAction && !req.CancelAwaitingAction
 }
 
 // pastHorizon reports whether the attempt is older than the no-show

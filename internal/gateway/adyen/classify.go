@@ -51,9 +51,11 @@ func (g *Gateway) answer(ctx context.Context, req order.ChargeRequest, value int
 		if req.Capture == order.CaptureManual {
 			return order.Result{Outcome: order.OutcomeSucceeded, ChargeID: psp, Hold: g.openHold(req)}, nil
 		}
-		if g.pastHorizon(req) {
+		if g.pastHorizon(req) && !waitsForShopper(req) {
 			// A technical cancel of the attempt may be on its way: the
-			// adapter never captures past the horizon; Lookup decides.
+			// adapter never captures past the horizon (but for an attempt
+			// waiting for the shopper, which none ends until it expires);
+			// Lookup decides.
 			return order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
 				fmt.Errorf("%s: authorized past the no-show horizon, not captured", step)
 		}

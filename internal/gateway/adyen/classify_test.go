@@ -268,20 +268,21 @@ func TestAmounts(t *testing.T) {
 	}
 }
 
-// TestDetails checks the return from 3-D Secure: what /payments/details
+// TestCompleteAction checks the return from 3-D Secure: what /payments/details
 // is sent, an automatic order captured at once, but never past the
-// no-show horizon, and a missing redirectResult not sent.
-func TestDetails(t *testing.T) {
+// no-show horizon unless it waits for the shopper, and a missing
+// redirectResult not sent.
+func TestCompleteAction(t *testing.T) {
 	s := newScripted(t)
 	s.on("/payments/details", 200, map[string]any{"pspReference": testPSP, "resultCode": "Authorised"})
 	s.on("/payments/"+testPSP+"/captures", 201, map[string]any{"pspReference": "MOD0000000000001", "status": "received",
 		"merchantAccount": testMerchant, "paymentPspReference": testPSP})
 	g := newGateway(t, s.srv.URL, &MemoryLog{}, time.Now)
 	req := chargeRequest(time.Now())
-	req.CustomerPresent = false // Details knows the shopper is back
-	res, err := g.Details(t.Context(), req, "X6XtfGC3!Y...")
+	req.CustomerPresent = false // CompleteAction knows the shopper is back
+	res, err := g.CompleteAction(t.Context(), req, "X6XtfGC3!Y...")
 	if err != nil || res.Outcome != order.OutcomeSucceeded || res.ChargeID != testPSP {
-		t.Fatalf("Details = %+v, %v; want succeeded, captured", res, err)
+		t.Fatalf("CompleteAction = %+v, %v; want succeeded, captured", res, err)
 	}
 	got := s.requests()
 	if len(got) != 2 || got[0].Path != "/payments/details" || got[0].Key != req.AttemptID+":details" ||
@@ -290,14 +291,34 @@ func TestDetails(t *testing.T) {
 	}
 
 	late := chargeRequest(time.Now().Add(-2 * testHorizon))
-	res, err = g.Details(t.Context(), late, "X6XtfGC3!Y...")
+	res, err = g.CompleteAction(t.Context(), late, "X6XtfGC3!Y...")
 	if err == nil || res.Outcome != order.OutcomeUnknown || res.ChargeID != testPSP {
-		t.Errorf("Details past the horizon = %+v, %v; want unknown, not captured", res, err)
+		t.Errorf("CompleteAction past the horizon = %+v, %v; want unknown, not captured", res, err)
 	}
 	if n := len(s.requests()); n != 3 {
 		t.Errorf("%d requests; want the late details alone, no capture", n)
 	}
-	if res, err := g.Details(t.Context(), req, ""); res.Outcome != order.OutcomeNotSent || err == nil {
-		t.Errorf("Details without a redirectResult = %+v, %v; want not sent", res, err)
+	// An attempt Settle holds as waiting for the shopper is never
+	// technically canceled before it expires: past the horizon it is
+	// captured all the same, but not once it expired.
+	waiting := late
+	waiting.AwaitingAction = true
+	res, err = g.CompleteAction(t.Context(), waiting, "X6XtfGC3!Y...")
+	if err != nil || res.Outcome != order.OutcomeSucceeded {
+		t.Errorf("CompleteAction of a waiting attempt past the horizon = %+v, %v; want succeeded, captured", res, err)
+	}
+	if got := s.requests(); len(got) != 5 || got[4].Path != "/payments/"+testPSP+"/captures" {
+		t.Errorf("requests %+v; want the details, then the capture", got)
+	}
+	expired := waiting
+	expired.CancelAwaitingAction = true
+	if res, err = g.CompleteAction(t.Context(), expired, "X6XtfGC3!Y..."); err == nil || res.Outcome != order.OutcomeUnknown {
+		t.Errorf("CompleteAction of an expired attempt past the horizon = %+v, %v; want unknown, not captured", res, err)
+	}
+	if n := len(s.requests()); n != 6 {
+		t.Errorf("%d requests; want the expired attempt's details alone, no capture", n)
+	}
+	if res, err := g.CompleteAction(t.Context(), req, ""); res.Outcome != order.OutcomeNotSent || err == nil {
+		t.Errorf("CompleteAction without a redirectResult = %+v, %v; want not sent", res, err)
 	}
 }

@@ -212,7 +212,7 @@ func settledLookup(t *testing.T, gw *adyen.Gateway, req order.ChargeRequest) ord
 }
 
 // TestThreeDSecure takes a payment through the fake's 3-D Secure page and
-// back with Details: authenticated, an automatic order is captured at
+// back with CompleteAction: authenticated, an automatic order is captured at
 // once and a manual one holds; failed, it is declined.
 func TestThreeDSecure(t *testing.T) {
 	for _, tt := range []struct {
@@ -251,9 +251,9 @@ func TestThreeDSecure(t *testing.T) {
 			if err != nil || resp.StatusCode != http.StatusFound || back.Host != "shop.example" {
 				t.Fatalf("the challenge page answered %d to %q; want a redirect to the return URL", resp.StatusCode, resp.Header.Get("Location"))
 			}
-			res, err = a.gw.Details(t.Context(), req, back.Query().Get("redirectResult"))
+			res, err = a.gw.CompleteAction(t.Context(), req, back.Query().Get("redirectResult"))
 			if res.Outcome != tt.want || res.DeclineCode != tt.code || (err != nil) {
-				t.Fatalf("Details = %+v, %v; want %s %q", res, err, tt.want, tt.code)
+				t.Fatalf("CompleteAction = %+v, %v; want %s %q", res, err, tt.want, tt.code)
 			}
 			var p adyenfake.Payment
 			for _, q := range a.fake.Ledger() {
@@ -268,11 +268,11 @@ func TestThreeDSecure(t *testing.T) {
 				}
 			case tt.capture == order.CaptureManual:
 				if res.Hold == nil || res.Hold.State != order.HoldOpen || p.AmountCaptured != 0 || p.AmountAuthorised != 4200 {
-					t.Errorf("Details' hold %+v, ledger %+v; want 4200 held, nothing taken", res.Hold, p)
+					t.Errorf("CompleteAction's hold %+v, ledger %+v; want 4200 held, nothing taken", res.Hold, p)
 				}
 			default:
 				if res.ChargeID != p.PSPReference || p.AmountCaptured != 4200 {
-					t.Errorf("Details' charge %s, ledger %+v; want the payment captured in full", res.ChargeID, p)
+					t.Errorf("CompleteAction's charge %s, ledger %+v; want the payment captured in full", res.ChargeID, p)
 				}
 			}
 			// The notifications say the same.
