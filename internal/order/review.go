@@ -102,6 +102,7 @@ func (r ReviewItem) Reason() string {
 	case ReviewCaptureFailed:
 		return fmt.Sprintf("gateway event %s (%s) reported a failure for the operation that paid the order (attempt %s)",
 			r.EventID, r.EventType, r.AttemptID)
+	case ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid:
 	}
 	return fmt.Sprintf("the reconciler could not learn the %s's outcome after %d lookups: %s", r.Kind, r.ReconcileCount, r.LastError)
 }

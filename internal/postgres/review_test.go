@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -243,7 +244,7 @@ func testReviewQueue(t *testing.T, db storeDB) {
 		got.OrderID != item.OrderID || got.EventID != item.EventID {
 		t.Errorf("resolved item: %+v, %v", got, err)
 	}
-	if _, err := s.ReviewItem(ctx, "merchant-a", item.ID); err != order.ErrReviewItemNotFound {
+	if _, err := s.ReviewItem(ctx, "merchant-a", item.ID); !errors.Is(err, order.ErrReviewItemNotFound) {
 		t.Errorf("another merchant's item: %v, want ErrReviewItemNotFound", err)
 	}
 	for _, it := range listAll(t, s, order.ReviewFilter{Scope: order.AnyMerchant, Limit: 100}) {
