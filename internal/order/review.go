@@ -104,7 +104,10 @@ func (r ReviewItem) Reason() string {
 			r.EventID, r.EventType, r.AttemptID)
 	case ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid:
 	}
-	return fmt.Sprintf("the reconciler could not learn the %s's outcome after %d lookups: %s", r.Kind, r.ReconcileCount, r.LastError)
+	if r.LastError == "" {
+		return fmt.Sprintf("the %s is in NEEDS_REVIEW", r.Kind)
+	}
+	return fmt.Sprintf("the reconciler handed the %s to a person: %s", r.Kind, r.LastError)
 }
 
 // ReviewFilter selects a page of the review queue, which is ordered by

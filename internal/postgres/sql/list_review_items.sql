@@ -58,8 +58,8 @@ FROM (
 	LIMIT @limit)
 	UNION ALL
 	(SELECT i.kind, i.merchant_id, i.id::text, i.order_id::text, i.attempt_id::text, '', i.gateway,
-		i.created_at, 0, '', coalesce(e.outcome, ''), coalesce(e.decline_code, ''), i.event_id,
-		coalesce(e.event_type, ''), '', '', '', '', NULL
+		i.created_at, 0, '', coalesce(nullif(e.outcome, ''), CASE WHEN e.succeeded THEN 'succeeded' ELSE '' END),
+		coalesce(e.decline_code, ''), i.event_id, coalesce(e.event_type, ''), '', '', '', '', NULL
 	FROM review_items i
 	LEFT JOIN gateway_events e ON e.merchant_id = i.merchant_id AND e.gateway = i.gateway AND e.event_id = i.event_id
 	WHERE i.resolved_at IS NULL AND (@any_merchant::bool OR i.merchant_id = nullif(@merchant_id, ''))
