@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -278,5 +279,61 @@ func TestResolveReviewItemAsksTheGatewayFirst(t *testing.T) {
 	}
 	if strings.Contains(logs, "OPS-1234") {
 		t.Errorf("a note reached the logs")
+	}
+}
+
+// TestResolveReviewItemConcurrently: operators resolving one review item
+// at once, with both decisions, record one: every call of the recorded
+// decision answers it, every call of the other is FAILED_PRECONDITION.
+func TestResolveReviewItemConcurrently(t *testing.T) {
+	t.Parallel()
+	s := reviewStack(t)
+	paid := s.chargeWith(t, keyA, "resolve-race", "tok_ok")
+	s.raise(t, paid, "evt-race", false)
+	items := s.queue(t, with(keyAop), &settlev1.ListReviewItemsRequest{})
+	if len(items) != 1 {
+		t.Fatalf("queue: %v", items)
+	}
+	// The gateway reports the charge, so NOT_CHARGED is refused whoever
+	// wins; the calls of CHARGED race each other and the refusals.
+	const calls = 8
+	type answer struct {
+		item *settlev1.ReviewItem
+		err  error
+	}
+	answers := make(chan answer, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		d := settlev1.ReviewDecision_REVIEW_DECISION_CHARGED
+		if i%2 == 1 {
+			d = settlev1.ReviewDecision_REVIEW_DECISION_NOT_CHARGED
+		}
+		wg.Go(func() {
+			resp, err := s.ops.ResolveReviewItem(with(keyAop), &settlev1.ResolveReviewItemRequest{OrderId: paid.GetId(),
+				ReviewItemId: items[0].GetId(), Decision: d, Note: fmt.Sprintf("operator %d", i)})
+			answers <- answer{resp.GetItem(), err}
+		})
+	}
+	wg.Wait()
+	close(answers)
+	var first *settlev1.ReviewItem
+	ok := 0
+	for a := range answers {
+		if a.err != nil {
+			wantCode(t, a.err, codes.FailedPrecondition)
+			continue
+		}
+		ok++
+		if first == nil {
+			first = a.item
+		} else if a.item.GetNote() != first.GetNote() || !a.item.GetResolveTime().AsTime().Equal(first.GetResolveTime().AsTime()) {
+			t.Errorf("two resolutions: %v and %v", first, a.item)
+		}
+	}
+	if ok != calls/2 || first.GetDecision() != settlev1.ReviewDecision_REVIEW_DECISION_CHARGED {
+		t.Errorf("%d calls answered the resolution %v, want the %d of CHARGED", ok, first, calls/2)
+	}
+	if n := s.count(t, "SELECT count(*) FROM review_items WHERE resolved_at IS NOT NULL AND decision = 'charged'"); n != 1 {
+		t.Errorf("%d resolved items, want 1", n)
 	}
 }
