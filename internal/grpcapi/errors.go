@@ -28,6 +28,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		capErr  *order.CaptureLimitError
 		holdErr *order.HoldError
 		actErr  *order.ActionError
+		revErr  *order.ReviewResolvedError
+		rchErr  *order.ReviewChargeFoundError
 	)
 	switch {
 	case err == nil:
@@ -42,6 +44,12 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.NotFound, "order not found")
 	case errors.Is(err, order.ErrRefundNotFound):
 		return status.Error(codes.NotFound, "refund not found")
+	case errors.Is(err, order.ErrReviewItemNotFound):
+		return status.Error(codes.NotFound, "review item not found")
+	case errors.As(err, &revErr):
+		return status.Error(codes.FailedPrecondition, revErr.Error())
+	case errors.As(err, &rchErr):
+		return status.Error(codes.FailedPrecondition, rchErr.Error())
 	case errors.As(err, &rstErr):
 		return status.Error(codes.FailedPrecondition, rstErr.Error())
 	case errors.As(err, &confErr):

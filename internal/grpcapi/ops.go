@@ -23,6 +23,8 @@ type OpsStore interface {
 	// at one moment.
 	OrderHistory(ctx context.Context, merchantID, id string, p order.HistoryPage, withOperations bool) (order.History, error)
 	Stats(ctx context.Context, scope order.Scope) (order.Stats, error)
+	// ReviewItems returns a page of the review queue.
+	ReviewItems(ctx context.Context, f order.ReviewFilter) ([]order.ReviewItem, error)
 }
 
 // Checker checks a CHARGING order with its gateway now.

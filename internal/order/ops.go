@@ -83,10 +83,7 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 		if a.Outcome == OutcomeDeclined || a.Outcome == OutcomeNotSent {
 			continue
 		}
-		lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
-		res, err := gw.Lookup(lctx, LookupRequest(o, a))
-		cancel()
-		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
+		res, err := s.lookupForOperator(ctx, gw, o, a)
 		switch {
 		case err != nil:
 			return &GatewayUnsureError{AttemptID: a.ID, Err: err}
@@ -95,4 +92,14 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 		}
 	}
 	return nil
+}
+
+// lookupForOperator asks gw about attempt a of order o for an operator's
+// decision, within the gateway timeout, and logs the call.
+func (s *Service) lookupForOperator(ctx context.Context, gw Gateway, o Order, a Attempt) (Result, error) {
+	lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
+	defer cancel()
+	res, err := gw.Lookup(lctx, LookupRequest(o, a))
+	GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
+	return res, err
 }

@@ -149,7 +149,10 @@ type Service struct {
 	// refunds is store, when it keeps refunds too; nil refuses refunds.
 	refunds RefundStore
 	// holds is store, when it keeps captures and voids; nil refuses them.
-	holds    HoldStore
+	holds HoldStore
+	// reviews is store, when it keeps the review queue; nil finds no
+	// review item.
+	reviews  ReviewStore
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -170,7 +173,8 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	}
 	refunds, _ := store.(RefundStore)
 	holds, _ := store.(HoldStore)
-	return &Service{store: store, refunds: refunds, holds: holds, gateways: gateways, cfg: cfg, log: log,
+	reviews, _ := store.(ReviewStore)
+	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, gateways: gateways, cfg: cfg, log: log,
 		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
 }
 

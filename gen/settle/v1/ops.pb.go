@@ -131,6 +131,133 @@ func (RefundResolution) EnumDescriptor() ([]byte, []int) {
 	return file_settle_v1_ops_proto_rawDescGZIP(), []int{1}
 }
 
+// ReviewItemKind is what an item of the review queue is about.
+type ReviewItemKind int32
+
+const (
+	ReviewItemKind_REVIEW_ITEM_KIND_UNSPECIFIED ReviewItemKind = 0
+	// An order in NEEDS_REVIEW: the reconciler could not learn its charge.
+	// Resolved with ResolveOrder.
+	ReviewItemKind_REVIEW_ITEM_KIND_ORDER ReviewItemKind = 1
+	// A refund in NEEDS_REVIEW. Resolved with ResolveRefund.
+	ReviewItemKind_REVIEW_ITEM_KIND_REFUND ReviewItemKind = 2
+	// A capture in NEEDS_REVIEW.
+	ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE ReviewItemKind = 3
+	// A void in NEEDS_REVIEW.
+	ReviewItemKind_REVIEW_ITEM_KIND_VOID ReviewItemKind = 4
+	// The gateway reported a success for an attempt its order does not
+	// hold: a possible second charge. Resolved with ResolveReviewItem.
+	ReviewItemKind_REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE ReviewItemKind = 5
+	// The gateway reported a failure for the operation that paid an order
+	// (a capture that failed after it was received). Resolved with
+	// ResolveReviewItem.
+	ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED ReviewItemKind = 6
+)
+
+// Enum value maps for ReviewItemKind.
+var (
+	ReviewItemKind_name = map[int32]string{
+		0: "REVIEW_ITEM_KIND_UNSPECIFIED",
+		1: "REVIEW_ITEM_KIND_ORDER",
+		2: "REVIEW_ITEM_KIND_REFUND",
+		3: "REVIEW_ITEM_KIND_CAPTURE",
+		4: "REVIEW_ITEM_KIND_VOID",
+		5: "REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE",
+		6: "REVIEW_ITEM_KIND_CAPTURE_FAILED",
+	}
+	ReviewItemKind_value = map[string]int32{
+		"REVIEW_ITEM_KIND_UNSPECIFIED":            0,
+		"REVIEW_ITEM_KIND_ORDER":                  1,
+		"REVIEW_ITEM_KIND_REFUND":                 2,
+		"REVIEW_ITEM_KIND_CAPTURE":                3,
+		"REVIEW_ITEM_KIND_VOID":                   4,
+		"REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE": 5,
+		"REVIEW_ITEM_KIND_CAPTURE_FAILED":         6,
+	}
+)
+
+func (x ReviewItemKind) Enum() *ReviewItemKind {
+	p := new(ReviewItemKind)
+	*p = x
+	return p
+}
+
+func (x ReviewItemKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReviewItemKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_ops_proto_enumTypes[2].Descriptor()
+}
+
+func (ReviewItemKind) Type() protoreflect.EnumType {
+	return &file_settle_v1_ops_proto_enumTypes[2]
+}
+
+func (x ReviewItemKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReviewItemKind.Descriptor instead.
+func (ReviewItemKind) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{2}
+}
+
+// ReviewDecision is an operator's decision about a review item's attempt.
+type ReviewDecision int32
+
+const (
+	ReviewDecision_REVIEW_DECISION_UNSPECIFIED ReviewDecision = 0
+	// The attempt did charge the customer: a second charge to refund at
+	// the gateway, or a capture that was taken after all. Recorded
+	// whatever the gateway says.
+	ReviewDecision_REVIEW_DECISION_CHARGED ReviewDecision = 1
+	// The attempt did not charge the customer. Refused unless the gateway,
+	// asked first, proves it (declined, or no such charge).
+	ReviewDecision_REVIEW_DECISION_NOT_CHARGED ReviewDecision = 2
+)
+
+// Enum value maps for ReviewDecision.
+var (
+	ReviewDecision_name = map[int32]string{
+		0: "REVIEW_DECISION_UNSPECIFIED",
+		1: "REVIEW_DECISION_CHARGED",
+		2: "REVIEW_DECISION_NOT_CHARGED",
+	}
+	ReviewDecision_value = map[string]int32{
+		"REVIEW_DECISION_UNSPECIFIED": 0,
+		"REVIEW_DECISION_CHARGED":     1,
+		"REVIEW_DECISION_NOT_CHARGED": 2,
+	}
+)
+
+func (x ReviewDecision) Enum() *ReviewDecision {
+	p := new(ReviewDecision)
+	*p = x
+	return p
+}
+
+func (x ReviewDecision) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ReviewDecision) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_ops_proto_enumTypes[3].Descriptor()
+}
+
+func (ReviewDecision) Type() protoreflect.EnumType {
+	return &file_settle_v1_ops_proto_enumTypes[3]
+}
+
+func (x ReviewDecision) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ReviewDecision.Descriptor instead.
+func (ReviewDecision) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{3}
+}
+
 // ListOrdersRequest filters and pages orders.
 type ListOrdersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -1904,6 +2031,486 @@ func (x *OpsServiceVoidOrderResponse) GetVoid() *Void {
 	return nil
 }
 
+// ReviewItem is one item of the review queue.
+type ReviewItem struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Kind  ReviewItemKind         `protobuf:"varint,1,opt,name=kind,proto3,enum=settle.v1.ReviewItemKind" json:"kind,omitempty"`
+	// The review item's id for the review items' kinds; the order's,
+	// refund's, capture's or void's id for the others.
+	Id         string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	MerchantId string `protobuf:"bytes,3,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	OrderId    string `protobuf:"bytes,4,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The attempt concerned: the review item's, or the order's current
+	// one; empty for a refund.
+	AttemptId string `protobuf:"bytes,5,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	// The refund's id, for REVIEW_ITEM_KIND_REFUND.
+	RefundId string `protobuf:"bytes,6,opt,name=refund_id,json=refundId,proto3" json:"refund_id,omitempty"`
+	// The capture's id, for REVIEW_ITEM_KIND_CAPTURE.
+	CaptureId string `protobuf:"bytes,7,opt,name=capture_id,json=captureId,proto3" json:"capture_id,omitempty"`
+	// The void's id, for REVIEW_ITEM_KIND_VOID.
+	VoidId  string `protobuf:"bytes,8,opt,name=void_id,json=voidId,proto3" json:"void_id,omitempty"`
+	Gateway string `protobuf:"bytes,9,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// When the item entered review: the operation's last change, or the
+	// review item's creation.
+	RaiseTime *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=raise_time,json=raiseTime,proto3" json:"raise_time,omitempty"`
+	// Why the item is in review, in Settle's words.
+	Reason string `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The gateway's last answer as Settle recorded it: the operation's
+	// recorded outcome (succeeded, declined, not_sent, unknown, not_found),
+	// or what the event that raised the review item said (succeeded,
+	// declined); empty when nothing was recorded.
+	GatewayOutcome string `protobuf:"bytes,12,opt,name=gateway_outcome,json=gatewayOutcome,proto3" json:"gateway_outcome,omitempty"`
+	// The gateway's decline code with that answer, if any.
+	DeclineCode string `protobuf:"bytes,13,opt,name=decline_code,json=declineCode,proto3" json:"decline_code,omitempty"`
+	// The reconciler's lookups of the operation, and the last one's error.
+	ReconcileCount int32  `protobuf:"varint,14,opt,name=reconcile_count,json=reconcileCount,proto3" json:"reconcile_count,omitempty"`
+	LastError      string `protobuf:"bytes,15,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// The gateway event that raised a review item: its id and type.
+	EventId   string `protobuf:"bytes,16,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	EventType string `protobuf:"bytes,17,opt,name=event_type,json=eventType,proto3" json:"event_type,omitempty"`
+	// A resolved review item's decision, actor (the operator's key name),
+	// note and time, and what the gateway answered when asked first (empty
+	// when it could not say).
+	Decision               ReviewDecision         `protobuf:"varint,18,opt,name=decision,proto3,enum=settle.v1.ReviewDecision" json:"decision,omitempty"`
+	Actor                  string                 `protobuf:"bytes,19,opt,name=actor,proto3" json:"actor,omitempty"`
+	Note                   string                 `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
+	ResolveTime            *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
+	ResolvedGatewayOutcome string                 `protobuf:"bytes,22,opt,name=resolved_gateway_outcome,json=resolvedGatewayOutcome,proto3" json:"resolved_gateway_outcome,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
+}
+
+func (x *ReviewItem) Reset() {
+	*x = ReviewItem{}
+	mi := &file_settle_v1_ops_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReviewItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReviewItem) ProtoMessage() {}
+
+func (x *ReviewItem) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReviewItem.ProtoReflect.Descriptor instead.
+func (*ReviewItem) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *ReviewItem) GetKind() ReviewItemKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ReviewItemKind_REVIEW_ITEM_KIND_UNSPECIFIED
+}
+
+func (x *ReviewItem) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetRefundId() string {
+	if x != nil {
+		return x.RefundId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetCaptureId() string {
+	if x != nil {
+		return x.CaptureId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetVoidId() string {
+	if x != nil {
+		return x.VoidId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetRaiseTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RaiseTime
+	}
+	return nil
+}
+
+func (x *ReviewItem) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetGatewayOutcome() string {
+	if x != nil {
+		return x.GatewayOutcome
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetDeclineCode() string {
+	if x != nil {
+		return x.DeclineCode
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetReconcileCount() int32 {
+	if x != nil {
+		return x.ReconcileCount
+	}
+	return 0
+}
+
+func (x *ReviewItem) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetEventType() string {
+	if x != nil {
+		return x.EventType
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetDecision() ReviewDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ReviewDecision_REVIEW_DECISION_UNSPECIFIED
+}
+
+func (x *ReviewItem) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetResolveTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ResolveTime
+	}
+	return nil
+}
+
+func (x *ReviewItem) GetResolvedGatewayOutcome() string {
+	if x != nil {
+		return x.ResolvedGatewayOutcome
+	}
+	return ""
+}
+
+// ListReviewItemsRequest filters and pages the review queue.
+type ListReviewItemsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only items of this kind; every kind when unspecified.
+	Kind ReviewItemKind `protobuf:"varint,1,opt,name=kind,proto3,enum=settle.v1.ReviewItemKind" json:"kind,omitempty"`
+	// Only this merchant's items. An ops key of one merchant sees only its
+	// own, and may leave this empty; an ops key of every merchant ("*")
+	// sees everyone's when empty.
+	MerchantId string `protobuf:"bytes,2,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// At most this many items (default 50, at most 500).
+	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same filters.
+	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReviewItemsRequest) Reset() {
+	*x = ListReviewItemsRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReviewItemsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReviewItemsRequest) ProtoMessage() {}
+
+func (x *ListReviewItemsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReviewItemsRequest.ProtoReflect.Descriptor instead.
+func (*ListReviewItemsRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListReviewItemsRequest) GetKind() ReviewItemKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ReviewItemKind_REVIEW_ITEM_KIND_UNSPECIFIED
+}
+
+func (x *ListReviewItemsRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *ListReviewItemsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListReviewItemsRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListReviewItemsResponse is one page of the review queue, oldest first.
+type ListReviewItemsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Items []*ReviewItem          `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReviewItemsResponse) Reset() {
+	*x = ListReviewItemsResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReviewItemsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReviewItemsResponse) ProtoMessage() {}
+
+func (x *ListReviewItemsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReviewItemsResponse.ProtoReflect.Descriptor instead.
+func (*ListReviewItemsResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ListReviewItemsResponse) GetItems() []*ReviewItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *ListReviewItemsResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// ResolveReviewItemRequest records an operator's decision about a review
+// item.
+type ResolveReviewItemRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The review item's id (ReviewItem.id).
+	ReviewItemId string         `protobuf:"bytes,2,opt,name=review_item_id,json=reviewItemId,proto3" json:"review_item_id,omitempty"`
+	Decision     ReviewDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=settle.v1.ReviewDecision" json:"decision,omitempty"`
+	// Why; required, recorded with the resolution. It must not hold a card
+	// number.
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveReviewItemRequest) Reset() {
+	*x = ResolveReviewItemRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveReviewItemRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveReviewItemRequest) ProtoMessage() {}
+
+func (x *ResolveReviewItemRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveReviewItemRequest.ProtoReflect.Descriptor instead.
+func (*ResolveReviewItemRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ResolveReviewItemRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *ResolveReviewItemRequest) GetReviewItemId() string {
+	if x != nil {
+		return x.ReviewItemId
+	}
+	return ""
+}
+
+func (x *ResolveReviewItemRequest) GetDecision() ReviewDecision {
+	if x != nil {
+		return x.Decision
+	}
+	return ReviewDecision_REVIEW_DECISION_UNSPECIFIED
+}
+
+func (x *ResolveReviewItemRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// ResolveReviewItemResponse is the resolved review item.
+type ResolveReviewItemResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Item          *ReviewItem            `protobuf:"bytes,1,opt,name=item,proto3" json:"item,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResolveReviewItemResponse) Reset() {
+	*x = ResolveReviewItemResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResolveReviewItemResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResolveReviewItemResponse) ProtoMessage() {}
+
+func (x *ResolveReviewItemResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResolveReviewItemResponse.ProtoReflect.Descriptor instead.
+func (*ResolveReviewItemResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ResolveReviewItemResponse) GetItem() *ReviewItem {
+	if x != nil {
+		return x.Item
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -2058,7 +2665,55 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
 	"\x1bOpsServiceVoidOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12#\n" +
-	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void*n\n" +
+	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\x90\x06\n" +
+	"\n" +
+	"ReviewItem\x12-\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1f\n" +
+	"\vmerchant_id\x18\x03 \x01(\tR\n" +
+	"merchantId\x12\x19\n" +
+	"\border_id\x18\x04 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x05 \x01(\tR\tattemptId\x12\x1b\n" +
+	"\trefund_id\x18\x06 \x01(\tR\brefundId\x12\x1d\n" +
+	"\n" +
+	"capture_id\x18\a \x01(\tR\tcaptureId\x12\x17\n" +
+	"\avoid_id\x18\b \x01(\tR\x06voidId\x12\x18\n" +
+	"\agateway\x18\t \x01(\tR\agateway\x129\n" +
+	"\n" +
+	"raise_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\traiseTime\x12\x16\n" +
+	"\x06reason\x18\v \x01(\tR\x06reason\x12'\n" +
+	"\x0fgateway_outcome\x18\f \x01(\tR\x0egatewayOutcome\x12!\n" +
+	"\fdecline_code\x18\r \x01(\tR\vdeclineCode\x12'\n" +
+	"\x0freconcile_count\x18\x0e \x01(\x05R\x0ereconcileCount\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x0f \x01(\tR\tlastError\x12\x19\n" +
+	"\bevent_id\x18\x10 \x01(\tR\aeventId\x12\x1d\n" +
+	"\n" +
+	"event_type\x18\x11 \x01(\tR\teventType\x125\n" +
+	"\bdecision\x18\x12 \x01(\x0e2\x19.settle.v1.ReviewDecisionR\bdecision\x12\x14\n" +
+	"\x05actor\x18\x13 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x14 \x01(\tR\x04note\x12=\n" +
+	"\fresolve_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x128\n" +
+	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\"\xa4\x01\n" +
+	"\x16ListReviewItemsRequest\x12-\n" +
+	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x1f\n" +
+	"\vmerchant_id\x18\x02 \x01(\tR\n" +
+	"merchantId\x12\x1b\n" +
+	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\"n\n" +
+	"\x17ListReviewItemsResponse\x12+\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.settle.v1.ReviewItemR\x05items\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa6\x01\n" +
+	"\x18ResolveReviewItemRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\x12$\n" +
+	"\x0ereview_item_id\x18\x02 \x01(\tR\freviewItemId\x125\n" +
+	"\bdecision\x18\x03 \x01(\x0e2\x19.settle.v1.ReviewDecisionR\bdecision\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"F\n" +
+	"\x19ResolveReviewItemResponse\x12)\n" +
+	"\x04item\x18\x01 \x01(\v2\x15.settle.v1.ReviewItemR\x04item*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -2068,7 +2723,19 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x10RefundResolution\x12!\n" +
 	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
-	"\x18REFUND_RESOLUTION_FAILED\x10\x022\xda\x06\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\xf6\x01\n" +
+	"\x0eReviewItemKind\x12 \n" +
+	"\x1cREVIEW_ITEM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16REVIEW_ITEM_KIND_ORDER\x10\x01\x12\x1b\n" +
+	"\x17REVIEW_ITEM_KIND_REFUND\x10\x02\x12\x1c\n" +
+	"\x18REVIEW_ITEM_KIND_CAPTURE\x10\x03\x12\x19\n" +
+	"\x15REVIEW_ITEM_KIND_VOID\x10\x04\x12+\n" +
+	"'REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE\x10\x05\x12#\n" +
+	"\x1fREVIEW_ITEM_KIND_CAPTURE_FAILED\x10\x06*o\n" +
+	"\x0eReviewDecision\x12\x1f\n" +
+	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17REVIEW_DECISION_CHARGED\x10\x01\x12\x1f\n" +
+	"\x1bREVIEW_DECISION_NOT_CHARGED\x10\x022\x94\b\n" +
 	"\n" +
 	"OpsService\x12I\n" +
 	"\n" +
@@ -2081,7 +2748,9 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\x12L\n" +
 	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponse\x12c\n" +
 	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\x12Z\n" +
-	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\x12X\n" +
+	"\x0fListReviewItems\x12!.settle.v1.ListReviewItemsRequest\x1a\".settle.v1.ListReviewItemsResponse\x12^\n" +
+	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -2095,115 +2764,134 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 	return file_settle_v1_ops_proto_rawDescData
 }
 
-var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
-	(*ListOrdersRequest)(nil),              // 2: settle.v1.ListOrdersRequest
-	(*ListOrdersResponse)(nil),             // 3: settle.v1.ListOrdersResponse
-	(*GetOrderHistoryRequest)(nil),         // 4: settle.v1.GetOrderHistoryRequest
-	(*OrderEvent)(nil),                     // 5: settle.v1.OrderEvent
-	(*GetOrderHistoryResponse)(nil),        // 6: settle.v1.GetOrderHistoryResponse
-	(*CaptureEvent)(nil),                   // 7: settle.v1.CaptureEvent
-	(*VoidEvent)(nil),                      // 8: settle.v1.VoidEvent
-	(*RefundEvent)(nil),                    // 9: settle.v1.RefundEvent
-	(*ReconcileOrderRequest)(nil),          // 10: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),         // 11: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),            // 12: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),           // 13: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),                   // 14: settle.v1.StatsRequest
-	(*StateCount)(nil),                     // 15: settle.v1.StateCount
-	(*StatsResponse)(nil),                  // 16: settle.v1.StatsResponse
-	(*RefundStateCount)(nil),               // 17: settle.v1.RefundStateCount
-	(*OpsServiceRefundOrderRequest)(nil),   // 18: settle.v1.OpsServiceRefundOrderRequest
-	(*OpsServiceRefundOrderResponse)(nil),  // 19: settle.v1.OpsServiceRefundOrderResponse
-	(*ResendEventRequest)(nil),             // 20: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),            // 21: settle.v1.ResendEventResponse
-	(*ResolveRefundRequest)(nil),           // 22: settle.v1.ResolveRefundRequest
-	(*ResolveRefundResponse)(nil),          // 23: settle.v1.ResolveRefundResponse
-	(*OpsServiceCaptureOrderRequest)(nil),  // 24: settle.v1.OpsServiceCaptureOrderRequest
-	(*OpsServiceCaptureOrderResponse)(nil), // 25: settle.v1.OpsServiceCaptureOrderResponse
-	(*OpsServiceVoidOrderRequest)(nil),     // 26: settle.v1.OpsServiceVoidOrderRequest
-	(*OpsServiceVoidOrderResponse)(nil),    // 27: settle.v1.OpsServiceVoidOrderResponse
-	(OrderState)(0),                        // 28: settle.v1.OrderState
-	(*Order)(nil),                          // 29: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),          // 30: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 31: settle.v1.Attempt
-	(*Refund)(nil),                         // 32: settle.v1.Refund
-	(*Capture)(nil),                        // 33: settle.v1.Capture
-	(*Void)(nil),                           // 34: settle.v1.Void
-	(CaptureState)(0),                      // 35: settle.v1.CaptureState
-	(VoidState)(0),                         // 36: settle.v1.VoidState
-	(RefundState)(0),                       // 37: settle.v1.RefundState
+	(ReviewItemKind)(0),                    // 2: settle.v1.ReviewItemKind
+	(ReviewDecision)(0),                    // 3: settle.v1.ReviewDecision
+	(*ListOrdersRequest)(nil),              // 4: settle.v1.ListOrdersRequest
+	(*ListOrdersResponse)(nil),             // 5: settle.v1.ListOrdersResponse
+	(*GetOrderHistoryRequest)(nil),         // 6: settle.v1.GetOrderHistoryRequest
+	(*OrderEvent)(nil),                     // 7: settle.v1.OrderEvent
+	(*GetOrderHistoryResponse)(nil),        // 8: settle.v1.GetOrderHistoryResponse
+	(*CaptureEvent)(nil),                   // 9: settle.v1.CaptureEvent
+	(*VoidEvent)(nil),                      // 10: settle.v1.VoidEvent
+	(*RefundEvent)(nil),                    // 11: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),          // 12: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),         // 13: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),            // 14: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),           // 15: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                   // 16: settle.v1.StatsRequest
+	(*StateCount)(nil),                     // 17: settle.v1.StateCount
+	(*StatsResponse)(nil),                  // 18: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),               // 19: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),   // 20: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil),  // 21: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),             // 22: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),            // 23: settle.v1.ResendEventResponse
+	(*ResolveRefundRequest)(nil),           // 24: settle.v1.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),          // 25: settle.v1.ResolveRefundResponse
+	(*OpsServiceCaptureOrderRequest)(nil),  // 26: settle.v1.OpsServiceCaptureOrderRequest
+	(*OpsServiceCaptureOrderResponse)(nil), // 27: settle.v1.OpsServiceCaptureOrderResponse
+	(*OpsServiceVoidOrderRequest)(nil),     // 28: settle.v1.OpsServiceVoidOrderRequest
+	(*OpsServiceVoidOrderResponse)(nil),    // 29: settle.v1.OpsServiceVoidOrderResponse
+	(*ReviewItem)(nil),                     // 30: settle.v1.ReviewItem
+	(*ListReviewItemsRequest)(nil),         // 31: settle.v1.ListReviewItemsRequest
+	(*ListReviewItemsResponse)(nil),        // 32: settle.v1.ListReviewItemsResponse
+	(*ResolveReviewItemRequest)(nil),       // 33: settle.v1.ResolveReviewItemRequest
+	(*ResolveReviewItemResponse)(nil),      // 34: settle.v1.ResolveReviewItemResponse
+	(OrderState)(0),                        // 35: settle.v1.OrderState
+	(*Order)(nil),                          // 36: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),          // 37: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 38: settle.v1.Attempt
+	(*Refund)(nil),                         // 39: settle.v1.Refund
+	(*Capture)(nil),                        // 40: settle.v1.Capture
+	(*Void)(nil),                           // 41: settle.v1.Void
+	(CaptureState)(0),                      // 42: settle.v1.CaptureState
+	(VoidState)(0),                         // 43: settle.v1.VoidState
+	(RefundState)(0),                       // 44: settle.v1.RefundState
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	28, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	29, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	28, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	28, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	30, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	29, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
-	5,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	31, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	32, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
-	9,  // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	33, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
-	7,  // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	34, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
-	8,  // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	35, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	35, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	30, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	36, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	36, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	30, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	37, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	37, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	30, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	29, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	35, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	36, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	35, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	35, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	37, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	36, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	7,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
+	38, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	39, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	11, // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	40, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	9,  // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
+	41, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	10, // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
+	42, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	42, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	37, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	43, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	43, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	37, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	44, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	44, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	37, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	36, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,  // 24: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	29, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	28, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	15, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	30, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	17, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	30, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	37, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	29, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	32, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	36, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	35, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	17, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	37, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	19, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	37, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	44, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	36, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	39, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,  // 34: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	29, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	32, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	29, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	33, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	29, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	34, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
-	2,  // 41: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	4,  // 42: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	10, // 43: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	12, // 44: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	14, // 45: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	18, // 46: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	22, // 47: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	20, // 48: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	24, // 49: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	26, // 50: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	3,  // 51: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	6,  // 52: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	11, // 53: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	13, // 54: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	16, // 55: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	19, // 56: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	23, // 57: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	21, // 58: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	25, // 59: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	27, // 60: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	51, // [51:61] is the sub-list for method output_type
-	41, // [41:51] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	36, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	39, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	36, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	40, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	36, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	41, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	2,  // 41: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
+	37, // 42: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	3,  // 43: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
+	37, // 44: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	2,  // 45: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
+	30, // 46: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
+	3,  // 47: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
+	30, // 48: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
+	4,  // 49: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	6,  // 50: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	12, // 51: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	14, // 52: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	16, // 53: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	20, // 54: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	24, // 55: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	22, // 56: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	26, // 57: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	28, // 58: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	31, // 59: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	33, // 60: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	5,  // 61: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	8,  // 62: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	13, // 63: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	15, // 64: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	18, // 65: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	21, // 66: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	25, // 67: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	23, // 68: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	27, // 69: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	29, // 70: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	32, // 71: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	34, // 72: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	61, // [61:73] is the sub-list for method output_type
+	49, // [49:61] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -2218,8 +2906,8 @@ func file_settle_v1_ops_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   26,
+			NumEnums:      4,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

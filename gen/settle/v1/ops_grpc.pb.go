@@ -19,16 +19,18 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	OpsService_ListOrders_FullMethodName      = "/settle.v1.OpsService/ListOrders"
-	OpsService_GetOrderHistory_FullMethodName = "/settle.v1.OpsService/GetOrderHistory"
-	OpsService_ReconcileOrder_FullMethodName  = "/settle.v1.OpsService/ReconcileOrder"
-	OpsService_ResolveOrder_FullMethodName    = "/settle.v1.OpsService/ResolveOrder"
-	OpsService_Stats_FullMethodName           = "/settle.v1.OpsService/Stats"
-	OpsService_RefundOrder_FullMethodName     = "/settle.v1.OpsService/RefundOrder"
-	OpsService_ResolveRefund_FullMethodName   = "/settle.v1.OpsService/ResolveRefund"
-	OpsService_ResendEvent_FullMethodName     = "/settle.v1.OpsService/ResendEvent"
-	OpsService_CaptureOrder_FullMethodName    = "/settle.v1.OpsService/CaptureOrder"
-	OpsService_VoidOrder_FullMethodName       = "/settle.v1.OpsService/VoidOrder"
+	OpsService_ListOrders_FullMethodName        = "/settle.v1.OpsService/ListOrders"
+	OpsService_GetOrderHistory_FullMethodName   = "/settle.v1.OpsService/GetOrderHistory"
+	OpsService_ReconcileOrder_FullMethodName    = "/settle.v1.OpsService/ReconcileOrder"
+	OpsService_ResolveOrder_FullMethodName      = "/settle.v1.OpsService/ResolveOrder"
+	OpsService_Stats_FullMethodName             = "/settle.v1.OpsService/Stats"
+	OpsService_RefundOrder_FullMethodName       = "/settle.v1.OpsService/RefundOrder"
+	OpsService_ResolveRefund_FullMethodName     = "/settle.v1.OpsService/ResolveRefund"
+	OpsService_ResendEvent_FullMethodName       = "/settle.v1.OpsService/ResendEvent"
+	OpsService_CaptureOrder_FullMethodName      = "/settle.v1.OpsService/CaptureOrder"
+	OpsService_VoidOrder_FullMethodName         = "/settle.v1.OpsService/VoidOrder"
+	OpsService_ListReviewItems_FullMethodName   = "/settle.v1.OpsService/ListReviewItems"
+	OpsService_ResolveReviewItem_FullMethodName = "/settle.v1.OpsService/ResolveReviewItem"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -64,6 +66,16 @@ type OpsServiceClient interface {
 	// VoidOrder voids any merchant's order as OrderService.VoidOrder does,
 	// with the operator recorded as actor.
 	VoidOrder(ctx context.Context, in *OpsServiceVoidOrderRequest, opts ...grpc.CallOption) (*OpsServiceVoidOrderResponse, error)
+	// ListReviewItems lists what a person must look at, oldest first: orders,
+	// refunds, captures and voids in NEEDS_REVIEW, and the open review items
+	// a gateway's event raised (possible double charges, failed captures).
+	ListReviewItems(ctx context.Context, in *ListReviewItemsRequest, opts ...grpc.CallOption) (*ListReviewItemsResponse, error)
+	// ResolveReviewItem records an operator's decision about a review item
+	// (REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE or
+	// REVIEW_ITEM_KIND_CAPTURE_FAILED), after asking the gateway about its
+	// attempt. The other kinds are resolved with ResolveOrder and
+	// ResolveRefund.
+	ResolveReviewItem(ctx context.Context, in *ResolveReviewItemRequest, opts ...grpc.CallOption) (*ResolveReviewItemResponse, error)
 }
 
 type opsServiceClient struct {
@@ -174,6 +186,26 @@ func (c *opsServiceClient) VoidOrder(ctx context.Context, in *OpsServiceVoidOrde
 	return out, nil
 }
 
+func (c *opsServiceClient) ListReviewItems(ctx context.Context, in *ListReviewItemsRequest, opts ...grpc.CallOption) (*ListReviewItemsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListReviewItemsResponse)
+	err := c.cc.Invoke(ctx, OpsService_ListReviewItems_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) ResolveReviewItem(ctx context.Context, in *ResolveReviewItemRequest, opts ...grpc.CallOption) (*ResolveReviewItemResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResolveReviewItemResponse)
+	err := c.cc.Invoke(ctx, OpsService_ResolveReviewItem_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -207,6 +239,16 @@ type OpsServiceServer interface {
 	// VoidOrder voids any merchant's order as OrderService.VoidOrder does,
 	// with the operator recorded as actor.
 	VoidOrder(context.Context, *OpsServiceVoidOrderRequest) (*OpsServiceVoidOrderResponse, error)
+	// ListReviewItems lists what a person must look at, oldest first: orders,
+	// refunds, captures and voids in NEEDS_REVIEW, and the open review items
+	// a gateway's event raised (possible double charges, failed captures).
+	ListReviewItems(context.Context, *ListReviewItemsRequest) (*ListReviewItemsResponse, error)
+	// ResolveReviewItem records an operator's decision about a review item
+	// (REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE or
+	// REVIEW_ITEM_KIND_CAPTURE_FAILED), after asking the gateway about its
+	// attempt. The other kinds are resolved with ResolveOrder and
+	// ResolveRefund.
+	ResolveReviewItem(context.Context, *ResolveReviewItemRequest) (*ResolveReviewItemResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -246,6 +288,12 @@ func (UnimplementedOpsServiceServer) CaptureOrder(context.Context, *OpsServiceCa
 }
 func (UnimplementedOpsServiceServer) VoidOrder(context.Context, *OpsServiceVoidOrderRequest) (*OpsServiceVoidOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VoidOrder not implemented")
+}
+func (UnimplementedOpsServiceServer) ListReviewItems(context.Context, *ListReviewItemsRequest) (*ListReviewItemsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListReviewItems not implemented")
+}
+func (UnimplementedOpsServiceServer) ResolveReviewItem(context.Context, *ResolveReviewItemRequest) (*ResolveReviewItemResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResolveReviewItem not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -448,6 +496,42 @@ func _OpsService_VoidOrder_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_ListReviewItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListReviewItemsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ListReviewItems(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ListReviewItems_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ListReviewItems(ctx, req.(*ListReviewItemsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_ResolveReviewItem_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResolveReviewItemRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ResolveReviewItem(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ResolveReviewItem_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ResolveReviewItem(ctx, req.(*ResolveReviewItemRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -494,6 +578,14 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VoidOrder",
 			Handler:    _OpsService_VoidOrder_Handler,
+		},
+		{
+			MethodName: "ListReviewItems",
+			Handler:    _OpsService_ListReviewItems_Handler,
+		},
+		{
+			MethodName: "ResolveReviewItem",
+			Handler:    _OpsService_ResolveReviewItem_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

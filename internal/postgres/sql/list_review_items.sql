@@ -1,0 +1,72 @@
+-- The review queue, oldest first: orders, refunds, captures and voids in
+-- NEEDS_REVIEW, and the open review items, each with what Settle recorded
+-- of the gateway's answer. Only items of @kind (every kind when ''),
+-- within a scope as in order_by_id.sql (every merchant's with
+-- @any_merchant, otherwise only @merchant_id's), after the page that
+-- ended with (@after_at, @after_kind, @after_id): the queue's order is
+-- when an item entered review, then its kind, then its id. Each kind is
+-- read apart, from its own partial index in that order (migration 00021),
+-- at most @limit of each; the union's first @limit are the page.
+SELECT kind, merchant_id, id, order_id, attempt_id, operation_id, gateway, raised_at, reconcile_count, last_error,
+	outcome, decline_code, event_id, event_type, decision, actor, note, gateway_outcome, resolved_at
+FROM (
+	(SELECT 'order'::text AS kind, o.merchant_id, o.id::text AS id, o.id::text AS order_id,
+		coalesce(o.current_attempt::text, '') AS attempt_id, ''::text AS operation_id, o.gateway,
+		o.updated_at AS raised_at, o.reconcile_count, o.last_error, coalesce(a.outcome, '') AS outcome,
+		coalesce(a.decline_code, '') AS decline_code, ''::text AS event_id, ''::text AS event_type,
+		''::text AS decision, ''::text AS actor, ''::text AS note, ''::text AS gateway_outcome,
+		NULL::timestamptz AS resolved_at
+	FROM orders o
+	LEFT JOIN charge_attempts a ON a.merchant_id = o.merchant_id AND a.id = o.current_attempt
+	WHERE o.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR o.merchant_id = nullif(@merchant_id, ''))
+		AND @kind IN ('', 'order') AND o.updated_at >= @after_at::timestamptz
+		AND (o.updated_at, 'order'::text, o.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
+	ORDER BY o.updated_at, o.id
+	LIMIT @limit)
+	UNION ALL
+	(SELECT 'refund', r.merchant_id, r.id::text, r.order_id::text, '', r.id::text, o.gateway,
+		r.updated_at, r.reconcile_count, r.last_error, coalesce(r.outcome, ''), r.decline_code, '', '',
+		'', '', '', '', NULL
+	FROM refunds r
+	JOIN orders o ON o.merchant_id = r.merchant_id AND o.id = r.order_id
+	WHERE r.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR r.merchant_id = nullif(@merchant_id, ''))
+		AND @kind IN ('', 'refund') AND r.updated_at >= @after_at::timestamptz
+		AND (r.updated_at, 'refund'::text, r.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
+	ORDER BY r.updated_at, r.id
+	LIMIT @limit)
+	UNION ALL
+	(SELECT 'capture', c.merchant_id, c.id::text, c.order_id::text, coalesce(o.current_attempt::text, ''),
+		c.id::text, o.gateway, c.updated_at, c.reconcile_count, c.last_error, coalesce(c.outcome, ''),
+		c.decline_code, '', '', '', '', '', '', NULL
+	FROM captures c
+	JOIN orders o ON o.merchant_id = c.merchant_id AND o.id = c.order_id
+	WHERE c.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR c.merchant_id = nullif(@merchant_id, ''))
+		AND @kind IN ('', 'capture') AND c.updated_at >= @after_at::timestamptz
+		AND (c.updated_at, 'capture'::text, c.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
+	ORDER BY c.updated_at, c.id
+	LIMIT @limit)
+	UNION ALL
+	(SELECT 'void', v.merchant_id, v.id::text, v.order_id::text, coalesce(o.current_attempt::text, ''),
+		v.id::text, o.gateway, v.updated_at, v.reconcile_count, v.last_error, coalesce(v.outcome, ''),
+		v.decline_code, '', '', '', '', '', '', NULL
+	FROM voids v
+	JOIN orders o ON o.merchant_id = v.merchant_id AND o.id = v.order_id
+	WHERE v.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR v.merchant_id = nullif(@merchant_id, ''))
+		AND @kind IN ('', 'void') AND v.updated_at >= @after_at::timestamptz
+		AND (v.updated_at, 'void'::text, v.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
+	ORDER BY v.updated_at, v.id
+	LIMIT @limit)
+	UNION ALL
+	(SELECT i.kind, i.merchant_id, i.id::text, i.order_id::text, i.attempt_id::text, '', i.gateway,
+		i.created_at, 0, '', coalesce(nullif(e.outcome, ''), CASE WHEN e.succeeded THEN 'succeeded' ELSE '' END),
+		coalesce(e.decline_code, ''), i.event_id, coalesce(e.event_type, ''), '', '', '', '', NULL
+	FROM review_items i
+	LEFT JOIN gateway_events e ON e.merchant_id = i.merchant_id AND e.gateway = i.gateway AND e.event_id = i.event_id
+	WHERE i.resolved_at IS NULL AND (@any_merchant::bool OR i.merchant_id = nullif(@merchant_id, ''))
+		AND @kind IN ('', i.kind) AND i.created_at >= @after_at::timestamptz
+		AND (i.created_at, i.kind, i.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
+	ORDER BY i.created_at, i.kind, i.id
+	LIMIT @limit)
+) q
+ORDER BY raised_at, kind, id
+LIMIT @limit;
