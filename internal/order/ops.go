@@ -75,18 +75,21 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 	if err != nil {
 		return err
 	}
-	gw, ok := s.gateways[o.Gateway]
-	if !ok {
-		return fmt.Errorf("resolve: gateway %q is not configured here", o.Gateway)
-	}
 	for _, a := range attempts {
 		if a.Outcome == OutcomeDeclined || a.Outcome == OutcomeNotSent {
 			continue
 		}
+		// Each attempt is asked at its own gateway: an order with routes
+		// may have attempts on several.
+		name := o.AttemptGateway(a)
+		gw, ok := s.gateways[name]
+		if !ok {
+			return fmt.Errorf("resolve: gateway %q is not configured here", name)
+		}
 		lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
 		res, err := gw.Lookup(lctx, LookupRequest(o, a))
 		cancel()
-		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
+		GatewayCall{Op: "lookup", Gateway: name, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
 		switch {
 		case err != nil:
 			return &GatewayUnsureError{AttemptID: a.ID, Err: err}

@@ -779,8 +779,19 @@ type Attempt struct {
 	DeclineCode     string                 `protobuf:"bytes,5,opt,name=decline_code,json=declineCode,proto3" json:"decline_code,omitempty"`
 	GatewayChargeId string                 `protobuf:"bytes,6,opt,name=gateway_charge_id,json=gatewayChargeId,proto3" json:"gateway_charge_id,omitempty"`
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The gateway the attempt was sent to. An order with routes may have
+	// attempts on several gateways: each is settled, captured, voided and
+	// refunded at its own.
+	Gateway string `protobuf:"bytes,8,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// Set when the attempt followed another in a cascade: that attempt's
+	// gateway and proven outcome, e.g. "sim not_sent" or "sim declined:
+	// processing_error". A cascade follows only a proven non-charge.
+	CascadeAfter string `protobuf:"bytes,9,opt,name=cascade_after,json=cascadeAfter,proto3" json:"cascade_after,omitempty"`
+	// The order's routes passed over for this attempt as ineligible, with
+	// why, e.g. "stripe: cannot capture MANUAL".
+	Skipped       string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -862,6 +873,82 @@ func (x *Attempt) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Attempt) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *Attempt) GetCascadeAfter() string {
+	if x != nil {
+		return x.CascadeAfter
+	}
+	return ""
+}
+
+func (x *Attempt) GetSkipped() string {
+	if x != nil {
+		return x.Skipped
+	}
+	return ""
+}
+
+// Route is one gateway an order may be charged on, with the payment method
+// token that gateway issued.
+type Route struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional; the server's default gateway when empty.
+	Gateway       string `protobuf:"bytes,1,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	PaymentMethod string `protobuf:"bytes,2,opt,name=payment_method,json=paymentMethod,proto3" json:"payment_method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Route) Reset() {
+	*x = Route{}
+	mi := &file_settle_v1_order_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Route) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Route) ProtoMessage() {}
+
+func (x *Route) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Route.ProtoReflect.Descriptor instead.
+func (*Route) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Route) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *Route) GetPaymentMethod() string {
+	if x != nil {
+		return x.PaymentMethod
+	}
+	return ""
+}
+
 // CreateOrderRequest creates an order.
 type CreateOrderRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -871,14 +958,21 @@ type CreateOrderRequest struct {
 	// Optional; the server's default gateway when empty.
 	Gateway string `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	// Optional; AUTOMATIC when unset.
-	Capture       CaptureMode `protobuf:"varint,5,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	Capture CaptureMode `protobuf:"varint,5,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	// Optional: the gateways the order may be charged on, in order of
+	// preference, each with its own payment method token; instead of
+	// payment_method and gateway (which are a list of one). A charge goes to
+	// the first eligible route, and cascades to the next only after a proven
+	// non-charge (docs/api.md, "Routes and the cascade"). At most 5, each
+	// gateway once.
+	Routes        []*Route `protobuf:"bytes,6,rep,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateOrderRequest) Reset() {
 	*x = CreateOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[3]
+	mi := &file_settle_v1_order_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +984,7 @@ func (x *CreateOrderRequest) String() string {
 func (*CreateOrderRequest) ProtoMessage() {}
 
 func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[3]
+	mi := &file_settle_v1_order_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +997,7 @@ func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateOrderRequest) GetMerchantReference() string {
@@ -941,6 +1035,13 @@ func (x *CreateOrderRequest) GetCapture() CaptureMode {
 	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
 }
 
+func (x *CreateOrderRequest) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
 // CreateOrderResponse carries the order.
 type CreateOrderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -951,7 +1052,7 @@ type CreateOrderResponse struct {
 
 func (x *CreateOrderResponse) Reset() {
 	*x = CreateOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[4]
+	mi := &file_settle_v1_order_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1064,7 @@ func (x *CreateOrderResponse) String() string {
 func (*CreateOrderResponse) ProtoMessage() {}
 
 func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[4]
+	mi := &file_settle_v1_order_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1077,7 @@ func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{4}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateOrderResponse) GetOrder() *Order {
@@ -1000,7 +1101,7 @@ type GetOrderRequest struct {
 
 func (x *GetOrderRequest) Reset() {
 	*x = GetOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[5]
+	mi := &file_settle_v1_order_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1113,7 @@ func (x *GetOrderRequest) String() string {
 func (*GetOrderRequest) ProtoMessage() {}
 
 func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[5]
+	mi := &file_settle_v1_order_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1126,7 @@ func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{5}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetOrderRequest) GetKey() isGetOrderRequest_Key {
@@ -1079,7 +1180,7 @@ type GetOrderResponse struct {
 
 func (x *GetOrderResponse) Reset() {
 	*x = GetOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[6]
+	mi := &file_settle_v1_order_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1192,7 @@ func (x *GetOrderResponse) String() string {
 func (*GetOrderResponse) ProtoMessage() {}
 
 func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[6]
+	mi := &file_settle_v1_order_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1205,7 @@ func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{6}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetOrderResponse) GetOrder() *Order {
@@ -1141,7 +1242,7 @@ type ChargeOrderRequest struct {
 
 func (x *ChargeOrderRequest) Reset() {
 	*x = ChargeOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[7]
+	mi := &file_settle_v1_order_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1254,7 @@ func (x *ChargeOrderRequest) String() string {
 func (*ChargeOrderRequest) ProtoMessage() {}
 
 func (x *ChargeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[7]
+	mi := &file_settle_v1_order_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1267,7 @@ func (x *ChargeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeOrderRequest.ProtoReflect.Descriptor instead.
 func (*ChargeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{7}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChargeOrderRequest) GetOrderId() string {
@@ -1229,7 +1330,7 @@ type ChargeOrderResponse struct {
 
 func (x *ChargeOrderResponse) Reset() {
 	*x = ChargeOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[8]
+	mi := &file_settle_v1_order_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1342,7 @@ func (x *ChargeOrderResponse) String() string {
 func (*ChargeOrderResponse) ProtoMessage() {}
 
 func (x *ChargeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[8]
+	mi := &file_settle_v1_order_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1355,7 @@ func (x *ChargeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeOrderResponse.ProtoReflect.Descriptor instead.
 func (*ChargeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{8}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChargeOrderResponse) GetOrder() *Order {
@@ -1299,7 +1400,7 @@ type NextAction struct {
 
 func (x *NextAction) Reset() {
 	*x = NextAction{}
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1412,7 @@ func (x *NextAction) String() string {
 func (*NextAction) ProtoMessage() {}
 
 func (x *NextAction) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1425,7 @@ func (x *NextAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextAction.ProtoReflect.Descriptor instead.
 func (*NextAction) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NextAction) GetRedirectUrl() string {
@@ -1362,14 +1463,17 @@ type CreateAndChargeOrderRequest struct {
 	// saved to, for a saved card.
 	Customer string `protobuf:"bytes,8,opt,name=customer,proto3" json:"customer,omitempty"`
 	// As in CreateOrderRequest: AUTOMATIC when unset.
-	Capture       CaptureMode `protobuf:"varint,9,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	Capture CaptureMode `protobuf:"varint,9,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	// As in CreateOrderRequest: the gateways the order may be charged on,
+	// instead of payment_method and gateway.
+	Routes        []*Route `protobuf:"bytes,10,rep,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateAndChargeOrderRequest) Reset() {
 	*x = CreateAndChargeOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1381,7 +1485,7 @@ func (x *CreateAndChargeOrderRequest) String() string {
 func (*CreateAndChargeOrderRequest) ProtoMessage() {}
 
 func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1394,7 +1498,7 @@ func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAndChargeOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateAndChargeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateAndChargeOrderRequest) GetMerchantReference() string {
@@ -1460,6 +1564,13 @@ func (x *CreateAndChargeOrderRequest) GetCapture() CaptureMode {
 	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
 }
 
+func (x *CreateAndChargeOrderRequest) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
 // CreateAndChargeOrderResponse is the order after the call and the attempt
 // that request_id names.
 type CreateAndChargeOrderResponse struct {
@@ -1477,7 +1588,7 @@ type CreateAndChargeOrderResponse struct {
 
 func (x *CreateAndChargeOrderResponse) Reset() {
 	*x = CreateAndChargeOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1489,7 +1600,7 @@ func (x *CreateAndChargeOrderResponse) String() string {
 func (*CreateAndChargeOrderResponse) ProtoMessage() {}
 
 func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1502,7 +1613,7 @@ func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAndChargeOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateAndChargeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateAndChargeOrderResponse) GetOrder() *Order {
@@ -1560,7 +1671,7 @@ type Refund struct {
 
 func (x *Refund) Reset() {
 	*x = Refund{}
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1572,7 +1683,7 @@ func (x *Refund) String() string {
 func (*Refund) ProtoMessage() {}
 
 func (x *Refund) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1585,7 +1696,7 @@ func (x *Refund) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refund.ProtoReflect.Descriptor instead.
 func (*Refund) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Refund) GetId() string {
@@ -1697,7 +1808,7 @@ type RefundOrderRequest struct {
 
 func (x *RefundOrderRequest) Reset() {
 	*x = RefundOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1820,7 @@ func (x *RefundOrderRequest) String() string {
 func (*RefundOrderRequest) ProtoMessage() {}
 
 func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1833,7 @@ func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundOrderRequest.ProtoReflect.Descriptor instead.
 func (*RefundOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RefundOrderRequest) GetOrderId() string {
@@ -1765,7 +1876,7 @@ type RefundOrderResponse struct {
 
 func (x *RefundOrderResponse) Reset() {
 	*x = RefundOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1888,7 @@ func (x *RefundOrderResponse) String() string {
 func (*RefundOrderResponse) ProtoMessage() {}
 
 func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1901,7 @@ func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundOrderResponse.ProtoReflect.Descriptor instead.
 func (*RefundOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RefundOrderResponse) GetOrder() *Order {
@@ -1818,7 +1929,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1941,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1954,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1870,7 +1981,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1882,7 +1993,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1895,7 +2006,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1915,7 +2026,7 @@ type WatchOrderRequest struct {
 
 func (x *WatchOrderRequest) Reset() {
 	*x = WatchOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2038,7 @@ func (x *WatchOrderRequest) String() string {
 func (*WatchOrderRequest) ProtoMessage() {}
 
 func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2051,7 @@ func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderRequest.ProtoReflect.Descriptor instead.
 func (*WatchOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchOrderRequest) GetOrderId() string {
@@ -1960,7 +2071,7 @@ type WatchOrderResponse struct {
 
 func (x *WatchOrderResponse) Reset() {
 	*x = WatchOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[18]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1972,7 +2083,7 @@ func (x *WatchOrderResponse) String() string {
 func (*WatchOrderResponse) ProtoMessage() {}
 
 func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[18]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1985,7 +2096,7 @@ func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderResponse.ProtoReflect.Descriptor instead.
 func (*WatchOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchOrderResponse) GetOrder() *Order {
@@ -2008,7 +2119,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[19]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2020,7 +2131,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[19]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2033,7 +2144,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListEventsRequest) GetAfterCursor() string {
@@ -2074,7 +2185,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_settle_v1_order_proto_msgTypes[20]
+	mi := &file_settle_v1_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2197,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[20]
+	mi := &file_settle_v1_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2210,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Event) GetId() string {
@@ -2157,7 +2268,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[21]
+	mi := &file_settle_v1_order_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2169,7 +2280,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[21]
+	mi := &file_settle_v1_order_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2182,7 +2293,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{21}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2226,7 +2337,7 @@ type Capture struct {
 
 func (x *Capture) Reset() {
 	*x = Capture{}
-	mi := &file_settle_v1_order_proto_msgTypes[22]
+	mi := &file_settle_v1_order_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2238,7 +2349,7 @@ func (x *Capture) String() string {
 func (*Capture) ProtoMessage() {}
 
 func (x *Capture) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[22]
+	mi := &file_settle_v1_order_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2251,7 +2362,7 @@ func (x *Capture) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capture.ProtoReflect.Descriptor instead.
 func (*Capture) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{22}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Capture) GetId() string {
@@ -2359,7 +2470,7 @@ type Void struct {
 
 func (x *Void) Reset() {
 	*x = Void{}
-	mi := &file_settle_v1_order_proto_msgTypes[23]
+	mi := &file_settle_v1_order_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2482,7 @@ func (x *Void) String() string {
 func (*Void) ProtoMessage() {}
 
 func (x *Void) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[23]
+	mi := &file_settle_v1_order_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2495,7 @@ func (x *Void) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Void.ProtoReflect.Descriptor instead.
 func (*Void) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{23}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Void) GetId() string {
@@ -2484,7 +2595,7 @@ type CaptureOrderRequest struct {
 
 func (x *CaptureOrderRequest) Reset() {
 	*x = CaptureOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[24]
+	mi := &file_settle_v1_order_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2496,7 +2607,7 @@ func (x *CaptureOrderRequest) String() string {
 func (*CaptureOrderRequest) ProtoMessage() {}
 
 func (x *CaptureOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[24]
+	mi := &file_settle_v1_order_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2509,7 +2620,7 @@ func (x *CaptureOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureOrderRequest.ProtoReflect.Descriptor instead.
 func (*CaptureOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{24}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CaptureOrderRequest) GetOrderId() string {
@@ -2552,7 +2663,7 @@ type CaptureOrderResponse struct {
 
 func (x *CaptureOrderResponse) Reset() {
 	*x = CaptureOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[25]
+	mi := &file_settle_v1_order_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2675,7 @@ func (x *CaptureOrderResponse) String() string {
 func (*CaptureOrderResponse) ProtoMessage() {}
 
 func (x *CaptureOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[25]
+	mi := &file_settle_v1_order_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2688,7 @@ func (x *CaptureOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureOrderResponse.ProtoReflect.Descriptor instead.
 func (*CaptureOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{25}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CaptureOrderResponse) GetOrder() *Order {
@@ -2608,7 +2719,7 @@ type VoidOrderRequest struct {
 
 func (x *VoidOrderRequest) Reset() {
 	*x = VoidOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[26]
+	mi := &file_settle_v1_order_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2620,7 +2731,7 @@ func (x *VoidOrderRequest) String() string {
 func (*VoidOrderRequest) ProtoMessage() {}
 
 func (x *VoidOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[26]
+	mi := &file_settle_v1_order_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2633,7 +2744,7 @@ func (x *VoidOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidOrderRequest.ProtoReflect.Descriptor instead.
 func (*VoidOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{26}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *VoidOrderRequest) GetOrderId() string {
@@ -2669,7 +2780,7 @@ type VoidOrderResponse struct {
 
 func (x *VoidOrderResponse) Reset() {
 	*x = VoidOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[27]
+	mi := &file_settle_v1_order_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2681,7 +2792,7 @@ func (x *VoidOrderResponse) String() string {
 func (*VoidOrderResponse) ProtoMessage() {}
 
 func (x *VoidOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[27]
+	mi := &file_settle_v1_order_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2694,7 +2805,7 @@ func (x *VoidOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidOrderResponse.ProtoReflect.Descriptor instead.
 func (*VoidOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{27}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VoidOrderResponse) GetOrder() *Order {
@@ -2744,7 +2855,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\bcaptured\x18\x10 \x01(\v2\x10.settle.v1.MoneyR\bcaptured\x12A\n" +
 	"\x0ecapture_before\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\rcaptureBefore\x12.\n" +
 	"\tcapturing\x18\x12 \x01(\v2\x10.settle.v1.MoneyR\tcapturing\x12\x18\n" +
-	"\avoiding\x18\x13 \x01(\bR\avoiding\"\x94\x02\n" +
+	"\avoiding\x18\x13 \x01(\bR\avoiding\"\xed\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -2754,13 +2865,21 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\fdecline_code\x18\x05 \x01(\tR\vdeclineCode\x12*\n" +
 	"\x11gateway_charge_id\x18\x06 \x01(\tR\x0fgatewayChargeId\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xe0\x01\n" +
+	"createTime\x12\x18\n" +
+	"\agateway\x18\b \x01(\tR\agateway\x12#\n" +
+	"\rcascade_after\x18\t \x01(\tR\fcascadeAfter\x12\x18\n" +
+	"\askipped\x18\n" +
+	" \x01(\tR\askipped\"H\n" +
+	"\x05Route\x12\x18\n" +
+	"\agateway\x18\x01 \x01(\tR\agateway\x12%\n" +
+	"\x0epayment_method\x18\x02 \x01(\tR\rpaymentMethod\"\x8a\x02\n" +
 	"\x12CreateOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
 	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x120\n" +
-	"\acapture\x18\x05 \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\"=\n" +
+	"\acapture\x18\x05 \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\x12(\n" +
+	"\x06routes\x18\x06 \x03(\v2\x10.settle.v1.RouteR\x06routes\"=\n" +
 	"\x13CreateOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"[\n" +
 	"\x0fGetOrderRequest\x12\x10\n" +
@@ -2787,7 +2906,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"NextAction\x12!\n" +
 	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\x12#\n" +
-	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xee\x02\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\x98\x03\n" +
 	"\x1bCreateAndChargeOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
@@ -2799,7 +2918,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"return_url\x18\a \x01(\tR\treturnUrl\x12\x1a\n" +
 	"\bcustomer\x18\b \x01(\tR\bcustomer\x120\n" +
-	"\acapture\x18\t \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\"\xf4\x01\n" +
+	"\acapture\x18\t \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\x12(\n" +
+	"\x06routes\x18\n" +
+	" \x03(\v2\x10.settle.v1.RouteR\x06routes\"\xf4\x01\n" +
 	"\x1cCreateAndChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
@@ -2990,7 +3111,7 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_settle_v1_order_proto_goTypes = []any{
 	(CaptureMode)(0),                     // 0: settle.v1.CaptureMode
 	(OrderState)(0),                      // 1: settle.v1.OrderState
@@ -3002,114 +3123,117 @@ var file_settle_v1_order_proto_goTypes = []any{
 	(*Money)(nil),                        // 7: settle.v1.Money
 	(*Order)(nil),                        // 8: settle.v1.Order
 	(*Attempt)(nil),                      // 9: settle.v1.Attempt
-	(*CreateOrderRequest)(nil),           // 10: settle.v1.CreateOrderRequest
-	(*CreateOrderResponse)(nil),          // 11: settle.v1.CreateOrderResponse
-	(*GetOrderRequest)(nil),              // 12: settle.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),             // 13: settle.v1.GetOrderResponse
-	(*ChargeOrderRequest)(nil),           // 14: settle.v1.ChargeOrderRequest
-	(*ChargeOrderResponse)(nil),          // 15: settle.v1.ChargeOrderResponse
-	(*NextAction)(nil),                   // 16: settle.v1.NextAction
-	(*CreateAndChargeOrderRequest)(nil),  // 17: settle.v1.CreateAndChargeOrderRequest
-	(*CreateAndChargeOrderResponse)(nil), // 18: settle.v1.CreateAndChargeOrderResponse
-	(*Refund)(nil),                       // 19: settle.v1.Refund
-	(*RefundOrderRequest)(nil),           // 20: settle.v1.RefundOrderRequest
-	(*RefundOrderResponse)(nil),          // 21: settle.v1.RefundOrderResponse
-	(*CancelOrderRequest)(nil),           // 22: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),          // 23: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),            // 24: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),           // 25: settle.v1.WatchOrderResponse
-	(*ListEventsRequest)(nil),            // 26: settle.v1.ListEventsRequest
-	(*Event)(nil),                        // 27: settle.v1.Event
-	(*ListEventsResponse)(nil),           // 28: settle.v1.ListEventsResponse
-	(*Capture)(nil),                      // 29: settle.v1.Capture
-	(*Void)(nil),                         // 30: settle.v1.Void
-	(*CaptureOrderRequest)(nil),          // 31: settle.v1.CaptureOrderRequest
-	(*CaptureOrderResponse)(nil),         // 32: settle.v1.CaptureOrderResponse
-	(*VoidOrderRequest)(nil),             // 33: settle.v1.VoidOrderRequest
-	(*VoidOrderResponse)(nil),            // 34: settle.v1.VoidOrderResponse
-	(*timestamppb.Timestamp)(nil),        // 35: google.protobuf.Timestamp
+	(*Route)(nil),                        // 10: settle.v1.Route
+	(*CreateOrderRequest)(nil),           // 11: settle.v1.CreateOrderRequest
+	(*CreateOrderResponse)(nil),          // 12: settle.v1.CreateOrderResponse
+	(*GetOrderRequest)(nil),              // 13: settle.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),             // 14: settle.v1.GetOrderResponse
+	(*ChargeOrderRequest)(nil),           // 15: settle.v1.ChargeOrderRequest
+	(*ChargeOrderResponse)(nil),          // 16: settle.v1.ChargeOrderResponse
+	(*NextAction)(nil),                   // 17: settle.v1.NextAction
+	(*CreateAndChargeOrderRequest)(nil),  // 18: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 19: settle.v1.CreateAndChargeOrderResponse
+	(*Refund)(nil),                       // 20: settle.v1.Refund
+	(*RefundOrderRequest)(nil),           // 21: settle.v1.RefundOrderRequest
+	(*RefundOrderResponse)(nil),          // 22: settle.v1.RefundOrderResponse
+	(*CancelOrderRequest)(nil),           // 23: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 24: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 25: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 26: settle.v1.WatchOrderResponse
+	(*ListEventsRequest)(nil),            // 27: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 28: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 29: settle.v1.ListEventsResponse
+	(*Capture)(nil),                      // 30: settle.v1.Capture
+	(*Void)(nil),                         // 31: settle.v1.Void
+	(*CaptureOrderRequest)(nil),          // 32: settle.v1.CaptureOrderRequest
+	(*CaptureOrderResponse)(nil),         // 33: settle.v1.CaptureOrderResponse
+	(*VoidOrderRequest)(nil),             // 34: settle.v1.VoidOrderRequest
+	(*VoidOrderResponse)(nil),            // 35: settle.v1.VoidOrderResponse
+	(*timestamppb.Timestamp)(nil),        // 36: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
 	7,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	1,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	35, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	35, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	36, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	36, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
 	7,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
 	7,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
 	0,  // 7: settle.v1.Order.capture:type_name -> settle.v1.CaptureMode
 	7,  // 8: settle.v1.Order.authorized:type_name -> settle.v1.Money
 	7,  // 9: settle.v1.Order.captured:type_name -> settle.v1.Money
-	35, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
+	36, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
 	7,  // 11: settle.v1.Order.capturing:type_name -> settle.v1.Money
 	2,  // 12: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 13: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	36, // 13: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
 	7,  // 14: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
 	0,  // 15: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	8,  // 16: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 17: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 18: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 19: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	16, // 20: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 21: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 22: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	0,  // 23: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	8,  // 24: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 25: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	16, // 26: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 27: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 28: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	4,  // 29: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	2,  // 30: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 31: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 32: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	35, // 33: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 34: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	19, // 35: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	8,  // 36: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 37: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	35, // 38: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	27, // 39: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	7,  // 40: settle.v1.Capture.amount:type_name -> settle.v1.Money
-	5,  // 41: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
-	2,  // 42: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 43: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 44: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
-	35, // 45: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 46: settle.v1.Void.state:type_name -> settle.v1.VoidState
-	2,  // 47: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 48: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 49: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
-	35, // 50: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 51: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
-	29, // 52: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	8,  // 53: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
-	30, // 54: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
-	10, // 55: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	12, // 56: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	14, // 57: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	17, // 58: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	22, // 59: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	20, // 60: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	24, // 61: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	26, // 62: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	31, // 63: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
-	33, // 64: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
-	11, // 65: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	13, // 66: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	15, // 67: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	18, // 68: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	23, // 69: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	21, // 70: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	25, // 71: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	28, // 72: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	32, // 73: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
-	34, // 74: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
-	65, // [65:75] is the sub-list for method output_type
-	55, // [55:65] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	10, // 16: settle.v1.CreateOrderRequest.routes:type_name -> settle.v1.Route
+	8,  // 17: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 18: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 19: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 20: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	17, // 21: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 22: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 23: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 24: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	10, // 25: settle.v1.CreateAndChargeOrderRequest.routes:type_name -> settle.v1.Route
+	8,  // 26: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 27: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	17, // 28: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 29: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 30: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	4,  // 31: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	2,  // 32: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 33: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 34: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	36, // 35: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 36: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	20, // 37: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	8,  // 38: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 39: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	36, // 40: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	28, // 41: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	7,  // 42: settle.v1.Capture.amount:type_name -> settle.v1.Money
+	5,  // 43: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
+	2,  // 44: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 45: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 46: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
+	36, // 47: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 48: settle.v1.Void.state:type_name -> settle.v1.VoidState
+	2,  // 49: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 50: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 51: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
+	36, // 52: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 53: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
+	30, // 54: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	8,  // 55: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
+	31, // 56: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
+	11, // 57: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	13, // 58: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	15, // 59: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	18, // 60: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	23, // 61: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	21, // 62: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	25, // 63: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	27, // 64: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	32, // 65: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
+	34, // 66: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
+	12, // 67: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	14, // 68: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	16, // 69: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	19, // 70: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	24, // 71: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	22, // 72: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	26, // 73: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	29, // 74: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	33, // 75: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
+	35, // 76: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
+	67, // [67:77] is the sub-list for method output_type
+	57, // [57:67] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -3117,18 +3241,18 @@ func file_settle_v1_order_proto_init() {
 	if File_settle_v1_order_proto != nil {
 		return
 	}
-	file_settle_v1_order_proto_msgTypes[5].OneofWrappers = []any{
+	file_settle_v1_order_proto_msgTypes[6].OneofWrappers = []any{
 		(*GetOrderRequest_Id)(nil),
 		(*GetOrderRequest_MerchantReference)(nil),
 	}
-	file_settle_v1_order_proto_msgTypes[24].OneofWrappers = []any{}
+	file_settle_v1_order_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
