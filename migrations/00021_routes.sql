@@ -58,7 +58,8 @@ $$;
 -- +goose StatementBegin
 CREATE FUNCTION settle_claim(p_merchant_id text, p_order_id uuid, p_request_id text, p_attempt_id uuid,
     p_payment_method text, p_customer text, p_from_state text, p_to_state text, p_lease interval, p_event text,
-    p_actor text, p_gateway text, p_cascade_after text, p_skipped text, p_reason text)
+    p_actor text, p_gateway text, p_cascade_after text, p_skipped text, p_reason text, p_check_follows boolean,
+    p_follows text)
 RETURNS TABLE (claimed boolean, ord orders, att charge_attempts) LANGUAGE plpgsql AS $$
 #variable_conflict use_column
 DECLARE
@@ -74,7 +75,8 @@ BEGIN
         RETURN;
     END IF;
     SELECT * INTO v_a FROM charge_attempts WHERE merchant_id = p_merchant_id AND request_id = p_request_id;
-    IF NOT FOUND AND v_o.state = p_from_state THEN
+    IF NOT FOUND AND v_o.state = p_from_state
+        AND (NOT p_check_follows OR coalesce(v_o.current_attempt::text, '') = p_follows) THEN
         INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor,
             currency, gateway, cascade_after, skipped)
         VALUES (p_attempt_id, p_order_id, p_merchant_id, p_request_id,
@@ -150,7 +152,7 @@ BEGIN
         'settle_create_order(text,uuid,text,bigint,text,text,text,text,text,text,text)',
         'p_merchant_id', colocate_with => 'orders');
     PERFORM create_distributed_function('settle_claim(text,uuid,text,uuid,text,text,text,text,interval,text,text,'
-        'text,text,text,text)',
+        'text,text,text,text,boolean,text)',
         'p_merchant_id', colocate_with => 'orders');
     PERFORM create_distributed_function('settle_create_claimed(text,uuid,text,bigint,text,text,text,text,uuid,'
         'interval,text,text,text,text,text,text,text,text,text)',
@@ -166,7 +168,7 @@ DROP FUNCTION settle_create_order(text, uuid, text, bigint, text, text, text, te
 DROP FUNCTION settle_create_claimed(text, uuid, text, bigint, text, text, text, text, uuid, interval, text, text, text,
     text, text, text, text, text, text);
 DROP FUNCTION settle_claim(text, uuid, text, uuid, text, text, text, text, interval, text, text, text, text, text,
-    text);
+    text, boolean, text);
 
 -- +goose StatementBegin
 CREATE FUNCTION settle_create_order(p_merchant_id text, p_id uuid, p_merchant_reference text, p_amount_minor bigint,

@@ -140,6 +140,7 @@ func (op *chargeOp) chargeClaim(orderID string) Claim {
 	if len(op.routes) > 1 {
 		c.Gateway, c.PaymentMethod = op.hop.route.Gateway, op.hop.route.PaymentMethod
 		c.Skipped, c.CascadeAfter = op.hop.skipped, op.hop.cascadeAfter
+		c.Follows = &op.hop.follows
 		if c.CascadeAfter != "" {
 			c.Reason = "cascade after " + c.CascadeAfter
 		}
@@ -167,6 +168,13 @@ func (s *Service) chargeClaim(merchantID, orderID string, in ChargeInput) Claim 
 
 func (op *chargeOp) claim(ctx context.Context) (bool, error) {
 	c, err := op.s.store.Claim(ctx, op.chargeClaim(op.in.OrderID))
+	for tries := 0; err == nil && op.rerouted(c) && tries < 3; tries++ {
+		// Another request's attempt was settled since the route was
+		// chosen: it is chosen again, after that attempt.
+		if err = op.route(ctx); err == nil {
+			c, err = op.s.store.Claim(ctx, op.chargeClaim(op.in.OrderID))
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("claim order %s: %w", op.in.OrderID, err)
 	}

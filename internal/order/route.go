@@ -57,22 +57,22 @@ type CurrencyChecker interface {
 // validateRoutes checks routes given instead of a payment method and
 // gateway.
 func (n NewOrder) validateRoutes() error {
-	if n.PaymentMethod != "" || n.Gateway != "" {
-		return &ValidationError{Field: "routes", Reason: "must not be set with payment_method or gateway: each route names its own"}
-	}
 	if len(n.Routes) > MaxRoutes {
 		return &ValidationError{Field: "routes", Reason: fmt.Sprintf("must have at most %d routes", MaxRoutes)}
 	}
 	for i, r := range n.Routes {
 		f := fmt.Sprintf("routes[%d]", i)
-		if err := checkText(f+".payment_method", r.PaymentMethod, 1, MaxTokenLen); err != nil {
-			return err
-		}
 		if r.Gateway != "" {
 			if err := checkText(f+".gateway", r.Gateway, 1, MaxGatewayLen); err != nil {
 				return err
 			}
 		}
+		if err := checkText(f+".payment_method", r.PaymentMethod, 1, MaxTokenLen); err != nil {
+			return err
+		}
+	}
+	if n.PaymentMethod != "" || n.Gateway != "" {
+		return &ValidationError{Field: "routes", Reason: "must not be set with payment_method or gateway: each route names its own"}
 	}
 	return nil
 }
@@ -131,8 +131,8 @@ type hop struct {
 	// index is the route's in the order's routes.
 	index int
 	route Route
-	// skipped, cascadeAfter: as Claim's.
-	skipped, cascadeAfter string
+	// skipped, cascadeAfter, follows: as Claim's.
+	skipped, cascadeAfter, follows string
 }
 
 // pick returns the first eligible route of routes from index from on. It
@@ -178,8 +178,10 @@ func (op *chargeOp) route(ctx context.Context) error {
 		return &ValidationError{Field: "customer", Reason: "must be empty for an order with routes: a gateway's customer belongs to one gateway"}
 	}
 	op.routes = r.Routes
-	from := 0
+	from, follows := 0, ""
+	defer func() { op.hop.follows = follows }()
 	if r.Last != nil {
+		follows = r.Last.ID
 		from = max(slices.IndexFunc(r.Routes, func(x Route) bool { return x.Gateway == r.Last.Gateway }), 0)
 		if r.Last.Gateway == r.Routes[from].Gateway && CascadeAfter(r.Last.Outcome, r.Last.DeclineCode) == CascadeNext {
 			if h, _, ok := op.s.pick(r.Routes, from+1, r.Capture, r.Amount); ok {
@@ -235,10 +237,10 @@ func (op *chargeOp) next(ctx context.Context, err error, hops int) *chargeOp {
 	if !ok {
 		return nil
 	}
-	h.cascadeAfter = provenOutcome(op.a)
+	h.cascadeAfter, h.follows = provenOutcome(op.a), op.a.ID
 	root := cmp.Or(op.root, op.in.RequestID)
 	in := op.in
-	in.RequestID = root + cascadeRequestSep + strconv.Itoa(hops+1)
+	in.OrderID, in.RequestID = op.o.ID, root+cascadeRequestSep+strconv.Itoa(hops+1)
 	return &chargeOp{s: op.s, merchantID: op.merchantID, in: in, routes: op.routes, hop: h, root: root}
 }
 
@@ -252,8 +254,13 @@ func (s *Service) cascade(ctx context.Context, op *chargeOp, run operation) (*ch
 		if nx == nil {
 			return op, err
 		}
-		op = nx
-		err = s.run(ctx, op)
+		nerr := s.run(ctx, nx)
+		if !nx.claimedNow && nerr == nil {
+			// Another request claimed the order first: the cascade ends
+			// with this request's last attempt.
+			return op, err
+		}
+		op, err = nx, nerr
 	}
 }
 
@@ -277,3 +284,13 @@ func (op *chargeOp) cascadedFrom(ctx context.Context, o Order, a Attempt) (*Atte
 // AttemptGateway is the gateway of o's attempt a: the one it was sent to,
 // or the order's for an attempt read without it.
 func (o Order) AttemptGateway(a Attempt) string { return cmp.Or(a.Gateway, o.Gateway) }
+
+// rerouted reports a claim of a client's request for an order with
+// routes that did not hold only because the route was chosen after
+// another attempt than the order's current one: the order is PENDING, and
+// the request id names no attempt yet. A hop of a cascade is never
+// chosen again: another request has taken the order over.
+func (op *chargeOp) rerouted(c ClaimResult) bool {
+	return !c.Claimed && c.Attempt == nil && len(op.routes) > 1 && op.root == "" &&
+		c.Order.State == StatePending && c.Order.CurrentAttempt != op.hop.follows
+}

@@ -76,6 +76,10 @@ type Claim struct {
 	// takes as its own; empty: the order's. CascadeAfter and Skipped are
 	// recorded with the attempt (Attempt), Reason with the claim's event.
 	Gateway, CascadeAfter, Skipped, Reason string
+	// Follows, when not nil, is the attempt a route was chosen after (""
+	// for none): the claim holds only while it is the order's current
+	// attempt, so that a route chosen on a stale read is never claimed.
+	Follows *string
 }
 
 // ClaimResult is the order after a claim, and the attempt that the request

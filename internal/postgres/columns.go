@@ -88,6 +88,8 @@ type claimColumns struct {
 	CascadeAfter  []string        `arg:"cascade_after"`
 	Skipped       []string        `arg:"skipped"`
 	Reason        []string        `arg:"reason"`
+	CheckFollows  []bool          `arg:"check_follows"`
+	Follows       []string        `arg:"follows"`
 }
 
 func (c *claimColumns) add(cl order.Claim) {
@@ -106,6 +108,8 @@ func (c *claimColumns) add(cl order.Claim) {
 	c.CascadeAfter = append(c.CascadeAfter, cl.CascadeAfter)
 	c.Skipped = append(c.Skipped, cl.Skipped)
 	c.Reason = append(c.Reason, cl.Reason)
+	c.CheckFollows = append(c.CheckFollows, cl.Follows != nil)
+	c.Follows = append(c.Follows, deref(cl.Follows))
 }
 
 // createClaimedColumns are the rows of create_claimed_orders.sql: an order

@@ -145,6 +145,7 @@ func (e *citusEngine) claim(ctx context.Context, c order.Claim) (order.ClaimResu
 				"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To,
 				"lease": c.Lease, "event": c.Event, "actor": c.Actor, "gateway": c.Gateway,
 				"cascade_after": c.CascadeAfter, "skipped": c.Skipped, "reason": c.Reason,
+				"check_follows": c.Follows != nil, "follows": deref(c.Follows),
 			})
 			if err != nil {
 				return err

@@ -122,3 +122,11 @@ func (r historyAttemptRow) attempt() order.Attempt {
 	a.CascadeAfter, a.Skipped = r.CascadeAfter, r.Skipped
 	return a
 }
+
+// deref is *s, or "" for nil.
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

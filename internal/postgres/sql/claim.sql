@@ -42,7 +42,8 @@ WITH st AS NOT MATERIALIZED (
 		@to_state::text AS to_state, @lease::interval AS lease, @event::text AS event,
 		@actor::text AS actor, @gateway::text AS gateway,
 		@cascade_after::text AS cascade_after, @skipped::text AS skipped,
-		@reason::text AS reason, 1::bigint AS i
+		@reason::text AS reason, @check_follows::boolean AS check_follows,
+		@follows::text AS follows, 1::bigint AS i
 ), timed AS (
 	-- The times are read here rather than in upd's SET list: Citus refuses
 	-- a stable function (now(), timestamptz + interval) applied to a column
@@ -72,6 +73,9 @@ WITH st AS NOT MATERIALIZED (
 	FROM st JOIN ord ON ord.merchant_id = st.merchant_id AND ord.id = st.order_id
 	WHERE
 		ord.state = st.from_state
+		-- A route chosen after an attempt holds only while that attempt is
+		-- the order's last (order.Claim's Follows).
+		AND (NOT st.check_follows OR coalesce(ord.current_attempt::text, '') = st.follows)
 		AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.merchant_id = st.merchant_id AND prior.request_id = st.request_id)
 	ORDER BY st.i
 	ON CONFLICT (merchant_id, request_id) DO NOTHING

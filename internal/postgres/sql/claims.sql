@@ -38,9 +38,10 @@ WITH st AS (
 		(SELECT @attempt_id::uuid[]), (SELECT @payment_method::text[]), (SELECT @customer::text[]),
 		(SELECT @from_state::text[]), (SELECT @to_state::text[]), (SELECT @lease::interval[]),
 		(SELECT @event::text[]), (SELECT @actor::text[]), (SELECT @gateway::text[]),
-		(SELECT @cascade_after::text[]), (SELECT @skipped::text[]), (SELECT @reason::text[])) WITH ORDINALITY
+		(SELECT @cascade_after::text[]), (SELECT @skipped::text[]), (SELECT @reason::text[]),
+		(SELECT @check_follows::boolean[]), (SELECT @follows::text[])) WITH ORDINALITY
 		AS st(merchant_id, order_id, request_id, attempt_id, payment_method, customer, from_state, to_state, lease,
-			event, actor, gateway, cascade_after, skipped, reason, i)
+			event, actor, gateway, cascade_after, skipped, reason, check_follows, follows, i)
 ), timed AS (
 	-- The times are read here rather than in upd's SET list: Citus refuses
 	-- a stable function (now(), timestamptz + interval) applied to a column
@@ -70,6 +71,9 @@ WITH st AS (
 	FROM st JOIN ord ON ord.merchant_id = st.merchant_id AND ord.id = st.order_id
 	WHERE
 		ord.state = st.from_state
+		-- A route chosen after an attempt holds only while that attempt is
+		-- the order's last (order.Claim's Follows).
+		AND (NOT st.check_follows OR coalesce(ord.current_attempt::text, '') = st.follows)
 		AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.merchant_id = st.merchant_id AND prior.request_id = st.request_id)
 	ORDER BY st.i
 	ON CONFLICT (merchant_id, request_id) DO NOTHING

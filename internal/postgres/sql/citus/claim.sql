@@ -15,4 +15,5 @@ SELECT r.claimed,
 	coalesce((r.att).gateway_charge_id, '') AS attempt_gateway_charge_id, coalesce((r.att).gateway, '') AS attempt_gateway,
 	coalesce((r.att).created_at, 'epoch') AS attempt_created_at
 FROM settle_claim(@merchant_id, @order_id, @request_id, @attempt_id, @payment_method, @customer, @from_state,
-	@to_state, @lease, @event, @actor, @gateway, @cascade_after, @skipped, @reason) r;
+	@to_state, @lease, @event, @actor, @gateway, @cascade_after, @skipped, @reason,
+	@check_follows, @follows) r;
