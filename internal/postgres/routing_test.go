@@ -92,6 +92,7 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		"order_by_reference": {"merchant_id": m, "merchant_reference": "r"},
 		"attempt_by_id":      {"merchant_id": m, "id": att},
 		"order_attempt":      {"merchant_id": m, "order_id": id, "attempt_id": att},
+		"order_routing":      {"merchant_id": m, "order_id": id},
 		"order_refund":       {"merchant_id": m, "refund_id": ref},
 		"lock_order":         {"merchant_id": m, "id": id},
 		"refund_by_id":       {"merchant_id": m, "id": ref},
