@@ -47,6 +47,10 @@ type eurOnly struct{ *refpsp.Client }
 
 func (eurOnly) SupportsCurrency(c string) bool { return c == "EUR" }
 
+// chargeOnly is a simulator's adapter without its captures: a route to it
+// is ineligible for a MANUAL order.
+type chargeOnly struct{ order.Gateway }
+
 func newRouteFixture(t *testing.T) *routeFixture {
 	t.Helper()
 	f := &routeFixture{store: postgres.NewStore(postgrestest.Pool(t)), sims: map[string]*sim.Sim{}}
@@ -66,6 +70,7 @@ func newRouteFixture(t *testing.T) *routeFixture {
 		gateways[name] = adapter(hs.URL)
 	}
 	gateways["eur"] = eurOnly{gateways["c"].(*refpsp.Client)}
+	gateways["nocap"] = chargeOnly{gateways["c"]}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -230,6 +235,26 @@ func TestCascadeAfterProvenNonCharge(t *testing.T) {
 				t.Errorf("skipped %q, want the EUR-only route named with why", got[0].Skipped)
 			}
 		})
+	}
+}
+
+// TestCascadeSkipsIneligible: a cascade of a MANUAL order passes over a
+// gateway that cannot capture, and says so.
+func TestCascadeSkipsIneligible(t *testing.T) {
+	t.Parallel()
+	f := newRouteFixture(t)
+	n := routed("manual-1", "a", "tok_refuse", "nocap", "tok_ok", "b", "tok_ok")
+	n.Capture = order.CaptureManual
+	o, _, err := f.svc.CreateAndCharge(context.Background(), merchant, n, order.ChargeInput{RequestID: "manual-req-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := f.attempts(t, o.ID)
+	if o.State != order.StateAuthorized || !slices.Equal(paths(got), []string{"a not_sent", "b succeeded"}) {
+		t.Fatalf("order %s, path %q: want AUTHORIZED on b", o.State, paths(got))
+	}
+	if got[1].Skipped != "nocap: cannot capture MANUAL" {
+		t.Errorf("skipped %q, want the gateway that cannot capture named", got[1].Skipped)
 	}
 }
 
