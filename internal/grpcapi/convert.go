@@ -170,6 +170,9 @@ func attemptToProto(a *order.Attempt) *settlev1.Attempt {
 		DeclineCode:     a.DeclineCode,
 		GatewayChargeId: a.GatewayChargeID,
 		CreateTime:      timestamp(a.CreatedAt),
+		Gateway:         a.Gateway,
+		CascadeAfter:    a.CascadeAfter,
+		Skipped:         a.Skipped,
 	}
 }
 
@@ -189,7 +192,20 @@ func newOrderFromProto(req *settlev1.CreateOrderRequest) (order.NewOrder, error)
 		Amount:            order.Money{Currency: req.GetAmount().GetCurrency(), AmountMinor: req.GetAmount().GetAmountMinor()},
 		PaymentMethod:     req.GetPaymentMethod(),
 		Gateway:           req.GetGateway(),
+		Routes:            routesFromProto(req.GetRoutes()),
 	}, nil
+}
+
+// routesFromProto is an order's routes as the domain takes them.
+func routesFromProto(rs []*settlev1.Route) []order.Route {
+	if len(rs) == 0 {
+		return nil
+	}
+	routes := make([]order.Route, len(rs))
+	for i, r := range rs {
+		routes[i] = order.Route{Gateway: r.GetGateway(), PaymentMethod: r.GetPaymentMethod()}
+	}
+	return routes
 }
 
 // chargeInputFromProto is a ChargeOrder request as the domain takes it.

@@ -139,6 +139,11 @@ func stringFields(md protoreflect.MessageDescriptor, prefix []protoreflect.Field
 
 func setPath(m protoreflect.Message, path []protoreflect.FieldDescriptor, v string) {
 	for _, f := range path[:len(path)-1] {
+		if f.IsList() {
+			// A repeated message (an order's routes): one element.
+			m = m.Mutable(f).List().AppendMutable().Message()
+			continue
+		}
 		m = m.Mutable(f).Message()
 	}
 	m.Set(path[len(path)-1], protoreflect.ValueOfString(v))

@@ -66,7 +66,8 @@ func (s *orderServer) ChargeOrder(ctx context.Context, req *settlev1.ChargeOrder
 
 func (s *orderServer) CreateAndChargeOrder(ctx context.Context, req *settlev1.CreateAndChargeOrderRequest) (*settlev1.CreateAndChargeOrderResponse, error) {
 	n, err := newOrderFromProto(&settlev1.CreateOrderRequest{MerchantReference: req.GetMerchantReference(),
-		Amount: req.GetAmount(), PaymentMethod: req.GetPaymentMethod(), Gateway: req.GetGateway(), Capture: req.GetCapture()})
+		Amount: req.GetAmount(), PaymentMethod: req.GetPaymentMethod(), Gateway: req.GetGateway(), Capture: req.GetCapture(),
+		Routes: req.GetRoutes()})
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}

@@ -83,10 +83,10 @@ func (s *Service) completeAction(ctx context.Context, merchantID string, in Char
 	if err := in.sameAttempt(a); err != nil {
 		return Order{}, nil, err
 	}
-	ac, ok := s.gateways[o.Gateway].(ActionCompleter)
+	ac, ok := s.gateways[o.AttemptGateway(a)].(ActionCompleter)
 	if !ok {
 		return Order{}, nil, &ActionError{Reason: fmt.Sprintf(
-			"gateway %q learns the result of the customer's action by itself: replay the request without action_result", o.Gateway)}
+			"gateway %q learns the result of the customer's action by itself: replay the request without action_result", o.AttemptGateway(a))}
 	}
 	if o.State != StateRequiresAction || o.CurrentAttempt != a.ID {
 		ended, err := s.challengeEnded(ctx, o, a.ID)
@@ -100,7 +100,7 @@ func (s *Service) completeAction(ctx context.Context, merchantID string, in Char
 	}
 	op := &actionOp{resumeOp: resumeOp{chargeOp{s: s, merchantID: merchantID, in: in, o: o, a: a}}, gw: ac}
 	op.att = &op.a
-	return op.answer(s.run(ctx, op))
+	return op.answer(&op.chargeOp, s.run(ctx, op))
 }
 
 // challengeEnded reports whether attemptID is o's current attempt and

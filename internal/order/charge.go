@@ -25,7 +25,10 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 		return s.completeAction(ctx, merchantID, in)
 	}
 	op := &chargeOp{s: s, merchantID: merchantID, in: in}
-	return op.answer(s.run(ctx, op))
+	if err := op.route(ctx); err != nil {
+		return Order{}, nil, err
+	}
+	return op.answer(s.cascade(ctx, op, op))
 }
 
 // CreateAndCharge creates an order and charges it. in is the charge as
@@ -57,7 +60,16 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 		return Order{}, nil, &ValidationError{Field: "action_result", Reason: "must be empty: a new order waits for no action; send it with ChargeOrder"}
 	}
 	op := &newChargeOp{chargeOp: chargeOp{s: s, merchantID: merchantID, in: in}, n: n, fresh: fresh}
-	return op.answer(s.run(ctx, op))
+	if len(fresh.Routes) > 1 {
+		if in.Customer != "" {
+			return Order{}, nil, &ValidationError{Field: "customer", Reason: "must be empty for an order with routes: a gateway's customer belongs to one gateway"}
+		}
+		// The new order's gateway and payment method are its first
+		// eligible route's (newRoutes).
+		op.routes = fresh.Routes
+		op.hop, _, _ = s.pick(fresh.Routes, 0, fresh.Capture, fresh.Amount)
+	}
+	return op.answer(s.cascade(ctx, &op.chargeOp, op))
 }
 
 // createThenCharge is CreateAndCharge as Create and then Charge, for a
@@ -80,7 +92,7 @@ func (s *Service) createThenCharge(ctx context.Context, merchantID string, n New
 // gateway's request budget refused it, resume returns ErrBudgetExhausted.
 // Its claim was the charge's: only the end of the lifecycle is left.
 func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attempt, error) {
-	gw, ok := s.gateways[o.Gateway]
+	gw, ok := s.gateways[o.AttemptGateway(a)]
 	if !ok {
 		return o, &a, nil
 	}
@@ -92,7 +104,7 @@ func (s *Service) resume(ctx context.Context, o Order, a Attempt) (Order, *Attem
 	defer cancel()
 	op := &resumeOp{chargeOp{s: s, merchantID: o.MerchantID, o: o, a: a}}
 	op.att = &op.a
-	return op.answer(finish(ctx, op, res, gerr))
+	return op.answer(&op.chargeOp, finish(ctx, op, res, gerr))
 }
 
 // chargeOp is the charge of an existing order by one request: the claim
@@ -108,14 +120,38 @@ type chargeOp struct {
 	o   Order
 	a   Attempt
 	att *Attempt
+	// For an order with routes: its routes, and the hop the claim takes
+	// (route.go). root is the client's request id of a cascade's hop.
+	routes []Route
+	hop    hop
+	root   string
+	// claimedNow says this operation's claim made its attempt.
+	claimedNow bool
 }
 
-// answer is the operation's reply, once the lifecycle returned err.
-func (op *chargeOp) answer(err error) (Order, *Attempt, error) {
+// answer is the operation's reply, once the lifecycle (and the cascade
+// that followed it, which last is) returned err.
+func (op *chargeOp) answer(last *chargeOp, err error) (Order, *Attempt, error) {
 	if err != nil {
 		return Order{}, nil, err
 	}
-	return op.o, op.att, nil
+	return last.o, last.att, nil
+}
+
+// chargeClaim is the claim of op's request for order orderID: PENDING to
+// CHARGING with the attempt the request names, on the gateway of op's hop
+// for an order with routes.
+func (op *chargeOp) chargeClaim(orderID string) Claim {
+	c := op.s.chargeClaim(op.merchantID, orderID, op.in)
+	if len(op.routes) > 1 {
+		c.Gateway, c.PaymentMethod = op.hop.route.Gateway, op.hop.route.PaymentMethod
+		c.Skipped, c.CascadeAfter = op.hop.skipped, op.hop.cascadeAfter
+		c.Follows = &op.hop.follows
+		if c.CascadeAfter != "" {
+			c.Reason = "cascade after " + c.CascadeAfter
+		}
+	}
+	return c
 }
 
 // chargeClaim is the claim of merchantID's request in for order orderID:
@@ -137,7 +173,14 @@ func (s *Service) chargeClaim(merchantID, orderID string, in ChargeInput) Claim 
 }
 
 func (op *chargeOp) claim(ctx context.Context) (bool, error) {
-	c, err := op.s.store.Claim(ctx, op.s.chargeClaim(op.merchantID, op.in.OrderID, op.in))
+	c, err := op.s.store.Claim(ctx, op.chargeClaim(op.in.OrderID))
+	for tries := 0; err == nil && op.rerouted(c) && tries < 3; tries++ {
+		// Another request's attempt was settled since the route was
+		// chosen: it is chosen again, after that attempt.
+		if err = op.route(ctx); err == nil {
+			c, err = op.s.store.Claim(ctx, op.chargeClaim(op.in.OrderID))
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("claim order %s: %w", op.in.OrderID, err)
 	}
@@ -146,6 +189,7 @@ func (op *chargeOp) claim(ctx context.Context) (bool, error) {
 	}
 	op.o, op.a = c.Order, *c.Attempt
 	op.att = &op.a
+	op.claimedNow = true
 	return true, nil
 }
 
@@ -157,6 +201,12 @@ func (op *chargeOp) replay(ctx context.Context, c ClaimResult) error {
 	if a := c.Attempt; a != nil {
 		if err := in.sameAttempt(*a); err != nil {
 			return err
+		}
+		if hop, err := op.cascadedFrom(ctx, c.Order, *a); err != nil {
+			return err
+		} else if hop != nil {
+			// The request cascaded: its answer is its last hop's.
+			a, c.Attempt = hop, hop
 		}
 		if a.Outcome == OutcomeRefused {
 			// A retry of a charge the gateway refused gets the same answer,
@@ -199,13 +249,14 @@ func (op *chargeOp) claimed(ctx context.Context) {
 // call asks the order's gateway to charge the attempt.
 func (op *chargeOp) call(ctx context.Context) (Result, error) {
 	o, a := &op.o, &op.a
-	gw, ok := op.s.gateways[o.Gateway]
+	name := o.AttemptGateway(*a)
+	gw, ok := op.s.gateways[name]
 	if !ok {
 		// Configuration changed since the order was created; nothing was sent.
 		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_not_configured"},
-			fmt.Errorf("gateway %q is not configured", o.Gateway)
+			fmt.Errorf("gateway %q is not configured", name)
 	}
-	if err := op.s.cfg.Budgets[o.Gateway].WaitCharge(ctx); err != nil {
+	if err := op.s.cfg.Budgets[name].WaitCharge(ctx); err != nil {
 		// Nothing was sent: the order is PENDING again, and a retry is safe.
 		return Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, err
 	}
@@ -222,7 +273,7 @@ func (op *chargeOp) call(ctx context.Context) (Result, error) {
 		ReturnURL:         op.in.ReturnURL,
 		Capture:           o.Capture,
 	})
-	GatewayCall{Op: "charge", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, RequestID: op.in.RequestID,
+	GatewayCall{Op: "charge", Gateway: name, OrderID: o.ID, AttemptID: a.ID, RequestID: op.in.RequestID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, op.s.log)
 	return res, err
 }
@@ -284,7 +335,7 @@ type newChargeOp struct {
 }
 
 func (op *newChargeOp) claim(ctx context.Context) (bool, error) {
-	o, a, created, err := op.s.store.CreateClaimed(ctx, op.fresh, op.s.chargeClaim(op.merchantID, op.fresh.ID, op.in))
+	o, a, created, err := op.s.store.CreateClaimed(ctx, op.fresh, op.chargeClaim(op.fresh.ID))
 	if err != nil {
 		return false, fmt.Errorf("create and claim order: %w", err)
 	}
@@ -295,6 +346,7 @@ func (op *newChargeOp) claim(ctx context.Context) (bool, error) {
 	}
 	op.o, op.a = o, a
 	op.att = &op.a
+	op.claimedNow = true
 	return true, nil
 }
 

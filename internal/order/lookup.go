@@ -39,7 +39,7 @@ type recentLookup struct {
 
 // lookupKey names one attempt of an order as it stands in the database.
 func lookupKey(o Order, a Attempt) string {
-	return o.Gateway + "/" + a.ID + "/" + strconv.FormatInt(o.ReconcileAt.UnixNano(), 10)
+	return o.AttemptGateway(a) + "/" + a.ID + "/" + strconv.FormatInt(o.ReconcileAt.UnixNano(), 10)
 }
 
 // do returns a recent answer for key, or the answer of the lookup in
@@ -100,14 +100,14 @@ func (s *Service) lookupWaiting(ctx context.Context, gw Gateway, o Order, a Atte
 	return s.lookups.do(lookupKey(o, a), func() (Result, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.GatewayTimeout)
 		defer cancel()
-		if err := s.cfg.Budgets[o.Gateway].WaitLookup(ctx); err != nil {
+		if err := s.cfg.Budgets[o.AttemptGateway(a)].WaitLookup(ctx); err != nil {
 			// No call was made, so no gateway call's line: a storm of
 			// polls past the budget must not flood the logs either.
 			return Result{}, err
 		}
 		start := time.Now()
 		res, err := gw.Lookup(ctx, LookupRequest(o, a))
-		GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome,
+		GatewayCall{Op: "lookup", Gateway: o.AttemptGateway(a), OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome,
 			Latency: time.Since(start), Err: err}.Log(ctx, s.log)
 		return res, err
 	})

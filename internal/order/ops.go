@@ -75,15 +75,13 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 	if err != nil {
 		return err
 	}
-	gw, ok := s.gateways[o.Gateway]
-	if !ok {
-		return fmt.Errorf("resolve: gateway %q is not configured here", o.Gateway)
-	}
 	for _, a := range attempts {
 		if a.Outcome == OutcomeDeclined || a.Outcome == OutcomeNotSent {
 			continue
 		}
-		res, err := s.lookupForOperator(ctx, gw, o, a)
+		// Each attempt is asked at its own gateway: an order with routes
+		// may have attempts on several.
+		res, err := s.lookupForOperator(ctx, o, a)
 		switch {
 		case err != nil:
 			return &GatewayUnsureError{AttemptID: a.ID, Err: err}
@@ -94,12 +92,17 @@ func (s *Service) checkNoCharge(ctx context.Context, scope Scope, id string) err
 	return nil
 }
 
-// lookupForOperator asks gw about attempt a of order o for an operator's
-// decision, within the gateway timeout, and logs the call.
-func (s *Service) lookupForOperator(ctx context.Context, gw Gateway, o Order, a Attempt) (Result, error) {
+// lookupForOperator asks the gateway of attempt a of order o about it for
+// an operator's decision, within one gateway call's timeout.
+func (s *Service) lookupForOperator(ctx context.Context, o Order, a Attempt) (Result, error) {
+	name := o.AttemptGateway(a)
+	gw, ok := s.gateways[name]
+	if !ok {
+		return Result{}, fmt.Errorf("gateway %q is not configured here", name)
+	}
 	lctx, cancel := context.WithTimeout(ctx, s.cfg.GatewayTimeout)
 	defer cancel()
 	res, err := gw.Lookup(lctx, LookupRequest(o, a))
-	GatewayCall{Op: "lookup", Gateway: o.Gateway, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
+	GatewayCall{Op: "lookup", Gateway: name, OrderID: o.ID, AttemptID: a.ID, Outcome: res.Outcome, Err: err}.Log(ctx, s.log)
 	return res, err
 }

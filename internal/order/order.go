@@ -120,8 +120,17 @@ type Order struct {
 	MerchantReference string
 	Amount            Money
 	PaymentMethod     string
-	Gateway           string
-	State             State
+	// Gateway is the gateway of the order's current attempt (before the
+	// first, of its first eligible route): the claim of an attempt sets
+	// both, so that whatever acts on the current attempt (the reconciler,
+	// captures, voids, refunds) reaches the gateway it was sent to.
+	Gateway string
+	// Routes are the gateways the order may be charged on, in order of
+	// preference, as created; nil for an order with one route (Gateway and
+	// PaymentMethod). Only Create and CreateAndCharge carry them; reads of
+	// an order leave them nil (Store.Routing has them).
+	Routes []Route
+	State  State
 	// CurrentAttempt is the attempt in flight, or the last one made.
 	CurrentAttempt string
 	// ReconcileAt is when the reconciler next looks at a CHARGING order.
@@ -159,7 +168,14 @@ type Attempt struct {
 	// Customer is the gateway's customer the payment method is saved to
 	// (a Stripe Customer id), or empty.
 	Customer string
-	Amount   Money
+	// Gateway is the gateway the attempt was sent to.
+	Gateway string
+	// CascadeAfter, for an attempt that followed another in a cascade, is
+	// that attempt's gateway and proven outcome ("sim not_sent", "sim
+	// declined: processing_error"); Skipped names the routes passed over
+	// as ineligible for it, with why. Both are read by History only.
+	CascadeAfter, Skipped string
+	Amount                Money
 	// Outcome is empty while the first call is in flight.
 	Outcome         Outcome
 	DeclineCode     string

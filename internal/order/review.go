@@ -226,7 +226,7 @@ func (s *Service) ResolveReviewItem(ctx context.Context, scope Scope, orderID, i
 	if err != nil {
 		return ReviewItem{}, err
 	}
-	res, err := s.askAboutItem(ctx, o, a)
+	res, err := s.lookupForOperator(ctx, o, a)
 	var gatewayOutcome Outcome
 	switch {
 	case err != nil && d == ReviewNotCharged:
@@ -268,13 +268,4 @@ func settledReview(item ReviewItem, d ReviewDecision) (ReviewItem, error) {
 		return ReviewItem{}, &ReviewResolvedError{Decision: item.Decision}
 	}
 	return item, nil
-}
-
-// askAboutItem looks up a review item's attempt a at its order's gateway.
-func (s *Service) askAboutItem(ctx context.Context, o Order, a Attempt) (Result, error) {
-	gw, ok := s.gateways[o.Gateway]
-	if !ok {
-		return Result{}, fmt.Errorf("resolve review item: gateway %q is not configured here", o.Gateway)
-	}
-	return s.lookupForOperator(ctx, gw, o, a)
 }

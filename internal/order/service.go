@@ -50,6 +50,9 @@ type Store interface {
 	// History returns a merchant's order's events and attempts, oldest
 	// first.
 	History(ctx context.Context, merchantID, id string) ([]Event, []Attempt, error)
+	// Routing returns what the charge path needs of a merchant's order to
+	// choose the gateway of its next attempt.
+	Routing(ctx context.Context, merchantID, orderID string) (Routing, error)
 }
 
 // Claim asks the store to start an attempt. When the order is in From and
@@ -68,6 +71,15 @@ type Claim struct {
 	Event     EventName
 	Lease     time.Duration
 	Actor     Actor
+
+	// Gateway is the gateway the new attempt goes to, which the order
+	// takes as its own; empty: the order's. CascadeAfter and Skipped are
+	// recorded with the attempt (Attempt), Reason with the claim's event.
+	Gateway, CascadeAfter, Skipped, Reason string
+	// Follows, when not nil, is the attempt a route was chosen after (""
+	// for none): the claim holds only while it is the order's current
+	// attempt, so that a route chosen on a stale read is never claimed.
+	Follows *string
 }
 
 // ClaimResult is the order after a claim, and the attempt that the request
@@ -190,12 +202,12 @@ func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Or
 // unknownGateway refuses an order for a gateway this server does not have.
 // It names the gateway, and the setting that configures it, only when the
 // name is one it knows: a client's other text is never echoed.
-func (s *Service) unknownGateway(name string) error {
+func (s *Service) unknownGateway(field, name string) error {
 	if setting, ok := s.cfg.Unconfigured[name]; ok {
-		return &ValidationError{Field: "gateway", Reason: fmt.Sprintf("%q is not configured on this server; set %s", name, setting)}
+		return &ValidationError{Field: field, Reason: fmt.Sprintf("%q is not configured on this server; set %s", name, setting)}
 	}
 	names := slices.Sorted(maps.Keys(s.gateways))
-	return &ValidationError{Field: "gateway", Reason: "is not a gateway of this server; use one of: " + strings.Join(names, ", ")}
+	return &ValidationError{Field: field, Reason: "is not a gateway of this server; use one of: " + strings.Join(names, ", ")}
 }
 
 // newOrder validates n and makes the PENDING order it asks for.
@@ -203,12 +215,17 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	if err := n.Validate(); err != nil {
 		return Order{}, err
 	}
+	if len(n.Routes) > 0 {
+		if err := s.newRoutes(&n); err != nil {
+			return Order{}, err
+		}
+	}
 	if n.Gateway == "" {
 		n.Gateway = s.cfg.DefaultGateway
 	}
 	gw, ok := s.gateways[n.Gateway]
 	if !ok {
-		return Order{}, s.unknownGateway(n.Gateway)
+		return Order{}, s.unknownGateway("gateway", n.Gateway)
 	}
 	if c, ok := gw.(AmountChecker); ok {
 		if err := c.CheckAmount(n.Amount); err != nil {
@@ -233,6 +250,7 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 		Amount:            n.Amount,
 		PaymentMethod:     n.PaymentMethod,
 		Gateway:           n.Gateway,
+		Routes:            n.Routes,
 		State:             StatePending,
 	}, nil
 }

@@ -32,6 +32,10 @@ type NewOrder struct {
 	Gateway           string
 	// Capture is the order's capture mode; empty is CaptureAutomatic.
 	Capture CaptureMode
+	// Routes, when set instead of PaymentMethod and Gateway, are the
+	// gateways the order may be charged on, in order of preference (see
+	// route.go).
+	Routes []Route
 }
 
 // Validate checks every field and returns the first problem as a
@@ -42,6 +46,9 @@ func (n NewOrder) Validate() error {
 	}
 	if err := n.Amount.Validate("amount"); err != nil {
 		return err
+	}
+	if len(n.Routes) > 0 {
+		return n.validateRoutes()
 	}
 	if err := checkText("payment_method", n.PaymentMethod, 1, MaxTokenLen); err != nil {
 		return err

@@ -1,7 +1,6 @@
 package postgres
 
 import (
-	"cmp"
 	"context"
 	_ "embed"
 	"errors"
@@ -78,12 +77,19 @@ func (s *Store) CreateOrder(ctx context.Context, o order.Order) (order.Order, er
 		return order.Order{}, fmt.Errorf("create order: %w", err)
 	}
 	got := r.order
-	if !r.created && (got.Amount != o.Amount || got.PaymentMethod != o.PaymentMethod || got.Gateway != o.Gateway ||
-		got.Capture != cmp.Or(o.Capture, order.CaptureAutomatic)) {
+	if r.created {
+		got.Routes = o.Routes
+		return got, nil
+	}
+	same, err := s.sameOrder(ctx, got, o)
+	if err != nil {
+		return order.Order{}, fmt.Errorf("create order: %w", err)
+	}
+	if !same {
 		// The message does not repeat the reference: a client chose it, and
 		// error messages are logged.
 		return order.Order{}, &order.ConflictError{
-			Msg: "merchant_reference already names an order with other amount, currency, payment_method, gateway or capture"}
+			Msg: "merchant_reference already names an order with other amount, currency, payment_method, gateway, routes or capture"}
 	}
 	return got, nil
 }

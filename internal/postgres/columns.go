@@ -55,6 +55,7 @@ type createColumns struct {
 	Gateway           []string `arg:"gateway"`
 	State             []string `arg:"state"`
 	CaptureMode       []string `arg:"capture_mode"`
+	Routes            []string `arg:"routes"`
 }
 
 func (c *createColumns) add(o order.Order) {
@@ -67,6 +68,7 @@ func (c *createColumns) add(o order.Order) {
 	c.Gateway = append(c.Gateway, o.Gateway)
 	c.State = append(c.State, string(o.State))
 	c.CaptureMode = append(c.CaptureMode, string(cmp.Or(o.Capture, order.CaptureAutomatic)))
+	c.Routes = append(c.Routes, routesJSON(o.Routes))
 }
 
 // claimColumns are the rows of claims.sql.
@@ -82,6 +84,12 @@ type claimColumns struct {
 	Lease         []time.Duration `arg:"lease"`
 	Event         []string        `arg:"event"`
 	Actor         []string        `arg:"actor"`
+	Gateway       []string        `arg:"gateway"`
+	CascadeAfter  []string        `arg:"cascade_after"`
+	Skipped       []string        `arg:"skipped"`
+	Reason        []string        `arg:"reason"`
+	CheckFollows  []bool          `arg:"check_follows"`
+	Follows       []string        `arg:"follows"`
 }
 
 func (c *claimColumns) add(cl order.Claim) {
@@ -96,6 +104,12 @@ func (c *claimColumns) add(cl order.Claim) {
 	c.Lease = append(c.Lease, cl.Lease)
 	c.Event = append(c.Event, string(cl.Event))
 	c.Actor = append(c.Actor, string(cl.Actor))
+	c.Gateway = append(c.Gateway, cl.Gateway)
+	c.CascadeAfter = append(c.CascadeAfter, cl.CascadeAfter)
+	c.Skipped = append(c.Skipped, cl.Skipped)
+	c.Reason = append(c.Reason, cl.Reason)
+	c.CheckFollows = append(c.CheckFollows, cl.Follows != nil)
+	c.Follows = append(c.Follows, deref(cl.Follows))
 }
 
 // createClaimedColumns are the rows of create_claimed_orders.sql: an order
@@ -117,6 +131,8 @@ type createClaimedColumns struct {
 	Actor             []string        `arg:"actor"`
 	Customer          []string        `arg:"customer"`
 	CaptureMode       []string        `arg:"capture_mode"`
+	Routes            []string        `arg:"routes"`
+	Skipped           []string        `arg:"skipped"`
 }
 
 func (c *createClaimedColumns) add(o order.Order, cl order.Claim) {
@@ -136,6 +152,8 @@ func (c *createClaimedColumns) add(o order.Order, cl order.Claim) {
 	c.Actor = append(c.Actor, string(cl.Actor))
 	c.Customer = append(c.Customer, cl.Customer)
 	c.CaptureMode = append(c.CaptureMode, string(cmp.Or(o.Capture, order.CaptureAutomatic)))
+	c.Routes = append(c.Routes, routesJSON(o.Routes))
+	c.Skipped = append(c.Skipped, cl.Skipped)
 }
 
 // settleColumns are the rows of settles.sql (and of citus/settles.sql, which

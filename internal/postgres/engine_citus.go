@@ -98,7 +98,7 @@ func (e *citusEngine) createOrder(ctx context.Context, o order.Order) (created, 
 				"id": o.ID, "merchant_id": o.MerchantID, "merchant_reference": o.MerchantReference,
 				"amount_minor": o.Amount.AmountMinor, "currency": o.Amount.Currency, "payment_method": o.PaymentMethod,
 				"gateway": o.Gateway, "state": o.State, "event": order.EventCreate,
-				"capture_mode": cmp.Or(o.Capture, order.CaptureAutomatic),
+				"capture_mode": cmp.Or(o.Capture, order.CaptureAutomatic), "routes": routesJSON(o.Routes),
 			})
 			if !errors.Is(err, order.ErrNotFound) {
 				return err
@@ -143,7 +143,9 @@ func (e *citusEngine) claim(ctx context.Context, c order.Claim) (order.ClaimResu
 			r, err := queryOne[citusClaimRow](ctx, e.pool, citusClaimSQL, pgx.StrictNamedArgs{
 				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "attempt_id": c.AttemptID,
 				"payment_method": c.PaymentMethod, "customer": c.Customer, "from_state": c.From, "to_state": c.To,
-				"lease": c.Lease, "event": c.Event, "actor": c.Actor,
+				"lease": c.Lease, "event": c.Event, "actor": c.Actor, "gateway": c.Gateway,
+				"cascade_after": c.CascadeAfter, "skipped": c.Skipped, "reason": c.Reason,
+				"check_follows": c.Follows != nil, "follows": deref(c.Follows),
 			})
 			if err != nil {
 				return err
@@ -183,7 +185,8 @@ func (e *citusEngine) createClaimed(ctx context.Context, o order.Order, c order.
 			"gateway": o.Gateway, "to_state": c.To, "attempt_id": c.AttemptID, "lease": c.Lease,
 			"request_id": c.RequestID, "from_state": c.From, "create_event": order.EventCreate,
 			"claim_event": c.Event, "actor": c.Actor, "customer": c.Customer,
-			"capture_mode": cmp.Or(o.Capture, order.CaptureAutomatic),
+			"capture_mode": cmp.Or(o.Capture, order.CaptureAutomatic), "routes": routesJSON(o.Routes),
+			"skipped": c.Skipped,
 		})
 		return err
 	})

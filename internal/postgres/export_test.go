@@ -25,6 +25,7 @@ var CheckoutStatementsOnCitus = map[string]string{
 	"order_by_reference":   orderByReferenceSQL,
 	"attempt_by_id":        attemptByIDSQL,
 	"order_attempt":        orderAttemptSQL,
+	"order_routing":        orderRoutingSQL,
 	"order_refund":         orderRefundSQL,
 	"lock_order":           lockOrderSQL,
 	"refund_by_id":         refundByIDSQL,

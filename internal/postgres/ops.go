@@ -105,7 +105,7 @@ func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order
 		if err != nil {
 			return err
 		}
-		ats, err := queryAll[attemptRow](ctx, tx, historyAttemptsSQL, pgx.StrictNamedArgs{
+		ats, err := queryAll[historyAttemptRow](ctx, tx, historyAttemptsSQL, pgx.StrictNamedArgs{
 			"merchant_id": merchantID, "order_id": id, "after_created": after, "after_id": nullUUID(p.AfterAttemptID), "limit": p.Limit,
 		})
 		if err != nil {

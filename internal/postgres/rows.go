@@ -77,6 +77,7 @@ type attemptRow struct {
 	Outcome         string    `db:"attempt_outcome"`
 	DeclineCode     string    `db:"attempt_decline_code"`
 	GatewayChargeID string    `db:"attempt_gateway_charge_id"`
+	Gateway         string    `db:"attempt_gateway"`
 	CreatedAt       time.Time `db:"attempt_created_at"`
 }
 
@@ -91,6 +92,7 @@ func (r attemptRow) attempt() order.Attempt {
 		Outcome:         order.Outcome(r.Outcome),
 		DeclineCode:     r.DeclineCode,
 		GatewayChargeID: r.GatewayChargeID,
+		Gateway:         r.Gateway,
 		CreatedAt:       r.CreatedAt,
 	}
 }

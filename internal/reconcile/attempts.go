@@ -144,13 +144,14 @@ func (r *Reconciler) settle(ctx context.Context, st order.Settlement, wokenAt ti
 	return o, nil
 }
 
-// lookup asks the gateway about the attempt of d.
+// lookup asks the attempt's gateway about the attempt of d.
 func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, error) {
-	gw, ok := r.gateways[d.Order.Gateway]
+	name := d.Order.AttemptGateway(d.Attempt)
+	gw, ok := r.gateways[name]
 	if !ok {
-		return order.Result{}, fmt.Errorf("gateway %q is not configured here", d.Order.Gateway)
+		return order.Result{}, fmt.Errorf("gateway %q is not configured here", name)
 	}
-	line := order.GatewayCall{Op: "lookup", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: d.Attempt.ID}
+	line := order.GatewayCall{Op: "lookup", Gateway: name, OrderID: d.Order.ID, AttemptID: d.Attempt.ID}
 	return r.ask(ctx, line, func(ctx context.Context) (order.Result, error) {
 		req := order.LookupRequest(d.Order, d.Attempt)
 		// From the attempt's age in database time, so that no two clocks

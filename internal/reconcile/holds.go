@@ -194,12 +194,13 @@ func (r *Reconciler) told(ok bool, kind string, ev order.EventName) {
 type dueHold struct{ order.Due }
 
 func (d *dueHold) lookup(ctx context.Context, r *Reconciler) (order.Result, error) {
-	gw, ok := r.gateways[d.Order.Gateway]
-	if !ok {
-		return order.Result{}, fmt.Errorf("gateway %q is not configured here", d.Order.Gateway)
-	}
 	a := d.Attempt
-	line := order.GatewayCall{Op: "lookup_hold", Gateway: d.Order.Gateway, OrderID: d.Order.ID, AttemptID: a.ID}
+	name := d.Order.AttemptGateway(a)
+	gw, ok := r.gateways[name]
+	if !ok {
+		return order.Result{}, fmt.Errorf("gateway %q is not configured here", name)
+	}
+	line := order.GatewayCall{Op: "lookup_hold", Gateway: name, OrderID: d.Order.ID, AttemptID: a.ID}
 	return r.ask(ctx, line, func(ctx context.Context) (order.Result, error) {
 		req := order.LookupRequest(d.Order, a)
 		req.CreatedAt = time.Now().Add(-d.AttemptAge)

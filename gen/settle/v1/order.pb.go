@@ -779,8 +779,19 @@ type Attempt struct {
 	DeclineCode     string                 `protobuf:"bytes,5,opt,name=decline_code,json=declineCode,proto3" json:"decline_code,omitempty"`
 	GatewayChargeId string                 `protobuf:"bytes,6,opt,name=gateway_charge_id,json=gatewayChargeId,proto3" json:"gateway_charge_id,omitempty"`
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The gateway the attempt was sent to. An order with routes may have
+	// attempts on several gateways: each is settled, captured, voided and
+	// refunded at its own.
+	Gateway string `protobuf:"bytes,8,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// Set when the attempt followed another in a cascade: that attempt's
+	// gateway and proven outcome, e.g. "sim not_sent" or "sim declined:
+	// processing_error". A cascade follows only a proven non-charge.
+	CascadeAfter string `protobuf:"bytes,9,opt,name=cascade_after,json=cascadeAfter,proto3" json:"cascade_after,omitempty"`
+	// The order's routes passed over for this attempt as ineligible, with
+	// why, e.g. "stripe: cannot capture MANUAL".
+	Skipped       string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Attempt) Reset() {
@@ -862,6 +873,82 @@ func (x *Attempt) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Attempt) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *Attempt) GetCascadeAfter() string {
+	if x != nil {
+		return x.CascadeAfter
+	}
+	return ""
+}
+
+func (x *Attempt) GetSkipped() string {
+	if x != nil {
+		return x.Skipped
+	}
+	return ""
+}
+
+// Route is one gateway an order may be charged on, with the payment method
+// token that gateway issued.
+type Route struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Optional; the server's default gateway when empty.
+	Gateway       string `protobuf:"bytes,1,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	PaymentMethod string `protobuf:"bytes,2,opt,name=payment_method,json=paymentMethod,proto3" json:"payment_method,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Route) Reset() {
+	*x = Route{}
+	mi := &file_settle_v1_order_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Route) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Route) ProtoMessage() {}
+
+func (x *Route) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_order_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Route.ProtoReflect.Descriptor instead.
+func (*Route) Descriptor() ([]byte, []int) {
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *Route) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *Route) GetPaymentMethod() string {
+	if x != nil {
+		return x.PaymentMethod
+	}
+	return ""
+}
+
 // CreateOrderRequest creates an order.
 type CreateOrderRequest struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -871,14 +958,21 @@ type CreateOrderRequest struct {
 	// Optional; the server's default gateway when empty.
 	Gateway string `protobuf:"bytes,4,opt,name=gateway,proto3" json:"gateway,omitempty"`
 	// Optional; AUTOMATIC when unset.
-	Capture       CaptureMode `protobuf:"varint,5,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	Capture CaptureMode `protobuf:"varint,5,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	// Optional: the gateways the order may be charged on, in order of
+	// preference, each with its own payment method token; instead of
+	// payment_method and gateway (which are a list of one). A charge goes to
+	// the first eligible route, and cascades to the next only after a proven
+	// non-charge (docs/api.md, "Routes and the cascade"). At most 5, each
+	// gateway once.
+	Routes        []*Route `protobuf:"bytes,6,rep,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateOrderRequest) Reset() {
 	*x = CreateOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[3]
+	mi := &file_settle_v1_order_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +984,7 @@ func (x *CreateOrderRequest) String() string {
 func (*CreateOrderRequest) ProtoMessage() {}
 
 func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[3]
+	mi := &file_settle_v1_order_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +997,7 @@ func (x *CreateOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{3}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *CreateOrderRequest) GetMerchantReference() string {
@@ -941,6 +1035,13 @@ func (x *CreateOrderRequest) GetCapture() CaptureMode {
 	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
 }
 
+func (x *CreateOrderRequest) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
 // CreateOrderResponse carries the order.
 type CreateOrderResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -951,7 +1052,7 @@ type CreateOrderResponse struct {
 
 func (x *CreateOrderResponse) Reset() {
 	*x = CreateOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[4]
+	mi := &file_settle_v1_order_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -963,7 +1064,7 @@ func (x *CreateOrderResponse) String() string {
 func (*CreateOrderResponse) ProtoMessage() {}
 
 func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[4]
+	mi := &file_settle_v1_order_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -976,7 +1077,7 @@ func (x *CreateOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{4}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateOrderResponse) GetOrder() *Order {
@@ -1000,7 +1101,7 @@ type GetOrderRequest struct {
 
 func (x *GetOrderRequest) Reset() {
 	*x = GetOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[5]
+	mi := &file_settle_v1_order_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1012,7 +1113,7 @@ func (x *GetOrderRequest) String() string {
 func (*GetOrderRequest) ProtoMessage() {}
 
 func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[5]
+	mi := &file_settle_v1_order_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1025,7 +1126,7 @@ func (x *GetOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{5}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetOrderRequest) GetKey() isGetOrderRequest_Key {
@@ -1079,7 +1180,7 @@ type GetOrderResponse struct {
 
 func (x *GetOrderResponse) Reset() {
 	*x = GetOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[6]
+	mi := &file_settle_v1_order_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1091,7 +1192,7 @@ func (x *GetOrderResponse) String() string {
 func (*GetOrderResponse) ProtoMessage() {}
 
 func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[6]
+	mi := &file_settle_v1_order_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1104,7 +1205,7 @@ func (x *GetOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{6}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetOrderResponse) GetOrder() *Order {
@@ -1156,7 +1257,7 @@ type ChargeOrderRequest struct {
 
 func (x *ChargeOrderRequest) Reset() {
 	*x = ChargeOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[7]
+	mi := &file_settle_v1_order_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1168,7 +1269,7 @@ func (x *ChargeOrderRequest) String() string {
 func (*ChargeOrderRequest) ProtoMessage() {}
 
 func (x *ChargeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[7]
+	mi := &file_settle_v1_order_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1181,7 +1282,7 @@ func (x *ChargeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeOrderRequest.ProtoReflect.Descriptor instead.
 func (*ChargeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{7}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChargeOrderRequest) GetOrderId() string {
@@ -1251,7 +1352,7 @@ type ChargeOrderResponse struct {
 
 func (x *ChargeOrderResponse) Reset() {
 	*x = ChargeOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[8]
+	mi := &file_settle_v1_order_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1364,7 @@ func (x *ChargeOrderResponse) String() string {
 func (*ChargeOrderResponse) ProtoMessage() {}
 
 func (x *ChargeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[8]
+	mi := &file_settle_v1_order_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1377,7 @@ func (x *ChargeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChargeOrderResponse.ProtoReflect.Descriptor instead.
 func (*ChargeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{8}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ChargeOrderResponse) GetOrder() *Order {
@@ -1321,7 +1422,7 @@ type NextAction struct {
 
 func (x *NextAction) Reset() {
 	*x = NextAction{}
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1333,7 +1434,7 @@ func (x *NextAction) String() string {
 func (*NextAction) ProtoMessage() {}
 
 func (x *NextAction) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[9]
+	mi := &file_settle_v1_order_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1346,7 +1447,7 @@ func (x *NextAction) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextAction.ProtoReflect.Descriptor instead.
 func (*NextAction) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NextAction) GetRedirectUrl() string {
@@ -1384,14 +1485,17 @@ type CreateAndChargeOrderRequest struct {
 	// saved to, for a saved card.
 	Customer string `protobuf:"bytes,8,opt,name=customer,proto3" json:"customer,omitempty"`
 	// As in CreateOrderRequest: AUTOMATIC when unset.
-	Capture       CaptureMode `protobuf:"varint,9,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	Capture CaptureMode `protobuf:"varint,9,opt,name=capture,proto3,enum=settle.v1.CaptureMode" json:"capture,omitempty"`
+	// As in CreateOrderRequest: the gateways the order may be charged on,
+	// instead of payment_method and gateway.
+	Routes        []*Route `protobuf:"bytes,10,rep,name=routes,proto3" json:"routes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateAndChargeOrderRequest) Reset() {
 	*x = CreateAndChargeOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1403,7 +1507,7 @@ func (x *CreateAndChargeOrderRequest) String() string {
 func (*CreateAndChargeOrderRequest) ProtoMessage() {}
 
 func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[10]
+	mi := &file_settle_v1_order_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1416,7 +1520,7 @@ func (x *CreateAndChargeOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAndChargeOrderRequest.ProtoReflect.Descriptor instead.
 func (*CreateAndChargeOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CreateAndChargeOrderRequest) GetMerchantReference() string {
@@ -1482,6 +1586,13 @@ func (x *CreateAndChargeOrderRequest) GetCapture() CaptureMode {
 	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
 }
 
+func (x *CreateAndChargeOrderRequest) GetRoutes() []*Route {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
 // CreateAndChargeOrderResponse is the order after the call and the attempt
 // that request_id names.
 type CreateAndChargeOrderResponse struct {
@@ -1499,7 +1610,7 @@ type CreateAndChargeOrderResponse struct {
 
 func (x *CreateAndChargeOrderResponse) Reset() {
 	*x = CreateAndChargeOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1511,7 +1622,7 @@ func (x *CreateAndChargeOrderResponse) String() string {
 func (*CreateAndChargeOrderResponse) ProtoMessage() {}
 
 func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[11]
+	mi := &file_settle_v1_order_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1524,7 +1635,7 @@ func (x *CreateAndChargeOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAndChargeOrderResponse.ProtoReflect.Descriptor instead.
 func (*CreateAndChargeOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CreateAndChargeOrderResponse) GetOrder() *Order {
@@ -1582,7 +1693,7 @@ type Refund struct {
 
 func (x *Refund) Reset() {
 	*x = Refund{}
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1594,7 +1705,7 @@ func (x *Refund) String() string {
 func (*Refund) ProtoMessage() {}
 
 func (x *Refund) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[12]
+	mi := &file_settle_v1_order_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1607,7 +1718,7 @@ func (x *Refund) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Refund.ProtoReflect.Descriptor instead.
 func (*Refund) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Refund) GetId() string {
@@ -1719,7 +1830,7 @@ type RefundOrderRequest struct {
 
 func (x *RefundOrderRequest) Reset() {
 	*x = RefundOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1842,7 @@ func (x *RefundOrderRequest) String() string {
 func (*RefundOrderRequest) ProtoMessage() {}
 
 func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[13]
+	mi := &file_settle_v1_order_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1855,7 @@ func (x *RefundOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundOrderRequest.ProtoReflect.Descriptor instead.
 func (*RefundOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RefundOrderRequest) GetOrderId() string {
@@ -1787,7 +1898,7 @@ type RefundOrderResponse struct {
 
 func (x *RefundOrderResponse) Reset() {
 	*x = RefundOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1910,7 @@ func (x *RefundOrderResponse) String() string {
 func (*RefundOrderResponse) ProtoMessage() {}
 
 func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[14]
+	mi := &file_settle_v1_order_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1923,7 @@ func (x *RefundOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundOrderResponse.ProtoReflect.Descriptor instead.
 func (*RefundOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{14}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RefundOrderResponse) GetOrder() *Order {
@@ -1840,7 +1951,7 @@ type CancelOrderRequest struct {
 
 func (x *CancelOrderRequest) Reset() {
 	*x = CancelOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1852,7 +1963,7 @@ func (x *CancelOrderRequest) String() string {
 func (*CancelOrderRequest) ProtoMessage() {}
 
 func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[15]
+	mi := &file_settle_v1_order_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1865,7 +1976,7 @@ func (x *CancelOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderRequest.ProtoReflect.Descriptor instead.
 func (*CancelOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{15}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelOrderRequest) GetOrderId() string {
@@ -1892,7 +2003,7 @@ type CancelOrderResponse struct {
 
 func (x *CancelOrderResponse) Reset() {
 	*x = CancelOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2015,7 @@ func (x *CancelOrderResponse) String() string {
 func (*CancelOrderResponse) ProtoMessage() {}
 
 func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[16]
+	mi := &file_settle_v1_order_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2028,7 @@ func (x *CancelOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelOrderResponse.ProtoReflect.Descriptor instead.
 func (*CancelOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{16}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *CancelOrderResponse) GetOrder() *Order {
@@ -1937,7 +2048,7 @@ type WatchOrderRequest struct {
 
 func (x *WatchOrderRequest) Reset() {
 	*x = WatchOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2060,7 @@ func (x *WatchOrderRequest) String() string {
 func (*WatchOrderRequest) ProtoMessage() {}
 
 func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[17]
+	mi := &file_settle_v1_order_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2073,7 @@ func (x *WatchOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderRequest.ProtoReflect.Descriptor instead.
 func (*WatchOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{17}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchOrderRequest) GetOrderId() string {
@@ -1982,7 +2093,7 @@ type WatchOrderResponse struct {
 
 func (x *WatchOrderResponse) Reset() {
 	*x = WatchOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[18]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2105,7 @@ func (x *WatchOrderResponse) String() string {
 func (*WatchOrderResponse) ProtoMessage() {}
 
 func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[18]
+	mi := &file_settle_v1_order_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2118,7 @@ func (x *WatchOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOrderResponse.ProtoReflect.Descriptor instead.
 func (*WatchOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{18}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *WatchOrderResponse) GetOrder() *Order {
@@ -2030,7 +2141,7 @@ type ListEventsRequest struct {
 
 func (x *ListEventsRequest) Reset() {
 	*x = ListEventsRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[19]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +2153,7 @@ func (x *ListEventsRequest) String() string {
 func (*ListEventsRequest) ProtoMessage() {}
 
 func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[19]
+	mi := &file_settle_v1_order_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +2166,7 @@ func (x *ListEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsRequest.ProtoReflect.Descriptor instead.
 func (*ListEventsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{19}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListEventsRequest) GetAfterCursor() string {
@@ -2096,7 +2207,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_settle_v1_order_proto_msgTypes[20]
+	mi := &file_settle_v1_order_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2219,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[20]
+	mi := &file_settle_v1_order_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2232,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{20}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Event) GetId() string {
@@ -2179,7 +2290,7 @@ type ListEventsResponse struct {
 
 func (x *ListEventsResponse) Reset() {
 	*x = ListEventsResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[21]
+	mi := &file_settle_v1_order_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2302,7 @@ func (x *ListEventsResponse) String() string {
 func (*ListEventsResponse) ProtoMessage() {}
 
 func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[21]
+	mi := &file_settle_v1_order_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2315,7 @@ func (x *ListEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListEventsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{21}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListEventsResponse) GetEvents() []*Event {
@@ -2248,7 +2359,7 @@ type Capture struct {
 
 func (x *Capture) Reset() {
 	*x = Capture{}
-	mi := &file_settle_v1_order_proto_msgTypes[22]
+	mi := &file_settle_v1_order_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2260,7 +2371,7 @@ func (x *Capture) String() string {
 func (*Capture) ProtoMessage() {}
 
 func (x *Capture) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[22]
+	mi := &file_settle_v1_order_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2273,7 +2384,7 @@ func (x *Capture) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capture.ProtoReflect.Descriptor instead.
 func (*Capture) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{22}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Capture) GetId() string {
@@ -2381,7 +2492,7 @@ type Void struct {
 
 func (x *Void) Reset() {
 	*x = Void{}
-	mi := &file_settle_v1_order_proto_msgTypes[23]
+	mi := &file_settle_v1_order_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2504,7 @@ func (x *Void) String() string {
 func (*Void) ProtoMessage() {}
 
 func (x *Void) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[23]
+	mi := &file_settle_v1_order_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2517,7 @@ func (x *Void) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Void.ProtoReflect.Descriptor instead.
 func (*Void) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{23}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Void) GetId() string {
@@ -2506,7 +2617,7 @@ type CaptureOrderRequest struct {
 
 func (x *CaptureOrderRequest) Reset() {
 	*x = CaptureOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[24]
+	mi := &file_settle_v1_order_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2518,7 +2629,7 @@ func (x *CaptureOrderRequest) String() string {
 func (*CaptureOrderRequest) ProtoMessage() {}
 
 func (x *CaptureOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[24]
+	mi := &file_settle_v1_order_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2531,7 +2642,7 @@ func (x *CaptureOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureOrderRequest.ProtoReflect.Descriptor instead.
 func (*CaptureOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{24}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CaptureOrderRequest) GetOrderId() string {
@@ -2574,7 +2685,7 @@ type CaptureOrderResponse struct {
 
 func (x *CaptureOrderResponse) Reset() {
 	*x = CaptureOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[25]
+	mi := &file_settle_v1_order_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2697,7 @@ func (x *CaptureOrderResponse) String() string {
 func (*CaptureOrderResponse) ProtoMessage() {}
 
 func (x *CaptureOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[25]
+	mi := &file_settle_v1_order_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2710,7 @@ func (x *CaptureOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureOrderResponse.ProtoReflect.Descriptor instead.
 func (*CaptureOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{25}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CaptureOrderResponse) GetOrder() *Order {
@@ -2630,7 +2741,7 @@ type VoidOrderRequest struct {
 
 func (x *VoidOrderRequest) Reset() {
 	*x = VoidOrderRequest{}
-	mi := &file_settle_v1_order_proto_msgTypes[26]
+	mi := &file_settle_v1_order_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2753,7 @@ func (x *VoidOrderRequest) String() string {
 func (*VoidOrderRequest) ProtoMessage() {}
 
 func (x *VoidOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[26]
+	mi := &file_settle_v1_order_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2766,7 @@ func (x *VoidOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidOrderRequest.ProtoReflect.Descriptor instead.
 func (*VoidOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{26}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *VoidOrderRequest) GetOrderId() string {
@@ -2691,7 +2802,7 @@ type VoidOrderResponse struct {
 
 func (x *VoidOrderResponse) Reset() {
 	*x = VoidOrderResponse{}
-	mi := &file_settle_v1_order_proto_msgTypes[27]
+	mi := &file_settle_v1_order_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2703,7 +2814,7 @@ func (x *VoidOrderResponse) String() string {
 func (*VoidOrderResponse) ProtoMessage() {}
 
 func (x *VoidOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_order_proto_msgTypes[27]
+	mi := &file_settle_v1_order_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2716,7 +2827,7 @@ func (x *VoidOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidOrderResponse.ProtoReflect.Descriptor instead.
 func (*VoidOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_order_proto_rawDescGZIP(), []int{27}
+	return file_settle_v1_order_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VoidOrderResponse) GetOrder() *Order {
@@ -2766,7 +2877,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\bcaptured\x18\x10 \x01(\v2\x10.settle.v1.MoneyR\bcaptured\x12A\n" +
 	"\x0ecapture_before\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\rcaptureBefore\x12.\n" +
 	"\tcapturing\x18\x12 \x01(\v2\x10.settle.v1.MoneyR\tcapturing\x12\x18\n" +
-	"\avoiding\x18\x13 \x01(\bR\avoiding\"\x94\x02\n" +
+	"\avoiding\x18\x13 \x01(\bR\avoiding\"\xed\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -2776,13 +2887,21 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\fdecline_code\x18\x05 \x01(\tR\vdeclineCode\x12*\n" +
 	"\x11gateway_charge_id\x18\x06 \x01(\tR\x0fgatewayChargeId\x12;\n" +
 	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xe0\x01\n" +
+	"createTime\x12\x18\n" +
+	"\agateway\x18\b \x01(\tR\agateway\x12#\n" +
+	"\rcascade_after\x18\t \x01(\tR\fcascadeAfter\x12\x18\n" +
+	"\askipped\x18\n" +
+	" \x01(\tR\askipped\"H\n" +
+	"\x05Route\x12\x18\n" +
+	"\agateway\x18\x01 \x01(\tR\agateway\x12%\n" +
+	"\x0epayment_method\x18\x02 \x01(\tR\rpaymentMethod\"\x8a\x02\n" +
 	"\x12CreateOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
 	"\x0epayment_method\x18\x03 \x01(\tR\rpaymentMethod\x12\x18\n" +
 	"\agateway\x18\x04 \x01(\tR\agateway\x120\n" +
-	"\acapture\x18\x05 \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\"=\n" +
+	"\acapture\x18\x05 \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\x12(\n" +
+	"\x06routes\x18\x06 \x03(\v2\x10.settle.v1.RouteR\x06routes\"=\n" +
 	"\x13CreateOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"[\n" +
 	"\x0fGetOrderRequest\x12\x10\n" +
@@ -2810,7 +2929,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"NextAction\x12!\n" +
 	"\fredirect_url\x18\x01 \x01(\tR\vredirectUrl\x12#\n" +
-	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\xee\x02\n" +
+	"\rclient_secret\x18\x02 \x01(\tR\fclientSecret\"\x98\x03\n" +
 	"\x1bCreateAndChargeOrderRequest\x12-\n" +
 	"\x12merchant_reference\x18\x01 \x01(\tR\x11merchantReference\x12(\n" +
 	"\x06amount\x18\x02 \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12%\n" +
@@ -2822,7 +2941,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
 	"return_url\x18\a \x01(\tR\treturnUrl\x12\x1a\n" +
 	"\bcustomer\x18\b \x01(\tR\bcustomer\x120\n" +
-	"\acapture\x18\t \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\"\xf4\x01\n" +
+	"\acapture\x18\t \x01(\x0e2\x16.settle.v1.CaptureModeR\acapture\x12(\n" +
+	"\x06routes\x18\n" +
+	" \x03(\v2\x10.settle.v1.RouteR\x06routes\"\xf4\x01\n" +
 	"\x1cCreateAndChargeOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12,\n" +
 	"\aattempt\x18\x02 \x01(\v2\x12.settle.v1.AttemptR\aattempt\x126\n" +
@@ -3013,7 +3134,7 @@ func file_settle_v1_order_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_order_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_settle_v1_order_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_settle_v1_order_proto_goTypes = []any{
 	(CaptureMode)(0),                     // 0: settle.v1.CaptureMode
 	(OrderState)(0),                      // 1: settle.v1.OrderState
@@ -3025,114 +3146,117 @@ var file_settle_v1_order_proto_goTypes = []any{
 	(*Money)(nil),                        // 7: settle.v1.Money
 	(*Order)(nil),                        // 8: settle.v1.Order
 	(*Attempt)(nil),                      // 9: settle.v1.Attempt
-	(*CreateOrderRequest)(nil),           // 10: settle.v1.CreateOrderRequest
-	(*CreateOrderResponse)(nil),          // 11: settle.v1.CreateOrderResponse
-	(*GetOrderRequest)(nil),              // 12: settle.v1.GetOrderRequest
-	(*GetOrderResponse)(nil),             // 13: settle.v1.GetOrderResponse
-	(*ChargeOrderRequest)(nil),           // 14: settle.v1.ChargeOrderRequest
-	(*ChargeOrderResponse)(nil),          // 15: settle.v1.ChargeOrderResponse
-	(*NextAction)(nil),                   // 16: settle.v1.NextAction
-	(*CreateAndChargeOrderRequest)(nil),  // 17: settle.v1.CreateAndChargeOrderRequest
-	(*CreateAndChargeOrderResponse)(nil), // 18: settle.v1.CreateAndChargeOrderResponse
-	(*Refund)(nil),                       // 19: settle.v1.Refund
-	(*RefundOrderRequest)(nil),           // 20: settle.v1.RefundOrderRequest
-	(*RefundOrderResponse)(nil),          // 21: settle.v1.RefundOrderResponse
-	(*CancelOrderRequest)(nil),           // 22: settle.v1.CancelOrderRequest
-	(*CancelOrderResponse)(nil),          // 23: settle.v1.CancelOrderResponse
-	(*WatchOrderRequest)(nil),            // 24: settle.v1.WatchOrderRequest
-	(*WatchOrderResponse)(nil),           // 25: settle.v1.WatchOrderResponse
-	(*ListEventsRequest)(nil),            // 26: settle.v1.ListEventsRequest
-	(*Event)(nil),                        // 27: settle.v1.Event
-	(*ListEventsResponse)(nil),           // 28: settle.v1.ListEventsResponse
-	(*Capture)(nil),                      // 29: settle.v1.Capture
-	(*Void)(nil),                         // 30: settle.v1.Void
-	(*CaptureOrderRequest)(nil),          // 31: settle.v1.CaptureOrderRequest
-	(*CaptureOrderResponse)(nil),         // 32: settle.v1.CaptureOrderResponse
-	(*VoidOrderRequest)(nil),             // 33: settle.v1.VoidOrderRequest
-	(*VoidOrderResponse)(nil),            // 34: settle.v1.VoidOrderResponse
-	(*timestamppb.Timestamp)(nil),        // 35: google.protobuf.Timestamp
+	(*Route)(nil),                        // 10: settle.v1.Route
+	(*CreateOrderRequest)(nil),           // 11: settle.v1.CreateOrderRequest
+	(*CreateOrderResponse)(nil),          // 12: settle.v1.CreateOrderResponse
+	(*GetOrderRequest)(nil),              // 13: settle.v1.GetOrderRequest
+	(*GetOrderResponse)(nil),             // 14: settle.v1.GetOrderResponse
+	(*ChargeOrderRequest)(nil),           // 15: settle.v1.ChargeOrderRequest
+	(*ChargeOrderResponse)(nil),          // 16: settle.v1.ChargeOrderResponse
+	(*NextAction)(nil),                   // 17: settle.v1.NextAction
+	(*CreateAndChargeOrderRequest)(nil),  // 18: settle.v1.CreateAndChargeOrderRequest
+	(*CreateAndChargeOrderResponse)(nil), // 19: settle.v1.CreateAndChargeOrderResponse
+	(*Refund)(nil),                       // 20: settle.v1.Refund
+	(*RefundOrderRequest)(nil),           // 21: settle.v1.RefundOrderRequest
+	(*RefundOrderResponse)(nil),          // 22: settle.v1.RefundOrderResponse
+	(*CancelOrderRequest)(nil),           // 23: settle.v1.CancelOrderRequest
+	(*CancelOrderResponse)(nil),          // 24: settle.v1.CancelOrderResponse
+	(*WatchOrderRequest)(nil),            // 25: settle.v1.WatchOrderRequest
+	(*WatchOrderResponse)(nil),           // 26: settle.v1.WatchOrderResponse
+	(*ListEventsRequest)(nil),            // 27: settle.v1.ListEventsRequest
+	(*Event)(nil),                        // 28: settle.v1.Event
+	(*ListEventsResponse)(nil),           // 29: settle.v1.ListEventsResponse
+	(*Capture)(nil),                      // 30: settle.v1.Capture
+	(*Void)(nil),                         // 31: settle.v1.Void
+	(*CaptureOrderRequest)(nil),          // 32: settle.v1.CaptureOrderRequest
+	(*CaptureOrderResponse)(nil),         // 33: settle.v1.CaptureOrderResponse
+	(*VoidOrderRequest)(nil),             // 34: settle.v1.VoidOrderRequest
+	(*VoidOrderResponse)(nil),            // 35: settle.v1.VoidOrderResponse
+	(*timestamppb.Timestamp)(nil),        // 36: google.protobuf.Timestamp
 }
 var file_settle_v1_order_proto_depIdxs = []int32{
 	7,  // 0: settle.v1.Order.amount:type_name -> settle.v1.Money
 	1,  // 1: settle.v1.Order.state:type_name -> settle.v1.OrderState
-	35, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
-	35, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
+	36, // 2: settle.v1.Order.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 3: settle.v1.Order.create_time:type_name -> google.protobuf.Timestamp
+	36, // 4: settle.v1.Order.update_time:type_name -> google.protobuf.Timestamp
 	7,  // 5: settle.v1.Order.refunded:type_name -> settle.v1.Money
 	7,  // 6: settle.v1.Order.refunding:type_name -> settle.v1.Money
 	0,  // 7: settle.v1.Order.capture:type_name -> settle.v1.CaptureMode
 	7,  // 8: settle.v1.Order.authorized:type_name -> settle.v1.Money
 	7,  // 9: settle.v1.Order.captured:type_name -> settle.v1.Money
-	35, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
+	36, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
 	7,  // 11: settle.v1.Order.capturing:type_name -> settle.v1.Money
 	2,  // 12: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 13: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	36, // 13: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
 	7,  // 14: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
 	0,  // 15: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	8,  // 16: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 17: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 18: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 19: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	16, // 20: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 21: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 22: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	0,  // 23: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	8,  // 24: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 25: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	16, // 26: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 27: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 28: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	4,  // 29: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	2,  // 30: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 31: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 32: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	35, // 33: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 34: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	19, // 35: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	8,  // 36: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 37: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	35, // 38: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	27, // 39: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	7,  // 40: settle.v1.Capture.amount:type_name -> settle.v1.Money
-	5,  // 41: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
-	2,  // 42: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 43: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 44: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
-	35, // 45: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 46: settle.v1.Void.state:type_name -> settle.v1.VoidState
-	2,  // 47: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
-	35, // 48: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
-	35, // 49: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
-	35, // 50: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 51: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
-	29, // 52: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	8,  // 53: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
-	30, // 54: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
-	10, // 55: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	12, // 56: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	14, // 57: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	17, // 58: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	22, // 59: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	20, // 60: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	24, // 61: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	26, // 62: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	31, // 63: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
-	33, // 64: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
-	11, // 65: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	13, // 66: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	15, // 67: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	18, // 68: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	23, // 69: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	21, // 70: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	25, // 71: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	28, // 72: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	32, // 73: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
-	34, // 74: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
-	65, // [65:75] is the sub-list for method output_type
-	55, // [55:65] is the sub-list for method input_type
-	55, // [55:55] is the sub-list for extension type_name
-	55, // [55:55] is the sub-list for extension extendee
-	0,  // [0:55] is the sub-list for field type_name
+	10, // 16: settle.v1.CreateOrderRequest.routes:type_name -> settle.v1.Route
+	8,  // 17: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 18: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 19: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 20: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	17, // 21: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 22: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 23: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 24: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	10, // 25: settle.v1.CreateAndChargeOrderRequest.routes:type_name -> settle.v1.Route
+	8,  // 26: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 27: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	17, // 28: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 29: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 30: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	4,  // 31: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	2,  // 32: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 33: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 34: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	36, // 35: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 36: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	20, // 37: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	8,  // 38: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 39: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	36, // 40: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	28, // 41: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	7,  // 42: settle.v1.Capture.amount:type_name -> settle.v1.Money
+	5,  // 43: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
+	2,  // 44: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 45: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 46: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
+	36, // 47: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 48: settle.v1.Void.state:type_name -> settle.v1.VoidState
+	2,  // 49: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 50: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 51: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
+	36, // 52: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 53: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
+	30, // 54: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	8,  // 55: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
+	31, // 56: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
+	11, // 57: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	13, // 58: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	15, // 59: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	18, // 60: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	23, // 61: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	21, // 62: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	25, // 63: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	27, // 64: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	32, // 65: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
+	34, // 66: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
+	12, // 67: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	14, // 68: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	16, // 69: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	19, // 70: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	24, // 71: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	22, // 72: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	26, // 73: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	29, // 74: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	33, // 75: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
+	35, // 76: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
+	67, // [67:77] is the sub-list for method output_type
+	57, // [57:67] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }
@@ -3140,18 +3264,18 @@ func file_settle_v1_order_proto_init() {
 	if File_settle_v1_order_proto != nil {
 		return
 	}
-	file_settle_v1_order_proto_msgTypes[5].OneofWrappers = []any{
+	file_settle_v1_order_proto_msgTypes[6].OneofWrappers = []any{
 		(*GetOrderRequest_Id)(nil),
 		(*GetOrderRequest_MerchantReference)(nil),
 	}
-	file_settle_v1_order_proto_msgTypes[24].OneofWrappers = []any{}
+	file_settle_v1_order_proto_msgTypes[25].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_order_proto_rawDesc), len(file_settle_v1_order_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

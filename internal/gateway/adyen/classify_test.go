@@ -322,3 +322,23 @@ func TestCompleteAction(t *testing.T) {
 		t.Errorf("CompleteAction without a redirectResult = %+v, %v; want not sent", res, err)
 	}
 }
+
+// TestRefusalsCascade checks that the cascade table speaks Adyen's
+// refusals as this adapter reports them: each refusalReasonCode comes to
+// the decision its documented meaning calls for.
+func TestRefusalsCascade(t *testing.T) {
+	t.Parallel()
+	want := map[string]order.Cascade{
+		"2": order.CascadeStop, "3": order.CascadeStop, "4": order.CascadeNext, "5": order.CascadeNever,
+		"6": order.CascadeStop, "9": order.CascadeNext, "11": order.CascadeStop, "12": order.CascadeStop,
+		"14": order.CascadeNever, "20": order.CascadeNever, "21": order.CascadeNext, "22": order.CascadeNever,
+		"24": order.CascadeStop, "25": order.CascadeNever, "26": order.CascadeNever, "31": order.CascadeNever,
+		"38": order.CascadeStepUp,
+	}
+	for code, w := range want {
+		dc := refusalCode(code, "")
+		if got := order.CascadeAfter(order.OutcomeDeclined, dc); got != w {
+			t.Errorf("refusalReasonCode %s (%q): cascade %q, want %q", code, dc, got, w)
+		}
+	}
+}

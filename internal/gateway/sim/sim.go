@@ -11,6 +11,11 @@
 //	tok_ok                 succeeds: 201.
 //	tok_decline            declines: 402, decline_code "card_declined"; the
 //	                       ledger records the declined charge.
+//	tok_decline_<code>     declines the same way with decline_code <code>
+//	                       (lower-case letters, digits and underscores, at
+//	                       most 64): "tok_decline_processing_error" is a
+//	                       technical decline, "tok_decline_stolen_card" a
+//	                       stolen card (see order.CascadeAfter).
 //	tok_timeout            charges, then holds the answer for
 //	                       Options.ClientTimeout (or until the client hangs up)
 //	                       before a 201: to the client, a timeout after charging.
@@ -82,6 +87,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	crand "crypto/rand"
 	"crypto/subtle"
@@ -92,6 +98,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -441,6 +448,8 @@ type plan struct {
 	hidden bool
 	// silent sends no event for the charge.
 	silent bool
+	// declineCode is faultDecline's code; empty is "card_declined".
+	declineCode string
 	// charge is the charge made (or, for faultReplay, found), if any.
 	charge Charge
 }
@@ -539,7 +548,7 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 	rec.lifetime = s.lifetime(in.PaymentMethod)
 	switch p.fault {
 	case faultDecline:
-		rec.Status, rec.DeclineCode = StatusDeclined, "card_declined"
+		rec.Status, rec.DeclineCode = StatusDeclined, cmp.Or(p.declineCode, "card_declined")
 	case faultUnknownToken:
 		rec.Status, rec.DeclineCode = StatusDeclined, "unknown_token"
 	case faultAction:
@@ -603,6 +612,9 @@ func (s *Sim) planLocked(token string) plan {
 		}
 		return plan{}
 	}
+	if code, ok := strings.CutPrefix(token, "tok_decline_"); ok && declineCodeRE.MatchString(code) {
+		return plan{fault: faultDecline, declineCode: code}
+	}
 	if ms, ok := strings.CutPrefix(token, "tok_slow_"); ok {
 		n, err := strconv.ParseUint(ms, 10, 31)
 		if err != nil {
@@ -612,6 +624,9 @@ func (s *Sim) planLocked(token string) plan {
 	}
 	return plan{fault: faultUnknownToken}
 }
+
+// declineCodeRE is what tok_decline_<code> takes as its code.
+var declineCodeRE = regexp.MustCompile(`^[a-z0-9_]{1,64}$`)
 
 // The tokens whose charge only a lookup can learn.
 const (

@@ -82,6 +82,8 @@ func TestTokens(t *testing.T) {
 		{"tok_timeout_silent", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_random", order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch_sim_000001"}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_decline", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "card_declined"}, []string{"declined"}, order.OutcomeDeclined},
+		{"tok_decline_processing_error", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "processing_error"}, []string{"declined"}, order.OutcomeDeclined},
+		{"tok_decline_Stolen-Card", order.Result{Outcome: order.OutcomeDeclined, ChargeID: "ch_sim_000001", DeclineCode: "unknown_token"}, []string{"declined"}, order.OutcomeDeclined},
 		{"tok_timeout", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_5xx_after_charge", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},
 		{"tok_drop_after_charge", order.Result{Outcome: order.OutcomeUnknown}, []string{"succeeded"}, order.OutcomeSucceeded},

@@ -16,6 +16,6 @@ SELECT extract(epoch FROM now() - a.created_at)::float8 AS attempt_age_seconds,
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
 	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
-	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
+	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id, a.gateway AS attempt_gateway,
 	a.created_at AS attempt_created_at
 FROM upd JOIN charge_attempts a ON a.merchant_id = upd.merchant_id AND a.id = upd.current_attempt;

@@ -37,9 +37,11 @@ WITH st AS (
 	SELECT * FROM unnest((SELECT @merchant_id::text[]), (SELECT @order_id::uuid[]), (SELECT @request_id::text[]),
 		(SELECT @attempt_id::uuid[]), (SELECT @payment_method::text[]), (SELECT @customer::text[]),
 		(SELECT @from_state::text[]), (SELECT @to_state::text[]), (SELECT @lease::interval[]),
-		(SELECT @event::text[]), (SELECT @actor::text[])) WITH ORDINALITY
+		(SELECT @event::text[]), (SELECT @actor::text[]), (SELECT @gateway::text[]),
+		(SELECT @cascade_after::text[]), (SELECT @skipped::text[]), (SELECT @reason::text[]),
+		(SELECT @check_follows::boolean[]), (SELECT @follows::text[])) WITH ORDINALITY
 		AS st(merchant_id, order_id, request_id, attempt_id, payment_method, customer, from_state, to_state, lease,
-			event, actor, i)
+			event, actor, gateway, cascade_after, skipped, reason, check_follows, follows, i)
 ), timed AS (
 	-- The times are read here rather than in upd's SET list: Citus refuses
 	-- a stable function (now(), timestamptz + interval) applied to a column
@@ -61,25 +63,32 @@ WITH st AS (
 		AND (SELECT count(*) FROM ord) > 0
 	FOR SHARE
 ), att AS (
-	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency)
+	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency,
+		gateway, cascade_after, skipped)
 	SELECT st.attempt_id, ord.id, st.merchant_id, st.request_id, coalesce(nullif(st.payment_method, ''), ord.payment_method),
-		st.customer, ord.amount_minor, ord.currency
+		st.customer, ord.amount_minor, ord.currency, coalesce(nullif(st.gateway, ''), ord.gateway), st.cascade_after,
+		st.skipped
 	FROM st JOIN ord ON ord.merchant_id = st.merchant_id AND ord.id = st.order_id
 	WHERE
 		ord.state = st.from_state
+		-- A route chosen after an attempt holds only while that attempt is
+		-- the order's last (order.Claim's Follows).
+		AND (NOT st.check_follows OR coalesce(ord.current_attempt::text, '') = st.follows)
 		AND NOT EXISTS (SELECT 1 FROM prior WHERE prior.merchant_id = st.merchant_id AND prior.request_id = st.request_id)
 	ORDER BY st.i
 	ON CONFLICT (merchant_id, request_id) DO NOTHING
 	RETURNING *
 ), upd AS (
-	UPDATE orders o SET state = st.to_state, current_attempt = att.id, reconcile_at = st.lease_until,
+	-- The order's gateway is its current attempt's.
+	UPDATE orders o SET state = st.to_state, gateway = att.gateway, current_attempt = att.id, reconcile_at = st.lease_until,
 		reconcile_count = 0, last_error = '', updated_at = st.now
 	FROM att JOIN timed st ON st.merchant_id = att.merchant_id AND st.attempt_id = att.id
 	WHERE o.merchant_id = att.merchant_id AND o.id = att.order_id
-	RETURNING o.*, st.from_state AS claimed_from, st.event AS claim_event, st.actor AS claim_actor
+	RETURNING o.*, st.from_state AS claimed_from, st.event AS claim_event, st.actor AS claim_actor,
+		st.reason AS claim_reason
 ), ev AS (
-	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id)
-	SELECT merchant_id, id, claimed_from, state, claim_event, claim_actor, current_attempt FROM upd
+	INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, attempt_id, reason)
+	SELECT merchant_id, id, claimed_from, state, claim_event, claim_actor, current_attempt, claim_reason FROM upd
 ), cur AS (
 	SELECT true AS claimed, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
 		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
@@ -100,7 +109,7 @@ SELECT st.i, cur.claimed,
 	coalesce(a.customer, '') AS attempt_customer,
 	coalesce(a.amount_minor, 0) AS attempt_amount_minor, coalesce(a.currency, '') AS attempt_currency,
 	coalesce(a.outcome, '') AS attempt_outcome, coalesce(a.decline_code, '') AS attempt_decline_code,
-	coalesce(a.gateway_charge_id, '') AS attempt_gateway_charge_id,
+	coalesce(a.gateway_charge_id, '') AS attempt_gateway_charge_id, coalesce(a.gateway, '') AS attempt_gateway,
 	coalesce(a.created_at, 'epoch') AS attempt_created_at
 FROM st JOIN cur ON cur.merchant_id = st.merchant_id AND cur.id = st.order_id
 	LEFT JOIN a ON a.merchant_id = st.merchant_id AND a.request_id = st.request_id;

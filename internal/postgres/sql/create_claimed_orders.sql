@@ -19,22 +19,24 @@ WITH new AS (
 		(SELECT @gateway::text[]), (SELECT @to_state::text[]), (SELECT @attempt_id::uuid[]),
 		(SELECT @lease::interval[]), (SELECT @request_id::text[]), (SELECT @from_state::text[]),
 		(SELECT @claim_event::text[]), (SELECT @actor::text[]), (SELECT @customer::text[]),
-		(SELECT @capture_mode::text[])) WITH ORDINALITY
+		(SELECT @capture_mode::text[]), (SELECT @routes::text[]), (SELECT @skipped::text[])) WITH ORDINALITY
 		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, to_state, attempt_id,
-			lease, request_id, from_state, claim_event, actor, customer, capture_mode, i)
+			lease, request_id, from_state, claim_event, actor, customer, capture_mode, routes, skipped, i)
 ), timed AS (
 	SELECT new.*, now() + new.lease AS lease_until FROM new
 ), o AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
-		state, current_attempt, reconcile_at, capture_mode)
+		state, current_attempt, reconcile_at, capture_mode, routes)
 	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway,
-		to_state, attempt_id, lease_until, capture_mode
+		to_state, attempt_id, lease_until, capture_mode, nullif(routes, '')::jsonb
 	FROM timed ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *
 ), a AS (
-	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency)
-	SELECT o.current_attempt, o.id, o.merchant_id, new.request_id, o.payment_method, new.customer, o.amount_minor, o.currency
+	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency,
+		gateway, skipped)
+	SELECT o.current_attempt, o.id, o.merchant_id, new.request_id, o.payment_method, new.customer, o.amount_minor, o.currency,
+		o.gateway, new.skipped
 	FROM o JOIN new ON new.merchant_id = o.merchant_id AND new.id = o.id
 	RETURNING *
 ), ev AS (
@@ -51,7 +53,7 @@ SELECT new.i, o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o
 	a.id::text AS attempt_id, a.order_id::text AS attempt_order_id, a.request_id AS attempt_request_id,
 	a.payment_method AS attempt_payment_method, a.customer AS attempt_customer, a.amount_minor AS attempt_amount_minor,
 	a.currency AS attempt_currency, coalesce(a.outcome, '') AS attempt_outcome,
-	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id,
+	a.decline_code AS attempt_decline_code, a.gateway_charge_id AS attempt_gateway_charge_id, a.gateway AS attempt_gateway,
 	a.created_at AS attempt_created_at
 FROM new JOIN o ON o.merchant_id = new.merchant_id AND o.id = new.id
 	JOIN a ON a.merchant_id = o.merchant_id AND a.order_id = o.id;

@@ -22,11 +22,13 @@ WITH new AS NOT MATERIALIZED (
 	SELECT @id::uuid AS id, @merchant_id::text AS merchant_id, @merchant_reference::text AS merchant_reference,
 		@amount_minor::bigint AS amount_minor, @currency::text AS currency,
 		@payment_method::text AS payment_method, @gateway::text AS gateway,
-		@state::text AS state, @capture_mode::text AS capture_mode, 1::bigint AS i
+		@state::text AS state, @capture_mode::text AS capture_mode, @routes::text AS routes,
+		1::bigint AS i
 ), ins AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		capture_mode)
-	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode
+		capture_mode, routes)
+	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode,
+		nullif(routes, '')::jsonb
 	FROM new ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *

@@ -19,12 +19,15 @@
 WITH new AS (
 	SELECT * FROM unnest((SELECT @id::uuid[]), (SELECT @merchant_id::text[]), (SELECT @merchant_reference::text[]),
 		(SELECT @amount_minor::bigint[]), (SELECT @currency::text[]), (SELECT @payment_method::text[]),
-		(SELECT @gateway::text[]), (SELECT @state::text[]), (SELECT @capture_mode::text[])) WITH ORDINALITY
-		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode, i)
+		(SELECT @gateway::text[]), (SELECT @state::text[]), (SELECT @capture_mode::text[]),
+		(SELECT @routes::text[])) WITH ORDINALITY
+		AS new(id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode,
+			routes, i)
 ), ins AS (
 	INSERT INTO orders (id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		capture_mode)
-	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode
+		capture_mode, routes)
+	SELECT id, merchant_id, merchant_reference, amount_minor, currency, payment_method, gateway, state, capture_mode,
+		nullif(routes, '')::jsonb
 	FROM new ORDER BY i
 	ON CONFLICT (merchant_id, merchant_reference) DO NOTHING
 	RETURNING *

@@ -12,7 +12,8 @@ SELECT r.claimed,
 	coalesce((r.att).customer, '') AS attempt_customer,
 	coalesce((r.att).amount_minor, 0) AS attempt_amount_minor, coalesce((r.att).currency, '') AS attempt_currency,
 	coalesce((r.att).outcome, '') AS attempt_outcome, coalesce((r.att).decline_code, '') AS attempt_decline_code,
-	coalesce((r.att).gateway_charge_id, '') AS attempt_gateway_charge_id,
+	coalesce((r.att).gateway_charge_id, '') AS attempt_gateway_charge_id, coalesce((r.att).gateway, '') AS attempt_gateway,
 	coalesce((r.att).created_at, 'epoch') AS attempt_created_at
 FROM settle_claim(@merchant_id, @order_id, @request_id, @attempt_id, @payment_method, @customer, @from_state,
-	@to_state, @lease, @event, @actor) r;
+	@to_state, @lease, @event, @actor, @gateway, @cascade_after, @skipped, @reason,
+	@check_follows, @follows) r;

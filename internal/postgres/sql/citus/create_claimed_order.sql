@@ -11,8 +11,8 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	coalesce((r.att).customer, '') AS attempt_customer,
 	coalesce((r.att).amount_minor, 0) AS attempt_amount_minor, coalesce((r.att).currency, '') AS attempt_currency,
 	coalesce((r.att).outcome, '') AS attempt_outcome, coalesce((r.att).decline_code, '') AS attempt_decline_code,
-	coalesce((r.att).gateway_charge_id, '') AS attempt_gateway_charge_id,
+	coalesce((r.att).gateway_charge_id, '') AS attempt_gateway_charge_id, coalesce((r.att).gateway, '') AS attempt_gateway,
 	coalesce((r.att).created_at, 'epoch') AS attempt_created_at
 FROM settle_create_claimed(@merchant_id, @id, @merchant_reference, @amount_minor, @currency, @payment_method,
 	@gateway, @to_state, @attempt_id, @lease, @request_id, @from_state, @create_event, @claim_event, @actor,
-	@customer, @capture_mode) r;
+	@customer, @capture_mode, @routes, @skipped) r;

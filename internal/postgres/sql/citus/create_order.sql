@@ -8,4 +8,4 @@ SELECT r.created,
 	(r.ord).reconcile_at AS reconcile_at, (r.ord).reconcile_count AS reconcile_count, (r.ord).last_error AS last_error,
 	(r.ord).created_at AS created_at, (r.ord).updated_at AS updated_at, (r.ord).capture_mode AS capture_mode
 FROM settle_create_order(@merchant_id, @id, @merchant_reference, @amount_minor, @currency, @payment_method, @gateway,
-	@state, @event, @capture_mode) r;
+	@state, @event, @capture_mode, @routes) r;
