@@ -54,7 +54,7 @@ func (s *Server) beginLocked(req request) (m modification, a answer, ok bool) {
 		}
 	}
 	m.now = time.Now().UTC()
-	m.p.lapse(m.now)
+	s.lapseLocked(m.p, m.now)
 	return m, answer{}, true
 }
 
@@ -230,7 +230,7 @@ func (s *Server) handleTechnicalCancel(req request) answer {
 		Currency: "EUR", // Adyen's notification needs an amount, even with no payment
 	}
 	for _, p := range found {
-		p.lapse(now)
+		s.lapseLocked(p, now)
 		switch p.Status {
 		case StatusCaptured:
 			mod.Status, mod.Reason = ModFailed, "Payment already captured"
