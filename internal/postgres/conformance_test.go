@@ -65,6 +65,7 @@ var storeSuite = []struct {
 	{"GatewayEventsReadBack", testGatewayEventsReadBack},
 	{"GatewayEventsWakeOperations", testGatewayEventsWakeOperations},
 	{"GatewayEventsCaptureFailed", testGatewayEventsCaptureFailed},
+	{"GatewayEventsLapseWakesHold", testGatewayEventsLapseWakesHold},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

@@ -255,3 +255,31 @@ func testGatewayEventsCaptureFailed(t *testing.T, db storeDB) {
 		t.Errorf("%d possible double charges for the authorization, want 0", n)
 	}
 }
+
+// testGatewayEventsLapseWakesHold: an event that reports the hold of an
+// AUTHORIZED order ended with no money moved (Adyen's EXPIRE, sent when
+// the authorisation lapsed, which may be long before the capture_before
+// Settle assumed) makes the hold due for the reconcilers' lookup now; the
+// order stays AUTHORIZED until that lookup says it lapsed.
+func testGatewayEventsLapseWakesHold(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	s := postgres.NewStore(db.pool(t))
+	held := authorizedOrder(t, s, "lapse-wakes-hold", time.Now().Add(time.Hour).Truncate(time.Microsecond))
+	if due, err := s.ClaimDueHolds(ctx, 10, time.Minute); err != nil || len(due) != 0 {
+		t.Fatalf("holds due before the event: %+v, %v; want none", due, err)
+	}
+	expire := order.GatewayEvent{Gateway: "adyen", ID: "EXPIRE:PSPX:true", Type: "EXPIRE", ObjectID: "PSPX",
+		AttemptID: held.CurrentAttempt, Outcome: order.OutcomeSucceeded}
+	r := record(t, s, expire, order.EventWoken)
+	if r.OrderID != held.ID {
+		t.Errorf("matched to order %q, want %q", r.OrderID, held.ID)
+	}
+	record(t, s, expire, order.EventDuplicate)
+	due, err := s.ClaimDueHolds(ctx, 10, time.Minute)
+	if err != nil || len(due) != 1 || due[0].Order.ID != held.ID || due[0].Attempt.ID != held.CurrentAttempt {
+		t.Fatalf("holds due after the EXPIRE: %+v, %v; want the order", due, err)
+	}
+	if got, err := s.Order(ctx, order.ForMerchant(held.MerchantID), held.ID); err != nil || got.State != order.StateAuthorized {
+		t.Errorf("order after the EXPIRE: %+v, %v; want AUTHORIZED, for the lookup to move", got, err)
+	}
+}

@@ -8,6 +8,11 @@
 --                   for this very attempt, or the capture, void or refund
 --                   is in flight: it becomes due now, and the reconcilers
 --                   are told; their guarded lookup decides, never the event.
+--                   So too an AUTHORIZED order whose hold the event reports
+--                   ended without money moving (Adyen's EXPIRE: the hold
+--                   lapsed before the capture_before Settle assumed): its
+--                   capture_before is brought to now, which makes its hold
+--                   due for the reconcilers' lookup (claim_due_holds.sql).
 --   review          the event reports a success for an attempt that its
 --                   order does not hold as in flight, held or paid: a
 --                   possible second charge, raised as a review item.
@@ -64,6 +69,8 @@ WITH target AS (
 		WHEN ord.id IS NULL THEN 'unknown_object'
 		WHEN @about = '' AND ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW')
 			AND ord.current_attempt = @matched_id::uuid THEN 'woken'
+		WHEN @about = '' AND ord.state = 'AUTHORIZED' AND ord.current_attempt = @matched_id::uuid
+			AND @outcome::text = 'succeeded' AND NOT @succeeded::bool THEN 'woken'
 		WHEN @about <> '' AND op.state IN ('CAPTURING', 'VOIDING', 'REFUNDING') THEN 'woken'
 		WHEN @about = '' AND @succeeded::bool AND NOT (ord.current_attempt = @matched_id::uuid
 			AND ord.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) THEN 'review'
@@ -83,10 +90,11 @@ WITH target AS (
 	ON CONFLICT (merchant_id, gateway, event_id) DO NOTHING
 	RETURNING merchant_id, order_id, attempt_id, result
 ), due AS (
-	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now())
+	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now()),
+		capture_before = CASE WHEN o.state = 'AUTHORIZED' THEN least(o.capture_before, now()) ELSE o.capture_before END
 	FROM ins
 	WHERE ins.result = 'woken' AND @about = '' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
-		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') AND o.current_attempt = ins.attempt_id
+		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW', 'AUTHORIZED') AND o.current_attempt = ins.attempt_id
 	RETURNING o.id
 ), due_capture AS (
 	UPDATE captures c SET reconcile_at = least(c.reconcile_at, now())
