@@ -74,6 +74,11 @@ const (
 	// capture: Adyen's CAPTURE_FAILED after a capture it had received);
 	// nothing moved, and a capture_failed item was raised for review.
 	EventReviewCaptureFailed GatewayEventResult = "capture_failed"
+	// EventReviewRefundFailed: a decline reported for a refund that
+	// succeeded (Adyen's REFUND_FAILED after the REFUND that reported it
+	// done): the money did not go back; the refund stays SUCCEEDED and a
+	// refund_failed item was raised for review.
+	EventReviewRefundFailed GatewayEventResult = "refund_failed"
 	// EventIgnored: the event is about a known attempt (or capture, void,
 	// refund) whose order it cannot change (already settled for it, or a
 	// failure of a past one).

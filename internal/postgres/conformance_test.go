@@ -66,6 +66,7 @@ var storeSuite = []struct {
 	{"GatewayEventsWakeOperations", testGatewayEventsWakeOperations},
 	{"GatewayEventsCaptureFailed", testGatewayEventsCaptureFailed},
 	{"GatewayEventsLapseWakesHold", testGatewayEventsLapseWakesHold},
+	{"GatewayEventsRefundFailed", testGatewayEventsRefundFailed},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

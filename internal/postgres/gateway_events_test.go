@@ -283,3 +283,39 @@ func testGatewayEventsLapseWakesHold(t *testing.T, db storeDB) {
 		t.Errorf("order after the EXPIRE: %+v, %v; want AUTHORIZED, for the lookup to move", got, err)
 	}
 }
+
+// testGatewayEventsRefundFailed: a decline reported for a refund that
+// succeeded (Adyen's REFUND_FAILED after its REFUND) moves nothing and
+// raises one refund_failed review item for the order's attempt; a
+// decline of a refund in flight only wakes it.
+func testGatewayEventsRefundFailed(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	pool := db.pool(t)
+	s := postgres.NewStore(pool)
+	paid, a := paidOrder(t, s, "refund-failed")
+	rc, err := s.ClaimRefund(ctx, refundClaimOf(paid, "refund", 500))
+	if err != nil || !rc.Claimed {
+		t.Fatalf("claim refund: %+v, %v", rc, err)
+	}
+	failed := order.GatewayEvent{Gateway: "adyen", ID: "rf-1", Type: "REFUND_FAILED", ObjectID: "PSPR",
+		AttemptID: rc.Refund.ID, About: order.EventAboutRefund, Outcome: order.OutcomeDeclined}
+	record(t, s, failed, order.EventWoken)
+	if n := reviewItems(t, pool, "refund_failed", a); n != 0 {
+		t.Errorf("%d refund_failed items for a refund in flight, want 0", n)
+	}
+	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(paid.MerchantID, rc.Refund.ID,
+		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "PSPR"}, time.Minute)); err != nil || !ok {
+		t.Fatalf("settle refund: %v, %v", ok, err)
+	}
+	for _, id := range []string{"rf-2", "rf-3"} {
+		failed.ID = id
+		record(t, s, failed, order.EventReviewRefundFailed)
+	}
+	if n := reviewItems(t, pool, "refund_failed", a); n != 1 {
+		t.Errorf("%d refund_failed items for the order's attempt, want 1", n)
+	}
+	got, err := s.Order(ctx, order.ForMerchant(paid.MerchantID), paid.ID)
+	if err != nil || got.State != order.StatePartiallyRefunded {
+		t.Errorf("order after the failure: %+v, %v; want PARTIALLY_REFUNDED, untouched", got, err)
+	}
+}

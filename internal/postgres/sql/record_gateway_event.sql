@@ -19,6 +19,9 @@
 --   capture_failed  the event reports a decline of the operation that took
 --                   the order's money (the attempt that paid it, or a
 --                   succeeded capture): raised as a review item.
+--   refund_failed   the event reports a decline of a succeeded refund
+--                   (Adyen's REFUND_FAILED after its REFUND): the money did
+--                   not go back after all; raised as a review item.
 --   ignored         anything else about a known operation.
 --   unknown_object  nothing of ours.
 --
@@ -77,6 +80,7 @@ WITH target AS (
 		WHEN @outcome::text = 'declined' AND ((@about = '' AND ord.current_attempt = @matched_id::uuid
 			AND ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) OR (@about = 'capture' AND op.state = 'SUCCEEDED'))
 			THEN 'capture_failed'
+		WHEN @outcome::text = 'declined' AND @about = 'refund' AND op.state = 'SUCCEEDED' THEN 'refund_failed'
 		ELSE 'ignored' END AS result
 	FROM (SELECT 1) one LEFT JOIN ord ON true
 		LEFT JOIN (SELECT state FROM cap UNION ALL SELECT state FROM vd UNION ALL SELECT state FROM ref) op ON true
@@ -116,9 +120,9 @@ WITH target AS (
 	RETURNING r.order_id
 ), review AS (
 	INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)
-	SELECT ins.merchant_id, CASE WHEN ins.result = 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
+	SELECT ins.merchant_id, CASE WHEN ins.result = 'review' THEN 'possible_double_charge' ELSE ins.result END,
 		ins.order_id, CASE WHEN @about = '' THEN ins.attempt_id ELSE v.current_attempt END, @gateway, @event_id
-	FROM ins, verdict v WHERE ins.result IN ('review', 'capture_failed')
+	FROM ins, verdict v WHERE ins.result IN ('review', 'capture_failed', 'refund_failed')
 	ON CONFLICT (merchant_id, attempt_id, kind) DO NOTHING
 	RETURNING id
 )

@@ -1,4 +1,6 @@
 -- +goose Up
+-- Two events Adyen sends that Settle ignored.
+--
 -- An event that reports the hold of an AUTHORIZED order ended without
 -- money moving (Adyen's EXPIRE: the authorisation lapsed, perhaps long
 -- before the capture_before Settle assumed, since Adyen does not say when
@@ -6,7 +8,14 @@
 -- moves it to EXPIRED on the gateway's word (claim_due_holds.sql): its
 -- capture_before is brought to now. It was ignored, and the order stayed
 -- AUTHORIZED until the capture_before Settle assumed had passed.
--- record_gateway_event.sql does it on PostgreSQL; this is the function
+--
+-- A decline reported for a refund that succeeded (Adyen's REFUND_FAILED,
+-- which may come long after the REFUND that reported it done) means the
+-- money did not go back: it raises a review item of kind refund_failed
+-- for a person (the refund stays SUCCEEDED; nothing moves by itself). It
+-- was ignored, and the refund counted as money returned.
+--
+-- record_gateway_event.sql does both on PostgreSQL; this is the function
 -- Citus runs, dropped and created again and distributed as 00020 did.
 DROP FUNCTION settle_record_gateway_event(text, uuid, text, text, text, text, text, text, text, boolean, text, text,
     bigint, text, timestamptz);
@@ -67,6 +76,7 @@ BEGIN
             THEN 'review'
         WHEN p_outcome = 'declined' AND (v_paid_by_it OR (p_about = 'capture' AND v_op_state = 'SUCCEEDED'))
             THEN 'capture_failed'
+        WHEN p_outcome = 'declined' AND p_about = 'refund' AND v_op_state = 'SUCCEEDED' THEN 'refund_failed'
         ELSE 'ignored' END;
     INSERT INTO gateway_events (merchant_id, gateway, event_id, event_type, object_id, attempt_id, order_id, result,
         reference, about, charge_id, succeeded, outcome, decline_code, amount_minor, currency, occurred_at)
@@ -97,11 +107,11 @@ BEGIN
         UPDATE refunds SET reconcile_at = least(reconcile_at, v_now)
         WHERE merchant_id = p_merchant_id AND id = p_matched_id AND state = 'REFUNDING';
         GET DIAGNOSTICS v_woken = ROW_COUNT;
-    ELSIF v_result IN ('review', 'capture_failed') THEN
+    ELSIF v_result IN ('review', 'capture_failed', 'refund_failed') THEN
         -- A searched CASE: Citus 13.2 fails on a simple CASE over a
         -- variable here (text = boolean), as the store's tests showed.
         INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)
-        VALUES (p_merchant_id, CASE WHEN v_result = 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
+        VALUES (p_merchant_id, CASE WHEN v_result = 'review' THEN 'possible_double_charge' ELSE v_result END,
             v_o.id, CASE WHEN p_about = '' THEN p_matched_id ELSE v_o.current_attempt END, p_gateway, p_event_id)
         ON CONFLICT (merchant_id, attempt_id, kind) DO NOTHING;
         GET DIAGNOSTICS v_raised = ROW_COUNT;
@@ -123,6 +133,13 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+
+ALTER TABLE gateway_events DROP CONSTRAINT gateway_events_result_check;
+ALTER TABLE gateway_events ADD CONSTRAINT gateway_events_result_check
+    CHECK (result IN ('woken', 'review', 'capture_failed', 'refund_failed', 'ignored', 'unknown_object'));
+ALTER TABLE review_items DROP CONSTRAINT review_items_kind_check;
+ALTER TABLE review_items ADD CONSTRAINT review_items_kind_check
+    CHECK (kind IN ('possible_double_charge', 'capture_failed', 'refund_failed'));
 
 -- +goose Down
 -- 00020's function again.
@@ -237,3 +254,12 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+
+DELETE FROM review_items WHERE kind = 'refund_failed';
+ALTER TABLE review_items DROP CONSTRAINT review_items_kind_check;
+ALTER TABLE review_items ADD CONSTRAINT review_items_kind_check
+    CHECK (kind IN ('possible_double_charge', 'capture_failed'));
+UPDATE gateway_events SET result = 'ignored' WHERE result = 'refund_failed';
+ALTER TABLE gateway_events DROP CONSTRAINT gateway_events_result_check;
+ALTER TABLE gateway_events ADD CONSTRAINT gateway_events_result_check
+    CHECK (result IN ('woken', 'review', 'capture_failed', 'ignored', 'unknown_object'));
