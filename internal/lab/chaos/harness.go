@@ -266,7 +266,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.calm(ctx, clients); err != nil {
 		return err
 	}
-	if err := h.quiesce(ctx); err != nil {
+	if err := h.quiesce(ctx, ady); err != nil {
 		return err
 	}
 	if err := h.waitDelivered(ctx); err != nil {
@@ -408,11 +408,13 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 const lapseSoon = time.Minute
 
 // quiesce waits until no order is CHARGING or REQUIRES_ACTION (abandoned
-// challenges expire), no refund, capture or void is in flight, and no
-// authorization is open within lapseSoon of its capture_before: within
-// quiesceTimeout of the start or of the last check of one of them, and
-// quiesceMax in all.
-func (h *harness) quiesce(ctx context.Context) error {
+// challenges expire), no refund, capture or void is in flight, no
+// authorization is open within lapseSoon of its capture_before, and the
+// fake Adyen (ady, nil if none) has no hold about to lapse and no
+// notification still to deliver (an EXPIRE makes an order's hold due):
+// within quiesceTimeout of the start or of the last check of one of
+// them, and quiesceMax in all.
+func (h *harness) quiesce(ctx context.Context, ady *adyenFake) error {
 	start := time.Now()
 	deadline := start.Add(quiesceTimeout)
 	last, lastChecks := int64(-1), int64(-1)
@@ -448,7 +450,7 @@ func (h *harness) quiesce(ctx context.Context) error {
 			lastChecks = checks
 		}
 		n += refunding
-		if err == nil && n == 0 {
+		if err == nil && n == 0 && ady.settled(lapseSoon) {
 			return nil
 		}
 		if ctx.Err() != nil {
