@@ -117,13 +117,16 @@ const (
 	// refunds as beyond what is left, and a MANUAL order's captured total
 	// is its SUCCEEDED captures' and Adyen's (give or take those in
 	// review); every capture at Adyen is one of Settle's, once, and each
-	// SUCCEEDED one succeeded there.
+	// SUCCEEDED one succeeded there, or Adyen failed it after reporting
+	// it done and a capture_failed review item says so (or its
+	// CAPTURE_FAILED never reached Settle).
 	InvAdyenCapture = 20
 	// InvAdyenHold: no hold forgotten: every payment still holding money
 	// at the end (authorised uncaptured, or waiting for 3-D Secure) is the
 	// attempt its order waits on (AUTHORIZED, REQUIRES_ACTION, or
 	// NEEDS_REVIEW or a capture_failed review item for a person); a VOIDED
-	// order's payment is cancelled.
+	// order's payment is cancelled; no order is AUTHORIZED whose hold
+	// lapsed at Adyen and whose EXPIRE reached Settle.
 	InvAdyenHold = 21
 	// InvAdyenTechnicalCancel: every technical cancel is backed by the
 	// ledger: the attempt it names is Settle's and not the paying attempt
@@ -133,7 +136,9 @@ const (
 	InvAdyenTechnicalCancel = 22
 	// InvAdyenRefunds: the refunds that succeeded at Adyen are Settle's
 	// SUCCEEDED ones (or in review), for their order's payment, each
-	// reference once; every SUCCEEDED refund succeeded there.
+	// reference once; every SUCCEEDED refund succeeded there, or Adyen
+	// failed it after its REFUND and a refund_failed review item says so
+	// (or its REFUND_FAILED never reached Settle).
 	InvAdyenRefunds = 23
 )
 
