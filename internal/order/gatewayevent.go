@@ -64,7 +64,9 @@ type GatewayEventResult string
 // The results of recording a gateway event.
 const (
 	// EventWoken: the attempt's order, or the capture, void or refund in
-	// flight the event is about, was made due for the reconciler now.
+	// flight the event is about, was made due for the reconciler now; or
+	// the hold of an AUTHORIZED order, which the event reports ended with
+	// no money moved (Adyen's EXPIRE), was made due for its lookup.
 	EventWoken GatewayEventResult = "woken"
 	// EventReview: a success for an attempt its order does not hold as in
 	// flight, held or paid; a possible double charge was raised for review.
