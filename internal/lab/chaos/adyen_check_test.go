@@ -127,6 +127,11 @@ func TestCheckAdyen(t *testing.T) {
 		},
 		"manual, untold": manualCaptureFailed,
 		"lapse untold":   lapsed,
+		"lapse, a capture in review": func(s *snapshot) {
+			lapsed(s)
+			s.adyen.delivered[noteKey("EXPIRE", "p3")] = true
+			s.captures = append(s.captures, dbCapture{id: "c3", order: "b3", state: "NEEDS_REVIEW", currency: "EUR", amount: 300, final: true})
+		},
 		"refund failed, review item": func(s *snapshot) {
 			refundFailed(s)
 			s.adyen.delivered[noteKey("REFUND_FAILED", "r1")] = true

@@ -1496,7 +1496,10 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 					p.PSPReference, p.Reference, p.Amount, p.Currency, p.Status, o.state, o.current)
 			}
 		}
-		if p.Status == adyenfake.StatusExpired && paying && o.state == string(order.StateAuthorized) && told("EXPIRE", p.Reference) {
+		// A capture in review (its outcome never learnt) holds the order
+		// AUTHORIZED for a person, lapsed or not.
+		if p.Status == adyenfake.StatusExpired && paying && o.state == string(order.StateAuthorized) && !inReview[o.id] &&
+			told("EXPIRE", p.Reference) {
 			report(InvAdyenHold, o.id, "Adyen's hold %s (attempt %s) lapsed and its EXPIRE reached Settle; the order is still AUTHORIZED",
 				p.PSPReference, p.Reference)
 		}

@@ -423,13 +423,16 @@ func (h *harness) quiesce(ctx context.Context, ady *adyenFake) error {
 		// Captures and voids in flight count as refunds do, and so do
 		// authorizations past capture_before or about to be (the
 		// workload's short holds), which the reconcilers are to look up
-		// once it passes: the gateway says whether they lapsed. checks
-		// counts the checks of what is in flight.
+		// once it passes: the gateway says whether they lapsed (but for
+		// those with a capture in review, which wait for a person).
+		// checks counts the checks of what is in flight.
 		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION')),
 			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')
 			+ (SELECT count(*) FROM captures WHERE state = 'CAPTURING')
 			+ (SELECT count(*) FROM voids WHERE state = 'VOIDING')
-			+ (SELECT count(*) FROM orders WHERE state = 'AUTHORIZED' AND capture_before < now() + $1::interval),
+			+ (SELECT count(*) FROM orders o WHERE state = 'AUTHORIZED' AND capture_before < now() + $1::interval
+				AND NOT EXISTS (SELECT 1 FROM captures c WHERE c.merchant_id = o.merchant_id AND c.order_id = o.id
+					AND c.state = 'NEEDS_REVIEW')),
 			(SELECT coalesce(sum(reconcile_count), 0) FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION'))
 			+ (SELECT coalesce(sum(reconcile_count), 0) FROM refunds WHERE state = 'REFUNDING')
 			+ (SELECT coalesce(sum(reconcile_count), 0) FROM captures WHERE state = 'CAPTURING')
