@@ -165,6 +165,8 @@ func TestChaosCatchesMutants(t *testing.T) {
 			"captures beyond the hold in a build that admits them", 0.6, 0, 0},
 		{"MissingNotificationIsDecline", []mutant.Mutation{missingNotificationIsDecline}, chaos.InvAdyenHold,
 			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6},
+		{"CaptureFailedIsCaptured", []mutant.Mutation{captureFailedIsCaptured}, chaos.InvAdyenChargeSettled,
+			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -241,6 +243,17 @@ var missingNotificationIsDecline = mutant.Mutation{
 	Old: `order.Result{Outcome: order.OutcomeUnknown, ChargeID: psp},
 			fmt.Errorf("no notification about the attempt yet, and its payment request may still reach Adyen: %w", order.ErrNotYetKnown)`,
 	New: `order.Result{Outcome: order.OutcomeDeclined, ChargeID: psp}, nil`,
+}
+
+// captureFailedIsCaptured makes the Adyen adapter read CAPTURE_FAILED as
+// a success, as CAPTURE is: an AUTOMATIC order whose capture Adyen
+// reported done and then failed stays PAID with nothing taken and no
+// capture_failed review item, and a MANUAL order's capture stays
+// SUCCEEDED the same way.
+var captureFailedIsCaptured = mutant.Mutation{
+	File: "internal/gateway/adyen/events.go",
+	Old:  "failed := it.EventCode == EventCaptureFailed || it.EventCode == EventRefundFailed",
+	New:  "failed := it.EventCode == EventRefundFailed",
 }
 
 func hasInvariant(s chaos.Summary, inv int) bool {

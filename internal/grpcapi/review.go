@@ -17,6 +17,7 @@ var reviewKindToProto = map[order.ReviewKind]settlev1.ReviewItemKind{
 	order.ReviewVoid:                 settlev1.ReviewItemKind_REVIEW_ITEM_KIND_VOID,
 	order.ReviewPossibleDoubleCharge: settlev1.ReviewItemKind_REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE,
 	order.ReviewCaptureFailed:        settlev1.ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED,
+	order.ReviewRefundFailed:         settlev1.ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED,
 }
 
 var protoToReviewKind = func() map[settlev1.ReviewItemKind]order.ReviewKind {
@@ -120,7 +121,7 @@ func reviewItemToProto(it order.ReviewItem) *settlev1.ReviewItem {
 		p.CaptureId = it.OperationID
 	case order.ReviewVoid:
 		p.VoidId = it.OperationID
-	case order.ReviewOrder, order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed:
+	case order.ReviewOrder, order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed, order.ReviewRefundFailed:
 	}
 	return p
 }

@@ -64,7 +64,9 @@ type GatewayEventResult string
 // The results of recording a gateway event.
 const (
 	// EventWoken: the attempt's order, or the capture, void or refund in
-	// flight the event is about, was made due for the reconciler now.
+	// flight the event is about, was made due for the reconciler now; or
+	// the hold of an AUTHORIZED order, which the event reports ended with
+	// no money moved (Adyen's EXPIRE), was made due for its lookup.
 	EventWoken GatewayEventResult = "woken"
 	// EventReview: a success for an attempt its order does not hold as in
 	// flight, held or paid; a possible double charge was raised for review.
@@ -74,6 +76,11 @@ const (
 	// capture: Adyen's CAPTURE_FAILED after a capture it had received);
 	// nothing moved, and a capture_failed item was raised for review.
 	EventReviewCaptureFailed GatewayEventResult = "capture_failed"
+	// EventReviewRefundFailed: a decline reported for a refund that
+	// succeeded (Adyen's REFUND_FAILED after the REFUND that reported it
+	// done): the money did not go back; the refund stays SUCCEEDED and a
+	// refund_failed item was raised for review.
+	EventReviewRefundFailed GatewayEventResult = "refund_failed"
 	// EventIgnored: the event is about a known attempt (or capture, void,
 	// refund) whose order it cannot change (already settled for it, or a
 	// failure of a past one).

@@ -30,14 +30,19 @@ const (
 	// ReviewCaptureFailed: the gateway reported a failure for the
 	// operation that paid an order (Adyen's CAPTURE_FAILED).
 	ReviewCaptureFailed ReviewKind = "capture_failed"
+	// ReviewRefundFailed: the gateway reported a failure for a refund
+	// Settle had settled as succeeded (Adyen's REFUND_FAILED).
+	ReviewRefundFailed ReviewKind = "refund_failed"
 )
 
 // ReviewKinds lists the kinds, in the queue's order of kinds.
-var ReviewKinds = []ReviewKind{ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid, ReviewPossibleDoubleCharge, ReviewCaptureFailed}
+var ReviewKinds = []ReviewKind{ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid, ReviewPossibleDoubleCharge, ReviewCaptureFailed, ReviewRefundFailed}
 
 // IsItem reports whether items of kind k are review items (review_items),
 // resolved by ResolveReviewItem.
-func (k ReviewKind) IsItem() bool { return k == ReviewPossibleDoubleCharge || k == ReviewCaptureFailed }
+func (k ReviewKind) IsItem() bool {
+	return k == ReviewPossibleDoubleCharge || k == ReviewCaptureFailed || k == ReviewRefundFailed
+}
 
 // ReviewDecision is an operator's decision about a review item.
 type ReviewDecision string
@@ -102,6 +107,9 @@ func (r ReviewItem) Reason() string {
 	case ReviewCaptureFailed:
 		return fmt.Sprintf("gateway event %s (%s) reported a failure for the operation that paid the order (attempt %s)",
 			r.EventID, r.EventType, r.AttemptID)
+	case ReviewRefundFailed:
+		return fmt.Sprintf("gateway event %s (%s) reported a failure for a refund of the order that Settle had settled as succeeded: the money did not go back",
+			r.EventID, r.EventType)
 	case ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid:
 	}
 	if r.LastError == "" {

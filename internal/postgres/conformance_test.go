@@ -66,6 +66,8 @@ var storeSuite = []struct {
 	{"GatewayEventsWakeOperations", testGatewayEventsWakeOperations},
 	{"GatewayEventsCaptureFailed", testGatewayEventsCaptureFailed},
 	{"ReviewQueue", testReviewQueue},
+	{"GatewayEventsLapseWakesHold", testGatewayEventsLapseWakesHold},
+	{"GatewayEventsRefundFailed", testGatewayEventsRefundFailed},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

@@ -255,3 +255,67 @@ func testGatewayEventsCaptureFailed(t *testing.T, db storeDB) {
 		t.Errorf("%d possible double charges for the authorization, want 0", n)
 	}
 }
+
+// testGatewayEventsLapseWakesHold: an event that reports the hold of an
+// AUTHORIZED order ended with no money moved (Adyen's EXPIRE, sent when
+// the authorisation lapsed, which may be long before the capture_before
+// Settle assumed) makes the hold due for the reconcilers' lookup now; the
+// order stays AUTHORIZED until that lookup says it lapsed.
+func testGatewayEventsLapseWakesHold(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	s := postgres.NewStore(db.pool(t))
+	held := authorizedOrder(t, s, "lapse-wakes-hold", time.Now().Add(time.Hour).Truncate(time.Microsecond))
+	if due, err := s.ClaimDueHolds(ctx, 10, time.Minute); err != nil || len(due) != 0 {
+		t.Fatalf("holds due before the event: %+v, %v; want none", due, err)
+	}
+	expire := order.GatewayEvent{Gateway: "adyen", ID: "EXPIRE:PSPX:true", Type: "EXPIRE", ObjectID: "PSPX",
+		AttemptID: held.CurrentAttempt, Outcome: order.OutcomeSucceeded}
+	r := record(t, s, expire, order.EventWoken)
+	if r.OrderID != held.ID {
+		t.Errorf("matched to order %q, want %q", r.OrderID, held.ID)
+	}
+	record(t, s, expire, order.EventDuplicate)
+	due, err := s.ClaimDueHolds(ctx, 10, time.Minute)
+	if err != nil || len(due) != 1 || due[0].Order.ID != held.ID || due[0].Attempt.ID != held.CurrentAttempt {
+		t.Fatalf("holds due after the EXPIRE: %+v, %v; want the order", due, err)
+	}
+	if got, err := s.Order(ctx, order.ForMerchant(held.MerchantID), held.ID); err != nil || got.State != order.StateAuthorized {
+		t.Errorf("order after the EXPIRE: %+v, %v; want AUTHORIZED, for the lookup to move", got, err)
+	}
+}
+
+// testGatewayEventsRefundFailed: a decline reported for a refund that
+// succeeded (Adyen's REFUND_FAILED after its REFUND) moves nothing and
+// raises one refund_failed review item for the order's attempt; a
+// decline of a refund in flight only wakes it.
+func testGatewayEventsRefundFailed(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	pool := db.pool(t)
+	s := postgres.NewStore(pool)
+	paid, a := paidOrder(t, s, "refund-failed")
+	rc, err := s.ClaimRefund(ctx, refundClaimOf(paid, "refund", 500))
+	if err != nil || !rc.Claimed {
+		t.Fatalf("claim refund: %+v, %v", rc, err)
+	}
+	failed := order.GatewayEvent{Gateway: "adyen", ID: "rf-1", Type: "REFUND_FAILED", ObjectID: "PSPR",
+		AttemptID: rc.Refund.ID, About: order.EventAboutRefund, Outcome: order.OutcomeDeclined}
+	record(t, s, failed, order.EventWoken)
+	if n := reviewItems(t, pool, "refund_failed", a); n != 0 {
+		t.Errorf("%d refund_failed items for a refund in flight, want 0", n)
+	}
+	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(paid.MerchantID, rc.Refund.ID,
+		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "PSPR"}, time.Minute)); err != nil || !ok {
+		t.Fatalf("settle refund: %v, %v", ok, err)
+	}
+	for _, id := range []string{"rf-2", "rf-3"} {
+		failed.ID = id
+		record(t, s, failed, order.EventReviewRefundFailed)
+	}
+	if n := reviewItems(t, pool, "refund_failed", a); n != 1 {
+		t.Errorf("%d refund_failed items for the order's attempt, want 1", n)
+	}
+	got, err := s.Order(ctx, order.ForMerchant(paid.MerchantID), paid.ID)
+	if err != nil || got.State != order.StatePartiallyRefunded {
+		t.Errorf("order after the failure: %+v, %v; want PARTIALLY_REFUNDED, untouched", got, err)
+	}
+}

@@ -94,7 +94,7 @@ func NewMetrics() *Metrics {
 			Name: "settle_gateway_events_total", Help: "Gateway events received, by gateway, type and result (woken, review, capture_failed, ignored, unknown_object, duplicate, bad_signature, malformed, too_large, ignored_type, error).",
 		}, []string{"gateway", "type", "result"}),
 		reviewItems: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "settle_review_items_raised_total", Help: "Review items raised for a person, by kind (possible_double_charge: a success reported for an attempt its order does not hold; capture_failed: a failure reported for the operation that paid an order).",
+			Name: "settle_review_items_raised_total", Help: "Review items raised for a person, by kind (possible_double_charge: a success reported for an attempt its order does not hold; capture_failed: a failure reported for the operation that paid an order; refund_failed: a failure reported for a refund that succeeded).",
 		}, []string{"kind"}),
 		eventToSettled: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "settle_event_to_settled_seconds", Help: "Time from a gateway event making an order due to the reconciler settling it.",
@@ -120,6 +120,8 @@ func (m *Metrics) GatewayEvent(gateway, eventType, result string) {
 		m.reviewItems.WithLabelValues("possible_double_charge").Inc()
 	case order.EventReviewCaptureFailed:
 		m.reviewItems.WithLabelValues("capture_failed").Inc()
+	case order.EventReviewRefundFailed:
+		m.reviewItems.WithLabelValues("refund_failed").Inc()
 	case order.EventWoken, order.EventIgnored, order.EventUnknownObject, order.EventDuplicate:
 		// No item raised; the listener's own results (bad_signature, …)
 		// are no GatewayEventResult.

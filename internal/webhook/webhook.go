@@ -135,7 +135,7 @@ func (h *Handler) serve(gateway string, gw order.EventReceiver) http.HandlerFunc
 			// The event id and object id are the gateway's text; the log
 			// carries only what Settle chose.
 			level := slog.LevelInfo
-			if rec.Result == order.EventReview || rec.Result == order.EventReviewCaptureFailed {
+			if rec.Result == order.EventReview || rec.Result == order.EventReviewCaptureFailed || rec.Result == order.EventReviewRefundFailed {
 				level = slog.LevelError
 			}
 			h.log.Log(r.Context(), level, "gateway event", "gateway", gateway, "type", ev.Type,

@@ -152,6 +152,11 @@ const (
 	// (a capture that failed after it was received). Resolved with
 	// ResolveReviewItem.
 	ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED ReviewItemKind = 6
+	// The gateway reported a failure for a refund Settle had settled as
+	// succeeded (Adyen's REFUND_FAILED): the money did not go back. The
+	// refund stays SUCCEEDED. Resolved with ResolveReviewItem, the order's
+	// charge asked about.
+	ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED ReviewItemKind = 7
 )
 
 // Enum value maps for ReviewItemKind.
@@ -164,6 +169,7 @@ var (
 		4: "REVIEW_ITEM_KIND_VOID",
 		5: "REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE",
 		6: "REVIEW_ITEM_KIND_CAPTURE_FAILED",
+		7: "REVIEW_ITEM_KIND_REFUND_FAILED",
 	}
 	ReviewItemKind_value = map[string]int32{
 		"REVIEW_ITEM_KIND_UNSPECIFIED":            0,
@@ -173,6 +179,7 @@ var (
 		"REVIEW_ITEM_KIND_VOID":                   4,
 		"REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE": 5,
 		"REVIEW_ITEM_KIND_CAPTURE_FAILED":         6,
+		"REVIEW_ITEM_KIND_REFUND_FAILED":          7,
 	}
 )
 
@@ -2723,7 +2730,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x10RefundResolution\x12!\n" +
 	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
-	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\xf6\x01\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\x9a\x02\n" +
 	"\x0eReviewItemKind\x12 \n" +
 	"\x1cREVIEW_ITEM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REVIEW_ITEM_KIND_ORDER\x10\x01\x12\x1b\n" +
@@ -2731,7 +2738,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x18REVIEW_ITEM_KIND_CAPTURE\x10\x03\x12\x19\n" +
 	"\x15REVIEW_ITEM_KIND_VOID\x10\x04\x12+\n" +
 	"'REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE\x10\x05\x12#\n" +
-	"\x1fREVIEW_ITEM_KIND_CAPTURE_FAILED\x10\x06*o\n" +
+	"\x1fREVIEW_ITEM_KIND_CAPTURE_FAILED\x10\x06\x12\"\n" +
+	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a*o\n" +
 	"\x0eReviewDecision\x12\x1f\n" +
 	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REVIEW_DECISION_CHARGED\x10\x01\x12\x1f\n" +

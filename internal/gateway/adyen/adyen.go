@@ -80,6 +80,7 @@
 //	  the amount
 //	AUTHORISATION success=true, manual        succeeded, with the hold: open, or expired after an
 //	                                          EXPIRE notification
+//	EXPIRE success=true alone, manual         succeeded, the hold expired (its AUTHORISATION lost)
 //	CAPTURE success=true about the attempt,   succeeded (the AUTHORISATION may be lost)
 //	  automatic
 //	AUTHORISATION success=true, automatic:
@@ -523,7 +524,8 @@ func (g *Gateway) lookup(ctx context.Context, req order.ChargeRequest, value int
 		return order.Result{Outcome: order.OutcomeNotFound}, nil
 	case v.partial:
 		return g.declinePartial(ctx, req, psp)
-	case v.authorized && req.Capture == order.CaptureManual && !req.CancelAwaitingAction:
+	case (v.authorized || v.expired) && req.Capture == order.CaptureManual && !req.CancelAwaitingAction:
+		// An EXPIRE proves the hold it ends, its AUTHORISATION lost or not.
 		h := g.openHold(req)
 		if v.expired {
 			h.State = order.HoldExpired

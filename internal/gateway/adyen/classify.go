@@ -248,6 +248,9 @@ func judgeAttempt(evs []order.GatewayEvent, m order.Money) verdict {
 			}
 		case EventExpire:
 			v.expired = v.expired || ok
+			if ok && v.psp == "" {
+				v.psp = e.ObjectID
+			}
 		case EventCapture:
 			if ok {
 				v.captured = true

@@ -80,6 +80,11 @@ func TestLookupOutcomes(t *testing.T) {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, ""),
 					notified(g, EventExpire, testPSP, "", id, true, 1250, "")}
 			}},
+		{name: "manual, expired, its authorisation lost", created: old, capture: order.CaptureManual, want: order.OutcomeSucceeded,
+			hold: order.HoldExpired,
+			events: func(g *Gateway, id string) []order.GatewayEvent {
+				return []order.GatewayEvent{notified(g, EventExpire, testPSP, "", id, true, 1250, "")}
+			}},
 		{name: "authorised, automatic, captured", created: old, want: order.OutcomeSucceeded,
 			events: func(g *Gateway, id string) []order.GatewayEvent {
 				return []order.GatewayEvent{notified(g, EventAuthorisation, testPSP, "", id, true, 1250, ""),

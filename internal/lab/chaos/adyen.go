@@ -31,6 +31,9 @@ type adyenFake struct {
 	rng  *rand.Rand     // the losses; guarded by mu
 	next int            // the next backend; guarded by mu
 	lost map[string]int // eventCode → notifications lost; guarded by mu
+	// delivered holds the notifications a replica accepted, by
+	// noteKey; guarded by mu.
+	delivered map[string]bool
 }
 
 // adyenEnd is the fake Adyen's word at the end of a run.
@@ -41,13 +44,20 @@ type adyenEnd struct {
 	// those a replica accepted.
 	lost map[string]int
 	sent int
+	// delivered holds, by noteKey, the notifications a replica accepted
+	// (a copy of one may be lost and another delivered): what Settle can
+	// know of what only a notification tells (EXPIRE, CAPTURE_FAILED).
+	delivered map[string]bool
 }
+
+// noteKey names a notification by its eventCode and merchantReference.
+func noteKey(eventCode, merchantReference string) string { return eventCode + " " + merchantReference }
 
 // startAdyen starts the proxy in front of the replicas' listeners
 // (hookAddrs) and the fake Adyen, on free loopback ports, its faults
 // seeded from seed.
 func startAdyen(ctx context.Context, seed uint64, hookAddrs []string) (*adyenFake, error) {
-	a := &adyenFake{rng: rand.New(rand.NewPCG(seed, 29)), lost: map[string]int{},
+	a := &adyenFake{rng: rand.New(rand.NewPCG(seed, 29)), lost: map[string]int{}, delivered: map[string]bool{},
 		client: &http.Client{Timeout: 5 * time.Second}}
 	for _, addr := range hookAddrs {
 		a.backends = append(a.backends, "http://"+addr+"/webhooks/adyen")
@@ -89,7 +99,26 @@ func (a *adyenFake) end() adyenEnd {
 	for k, n := range a.lost {
 		lost[k] = n
 	}
-	return adyenEnd{payments: a.fake.Ledger(), techCancels: a.fake.TechnicalCancels(), lost: lost, sent: len(a.fake.Sent())}
+	delivered := make(map[string]bool, len(a.delivered))
+	for k := range a.delivered {
+		delivered[k] = true
+	}
+	return adyenEnd{payments: a.fake.Ledger(), techCancels: a.fake.TechnicalCancels(), lost: lost, sent: len(a.fake.Sent()),
+		delivered: delivered}
+}
+
+// settled reports whether the fake has no hold that lapses within soon
+// and no notification still to deliver; true for a nil a.
+func (a *adyenFake) settled(soon time.Duration) bool {
+	if a == nil {
+		return true
+	}
+	for _, p := range a.fake.Ledger() {
+		if p.Status == adyenfake.StatusAuthorised && time.Until(p.CaptureBefore) < soon {
+			return false
+		}
+	}
+	return a.fake.Pending() == 0
 }
 
 // forward loses a notification now and then (answering "[accepted]", as a
@@ -102,10 +131,11 @@ func (a *adyenFake) forward(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "read the notification", http.StatusBadRequest)
 		return
 	}
+	code, ref := noteOf(body)
 	a.mu.Lock()
 	lose := a.rng.Float64() < adyenLoss
 	if lose {
-		a.lost[eventCode(body)]++
+		a.lost[code]++
 	}
 	to := a.backends[a.next%len(a.backends)]
 	a.next++
@@ -127,21 +157,29 @@ func (a *adyenFake) forward(w http.ResponseWriter, r *http.Request) {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<16))
+	if resp.StatusCode/100 == 2 {
+		a.mu.Lock()
+		a.delivered[noteKey(code, ref)] = true
+		a.mu.Unlock()
+	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = w.Write(out)
 }
 
-// eventCode is the eventCode of a notification's first item.
-func eventCode(body []byte) string {
+// noteOf is the eventCode and merchantReference of a notification's
+// first item (the fake sends one a request).
+func noteOf(body []byte) (code, ref string) {
 	var req struct {
 		NotificationItems []struct {
 			NotificationRequestItem struct {
-				EventCode string `json:"eventCode"`
+				EventCode         string `json:"eventCode"`
+				MerchantReference string `json:"merchantReference"`
 			} `json:"NotificationRequestItem"`
 		} `json:"notificationItems"`
 	}
 	if json.Unmarshal(body, &req) != nil || len(req.NotificationItems) == 0 {
-		return "?"
+		return "?", ""
 	}
-	return req.NotificationItems[0].NotificationRequestItem.EventCode
+	it := req.NotificationItems[0].NotificationRequestItem
+	return it.EventCode, it.MerchantReference
 }

@@ -64,8 +64,16 @@ const (
 	// merchant is the merchant of the clients' API key.
 	merchant = "chaos"
 	// quiesceTimeout bounds the wait for the reconcilers to settle every
-	// CHARGING order at the end.
+	// CHARGING order at the end, as long as their checks make no progress:
+	// each check of an operation still in flight (its reconcile_count
+	// rising) pushes the end of the wait to quiesceTimeout after it, up to
+	// quiesceMax. An operation whose outcome cannot be learnt (Adyen's
+	// notification of it lost) goes to review only after every step of the
+	// schedule, one reconciler round each; on Citus under the faults a
+	// round takes a second or more, so the schedule outlasts a fixed wait,
+	// while one that nobody checks any more still ends it.
 	quiesceTimeout = 60 * time.Second
+	quiesceMax     = 150 * time.Second
 	// deliverTimeout bounds the wait, after quiescence, for every event to
 	// be delivered: a worker killed holding a lease holds its events for
 	// the lease (9 × the 1 s delivery timeout + 5 s), and a refused

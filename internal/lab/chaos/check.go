@@ -117,13 +117,16 @@ const (
 	// refunds as beyond what is left, and a MANUAL order's captured total
 	// is its SUCCEEDED captures' and Adyen's (give or take those in
 	// review); every capture at Adyen is one of Settle's, once, and each
-	// SUCCEEDED one succeeded there.
+	// SUCCEEDED one succeeded there, or Adyen failed it after reporting
+	// it done and a capture_failed review item says so (or its
+	// CAPTURE_FAILED never reached Settle).
 	InvAdyenCapture = 20
 	// InvAdyenHold: no hold forgotten: every payment still holding money
 	// at the end (authorised uncaptured, or waiting for 3-D Secure) is the
 	// attempt its order waits on (AUTHORIZED, REQUIRES_ACTION, or
 	// NEEDS_REVIEW or a capture_failed review item for a person); a VOIDED
-	// order's payment is cancelled.
+	// order's payment is cancelled; no order is AUTHORIZED whose hold
+	// lapsed at Adyen and whose EXPIRE reached Settle.
 	InvAdyenHold = 21
 	// InvAdyenTechnicalCancel: every technical cancel is backed by the
 	// ledger: the attempt it names is Settle's and not the paying attempt
@@ -133,7 +136,9 @@ const (
 	InvAdyenTechnicalCancel = 22
 	// InvAdyenRefunds: the refunds that succeeded at Adyen are Settle's
 	// SUCCEEDED ones (or in review), for their order's payment, each
-	// reference once; every SUCCEEDED refund succeeded there.
+	// reference once; every SUCCEEDED refund succeeded there, or Adyen
+	// failed it after its REFUND and a refund_failed review item says so
+	// (or its REFUND_FAILED never reached Settle).
 	InvAdyenRefunds = 23
 )
 
@@ -244,6 +249,10 @@ type snapshot struct {
 	// capture_failed: Settle took the capture's "received" for a payment,
 	// and the gateway then said it failed; a person is to look.
 	captureFailed map[string]bool
+	// refundFailed holds the attempts with a review item of kind
+	// refund_failed: a refund Settle settled as succeeded, which the
+	// gateway then said failed.
+	refundFailed map[string]bool
 }
 
 func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund,
@@ -306,6 +315,15 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 	s.captureFailed = map[string]bool{}
 	for _, id := range failed {
 		s.captureFailed[id] = true
+	}
+	refundFailed, err := queryAll(ctx, pool, `SELECT attempt_id::text FROM review_items WHERE kind = 'refund_failed'`,
+		func(r pgx.CollectableRow) (id string, err error) { return id, r.Scan(&id) })
+	if err != nil {
+		return s, err
+	}
+	s.refundFailed = map[string]bool{}
+	for _, id := range refundFailed {
+		s.refundFailed[id] = true
 	}
 	s.refundEvents, err = queryAll(ctx, pool, `SELECT refund_id::text, order_id::text, coalesce(from_state, ''), to_state, event,
 		coalesce(event_id, 0), coalesce(type, ''), delivered_at IS NOT NULL FROM refund_events ORDER BY refund_id, id`,
@@ -1350,6 +1368,16 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		voids[v.id] = v
 	}
 
+	// told reports whether a replica accepted the notification: what
+	// only a notification tells (a lapse, a capture that failed after
+	// Adyen reported it done), Settle can know only once it arrived.
+	told := func(code, ref string) bool { return s.adyen.delivered[noteKey(code, ref)] }
+	// failedLater holds the captures Adyen reported done (CAPTURE) and
+	// then failed (CAPTURE_FAILED); untold the attempts of payments with
+	// one whose CAPTURE_FAILED never reached Settle.
+	failedLater, untold := map[string]bool{}, map[string]bool{}
+	refundFailedLater := map[string]bool{} // the refunds Adyen reported done (REFUND), then failed (REFUND_FAILED)
+
 	// Per payment: what it took, and what was asked of it.
 	gwCaptured := map[string]int64{} // Settle's capture → its succeeded capture at Adyen
 	gwRefunded := map[string]int64{} // Settle's refund → its succeeded refund at Adyen
@@ -1367,6 +1395,12 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		var autoCaptures int
 		for _, m := range p.Captures {
 			seen["capture "+m.Reference]++
+			if m.Status == adyenfake.ModFailed && m.Reason == adyenfake.ReasonCaptureFailed {
+				failedLater[m.Reference] = true
+				if !told("CAPTURE_FAILED", m.Reference) {
+					untold[p.Reference] = true
+				}
+			}
 			if m.Status == adyenfake.ModFailed && strings.Contains(m.Reason, "Insufficient balance") {
 				report(InvAdyenCapture, o.id, "Adyen refused capture %s of %d as beyond the hold of payment %s (captured %d of %d)",
 					m.Reference, m.Amount, p.PSPReference, p.AmountCaptured, p.AmountAuthorised)
@@ -1396,12 +1430,18 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 					report(InvAdyenCapture, o.id, "Adyen captured capture %s (%s); Settle has it %s", c.id, m.PSPReference, c.state)
 				}
 			}
+			if failedLater[c.id] && c.state == string(order.CaptureSucceeded) && !s.captureFailed[p.Reference] && told("CAPTURE_FAILED", c.id) {
+				report(InvAdyenCapture, o.id, "Adyen failed capture %s (%s) after reporting it done, and told Settle; Settle has it SUCCEEDED and raised no capture_failed review item",
+					c.id, m.PSPReference)
+			}
 		}
 		if autoCaptures > 1 {
 			report(InvAdyenOneCharge, o.id, "the AUTOMATIC order's payment %s was captured %d times", p.PSPReference, autoCaptures)
 		}
 		for _, m := range p.Refunds {
 			seen["refund "+m.Reference]++
+			refundFailedLater[m.Reference] = refundFailedLater[m.Reference] ||
+				m.Status == adyenfake.ModFailed && m.Reason == adyenfake.ReasonRefundFailed
 			r, ok := refunds[m.Reference]
 			if !ok || r.order != o.id {
 				report(InvAdyenRefunds, o.id, "Adyen refund %s of payment %s has reference %q, which is no refund of the order's", m.PSPReference, p.PSPReference, m.Reference)
@@ -1410,7 +1450,11 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 			if m.Amount != r.amount || m.Currency != r.currency {
 				report(InvAdyenRefunds, o.id, "Adyen refund %s is for %d %s, refund %s for %d %s", m.PSPReference, m.Amount, m.Currency, r.id, r.amount, r.currency)
 			}
-			if m.Status == adyenfake.ModFailed && strings.Contains(m.Reason, "Insufficient balance") {
+			// A refund of an order whose capture failed after Adyen reported
+			// it done (a person was told, or Settle never heard) finds
+			// nothing taken: Settle had it for paid.
+			capFailed := s.captureFailed[p.Reference] || untold[p.Reference]
+			if m.Status == adyenfake.ModFailed && strings.Contains(m.Reason, "Insufficient balance") && !capFailed {
 				report(InvAdyenRefunds, o.id, "Adyen refused refund %s of %d as beyond what payment %s took (%d, %d refunded)",
 					r.id, m.Amount, p.PSPReference, p.AmountCaptured, p.AmountRefunded)
 			}
@@ -1444,13 +1488,20 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		}
 		if holdsMoney(p) {
 			// A capture_failed review item tells a person of the hold.
-			waits := paying && (o.state == string(order.StateNeedsReview) || s.captureFailed[p.Reference] ||
+			waits := paying && (o.state == string(order.StateNeedsReview) || s.captureFailed[p.Reference] || untold[p.Reference] ||
 				p.Status == adyenfake.StatusRedirectShopper && o.state == string(order.StateRequiresAction) ||
 				p.Status != adyenfake.StatusRedirectShopper && o.state == string(order.StateAuthorized))
 			if !waits {
 				report(InvAdyenHold, o.id, "Adyen payment %s (attempt %s) still holds %d %s (%s); the order is %s with attempt %s",
 					p.PSPReference, p.Reference, p.Amount, p.Currency, p.Status, o.state, o.current)
 			}
+		}
+		// A capture in review (its outcome never learnt) holds the order
+		// AUTHORIZED for a person, lapsed or not.
+		if p.Status == adyenfake.StatusExpired && paying && o.state == string(order.StateAuthorized) && !inReview[o.id] &&
+			told("EXPIRE", p.Reference) {
+			report(InvAdyenHold, o.id, "Adyen's hold %s (attempt %s) lapsed and its EXPIRE reached Settle; the order is still AUTHORIZED",
+				p.PSPReference, p.Reference)
 		}
 	}
 	for _, ref := range slices.Sorted(maps.Keys(seen)) {
@@ -1470,7 +1521,7 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		}
 		if paidState(o.state) {
 			switch {
-			case (pay == nil || pay.AmountCaptured == 0) && !s.captureFailed[o.current]:
+			case (pay == nil || pay.AmountCaptured == 0) && !s.captureFailed[o.current] && !untold[o.current]:
 				report(InvAdyenChargeSettled, o.id, "%s with attempt %s; Adyen took nothing for it, and no review item says its capture failed",
 					o.state, o.current)
 			case attempts[o.current].outcome != string(order.OutcomeSucceeded):
@@ -1483,7 +1534,7 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		if !o.manual {
 			continue
 		}
-		var succeeded, review int64
+		var succeeded, review, failed int64
 		for _, c := range s.captures {
 			if c.order != o.id {
 				continue
@@ -1491,6 +1542,12 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 			switch c.state {
 			case string(order.CaptureSucceeded):
 				succeeded += c.amount
+				if failedLater[c.id] {
+					// Adyen took nothing for it: checked above, with
+					// what Settle was told.
+					failed += c.amount
+					continue
+				}
 				if gwCaptured[c.id] != c.amount {
 					report(InvAdyenCapture, o.id, "capture %s is SUCCEEDED; Adyen captured %d of its %d", c.id, gwCaptured[c.id], c.amount)
 				}
@@ -1504,12 +1561,18 @@ func checkAdyen(s snapshot, orders map[string]dbOrder, attempts map[string]dbAtt
 		if o.captured != succeeded {
 			report(InvAdyenCapture, o.id, "captured %d, its SUCCEEDED captures amount to %d", o.captured, succeeded)
 		}
-		if g := capturedByOrder[o.id]; g < succeeded || g > succeeded+review {
+		if g := capturedByOrder[o.id]; g < succeeded-failed || g > succeeded+review {
 			report(InvAdyenCapture, o.id, "Adyen captured %d; Settle's SUCCEEDED captures amount to %d (and %d in review)", g, succeeded, review)
 		}
 	}
 	for _, r := range s.refunds {
 		if orders[r.order].gateway == adyenGateway && r.state == string(order.RefundSucceeded) && gwRefunded[r.id] != r.amount {
+			if refundFailedLater[r.id] && gwRefunded[r.id] == 0 &&
+				(s.refundFailed[orders[r.order].current] || !told("REFUND_FAILED", r.id)) {
+				// A person was told the money did not go back, or Settle
+				// never heard that it did not.
+				continue
+			}
 			report(InvAdyenRefunds, r.order, "refund %s is SUCCEEDED; Adyen refunded %d of its %d", r.id, gwRefunded[r.id], r.amount)
 		}
 	}

@@ -267,7 +267,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err := h.calm(ctx, clients); err != nil {
 		return err
 	}
-	if err := h.quiesce(ctx); err != nil {
+	if err := h.quiesce(ctx, ady); err != nil {
 		return err
 	}
 	if err := h.waitDelivered(ctx); err != nil {
@@ -408,38 +408,61 @@ func (h *harness) waitServing(ctx context.Context, clients []settlev1.OrderServi
 // well short of the simulator's default lifetime.
 const lapseSoon = time.Minute
 
-// quiesce waits, within quiesceTimeout, until no order is CHARGING or
-// REQUIRES_ACTION (abandoned challenges expire), no refund, capture or void
-// is in flight, and no authorization is open within lapseSoon of its
-// capture_before.
-func (h *harness) quiesce(ctx context.Context) error {
-	deadline := time.Now().Add(quiesceTimeout)
-	last := int64(-1)
+// quiesce waits until no order is CHARGING or REQUIRES_ACTION (abandoned
+// challenges expire), no refund, capture or void is in flight, no
+// authorization is open within lapseSoon of its capture_before, and the
+// fake Adyen (ady, nil if none) has no hold about to lapse and no
+// notification still to deliver (an EXPIRE makes an order's hold due):
+// within quiesceTimeout of the start or of the last check of one of
+// them, and quiesceMax in all.
+func (h *harness) quiesce(ctx context.Context, ady *adyenFake) error {
+	start := time.Now()
+	deadline := start.Add(quiesceTimeout)
+	last, lastChecks := int64(-1), int64(-1)
 	for {
-		var n, refunding int64
+		var n, refunding, checks int64
 		// Captures and voids in flight count as refunds do, and so do
 		// authorizations past capture_before or about to be (the
 		// workload's short holds), which the reconcilers are to look up
-		// once it passes: the gateway says whether they lapsed.
+		// once it passes: the gateway says whether they lapsed (but for
+		// those with a capture in review, which wait for a person).
+		// checks counts the checks of what is in flight.
 		err := h.pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION')),
 			(SELECT count(*) FROM refunds WHERE state = 'REFUNDING')
 			+ (SELECT count(*) FROM captures WHERE state = 'CAPTURING')
 			+ (SELECT count(*) FROM voids WHERE state = 'VOIDING')
-			+ (SELECT count(*) FROM orders WHERE state = 'AUTHORIZED' AND capture_before < now() + $1::interval)`,
-			lapseSoon).Scan(&n, &refunding)
+			+ (SELECT count(*) FROM orders o WHERE state = 'AUTHORIZED' AND capture_before < now() + $1::interval
+				AND NOT EXISTS (SELECT 1 FROM captures c WHERE c.merchant_id = o.merchant_id AND c.order_id = o.id
+					AND c.state = 'NEEDS_REVIEW')),
+			(SELECT coalesce(sum(reconcile_count), 0) FROM orders WHERE state IN ('CHARGING', 'REQUIRES_ACTION'))
+			+ (SELECT coalesce(sum(reconcile_count), 0) FROM refunds WHERE state = 'REFUNDING')
+			+ (SELECT coalesce(sum(reconcile_count), 0) FROM captures WHERE state = 'CAPTURING')
+			+ (SELECT coalesce(sum(reconcile_count), 0) FROM voids WHERE state = 'VOIDING')`,
+			lapseSoon).Scan(&n, &refunding, &checks)
 		if err == nil && n+refunding != last {
 			h.logf("%d orders CHARGING or REQUIRES_ACTION, %d refunds, captures or voids in flight or holds past capture_before", n, refunding)
 			last = n + refunding
 		}
+		if err == nil && checks != lastChecks {
+			// Checked since: the schedule is running, not stuck.
+			if lastChecks >= 0 {
+				deadline = time.Now().Add(quiesceTimeout)
+				if limit := start.Add(quiesceMax); deadline.After(limit) {
+					deadline = limit
+				}
+			}
+			lastChecks = checks
+		}
 		n += refunding
-		if err == nil && n == 0 {
+		if err == nil && n == 0 && ady.settled(lapseSoon) {
 			return nil
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			h.logf("orders still CHARGING or REQUIRES_ACTION, or refunds REFUNDING, after %s", quiesceTimeout)
+			h.logf("orders still CHARGING or REQUIRES_ACTION, or refunds REFUNDING, after %s (%s since a check of them)",
+				time.Since(start).Round(time.Second), quiesceTimeout)
 			return nil // the check reports them
 		}
 		time.Sleep(200 * time.Millisecond)

@@ -348,21 +348,30 @@ func (c *checkout) run(ctx context.Context, n int) {
 
 // runAdyen is a checkout on the fake Adyen: its random faults on tok_ok
 // and tok_random, answers held past the gateway timeout (tok_timeout),
-// 3-D Secure and declines; automatic and manual capture alike.
+// 3-D Secure and declines; captures that Adyen reports done and then
+// failed (tok_capture_fail), refunds the same (tok_refund_fail), and holds
+// that lapse within the run, told by EXPIRE (tok_lapse_<ms>); automatic
+// and manual capture alike.
 func (c *checkout) runAdyen(ctx context.Context, n int) {
 	token := "tok_ok"
 	switch x := c.rng.Float64(); {
 	case x < 0.1:
 		token = "tok_decline"
-	case x < 0.25:
+	case x < 0.22:
 		token = tok3DS
-	case x < 0.35:
+	case x < 0.3:
 		token = "tok_timeout"
-	case x < 0.6:
+	case x < 0.5:
 		token = "tok_random"
+	case x < 0.57:
+		token = "tok_capture_fail"
+	case x < 0.64:
+		token = "tok_refund_fail"
+	case x < 0.7:
+		token = fmt.Sprintf("tok_lapse_%d", lapseAfter.Milliseconds())
 	}
 	capture := settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC
-	if c.rng.Float64() < c.w.manualShare {
+	if c.rng.Float64() < c.w.manualShare || strings.HasPrefix(token, "tok_lapse_") {
 		capture = settlev1.CaptureMode_CAPTURE_MODE_MANUAL
 	}
 	c.pay(ctx, n, "adyen", token, capture)
@@ -421,7 +430,7 @@ func (c *checkout) pay(ctx context.Context, n int, gateway, token string, captur
 			return
 		case settlev1.OrderState_ORDER_STATE_PAID:
 			if x < 0.9 {
-				c.refunds(ctx, o, n)
+				c.refunds(ctx, o, n, token == "tok_refund_fail")
 				return
 			}
 			// The customer did not see the confirmation and pays again.
@@ -588,9 +597,10 @@ func (c *checkout) doubleClick(ctx context.Context, orderID, requestID, pm strin
 
 // refunds gives some or all of a paid order's money back, now and then:
 // the whole of it, a part and perhaps the rest, or two refunds that do not
-// both fit, sent to two replicas at once (two operators clicking).
-func (c *checkout) refunds(ctx context.Context, o *settlev1.Order, n int) {
-	if c.rng.Float64() >= 0.35 {
+// both fit, sent to two replicas at once (two operators clicking); always
+// when always is set.
+func (c *checkout) refunds(ctx context.Context, o *settlev1.Order, n int, always bool) {
+	if c.rng.Float64() >= 0.35 && !always {
 		return
 	}
 	amount := o.GetAmount().GetAmountMinor()

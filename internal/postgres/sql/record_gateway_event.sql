@@ -8,12 +8,20 @@
 --                   for this very attempt, or the capture, void or refund
 --                   is in flight: it becomes due now, and the reconcilers
 --                   are told; their guarded lookup decides, never the event.
+--                   So too an AUTHORIZED order whose hold the event reports
+--                   ended without money moving (Adyen's EXPIRE: the hold
+--                   lapsed before the capture_before Settle assumed): its
+--                   capture_before is brought to now, which makes its hold
+--                   due for the reconcilers' lookup (claim_due_holds.sql).
 --   review          the event reports a success for an attempt that its
 --                   order does not hold as in flight, held or paid: a
 --                   possible second charge, raised as a review item.
 --   capture_failed  the event reports a decline of the operation that took
 --                   the order's money (the attempt that paid it, or a
 --                   succeeded capture): raised as a review item.
+--   refund_failed   the event reports a decline of a succeeded refund
+--                   (Adyen's REFUND_FAILED after its REFUND): the money did
+--                   not go back after all; raised as a review item.
 --   ignored         anything else about a known operation.
 --   unknown_object  nothing of ours.
 --
@@ -64,12 +72,15 @@ WITH target AS (
 		WHEN ord.id IS NULL THEN 'unknown_object'
 		WHEN @about = '' AND ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW')
 			AND ord.current_attempt = @matched_id::uuid THEN 'woken'
+		WHEN @about = '' AND ord.state = 'AUTHORIZED' AND ord.current_attempt = @matched_id::uuid
+			AND @outcome::text = 'succeeded' AND NOT @succeeded::bool THEN 'woken'
 		WHEN @about <> '' AND op.state IN ('CAPTURING', 'VOIDING', 'REFUNDING') THEN 'woken'
 		WHEN @about = '' AND @succeeded::bool AND NOT (ord.current_attempt = @matched_id::uuid
 			AND ord.state IN ('AUTHORIZED', 'PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) THEN 'review'
 		WHEN @outcome::text = 'declined' AND ((@about = '' AND ord.current_attempt = @matched_id::uuid
 			AND ord.state IN ('PAID', 'PARTIALLY_REFUNDED', 'REFUNDED')) OR (@about = 'capture' AND op.state = 'SUCCEEDED'))
 			THEN 'capture_failed'
+		WHEN @outcome::text = 'declined' AND @about = 'refund' AND op.state = 'SUCCEEDED' THEN 'refund_failed'
 		ELSE 'ignored' END AS result
 	FROM (SELECT 1) one LEFT JOIN ord ON true
 		LEFT JOIN (SELECT state FROM cap UNION ALL SELECT state FROM vd UNION ALL SELECT state FROM ref) op ON true
@@ -83,10 +94,11 @@ WITH target AS (
 	ON CONFLICT (merchant_id, gateway, event_id) DO NOTHING
 	RETURNING merchant_id, order_id, attempt_id, result
 ), due AS (
-	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now())
+	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now()),
+		capture_before = CASE WHEN o.state = 'AUTHORIZED' THEN least(o.capture_before, now()) ELSE o.capture_before END
 	FROM ins
 	WHERE ins.result = 'woken' AND @about = '' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
-		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') AND o.current_attempt = ins.attempt_id
+		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW', 'AUTHORIZED') AND o.current_attempt = ins.attempt_id
 	RETURNING o.id
 ), due_capture AS (
 	UPDATE captures c SET reconcile_at = least(c.reconcile_at, now())
@@ -108,9 +120,9 @@ WITH target AS (
 	RETURNING r.order_id
 ), review AS (
 	INSERT INTO review_items (merchant_id, kind, order_id, attempt_id, gateway, event_id)
-	SELECT ins.merchant_id, CASE WHEN ins.result = 'review' THEN 'possible_double_charge' ELSE 'capture_failed' END,
+	SELECT ins.merchant_id, CASE WHEN ins.result = 'review' THEN 'possible_double_charge' ELSE ins.result END,
 		ins.order_id, CASE WHEN @about = '' THEN ins.attempt_id ELSE v.current_attempt END, @gateway, @event_id
-	FROM ins, verdict v WHERE ins.result IN ('review', 'capture_failed')
+	FROM ins, verdict v WHERE ins.result IN ('review', 'capture_failed', 'refund_failed')
 	ON CONFLICT (merchant_id, attempt_id, kind) DO NOTHING
 	RETURNING id
 )

@@ -103,12 +103,17 @@
 //	tok_5xx              500; nothing is made.
 //	tok_slow_<ms>        takes <ms> to authorise (its key in flight), then
 //	                     answers.
-//	tok_lapse_<ms>       authorises for <ms> only: later captures fail.
+//	tok_lapse_<ms>       authorises for <ms> only: then EXPIRE is sent, and
+//	                     later captures fail.
 //	tok_capture_fail     authorises; each capture is CAPTURE success "true",
 //	                     then CAPTURE_FAILED (the ledger: failed, nothing taken).
 //	tok_refund_fail      authorises; each refund is REFUND, then REFUND_FAILED.
 //	tok_silent           authorises; no notification about it, or its
 //	                     modifications, is ever sent.
+//
+// Any hold lapses when its lifetime (Config.AuthorizationLifetime) is
+// over with nothing captured: EXPIRE, success "true", pspReference and
+// merchantReference the payment's, amount what was held.
 //
 // Any other token is Refused "Invalid Card Number" ("8"). CAPTURE_FAILED
 // and REFUND_FAILED carry success "true", as Adyen sends them: the event

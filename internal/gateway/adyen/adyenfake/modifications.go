@@ -5,6 +5,13 @@ import (
 	"time"
 )
 
+// The reasons in the ledger of a tok_capture_fail capture and a
+// tok_refund_fail refund: Adyen reported each done, then failed it.
+const (
+	ReasonCaptureFailed = "Capture failed"
+	ReasonRefundFailed  = "Refund failed"
+)
+
 // failedLaterDelay is how long after the CAPTURE (or REFUND) notification of a
 // tok_capture_fail (tok_refund_fail) payment its CAPTURE_FAILED
 // (REFUND_FAILED) is due.
@@ -54,7 +61,7 @@ func (s *Server) beginLocked(req request) (m modification, a answer, ok bool) {
 		}
 	}
 	m.now = time.Now().UTC()
-	m.p.lapse(m.now)
+	s.lapseLocked(m.p, m.now)
 	return m, answer{}, true
 }
 
@@ -135,7 +142,7 @@ func (s *Server) handleCapture(req request) answer {
 		mod.Status, mod.Reason = ModFailed, "Insufficient balance on payment"
 	case p.Token == "tok_capture_fail":
 		// Adyen accepts it (CAPTURE success), then the scheme fails it.
-		mod.Status, mod.Reason, failedLater = ModFailed, "Capture failed", true
+		mod.Status, mod.Reason, failedLater = ModFailed, ReasonCaptureFailed, true
 	default:
 		p.AmountCaptured += mod.Amount
 		p.Status = StatusCaptured
@@ -188,7 +195,7 @@ func (s *Server) handleRefund(req request) answer {
 	case p.AmountRefunded+mod.Amount > p.AmountCaptured:
 		mod.Status, mod.Reason = ModFailed, "Insufficient balance on payment"
 	case p.Token == "tok_refund_fail":
-		mod.Status, mod.Reason, failedLater = ModFailed, "Refund failed", true
+		mod.Status, mod.Reason, failedLater = ModFailed, ReasonRefundFailed, true
 	default:
 		p.AmountRefunded += mod.Amount
 	}
@@ -230,7 +237,7 @@ func (s *Server) handleTechnicalCancel(req request) answer {
 		Currency: "EUR", // Adyen's notification needs an amount, even with no payment
 	}
 	for _, p := range found {
-		p.lapse(now)
+		s.lapseLocked(p, now)
 		switch p.Status {
 		case StatusCaptured:
 			mod.Status, mod.Reason = ModFailed, "Payment already captured"

@@ -166,6 +166,14 @@ func (s *Server) Sent() []Notification {
 	return append([]Notification(nil), s.sent...)
 }
 
+// Pending returns how many planned deliveries of notifications the
+// receiver has not accepted yet.
+func (s *Server) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.planned - len(s.sent)
+}
+
 // deliver sends d when it is due and again, with backoff, until the
 // receiver answers 2xx "[accepted]" or the fake closes.
 func (s *Server) deliver(d delivery) {

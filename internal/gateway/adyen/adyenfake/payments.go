@@ -105,7 +105,7 @@ func (s *Server) Ledger() []Payment {
 	now := time.Now()
 	out := make([]Payment, len(s.payments))
 	for i, p := range s.payments {
-		p.lapse(now)
+		s.lapseLocked(p, now)
 		out[i] = p.Payment
 		out[i].Captures = slices.Clone(p.Captures)
 		out[i].Cancels = slices.Clone(p.Cancels)
@@ -123,11 +123,41 @@ func (s *Server) TechnicalCancels() []Modification {
 	return slices.Clone(s.techCancels)
 }
 
-// lapse lets an authorisation lapse once its CaptureBefore has come.
-func (p *payment) lapse(now time.Time) {
-	if p.Status == StatusAuthorised && !now.Before(p.CaptureBefore) {
-		p.Status = StatusExpired
+// lapseLocked lets an authorisation lapse once its CaptureBefore has
+// come, and tells it as Adyen does: EXPIRE ("the remaining uncaptured
+// amount expired"), about the payment by its pspReference and the
+// merchant's reference, for the amount that was held.
+func (s *Server) lapseLocked(p *payment, now time.Time) {
+	if p.Status != StatusAuthorised || now.Before(p.CaptureBefore) {
+		return
 	}
+	p.Status = StatusExpired
+	if p.silent {
+		return
+	}
+	s.notifyLocked(item{
+		PSPReference: p.PSPReference, MerchantReference: p.Reference, EventCode: "EXPIRE",
+		Amount: amount{p.Currency, p.AmountAuthorised - p.AmountCaptured}, Success: true,
+	}, now, 0)
+}
+
+// authoriseLocked authorises p from now (payment.authorise) and, for a
+// hold, lets it lapse when its CaptureBefore comes, whether or not
+// anything asks about it then, so that its EXPIRE is sent on time.
+func (s *Server) authoriseLocked(p *payment, now time.Time) {
+	p.authorise(now)
+	if p.Status != StatusAuthorised {
+		return
+	}
+	time.AfterFunc(p.CaptureBefore.Sub(now), func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		select {
+		case <-s.stopping:
+		default:
+			s.lapseLocked(p, time.Now().UTC())
+		}
+	})
 }
 
 // authorise makes p authorised from now: held, or captured in full
@@ -280,7 +310,7 @@ func (s *Server) handlePayment(req request) answer {
 	out := paymentResponse{PSPReference: p.PSPReference, MerchantReference: p.Reference}
 	switch outcome {
 	case StatusAuthorised:
-		p.authorise(now)
+		s.authoriseLocked(p, now)
 		out.ResultCode, out.Amount = "Authorised", &amount{p.Currency, p.Amount}
 		s.notifyPaymentLocked(p, now, 0)
 	case StatusRefused, StatusError:
@@ -320,7 +350,7 @@ func (s *Server) receiveLaterLocked(p *payment) {
 		defer s.mu.Unlock()
 		if p.Status == StatusReceived {
 			now := time.Now().UTC()
-			p.authorise(now)
+			s.authoriseLocked(p, now)
 			s.notifyPaymentLocked(p, now, 0)
 		}
 	}()
@@ -436,7 +466,7 @@ func (s *Server) handleChallenge(w http.ResponseWriter, r *http.Request) {
 	if p.Status == StatusRedirectShopper {
 		now := time.Now().UTC()
 		if result == "authorised" {
-			p.authorise(now)
+			s.authoriseLocked(p, now)
 		} else {
 			p.Status, p.RefusalReason = StatusRefused, "3D Not Authenticated"
 		}

@@ -317,9 +317,20 @@ func TestCapturesCancelsRefunds(t *testing.T) {
 		t.Errorf("ledger: %+v", p)
 	}
 
-	// tok_lapse_<ms>: captures after the lapse fail.
+	// tok_lapse_<ms>: the hold lapses when its time comes, asked about or
+	// not, and Adyen says so (EXPIRE, about the payment, for what was
+	// held); captures after the lapse fail.
 	psp = e.pay("lapse", "tok_lapse_50", 1000)["pspReference"].(string)
-	time.Sleep(100 * time.Millisecond)
+	got = e.rc.wait("lapse", 2) // AUTHORISATION, then EXPIRE
+	codes = map[string]string{got[0].EventCode: got[0].Success, got[1].EventCode: got[1].Success}
+	if codes["AUTHORISATION"] != "true" || codes["EXPIRE"] != "true" {
+		t.Errorf("tok_lapse_50: %+v", got)
+	}
+	for _, n := range got {
+		if n.EventCode == "EXPIRE" && (n.PSPReference != psp || n.Amount.Value != 1000) {
+			t.Errorf("EXPIRE: %+v", n)
+		}
+	}
 	if n := e.modify("/payments/"+psp+"/captures", captureBody("lapse:c", 1000), "lapse:c", 1)[0]; n.Success != "false" || n.Reason != "Authorisation expired" {
 		t.Errorf("capture after the lapse: %+v", n)
 	}
