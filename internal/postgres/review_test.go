@@ -121,6 +121,22 @@ func reviewQueue(t *testing.T, s *postgres.Store, merchant string) map[order.Rev
 		ObjectID: "ch_failed", AttemptID: a, Outcome: order.OutcomeDeclined, DeclineCode: "Capture failed"},
 		order.EventReviewCaptureFailed)
 	out[order.ReviewCaptureFailed] = rec.AttemptID
+
+	// A failure reported for a refund that succeeded.
+	o, a = claim(create("refund-failed", ""), "refund-failed")
+	o = settle(o, a, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch"}, order.EventSucceed, order.StatePaid, "")
+	rf, err := s.ClaimRefund(ctx, refundClaimOf(o, merchant+"-refund-failed", 0))
+	if err != nil || !rf.Claimed {
+		t.Fatalf("claim refund: %+v, %v", rf, err)
+	}
+	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(o.MerchantID, rf.Refund.ID,
+		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)); err != nil || !ok {
+		t.Fatalf("settle refund: %v, %v", ok, err)
+	}
+	rec = record(t, s, order.GatewayEvent{Gateway: "sim", ID: merchant + "-evt-refund-failed", Type: "REFUND_FAILED",
+		ObjectID: "re", AttemptID: rf.Refund.ID, About: order.EventAboutRefund, Outcome: order.OutcomeDeclined},
+		order.EventReviewRefundFailed)
+	out[order.ReviewRefundFailed] = a
 	return out
 }
 
@@ -157,8 +173,8 @@ func testReviewQueue(t *testing.T, db storeDB) {
 	b := reviewQueue(t, s, "merchant-b")
 
 	all := listAll(t, s, order.ReviewFilter{Scope: order.AnyMerchant, Limit: 100})
-	if len(all) != 12 {
-		t.Fatalf("%d items in the queue, want 12: %+v", len(all), all)
+	if len(all) != 2*len(order.ReviewKinds) {
+		t.Fatalf("%d items in the queue, want %d: %+v", len(all), 2*len(order.ReviewKinds), all)
 	}
 	if !slices.IsSortedFunc(all, func(x, y order.ReviewItem) int { return x.RaisedAt.Compare(y.RaisedAt) }) {
 		t.Errorf("the queue is not oldest first: %+v", all)
@@ -185,7 +201,7 @@ func testReviewQueue(t *testing.T, db storeDB) {
 			if it.ID != id || it.OperationID != id || it.LastError != string(kind)+" lookup failed" {
 				t.Errorf("%s: %+v, want %s", kind, it, id)
 			}
-		case order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed:
+		case order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed, order.ReviewRefundFailed:
 			if it.AttemptID != id || it.EventID == "" || it.EventType == "" || it.Outcome == "" {
 				t.Errorf("%s: %+v, want attempt %s and its event", kind, it, id)
 			}
@@ -203,8 +219,8 @@ func testReviewQueue(t *testing.T, db storeDB) {
 		}
 	}
 	own := listAll(t, s, order.ReviewFilter{Scope: order.ForMerchant("merchant-b"), Limit: 100})
-	if len(own) != 6 {
-		t.Errorf("merchant-b's queue: %d items, want 6", len(own))
+	if len(own) != len(order.ReviewKinds) {
+		t.Errorf("merchant-b's queue: %d items, want %d", len(own), len(order.ReviewKinds))
 	}
 	for _, it := range own {
 		if it.MerchantID != "merchant-b" {
@@ -304,7 +320,7 @@ func TestReviewQueueUsesIndexes(t *testing.T) {
 			{Scope: order.AnyMerchant, Limit: 5},
 			{Scope: order.AnyMerchant, Kind: order.ReviewRefund, Limit: 5},
 		} {
-			if got := listAll(t, s, f); len(got) > 6 && !f.Scope.IsAnyMerchant() {
+			if got := listAll(t, s, f); len(got) > len(order.ReviewKinds) && !f.Scope.IsAnyMerchant() {
 				t.Fatalf("%+v: %d items", f, len(got))
 			}
 		}
