@@ -130,7 +130,7 @@ func (f *adyenFixture) loses(body []byte) bool {
 func (f *adyenFixture) charge(t *testing.T, token string, capture order.CaptureMode) (order.Order, *order.Attempt) {
 	t.Helper()
 	ctx := context.Background()
-	in := newOrder(stripeRef(), token)
+	in := newOrder(uniqueRef(), token)
 	in.Amount.Currency, in.Capture = "EUR", capture
 	o, err := f.svc.Create(ctx, merchant, in)
 	if err != nil {

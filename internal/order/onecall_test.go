@@ -20,7 +20,7 @@ func TestCreateAndChargeThreeDSecure(t *testing.T) {
 	t.Parallel()
 	f := newStripeFixture(t, "sk_test_settle")
 	ctx := context.Background()
-	n := newOrder(stripeRef(), stripetest.TokenRequiresAction)
+	n := newOrder(uniqueRef(), stripetest.TokenRequiresAction)
 	in := order.ChargeInput{RequestID: "one-call-3ds-1", CustomerPresent: true, ReturnURL: "https://checkout.example/return"}
 
 	o, a, err := f.svc.CreateAndCharge(ctx, merchant, n, in)
@@ -65,7 +65,7 @@ func TestCreateAndChargeSavedCard(t *testing.T) {
 	ctx := context.Background()
 	const customer = "cus_OneCall4242"
 
-	n := newOrder(stripeRef(), stripetest.TokenVisa)
+	n := newOrder(uniqueRef(), stripetest.TokenVisa)
 	in := order.ChargeInput{RequestID: "one-call-saved-1", Customer: customer}
 	o, a, err := f.svc.CreateAndCharge(ctx, merchant, n, in)
 	if err != nil || o.State != order.StatePaid || a == nil || a.Customer != customer {
@@ -83,7 +83,7 @@ func TestCreateAndChargeSavedCard(t *testing.T) {
 
 	// The create's answer is lost: the reconciler replays it with the
 	// attempt's customer and cancels the one PaymentIntent.
-	o, a, err = f.svc.CreateAndCharge(ctx, merchant, newOrder(stripeRef(), stripetest.TokenCreateDropped),
+	o, a, err = f.svc.CreateAndCharge(ctx, merchant, newOrder(uniqueRef(), stripetest.TokenCreateDropped),
 		order.ChargeInput{RequestID: "one-call-saved-2", Customer: customer})
 	if err != nil || o.State != order.StateCharging || a.Customer != customer {
 		t.Fatalf("CreateAndCharge = %+v, %+v, %v; want CHARGING for %s", o, a, err, customer)
@@ -109,11 +109,11 @@ func TestCreateAndChargeSavedCardConflictCreatesNothing(t *testing.T) {
 	f := newStripeFixture(t, "sk_test_settle")
 	ctx := context.Background()
 	in := order.ChargeInput{RequestID: "one-call-saved-taken", Customer: "cus_OneCallTaken42"}
-	if _, _, err := f.svc.CreateAndCharge(ctx, merchant, newOrder(stripeRef(), stripetest.TokenVisa), in); err != nil {
+	if _, _, err := f.svc.CreateAndCharge(ctx, merchant, newOrder(uniqueRef(), stripetest.TokenVisa), in); err != nil {
 		t.Fatal(err)
 	}
 	for _, customer := range []string{in.Customer, "cus_SomeoneElse42", ""} {
-		n := newOrder(stripeRef(), stripetest.TokenVisa)
+		n := newOrder(uniqueRef(), stripetest.TokenVisa)
 		again := in
 		again.Customer = customer
 		var conflict *order.ConflictError
@@ -144,7 +144,7 @@ func TestCreateAndChargeValidatesAsCharge(t *testing.T) {
 		{Customer: "cus_4242 4242"},
 	} {
 		in.RequestID = "one-call-bad-request"
-		n := newOrder(stripeRef(), stripetest.TokenVisa)
+		n := newOrder(uniqueRef(), stripetest.TokenVisa)
 		_, _, err := f.svc.CreateAndCharge(ctx, merchant, n, in)
 		var verr *order.ValidationError
 		if !errors.As(err, &verr) {

@@ -86,7 +86,7 @@ func newStripeFixtureExpiring(t *testing.T, key string, expiry, timeout time.Dur
 func (f *stripeFixture) charge(t *testing.T, token string) (order.Order, *order.Attempt, error) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), token))
+	o, err := f.svc.Create(ctx, merchant, newOrder(uniqueRef(), token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -300,18 +300,18 @@ func TestStripeAmountsCheckedAtCreate(t *testing.T) {
 	}
 }
 
-var stripeRefs atomic.Int64
+var uniqueRefs atomic.Int64
 
-// stripeRef is a merchant reference of its own (an id could read as a card
-// number, which the API refuses).
-func stripeRef() string { return fmt.Sprintf("stripe-inv-%d", stripeRefs.Add(1)) }
+// uniqueRef is a merchant reference of its own (an id could read as a card
+// number, which the API refuses), for the tests of every gateway.
+func uniqueRef() string { return fmt.Sprintf("stripe-inv-%d", uniqueRefs.Add(1)) }
 
 // chargePresent creates an order paid with token and charges it with the
 // customer at the checkout.
 func (f *stripeFixture) chargePresent(t *testing.T, token string) (order.Order, *order.Attempt, order.ChargeInput) {
 	t.Helper()
 	ctx := context.Background()
-	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), token))
+	o, err := f.svc.Create(ctx, merchant, newOrder(uniqueRef(), token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestStripeSavedCardCustomer(t *testing.T) {
 	t.Parallel()
 	f := newStripeFixture(t, "sk_test_settle")
 	ctx := context.Background()
-	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), stripetest.TokenCreateDropped))
+	o, err := f.svc.Create(ctx, merchant, newOrder(uniqueRef(), stripetest.TokenCreateDropped))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +546,7 @@ func TestChargeCustomerValidated(t *testing.T) {
 	t.Parallel()
 	f := newStripeFixture(t, "sk_test_settle")
 	ctx := context.Background()
-	o, err := f.svc.Create(ctx, merchant, newOrder(stripeRef(), stripetest.TokenVisa))
+	o, err := f.svc.Create(ctx, merchant, newOrder(uniqueRef(), stripetest.TokenVisa))
 	if err != nil {
 		t.Fatal(err)
 	}
