@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"io"
 	"log/slog"
 	"net/http"
@@ -44,6 +45,18 @@ func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receive
 			t.Errorf("delivery does not verify: %v", err)
 			w.WriteHeader(http.StatusBadRequest)
 			return
+		}
+		// The Standard Webhooks headers, checked by the spec's own library:
+		// this secret is not in its whsec_ form, so it is a raw key.
+		if std, err := standardwebhooks.NewWebhookRaw([]byte(secret)); err != nil {
+			t.Fatal(err)
+		} else if err := std.Verify(body, r.Header); err != nil {
+			t.Errorf("delivery does not verify as a Standard Webhook: %v", err)
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		if r.Header.Get("webhook-id") != r.Header.Get("Settle-Event-Id") {
+			t.Errorf("webhook-id %q, Settle-Event-Id %q", r.Header.Get("webhook-id"), r.Header.Get("Settle-Event-Id"))
 		}
 		var ev struct {
 			ID   string `json:"id"`

@@ -24,6 +24,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -320,7 +321,11 @@ func (d *Deliverer) post(ctx context.Context, ep Endpoint, e order.Notification)
 	req.Header.Set("User-Agent", "Settle-Webhooks/1")
 	req.Header.Set("Settle-Event-Id", e.ID())
 	req.Header.Set("Settle-Event-Type", e.Type)
-	req.Header.Set(SignatureHeader, SignatureValue(ep.Secrets, time.Now(), body))
+	now := time.Now()
+	req.Header.Set(SignatureHeader, SignatureValue(ep.Secrets, now, body))
+	req.Header.Set(HeaderWebhookID, e.ID())
+	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderWebhookSignature, StandardSignature(ep.Secrets, e.ID(), now, body))
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		// The error quotes the URL, which may hold the merchant's token.

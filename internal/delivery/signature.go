@@ -3,6 +3,7 @@ package delivery
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -68,4 +69,41 @@ func Verify(header string, body []byte, secrets []string, tolerance time.Duratio
 		}
 	}
 	return errors.New("no valid signature")
+}
+
+// The Standard Webhooks headers (https://www.standardwebhooks.com), sent
+// beside Settle-Signature: the event id (the same on every try), the time
+// of this try, and one "v1,<base64 HMAC-SHA256 of id.timestamp.body>" per
+// secret, separated by spaces while a secret is rotated.
+const (
+	HeaderWebhookID        = "webhook-id"
+	HeaderWebhookTimestamp = "webhook-timestamp"
+	HeaderWebhookSignature = "webhook-signature"
+)
+
+// standardKey is the key a secret signs the Standard Webhooks signature
+// with: for a secret in the spec's form, "whsec_" and the base64 of at
+// least MinSecretLen bytes, those bytes; for any other secret, its own
+// bytes (what the spec's libraries take as a raw key), so that secrets
+// configured before this header keep working unchanged.
+func standardKey(secret string) []byte {
+	if s, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		if key, err := base64.StdEncoding.DecodeString(s); err == nil && len(key) >= MinSecretLen {
+			return key
+		}
+	}
+	return []byte(secret)
+}
+
+// StandardSignature is the webhook-signature header of the event id with
+// body sent at t: one v1 signature per secret.
+func StandardSignature(secrets []string, id string, t time.Time, body []byte) string {
+	sigs := make([]string, 0, len(secrets))
+	for _, s := range secrets {
+		mac := hmac.New(sha256.New, standardKey(s))
+		mac.Write([]byte(id + "." + strconv.FormatInt(t.Unix(), 10) + "."))
+		mac.Write(body)
+		sigs = append(sigs, "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	}
+	return strings.Join(sigs, " ")
 }

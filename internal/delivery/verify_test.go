@@ -1,15 +1,20 @@
 package delivery_test
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/settlepay/settle/internal/delivery"
 )
@@ -113,5 +118,51 @@ func TestParseEndpoints(t *testing.T) {
 		} else if strings.Contains(err.Error(), "secret-one-0123456789") || strings.Contains(err.Error(), " short") {
 			t.Errorf("%q: error quotes a secret: %v", bad, err)
 		}
+	}
+}
+
+// TestStandardSignature: the webhook-signature of a delivery signed with
+// two secrets (a rotation: one in the spec's whsec_ form, one plain)
+// verifies with either through the spec's own library; another secret,
+// another body or another event id does not.
+func TestStandardSignature(t *testing.T) {
+	key := bytes.Repeat([]byte{0x5a}, 24)
+	spec := "whsec_" + base64.StdEncoding.EncodeToString(key)
+	plain := "plain-secret-0123456789"
+	body := []byte(`{"id":"evt_1","type":"order.paid"}`)
+	now := time.Now()
+	h := http.Header{}
+	h.Set(delivery.HeaderWebhookID, "evt_1")
+	h.Set(delivery.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	h.Set(delivery.HeaderWebhookSignature, delivery.StandardSignature([]string{spec, plain}, "evt_1", now, body))
+	if got := strings.Count(h.Get(delivery.HeaderWebhookSignature), "v1,"); got != 2 {
+		t.Fatalf("%d signatures, want one per secret: %q", got, h.Get(delivery.HeaderWebhookSignature))
+	}
+	bySpec, err := standardwebhooks.NewWebhook(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPlain, err := standardwebhooks.NewWebhookRaw([]byte(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := standardwebhooks.NewWebhookRaw([]byte("other-secret-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, wh := range map[string]*standardwebhooks.Webhook{"whsec_ secret": bySpec, "plain secret": byPlain} {
+		if err := wh.Verify(body, h); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+		if err := wh.Verify([]byte(`{"id":"evt_1","type":"order.canceled"}`), h); err == nil {
+			t.Errorf("%s: verified another body", name)
+		}
+	}
+	if err := other.Verify(body, h); err == nil {
+		t.Error("verified with a secret it was not signed with")
+	}
+	h.Set(delivery.HeaderWebhookID, "evt_2")
+	if err := bySpec.Verify(body, h); err == nil {
+		t.Error("verified under another event id")
 	}
 }
