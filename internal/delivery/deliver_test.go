@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"io"
 	"log/slog"
 	"net/http"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/order"
@@ -39,6 +40,13 @@ type receiver struct {
 
 func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receiver {
 	rc := &receiver{t: t, answer: answer}
+	// The Standard Webhooks headers are checked by the spec's own library.
+	// secret starts with whsec_ but is no base64 key, so it signs as a raw
+	// key, as docs/api.md says.
+	std, err := standardwebhooks.NewWebhookRaw([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
 	rc.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		if err := VerifySettleSignature(r.Header.Get("Settle-Signature"), body, secret, 5*time.Minute); err != nil {
@@ -46,17 +54,13 @@ func newReceiver(t *testing.T, answer func(n int, r *http.Request) int) *receive
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		// The Standard Webhooks headers, checked by the spec's own library:
-		// this secret is not in its whsec_ form, so it is a raw key.
-		if std, err := standardwebhooks.NewWebhookRaw([]byte(secret)); err != nil {
-			t.Fatal(err)
-		} else if err := std.Verify(body, r.Header); err != nil {
+		if err := std.Verify(body, r.Header); err != nil {
 			t.Errorf("delivery does not verify as a Standard Webhook: %v", err)
 			w.WriteHeader(http.StatusBadRequest)
 			return
 		}
-		if r.Header.Get("webhook-id") != r.Header.Get("Settle-Event-Id") {
-			t.Errorf("webhook-id %q, Settle-Event-Id %q", r.Header.Get("webhook-id"), r.Header.Get("Settle-Event-Id"))
+		if id := r.Header.Get(delivery.HeaderWebhookID); id != r.Header.Get("Settle-Event-Id") {
+			t.Errorf("webhook-id %q, Settle-Event-Id %q", id, r.Header.Get("Settle-Event-Id"))
 		}
 		var ev struct {
 			ID   string `json:"id"`

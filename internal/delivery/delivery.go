@@ -319,13 +319,13 @@ func (d *Deliverer) post(ctx context.Context, ep Endpoint, e order.Notification)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Settle-Webhooks/1")
-	req.Header.Set("Settle-Event-Id", e.ID())
+	id, now := e.ID(), time.Now()
+	req.Header.Set("Settle-Event-Id", id)
 	req.Header.Set("Settle-Event-Type", e.Type)
-	now := time.Now()
 	req.Header.Set(SignatureHeader, SignatureValue(ep.Secrets, now, body))
-	req.Header.Set(HeaderWebhookID, e.ID())
+	req.Header.Set(HeaderWebhookID, id)
 	req.Header.Set(HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderWebhookSignature, StandardSignature(ep.Secrets, e.ID(), now, body))
+	req.Header.Set(HeaderWebhookSignature, StandardSignature(ep.Secrets, id, now, body))
 	resp, err := d.cfg.Client.Do(req)
 	if err != nil {
 		// The error quotes the URL, which may hold the merchant's token.
