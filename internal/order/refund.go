@@ -182,6 +182,11 @@ type RefundSettlement struct {
 	LastError               string
 	Actor                   Actor
 	Reason                  string
+	// Lease, when set, is the refund's reconcile_at as the reconciler's
+	// lease of it set it: the settle applies only while it is still that,
+	// as Settlement.Lease (a REFUND_FAILED recorded during the lookup that
+	// read the REFUND wakes the refund, and the settle to SUCCEEDED loses).
+	Lease time.Time
 }
 
 // RefundLimitError refuses a refund that does not fit in what is left of

@@ -112,6 +112,15 @@ type Settlement struct {
 	LastError string
 	Actor     Actor
 	Reason    string
+	// Lease, when set, is the order's reconcile_at as the reconciler's
+	// lease of it set it (Due.Order.ReconcileAt): the settle applies only
+	// while the order's reconcile_at is still that. A gateway event that
+	// woke the order during the lookup moved it (the verdict may predate
+	// what the event reports: Adyen's CAPTURE_FAILED after the capture
+	// the lookup replayed), and so did another lease; the settle then
+	// loses, as to any other, and the order, due, is looked up again.
+	// The charge path leaves it zero: its claim is its guard.
+	Lease time.Time
 }
 
 // Move is one transition decided by Store.Transition's caller.

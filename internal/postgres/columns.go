@@ -178,6 +178,9 @@ type settleColumns struct {
 	// not say), unused otherwise; a zero CaptureBefore is NULL.
 	AuthorizedMinor []int64      `arg:"authorized_minor"`
 	CaptureBefore   []*time.Time `arg:"capture_before"`
+	// Lease is the reconcile_at a reconciler's settlement is guarded by
+	// (Settlement.Lease); NULL for the charge path's.
+	Lease []*time.Time `arg:"lease"`
 }
 
 func (c *settleColumns) add(st order.Settlement) {
@@ -210,6 +213,11 @@ func (c *settleColumns) add(st order.Settlement) {
 	}
 	c.AuthorizedMinor = append(c.AuthorizedMinor, held)
 	c.CaptureBefore = append(c.CaptureBefore, before)
+	var lease *time.Time
+	if !st.Lease.IsZero() {
+		lease = &st.Lease
+	}
+	c.Lease = append(c.Lease, lease)
 }
 
 // deliveryColumns are the rows of record_deliveries.sql.

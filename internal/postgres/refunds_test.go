@@ -88,3 +88,53 @@ func testSettleRefundAfterConcurrentClaim(t *testing.T, db storeDB) {
 			got.Refunding, got.Refunded, got.State, err)
 	}
 }
+
+// testRefundLeaseGuard: a reconciler's refund settle applies only under
+// the lease its verdict was formed in, as an order's does
+// (testSettleLeaseGuard): REFUND_FAILED recorded while the lookup that read
+// the REFUND was under way wakes the refund, and the settle to SUCCEEDED
+// loses, for a lookup that reads both.
+func testRefundLeaseGuard(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	pool := db.pool(t)
+	s := postgres.NewStore(pool)
+	paid, _ := paidOrder(t, s, "refund-lease")
+	rc, err := s.ClaimRefund(ctx, refundClaimOf(paid, "refund-lease", 500))
+	if err != nil || !rc.Claimed {
+		t.Fatalf("claim refund: %+v, %v", rc, err)
+	}
+	lease := func() order.DueRefund {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "UPDATE refunds SET reconcile_at = now() - interval '1 second' WHERE id = $1",
+			rc.Refund.ID); err != nil {
+			t.Fatal(err)
+		}
+		due, err := s.ClaimDueRefunds(ctx, 10, time.Minute)
+		if err != nil || len(due) != 1 || due[0].Refund.ID != rc.Refund.ID || due[0].Refund.ReconcileAt.IsZero() {
+			t.Fatalf("lease the refund: %+v, %v", due, err)
+		}
+		return due[0]
+	}
+	succeeded := func(d order.DueRefund) order.RefundSettlement {
+		st := order.RefundSettlementFor(paid.MerchantID, d.Refund.ID,
+			order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "PSPR"}, time.Minute)
+		st.Actor, st.Lease = order.ActorReconciler, d.Refund.ReconcileAt
+		return st
+	}
+
+	d := lease()
+	record(t, s, order.GatewayEvent{Gateway: "adyen", ID: "rl-1", Type: "REFUND_FAILED", ObjectID: "PSPR",
+		AttemptID: rc.Refund.ID, About: order.EventAboutRefund, Outcome: order.OutcomeDeclined}, order.EventWoken)
+	if _, r, ok, err := s.SettleRefund(ctx, succeeded(d)); err != nil || ok {
+		t.Fatalf("settle under a lease an event woke: %+v, %v, %v; want lost", r, ok, err)
+	}
+	if !due(t, pool, "refunds", paid.MerchantID, rc.Refund.ID) {
+		t.Error("refund not due after the event woke it and the settle lost")
+	}
+	if got, err := s.Order(ctx, order.ForMerchant(paid.MerchantID), paid.ID); err != nil || got.Refunded != 0 {
+		t.Errorf("order after the lost settle: %+v, %v; want nothing refunded", got, err)
+	}
+	if _, r, ok, err := s.SettleRefund(ctx, succeeded(lease())); err != nil || !ok || r.State != order.RefundSucceeded {
+		t.Fatalf("settle under a fresh lease: %+v, %v, %v; want SUCCEEDED", r, ok, err)
+	}
+}

@@ -451,3 +451,79 @@ func waitForLockWaiters(t *testing.T, pool *pgxpool.Pool, n int) {
 		}
 	}
 }
+
+// testSettleLeaseGuard: a reconciler's settlement applies only under the
+// lease its verdict was formed in. A gateway event recorded during the
+// lookup (Adyen's CAPTURE_FAILED while the lookup replayed the capture)
+// wakes the order, and the lookup's settle to PAID then loses: the order
+// stays CHARGING, due at once, for a lookup that reads the event. So does a
+// settle under a lease another reconciler has since taken over.
+func testSettleLeaseGuard(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	pool := db.pool(t)
+	s := postgres.NewStore(pool)
+	paid := func(d order.Due) order.Settlement {
+		return order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID,
+			Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "psp"}, Event: order.EventSucceed,
+			To: order.StatePaid, Actor: order.ActorReconciler, Lease: d.Order.ReconcileAt}
+	}
+	lease := func(id string) order.Due {
+		t.Helper()
+		d, ok, err := s.ClaimOrder(ctx, id, time.Minute)
+		if err != nil || !ok || d.Order.ReconcileAt.IsZero() {
+			t.Fatalf("lease %s: %+v, %v, %v", id, d, ok, err)
+		}
+		return d
+	}
+
+	o, a := chargingOrder(t, s, "lease-woken")
+	d := lease(o.ID)
+	record(t, s, order.GatewayEvent{Gateway: "adyen", ID: "lease-cf", Type: "CAPTURE_FAILED", ObjectID: "PSPL",
+		AttemptID: a, Outcome: order.OutcomeDeclined, DeclineCode: "capture_failed"}, order.EventWoken)
+	if got, ok, err := s.Settle(ctx, paid(d)); err != nil || ok {
+		t.Fatalf("settle under a lease an event woke: %+v, %v, %v; want lost", got, ok, err)
+	}
+	if got, err := s.Order(ctx, order.ForMerchant(o.MerchantID), o.ID); err != nil || got.State != order.StateCharging {
+		t.Fatalf("order after the lost settle: %+v, %v; want CHARGING", got, err)
+	}
+	if !due(t, pool, "orders", o.MerchantID, o.ID) {
+		t.Error("order not due after the event woke it and the settle lost")
+	}
+	// A settle with no move (a recheck) keeps the wake too.
+	d2 := lease(o.ID)
+	record(t, s, order.GatewayEvent{Gateway: "adyen", ID: "lease-cf-2", Type: "CAPTURE_FAILED", ObjectID: "PSPL",
+		AttemptID: a, Outcome: order.OutcomeDeclined, DeclineCode: "capture_failed"}, order.EventWoken)
+	recheck := order.Settlement{MerchantID: o.MerchantID, OrderID: o.ID, AttemptID: a, RecheckIn: time.Hour,
+		Checked: true, Actor: order.ActorReconciler, Lease: d2.Order.ReconcileAt}
+	if _, ok, err := s.Settle(ctx, recheck); err != nil || ok {
+		t.Fatalf("recheck under a lease an event woke: %v, %v; want lost", ok, err)
+	}
+	if !due(t, pool, "orders", o.MerchantID, o.ID) {
+		t.Error("the wake was lost to a recheck formed before it")
+	}
+	// The next lease's verdict settles.
+	if got, ok, err := s.Settle(ctx, paid(lease(o.ID))); err != nil || !ok || got.State != order.StatePaid {
+		t.Fatalf("settle under a fresh lease: %+v, %v, %v; want PAID", got, ok, err)
+	}
+
+	// A lease taken over by another reconciler: the first one's settle loses.
+	o2, _ := chargingOrder(t, s, "lease-taken-over")
+	first := lease(o2.ID)
+	second := lease(o2.ID)
+	if _, ok, err := s.Settle(ctx, paid(first)); err != nil || ok {
+		t.Fatalf("settle under a lease taken over: %v, %v; want lost", ok, err)
+	}
+	if _, ok, err := s.Settle(ctx, paid(second)); err != nil || !ok {
+		t.Fatalf("settle under the current lease: %v, %v; want applied", ok, err)
+	}
+
+	// Grouped: one settlement's stale lease fails only its own row.
+	o3, _ := chargingOrder(t, s, "lease-group-stale")
+	o4, _ := chargingOrder(t, s, "lease-group-fresh")
+	stale, fresh := lease(o3.ID), lease(o4.ID)
+	lease(o3.ID)
+	_, applied, err := s.SettleMany(ctx, []order.Settlement{paid(stale), paid(fresh)})
+	if err != nil || len(applied) != 2 || applied[0] || !applied[1] {
+		t.Fatalf("grouped settle with one stale lease: %v, %v; want [false true]", applied, err)
+	}
+}

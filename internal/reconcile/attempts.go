@@ -172,7 +172,8 @@ func (r *Reconciler) lookup(ctx context.Context, d order.Due) (order.Result, err
 // to NEEDS_REVIEW, however many of them come (13 operator checks within a
 // second used to exhaust the schedule of a charge still in flight).
 func (r *Reconciler) decide(d order.Due, res order.Result, err error, scheduled bool) order.Settlement {
-	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: scheduled, Result: res}
+	st := order.Settlement{MerchantID: d.Order.MerchantID, OrderID: d.Order.ID, AttemptID: d.Attempt.ID, Actor: order.ActorReconciler, Checked: scheduled, Result: res,
+		Lease: d.Order.ReconcileAt}
 	// The settle writes the attempt's gateway id: keep the one recorded
 	// unless this check learned it. The next check reads the attempt by it.
 	st.Result.ChargeID = cmp.Or(res.ChargeID, d.Attempt.GatewayChargeID)

@@ -541,3 +541,44 @@ func TestWokenCheckUsesUpNoSchedule(t *testing.T) {
 		}
 	}
 }
+
+// wakingGateway records a gateway event about the attempt during its first
+// lookup, as a notification that arrives while the lookup is in flight
+// would (Adyen's CAPTURE_FAILED while the lookup replays the capture).
+type wakingGateway struct {
+	order.Gateway
+	store   *postgres.Store
+	lookups atomic.Int32
+}
+
+func (g *wakingGateway) Lookup(ctx context.Context, req order.ChargeRequest) (order.Result, error) {
+	if g.lookups.Add(1) == 1 {
+		r, err := g.store.RecordGatewayEvent(ctx, order.GatewayEvent{Gateway: "sim", ID: "evt_" + req.AttemptID,
+			Type: "charge.failed", AttemptID: req.AttemptID})
+		if err != nil || r.Result != order.EventWoken {
+			return order.Result{}, fmt.Errorf("the event during the lookup: %+v, %w", r, err)
+		}
+	}
+	return g.Gateway.Lookup(ctx, req)
+}
+
+// TestEventDuringLookupVoidsItsVerdict: a gateway event recorded while a
+// lookup is in flight may say what the lookup did not read, so the
+// lookup's settle loses (its lease was moved by the event) and the order
+// is looked up again, with the event on record, before it settles.
+func TestEventDuringLookupVoidsItsVerdict(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	id, _ := f.charging(t, "tok_ok", true)
+	gw := &wakingGateway{Gateway: f.gw, store: f.store}
+	r := f.reconciler(t, gw, reconcile.Config{})
+	if _, err := r.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if o := f.order(t, id); o.State != order.StateCharging || gw.lookups.Load() != 1 {
+		t.Fatalf("after the lookup an event overtook: order %s after %d lookups; want CHARGING after 1", o.State, gw.lookups.Load())
+	}
+	if o := drain(t, f, r, id); o.State != order.StatePaid || gw.lookups.Load() != 2 {
+		t.Fatalf("order %s after %d lookups; want PAID after 2", o.State, gw.lookups.Load())
+	}
+}

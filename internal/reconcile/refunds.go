@@ -68,7 +68,7 @@ func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order
 // settlement, by the rules of decide.
 func (r *Reconciler) decideRefund(d order.DueRefund, res order.Result, err error) order.RefundSettlement {
 	st := order.RefundSettlementFor(d.Refund.MerchantID, d.Refund.ID, res, 0)
-	st.Actor, st.Checked = order.ActorReconciler, true
+	st.Actor, st.Checked, st.Lease = order.ActorReconciler, true, d.Refund.ReconcileAt
 	checks := d.Refund.ReconcileCount + 1
 	switch {
 	case errors.Is(err, order.ErrLookupExpired):

@@ -5,7 +5,9 @@
 -- @partial_event or @full_event (the latter when the total reaches what was
 -- paid); one that fails releases its reservation; one escalated to review
 -- keeps it, since the money may have gone back; a recheck only pushes
--- reconcile_at.
+-- reconcile_at. A reconciler's settle carries its lease and applies only
+-- while the refund's reconcile_at is still what the lease set (a gateway
+-- event recorded during the lookup moved it; order.RefundSettlement.Lease).
 --
 -- The order's row is locked before the refund's, the order claims take
 -- their locks in, so that a claim and a settle of one order never deadlock.
@@ -34,6 +36,7 @@ WITH lockedo AS MATERIALIZED (
 		settled_at = CASE WHEN @to_state::text = 'REFUNDING' THEN NULL ELSE clock.now END
 	FROM lockedr, clock
 	WHERE r.merchant_id = lockedr.merchant_id AND r.id = lockedr.id AND lockedr.state = @from_state
+		AND (@lease::timestamptz IS NULL OR lockedr.reconcile_at = @lease::timestamptz)
 	RETURNING r.*
 ), nxt AS (
 	-- A refund is full when the refunded total reaches what was paid: the

@@ -9,6 +9,10 @@
 -- settlement with no event leaves its order in from_state (to_state is
 -- from_state), to be checked again after its recheck_in. No order may appear twice: which of
 -- two settlements of one order a single UPDATE applies is undefined.
+-- A reconciler's settlement carries its lease (the reconcile_at its lease
+-- set) and applies only while the order's reconcile_at is still that: a
+-- gateway event recorded during the lookup brought it to now, and the
+-- lookup's verdict may predate what the event says (order.Settlement.Lease).
 --
 -- locked takes the orders' row locks in id order before anything is
 -- written, so that two statements settling overlapping sets of orders wait
@@ -35,14 +39,15 @@ WITH st AS NOT MATERIALIZED (
 		@charge_id::text AS charge_id, @event::text AS event, @actor::text AS actor,
 		@reason::text AS reason, @from_state::text AS from_state,
 		@authorized_minor::bigint AS authorized_minor,
-		@capture_before::timestamptz AS capture_before, 1::bigint AS i
+		@capture_before::timestamptz AS capture_before, @lease::timestamptz AS lease,
+		1::bigint AS i
 ), timed AS (
 	-- The times are read here rather than in the UPDATEs' SET lists: Citus
 	-- refuses a stable function (now(), timestamptz + interval) applied to a
 	-- column, or inside a CASE, in an UPDATE's SET list.
 	SELECT st.*, now() AS now, now() + st.recheck_in AS recheck_at FROM st
 ), locked AS MATERIALIZED (
-	SELECT merchant_id, id, state, current_attempt FROM orders
+	SELECT merchant_id, id, state, current_attempt, reconcile_at FROM orders
 	WHERE merchant_id = @merchant_id::text AND id = @order_id::uuid ORDER BY id FOR UPDATE
 ), upd AS (
 	UPDATE orders o SET
@@ -57,6 +62,7 @@ WITH st AS NOT MATERIALIZED (
 	FROM locked JOIN timed st ON st.merchant_id = locked.merchant_id AND st.order_id = locked.id
 	WHERE o.merchant_id = locked.merchant_id AND o.id = locked.id
 		AND locked.state = st.from_state AND locked.current_attempt = st.attempt_id
+		AND (st.lease IS NULL OR locked.reconcile_at = st.lease)
 	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason, st.now, st.from_state
 ), att AS (
 	UPDATE charge_attempts a SET outcome = upd.outcome, decline_code = upd.decline_code,

@@ -7,6 +7,10 @@
 -- settlement with no event leaves its order in from_state (to_state is
 -- from_state), to be checked again after its recheck_in. No order may appear twice: which of
 -- two settlements of one order a single UPDATE applies is undefined.
+-- A reconciler's settlement carries its lease (the reconcile_at its lease
+-- set) and applies only while the order's reconcile_at is still that: a
+-- gateway event recorded during the lookup brought it to now, and the
+-- lookup's verdict may predate what the event says (order.Settlement.Lease).
 --
 -- locked takes the orders' row locks in id order before anything is
 -- written, so that two statements settling overlapping sets of orders wait
@@ -31,16 +35,17 @@ WITH st AS (
 		(SELECT @last_error::text[]), (SELECT @outcome::text[]), (SELECT @decline_code::text[]),
 		(SELECT @charge_id::text[]), (SELECT @event::text[]), (SELECT @actor::text[]),
 		(SELECT @reason::text[]), (SELECT @from_state::text[]), (SELECT @authorized_minor::bigint[]),
-		(SELECT @capture_before::timestamptz[])) WITH ORDINALITY
+		(SELECT @capture_before::timestamptz[]), (SELECT @lease::timestamptz[])) WITH ORDINALITY
 		AS st(merchant_id, order_id, attempt_id, to_state, recheck_in, checked, last_error,
-			outcome, decline_code, charge_id, event, actor, reason, from_state, authorized_minor, capture_before, i)
+			outcome, decline_code, charge_id, event, actor, reason, from_state, authorized_minor, capture_before,
+			lease, i)
 ), timed AS (
 	-- The times are read here rather than in the UPDATEs' SET lists: Citus
 	-- refuses a stable function (now(), timestamptz + interval) applied to a
 	-- column, or inside a CASE, in an UPDATE's SET list.
 	SELECT st.*, now() AS now, now() + st.recheck_in AS recheck_at FROM st
 ), locked AS MATERIALIZED (
-	SELECT merchant_id, id, state, current_attempt FROM orders
+	SELECT merchant_id, id, state, current_attempt, reconcile_at FROM orders
 	WHERE merchant_id = ANY((SELECT @merchant_id::text[])::text[]) AND id = ANY((SELECT @order_id::uuid[])::uuid[]) ORDER BY id FOR UPDATE
 ), upd AS (
 	UPDATE orders o SET
@@ -55,6 +60,7 @@ WITH st AS (
 	FROM locked JOIN timed st ON st.merchant_id = locked.merchant_id AND st.order_id = locked.id
 	WHERE o.merchant_id = locked.merchant_id AND o.id = locked.id
 		AND locked.state = st.from_state AND locked.current_attempt = st.attempt_id
+		AND (st.lease IS NULL OR locked.reconcile_at = st.lease)
 	RETURNING o.*, st.i, st.outcome, st.decline_code, st.charge_id, st.event, st.actor, st.reason, st.now, st.from_state
 ), att AS (
 	UPDATE charge_attempts a SET outcome = upd.outcome, decline_code = upd.decline_code,

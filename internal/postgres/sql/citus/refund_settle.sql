@@ -19,4 +19,4 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	coalesce((r.refund).created_at, 'epoch') AS refund_created_at, coalesce((r.refund).updated_at, 'epoch') AS refund_updated_at
 FROM settle_settle_refund(@merchant_id, @refund_id, @from_state, @to_state, @outcome, @decline_code,
 	@gateway_refund_id, @recheck_in, @checked, @last_error, @event, @actor, @reason, @partial_event, @partial_to,
-	@full_event, @full_to) r;
+	@full_event, @full_to, @lease) r;

@@ -11,4 +11,4 @@ SELECT r.i,
 	(r.ord).refunded_minor AS refunded_minor, (r.ord).refunding_minor AS refunding_minor, (r.ord).capture_mode AS capture_mode, (r.ord).authorized_minor AS authorized_minor, (r.ord).captured_minor AS captured_minor, (r.ord).capturing_minor AS capturing_minor, (r.ord).voiding AS voiding, (r.ord).hold_closed AS hold_closed, (r.ord).capture_before AS capture_before
 FROM settle_settle_orders(@merchant_id, @order_id, @attempt_id, @to_state, @recheck_in, @checked, @last_error,
 	@outcome, @decline_code, @charge_id, @event, @actor, @reason, @from_state, @authorized_minor,
-	@capture_before) r;
+	@capture_before, @lease) r;
