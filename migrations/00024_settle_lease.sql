@@ -9,12 +9,13 @@
 -- overtaken by the lookup's settle to PAID, and no capture_failed item was
 -- raised (the chaos harness found it). The settle now loses, and the order,
 -- due at once, is looked up again with the event on record. A refund's
--- settle is guarded by its lease the same way (REFUND_FAILED arriving
--- while the lookup that read the REFUND settles it as SUCCEEDED).
+-- and a capture's settles are guarded by their leases the same way
+-- (REFUND_FAILED or CAPTURE_FAILED arriving while the lookup that read the
+-- REFUND or the CAPTURE settles it as SUCCEEDED).
 --
--- settles.sql and refund_settle.sql do it on PostgreSQL; these are the
--- functions Citus runs, dropped and created again with the lease, and
--- distributed as 00019 did.
+-- settles.sql, refund_settle.sql and capture_settle.sql do it on
+-- PostgreSQL; these are the functions Citus runs, dropped and created again
+-- with the lease, and distributed as 00019 did.
 DROP FUNCTION settle_settle_orders(text, uuid[], uuid[], text[], interval[], boolean[], text[], text[], text[], text[],
     text[], text[], text[], text[], bigint[], timestamptz[]);
 -- +goose StatementBegin
@@ -140,6 +141,72 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+DROP FUNCTION settle_settle_capture(text, uuid, text, text, text, text, text, interval, boolean, text, text, text,
+    text, text, text, text, text);
+-- +goose StatementBegin
+CREATE FUNCTION settle_settle_capture(p_merchant_id text, p_capture_id uuid, p_from_state text, p_to_state text,
+    p_outcome text, p_decline_code text, p_gateway_capture_id text, p_recheck_in interval, p_checked boolean,
+    p_last_error text, p_event text, p_actor text, p_reason text, p_capture_event text, p_paid_state text,
+    p_captured_event text, p_failed_event text, p_lease timestamptz)
+RETURNS TABLE (ord orders, capture captures) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_o orders;
+    v_c captures;
+    v_order_id uuid;
+    v_now timestamptz := now();
+    v_reconcile_at timestamptz;
+    v_updated_at timestamptz;
+    v_settled_at timestamptz;
+    v_from text;
+    v_to text;
+    v_event text;
+BEGIN
+    PERFORM settle_require_worker();
+    SELECT order_id INTO v_order_id FROM captures WHERE merchant_id = p_merchant_id AND id = p_capture_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_o FROM orders WHERE merchant_id = p_merchant_id AND id = v_order_id FOR UPDATE;
+    SELECT * INTO v_c FROM captures WHERE merchant_id = p_merchant_id AND id = p_capture_id FOR UPDATE;
+    IF v_c.state <> p_from_state OR p_lease IS NOT NULL AND v_c.reconcile_at IS DISTINCT FROM p_lease THEN
+        RETURN;
+    END IF;
+    v_reconcile_at := CASE WHEN p_to_state = 'CAPTURING' THEN v_now + p_recheck_in END;
+    v_updated_at := CASE WHEN p_to_state = 'CAPTURING' THEN v_c.updated_at ELSE v_now END;
+    v_settled_at := CASE WHEN p_to_state = 'CAPTURING' THEN NULL ELSE v_now END;
+    UPDATE captures SET state = p_to_state, outcome = p_outcome, decline_code = p_decline_code,
+        gateway_capture_id = p_gateway_capture_id, reconcile_at = v_reconcile_at,
+        reconcile_count = v_c.reconcile_count + p_checked::int, last_error = p_last_error,
+        updated_at = v_updated_at, settled_at = v_settled_at
+    WHERE merchant_id = p_merchant_id AND id = p_capture_id
+    RETURNING * INTO v_c;
+    IF v_c.state IN ('SUCCEEDED', 'FAILED') THEN
+        v_from := v_o.state;
+        v_event := CASE
+            WHEN v_c.state = 'SUCCEEDED' AND v_o.state = 'AUTHORIZED' THEN p_capture_event
+            WHEN v_c.state = 'SUCCEEDED' THEN p_captured_event
+            ELSE p_failed_event END;
+        v_to := CASE WHEN v_c.state = 'SUCCEEDED' AND v_o.state = 'AUTHORIZED' THEN p_paid_state ELSE v_o.state END;
+        v_updated_at := CASE WHEN v_to = v_from THEN v_o.updated_at ELSE v_now END;
+        UPDATE orders SET
+            captured_minor = v_o.captured_minor + CASE WHEN v_c.state = 'SUCCEEDED' THEN v_c.amount_minor ELSE 0 END,
+            capturing_minor = v_o.capturing_minor - v_c.amount_minor,
+            hold_closed = v_o.hold_closed OR (v_c.state = 'SUCCEEDED' AND v_c.final),
+            state = v_to, updated_at = v_updated_at
+        WHERE merchant_id = p_merchant_id AND id = v_order_id
+        RETURNING * INTO v_o;
+        INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, capture_id)
+        VALUES (p_merchant_id, v_order_id, v_from, v_to, v_event, p_actor, p_reason, p_capture_id);
+    END IF;
+    IF p_event <> '' THEN
+        INSERT INTO hold_events (merchant_id, order_id, kind, operation_id, from_state, to_state, event, actor, reason)
+        VALUES (p_merchant_id, v_order_id, 'capture', p_capture_id, p_from_state, v_c.state, p_event, p_actor, p_reason);
+    END IF;
+    RETURN QUERY SELECT v_o, v_c;
+END
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 DO $$
@@ -151,6 +218,8 @@ BEGIN
         'text[],text[],text[],text[],text[],text[],text[],bigint[],timestamptz[],timestamptz[])', 'p_merchant_id',
         colocate_with => 'orders');
     PERFORM create_distributed_function('settle_settle_refund(text,uuid,text,text,text,text,text,interval,boolean,'
+        'text,text,text,text,text,text,text,text,timestamptz)', 'p_merchant_id', colocate_with => 'orders');
+    PERFORM create_distributed_function('settle_settle_capture(text,uuid,text,text,text,text,text,interval,boolean,'
         'text,text,text,text,text,text,text,text,timestamptz)', 'p_merchant_id', colocate_with => 'orders');
 END
 $$;
@@ -282,6 +351,72 @@ BEGIN
 END
 $$;
 -- +goose StatementEnd
+DROP FUNCTION settle_settle_capture(text, uuid, text, text, text, text, text, interval, boolean, text, text, text,
+    text, text, text, text, text, timestamptz);
+-- +goose StatementBegin
+CREATE FUNCTION settle_settle_capture(p_merchant_id text, p_capture_id uuid, p_from_state text, p_to_state text,
+    p_outcome text, p_decline_code text, p_gateway_capture_id text, p_recheck_in interval, p_checked boolean,
+    p_last_error text, p_event text, p_actor text, p_reason text, p_capture_event text, p_paid_state text,
+    p_captured_event text, p_failed_event text)
+RETURNS TABLE (ord orders, capture captures) LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+    v_o orders;
+    v_c captures;
+    v_order_id uuid;
+    v_now timestamptz := now();
+    v_reconcile_at timestamptz;
+    v_updated_at timestamptz;
+    v_settled_at timestamptz;
+    v_from text;
+    v_to text;
+    v_event text;
+BEGIN
+    PERFORM settle_require_worker();
+    SELECT order_id INTO v_order_id FROM captures WHERE merchant_id = p_merchant_id AND id = p_capture_id;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT * INTO v_o FROM orders WHERE merchant_id = p_merchant_id AND id = v_order_id FOR UPDATE;
+    SELECT * INTO v_c FROM captures WHERE merchant_id = p_merchant_id AND id = p_capture_id FOR UPDATE;
+    IF v_c.state <> p_from_state THEN
+        RETURN;
+    END IF;
+    v_reconcile_at := CASE WHEN p_to_state = 'CAPTURING' THEN v_now + p_recheck_in END;
+    v_updated_at := CASE WHEN p_to_state = 'CAPTURING' THEN v_c.updated_at ELSE v_now END;
+    v_settled_at := CASE WHEN p_to_state = 'CAPTURING' THEN NULL ELSE v_now END;
+    UPDATE captures SET state = p_to_state, outcome = p_outcome, decline_code = p_decline_code,
+        gateway_capture_id = p_gateway_capture_id, reconcile_at = v_reconcile_at,
+        reconcile_count = v_c.reconcile_count + p_checked::int, last_error = p_last_error,
+        updated_at = v_updated_at, settled_at = v_settled_at
+    WHERE merchant_id = p_merchant_id AND id = p_capture_id
+    RETURNING * INTO v_c;
+    IF v_c.state IN ('SUCCEEDED', 'FAILED') THEN
+        v_from := v_o.state;
+        v_event := CASE
+            WHEN v_c.state = 'SUCCEEDED' AND v_o.state = 'AUTHORIZED' THEN p_capture_event
+            WHEN v_c.state = 'SUCCEEDED' THEN p_captured_event
+            ELSE p_failed_event END;
+        v_to := CASE WHEN v_c.state = 'SUCCEEDED' AND v_o.state = 'AUTHORIZED' THEN p_paid_state ELSE v_o.state END;
+        v_updated_at := CASE WHEN v_to = v_from THEN v_o.updated_at ELSE v_now END;
+        UPDATE orders SET
+            captured_minor = v_o.captured_minor + CASE WHEN v_c.state = 'SUCCEEDED' THEN v_c.amount_minor ELSE 0 END,
+            capturing_minor = v_o.capturing_minor - v_c.amount_minor,
+            hold_closed = v_o.hold_closed OR (v_c.state = 'SUCCEEDED' AND v_c.final),
+            state = v_to, updated_at = v_updated_at
+        WHERE merchant_id = p_merchant_id AND id = v_order_id
+        RETURNING * INTO v_o;
+        INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, capture_id)
+        VALUES (p_merchant_id, v_order_id, v_from, v_to, v_event, p_actor, p_reason, p_capture_id);
+    END IF;
+    IF p_event <> '' THEN
+        INSERT INTO hold_events (merchant_id, order_id, kind, operation_id, from_state, to_state, event, actor, reason)
+        VALUES (p_merchant_id, v_order_id, 'capture', p_capture_id, p_from_state, v_c.state, p_event, p_actor, p_reason);
+    END IF;
+    RETURN QUERY SELECT v_o, v_c;
+END
+$$;
+-- +goose StatementEnd
 
 -- +goose StatementBegin
 DO $$
@@ -293,6 +428,8 @@ BEGIN
         'text[],text[],text[],text[],text[],text[],text[],bigint[],timestamptz[])', 'p_merchant_id',
         colocate_with => 'orders');
     PERFORM create_distributed_function('settle_settle_refund(text,uuid,text,text,text,text,text,interval,boolean,'
+        'text,text,text,text,text,text,text,text)', 'p_merchant_id', colocate_with => 'orders');
+    PERFORM create_distributed_function('settle_settle_capture(text,uuid,text,text,text,text,text,interval,boolean,'
         'text,text,text,text,text,text,text,text)', 'p_merchant_id', colocate_with => 'orders');
 END
 $$;

@@ -304,6 +304,11 @@ type CaptureSettlement struct {
 	LastError string
 	Actor     Actor
 	Reason    string
+	// Lease, when set, is the capture's reconcile_at as the reconciler's
+	// lease of it set it: the settle applies only while it is still that,
+	// as Settlement.Lease (a CAPTURE_FAILED recorded during the lookup that
+	// read the CAPTURE wakes the capture, and the settle to SUCCEEDED loses).
+	Lease time.Time
 }
 
 // VoidClaim asks the store to admit a void; see HoldStore.ClaimVoid.

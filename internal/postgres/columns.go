@@ -213,11 +213,16 @@ func (c *settleColumns) add(st order.Settlement) {
 	}
 	c.AuthorizedMinor = append(c.AuthorizedMinor, held)
 	c.CaptureBefore = append(c.CaptureBefore, before)
-	var lease *time.Time
-	if !st.Lease.IsZero() {
-		lease = &st.Lease
+	c.Lease = append(c.Lease, leaseArg(st.Lease))
+}
+
+// leaseArg is a settlement's lease as its statement takes it: NULL when
+// the settlement has none (the charge path's).
+func leaseArg(lease time.Time) *time.Time {
+	if lease.IsZero() {
+		return nil
 	}
-	c.Lease = append(c.Lease, lease)
+	return &lease
 }
 
 // deliveryColumns are the rows of record_deliveries.sql.

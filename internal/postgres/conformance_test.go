@@ -50,6 +50,7 @@ var storeSuite = []struct {
 	{"SettleTruncatesToValidUTF8", testSettleTruncatesToValidUTF8},
 	{"SettleRefundAfterConcurrentClaim", testSettleRefundAfterConcurrentClaim},
 	{"RefundLeaseGuard", testRefundLeaseGuard},
+	{"CaptureLeaseGuard", testCaptureLeaseGuard},
 	{"RefundReplayRepliesAreConsistent", testRefundReplayRepliesAreConsistent},
 	{"ChargeReplayRepliesAreConsistent", testChargeReplayRepliesAreConsistent},
 	{"EventsAreTheHistory", testEventsAreTheHistory},

@@ -179,6 +179,7 @@ func (s *Store) SettleCapture(ctx context.Context, st order.CaptureSettlement) (
 			"reason": truncate(st.Reason, 1000), "capture_event": order.EventCapture,
 			"paid_state":     order.MustNext(order.StateAuthorized, order.EventCapture),
 			"captured_event": order.EventCaptured, "failed_event": order.EventCaptureFailed,
+			"lease": leaseArg(st.Lease),
 		})
 		return err
 	})

@@ -174,10 +174,6 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 	if from == "" {
 		from = order.RefundRefunding
 	}
-	var lease *time.Time
-	if !st.Lease.IsZero() {
-		lease = &st.Lease
-	}
 	e, err := s.engine(ctx)
 	if err != nil {
 		return order.Order{}, order.Refund{}, false, err
@@ -192,7 +188,7 @@ func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (or
 			"reason":        truncate(st.Reason, 1000),
 			"partial_event": st.OrderPartial, "partial_to": order.MustNext(order.StatePaid, st.OrderPartial),
 			"full_event": st.OrderFull, "full_to": order.MustNext(order.StatePaid, st.OrderFull),
-			"lease": lease,
+			"lease": leaseArg(st.Lease),
 		})
 		return err
 	})

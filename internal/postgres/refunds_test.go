@@ -138,3 +138,48 @@ func testRefundLeaseGuard(t *testing.T, db storeDB) {
 		t.Fatalf("settle under a fresh lease: %+v, %v, %v; want SUCCEEDED", r, ok, err)
 	}
 }
+
+// testCaptureLeaseGuard: as testRefundLeaseGuard, for a MANUAL order's
+// capture: CAPTURE_FAILED recorded while the lookup that read the CAPTURE
+// was under way makes that lookup's settle to SUCCEEDED lose.
+func testCaptureLeaseGuard(t *testing.T, db storeDB) {
+	ctx := context.Background()
+	pool := db.pool(t)
+	s := postgres.NewStore(pool)
+	held := authorizedOrder(t, s, "capture-lease", time.Now().Add(time.Hour).Truncate(time.Microsecond))
+	cc, err := s.ClaimCapture(ctx, captureClaimOf(held, "capture-lease", 400, false))
+	if err != nil || !cc.Claimed {
+		t.Fatalf("claim capture: %+v, %v", cc, err)
+	}
+	lease := func() order.DueCapture {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "UPDATE captures SET reconcile_at = now() - interval '1 second' WHERE id = $1",
+			cc.Capture.ID); err != nil {
+			t.Fatal(err)
+		}
+		due, err := s.ClaimDueCaptures(ctx, 10, time.Minute)
+		if err != nil || len(due) != 1 || due[0].Capture.ID != cc.Capture.ID || due[0].Capture.ReconcileAt.IsZero() {
+			t.Fatalf("lease the capture: %+v, %v", due, err)
+		}
+		return due[0]
+	}
+	succeeded := func(d order.DueCapture) order.CaptureSettlement {
+		st := order.CaptureSettlementFor(held.MerchantID, d.Capture.ID,
+			order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "PSPC"}, time.Minute)
+		st.Actor, st.Lease = order.ActorReconciler, d.Capture.ReconcileAt
+		return st
+	}
+
+	d := lease()
+	record(t, s, order.GatewayEvent{Gateway: "adyen", ID: "cl-1", Type: "CAPTURE_FAILED", ObjectID: "PSPC",
+		AttemptID: cc.Capture.ID, About: order.EventAboutCapture, Outcome: order.OutcomeDeclined}, order.EventWoken)
+	if _, c, ok, err := s.SettleCapture(ctx, succeeded(d)); err != nil || ok {
+		t.Fatalf("settle under a lease an event woke: %+v, %v, %v; want lost", c, ok, err)
+	}
+	if !due(t, pool, "captures", held.MerchantID, cc.Capture.ID) {
+		t.Error("capture not due after the event woke it and the settle lost")
+	}
+	if _, c, ok, err := s.SettleCapture(ctx, succeeded(lease())); err != nil || !ok || c.State != order.CaptureSucceeded {
+		t.Fatalf("settle under a fresh lease: %+v, %v, %v; want SUCCEEDED", c, ok, err)
+	}
+}

@@ -72,7 +72,7 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 			"outcome": one("succeeded"), "decline_code": "", "gateway_capture_id": "cp", "recheck_in": time.Minute,
 			"checked": false, "last_error": "", "event": "succeed", "actor": "api", "reason": "",
 			"capture_event": "capture", "paid_state": "PAID", "captured_event": "captured",
-			"failed_event": "capture_failed"},
+			"failed_event": "capture_failed", "lease": (*time.Time)(nil)},
 		"void_claim": {"order_id": id, "merchant_id": m, "request_id": "q", "void_id": void, "reason": "",
 			"actor": "api", "lease": time.Minute, "authorized": "AUTHORIZED", "from_state": "PENDING",
 			"to_state": "VOIDING", "event": "start", "create_event": "create"},

@@ -56,7 +56,7 @@ func (d *dueCapture) lookup(ctx context.Context, r *Reconciler) (order.Result, e
 func (d *dueCapture) settle(ctx context.Context, r *Reconciler, res order.Result, err error) error {
 	c := d.Capture
 	st := order.CaptureSettlementFor(c.MerchantID, c.ID, res, 0)
-	st.Actor, st.Checked = order.ActorReconciler, true
+	st.Actor, st.Checked, st.Lease = order.ActorReconciler, true, c.ReconcileAt
 	v := r.decideOp(res, err, c.ReconcileCount+1, d.Age, "capture")
 	st.Reason, st.LastError, st.Checked = v.reason, v.lastError, v.checked
 	switch v.event {

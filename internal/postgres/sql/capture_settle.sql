@@ -11,7 +11,9 @@
 -- writes @failed_event. Each of these rows in the order's history is the
 -- merchant's event (capture.succeeded, capture.failed; migration 00018).
 -- One escalated to review keeps its reservation, since the money may have
--- been taken; a recheck only pushes reconcile_at.
+-- been taken; a recheck only pushes reconcile_at. A reconciler's settle
+-- carries its lease and applies only while the capture's reconcile_at is
+-- still what the lease set (order.CaptureSettlement.Lease).
 WITH lockedo AS MATERIALIZED (
 	SELECT * FROM orders
 	WHERE merchant_id = @merchant_id
@@ -32,6 +34,7 @@ WITH lockedo AS MATERIALIZED (
 		settled_at = CASE WHEN @to_state::text = 'CAPTURING' THEN NULL ELSE clock.now END
 	FROM lockedc, clock
 	WHERE c.merchant_id = lockedc.merchant_id AND c.id = lockedc.id AND lockedc.state = @from_state
+		AND (@lease::timestamptz IS NULL OR lockedc.reconcile_at = @lease::timestamptz)
 	RETURNING c.*
 ), nxt AS (
 	SELECT lockedo.id,

@@ -24,4 +24,4 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	coalesce((r.capture).updated_at, 'epoch') AS capture_updated_at
 FROM settle_settle_capture(@merchant_id, @capture_id, @from_state, @to_state, @outcome, @decline_code,
 	@gateway_capture_id, @recheck_in, @checked, @last_error, @event, @actor, @reason, @capture_event, @paid_state,
-	@captured_event, @failed_event) r;
+	@captured_event, @failed_event, @lease) r;
