@@ -88,7 +88,7 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 	// Plaintext and serving without keys are two decisions: a proxy that
 	// terminates TLS makes plaintext safe enough on a private network, but
 	// nothing makes a keyless API safe where others can reach it.
-	loopback := isLoopback(c.Listen)
+	loopback, exposed := isLoopback(c.Listen), c.Listen
 	if !loopback && opts.Creds == nil && !c.Plaintext {
 		return opts, fmt.Errorf("refusing to serve plaintext on %s, which is not a loopback address: set --tls-cert and --tls-key, or --plaintext behind a proxy that terminates TLS", c.Listen)
 	}
@@ -96,11 +96,11 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 		if opts.Creds == nil && !c.Plaintext {
 			return opts, fmt.Errorf("refusing to serve plain HTTP on json-listen %s, which is not a loopback address: set --tls-cert and --tls-key, or --plaintext behind a proxy that terminates TLS", c.JSONListen)
 		}
-		loopback = false
+		loopback, exposed = false, c.JSONListen
 	}
 	switch {
 	case c.NoAPIKeys && !loopback:
-		return opts, fmt.Errorf("refusing --no-api-keys on %s, which is not a loopback address: anyone who can reach it could read and charge every merchant's orders; set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE", c.Listen)
+		return opts, fmt.Errorf("refusing --no-api-keys on %s, which is not a loopback address: anyone who can reach it could read and charge every merchant's orders; set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE", exposed)
 	case c.NoAPIKeys && len(keys) > 0:
 		return opts, errors.New("--no-api-keys and API keys are both set: choose one")
 	case !c.NoAPIKeys && len(keys) == 0:
