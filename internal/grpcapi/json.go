@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/stats"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -103,6 +104,7 @@ func newJSONServer(gs *grpc.Server, conn ConnLimits, opts JSONOptions, onClose f
 		// connection limits bound as they are.
 		cfg.NextProtos = []string{"http/1.1"}
 	}
+	conns := newConnTracker(conn, onClose)
 	hs := &http.Server{
 		Handler:           jsonHandler(tc, opts.OpenAPI),
 		ReadHeaderTimeout: conn.HandshakeTimeout,
@@ -111,19 +113,14 @@ func newJSONServer(gs *grpc.Server, conn ConnLimits, opts JSONOptions, onClose f
 		IdleTimeout:       conn.MaxConnectionIdle,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		// A connection's calls carry its clientConn, as a gRPC
-		// connection's do (TagConn): a call with a valid key marks it
-		// keyed, and its open calls keep a keyless one past its grace.
+		// connection's do (TagConn, which finds it by its addresses too:
+		// the listener's wrappers hide it): a call with a valid key marks
+		// it keyed, and its open calls keep a keyless one past its grace.
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if tc, ok := c.(*tls.Conn); ok {
-				c = tc.NetConn()
-			}
-			if cc, ok := c.(*clientConn); ok {
-				return context.WithValue(ctx, connKey{}, cc)
-			}
-			return ctx
+			return conns.TagConn(ctx, &stats.ConnTagInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr()})
 		},
 	}
-	return &jsonServer{http: hs, conns: newConnTracker(conn, onClose), tls: cfg}, nil
+	return &jsonServer{http: hs, conns: conns, tls: cfg}, nil
 }
 
 // jsonCodec is Vanguard's JSON codec, except that a body it cannot read

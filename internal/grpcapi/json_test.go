@@ -1,14 +1,18 @@
 package grpcapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -319,5 +323,62 @@ func TestJSONOpenAPIServed(t *testing.T) {
 	}
 	if !bytes.Equal([]byte(r.raw), settle.OpenAPI) {
 		t.Fatal("the served document is not the generated one")
+	}
+}
+
+// TestJSONConnectionsFollowTheGRPCLimits: the JSON listener's connections
+// are tracked as the gRPC listener's are: one that carries no call with a
+// valid key is closed after its grace, while one that did stays open.
+func TestJSONConnectionsFollowTheGRPCLimits(t *testing.T) {
+	t.Parallel()
+	const grace = 300 * time.Millisecond
+	s := newStackWith(t, grpcapi.Options{Keys: testKeys(t), Conn: grpcapi.ConnLimits{KeylessGrace: grace},
+		JSON: &grpcapi.JSONOptions{}}, insecure.NewCredentials())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = s.srv.ServeJSON(lis) }()
+	idle, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	keyed, err := net.Dial("tcp", lis.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer keyed.Close()
+	body := orderJSON("json-conn-1")
+	fmt.Fprintf(keyed, "POST /v1/orders HTTP/1.1\r\nHost: settle\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", keyA, len(body), body)
+	br := bufio.NewReader(keyed)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("keyed call: %d", resp.StatusCode)
+	}
+	time.Sleep(3 * grace)
+	if err := idle.SetReadDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := idle.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("keyless JSON connection after its grace: read %v, want it closed (EOF)", err)
+	}
+	// The keyed connection still serves.
+	fmt.Fprintf(keyed, "GET /v1/orders?merchant_reference=json-conn-1 HTTP/1.1\r\nHost: settle\r\nAuthorization: Bearer %s\r\n\r\n", keyA)
+	if err := keyed.SetReadDeadline(time.Now().Add(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err = http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("keyed JSON connection after the grace: %v", err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("keyed call after the grace: %d", resp.StatusCode)
 	}
 }
