@@ -37,6 +37,12 @@ func TestServeTransportAndKeyRefusals(t *testing.T) {
 		{"--no-api-keys on localhost", []string{"--listen", "localhost:0", "--no-api-keys"}, "", ""},
 		{"--no-api-keys and keys", []string{"--listen", "127.0.0.1:0", "--no-api-keys"}, keys, "choose one"},
 		{"keys on loopback", []string{"--listen", "127.0.0.1:0"}, keys, ""},
+		// The JSON listener is the same API: held to the same rules.
+		{"JSON plaintext on 0.0.0.0", []string{"--listen", "127.0.0.1:0", "--json-listen", "0.0.0.0:0"}, keys, "refusing to serve plain HTTP on json-listen 0.0.0.0:0"},
+		{"JSON --plaintext with keys", []string{"--listen", "127.0.0.1:0", "--json-listen", "0.0.0.0:0", "--plaintext"}, keys, ""},
+		{"JSON --no-api-keys on 0.0.0.0", []string{"--listen", "127.0.0.1:0", "--json-listen", "0.0.0.0:0", "--plaintext", "--no-api-keys"}, "", "refusing --no-api-keys on 0.0.0.0:0"},
+		{"JSON not host:port", []string{"--listen", "127.0.0.1:0", "--json-listen", "8091"}, keys, "json-listen \"8091\" is not host:port"},
+		{"JSON on loopback", []string{"--listen", "127.0.0.1:0", "--json-listen", "127.0.0.1:0"}, keys, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/unused?connect_timeout=1", "SETTLE_REFPSP_URL": "http://127.0.0.1:1",
