@@ -2,12 +2,14 @@ package examples
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,6 +24,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/delivery"
 )
 
 // need checks that the programs an example runs on are installed: without
@@ -57,7 +60,7 @@ var settleBinary = sync.OnceValues(func() (string, error) {
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/settle")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/settle: %v\n%s", err, out)
+		return "", fmt.Errorf("go build ./cmd/settle: %w\n%s", err, out)
 	}
 	return bin, nil
 })
@@ -375,4 +378,82 @@ func startRedis(t *testing.T) string {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// recorded is a delivery of settle dev's, as the recording proxy passed
+// it on to an example's receiver, and the receiver's answer.
+type recorded struct {
+	header http.Header
+	body   []byte
+	status int
+}
+
+// paidDelivery starts settle dev with a recording proxy in front of the
+// receiver at recvURL as the default merchant's events endpoint (signed
+// with secret), charges an order of 19.99 EUR, and returns Settle's
+// order.paid delivery as the receiver answered it, and a function that
+// posts a delivery to the receiver and returns its status.
+func paidDelivery(t *testing.T, recvURL, secret, ref string) (recorded, func(http.Header, []byte) int) {
+	t.Helper()
+	post := func(h http.Header, body []byte) int {
+		req, err := http.NewRequest(http.MethodPost, recvURL, bytes.NewReader(body))
+		if err != nil {
+			t.Error(err)
+			return 0
+		}
+		req.Header = h.Clone()
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Errorf("post to the receiver: %v", err)
+			return 0
+		}
+		res.Body.Close()
+		return res.StatusCode
+	}
+	var (
+		mu   sync.Mutex
+		seen []recorded
+	)
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		status := post(r.Header, body)
+		mu.Lock()
+		seen = append(seen, recorded{header: r.Header.Clone(), body: body, status: status})
+		mu.Unlock()
+		w.WriteHeader(status)
+	}))
+	t.Cleanup(proxy.Close)
+
+	d := startDev(t, "-event-webhooks", "default "+proxy.URL+"/events "+secret)
+	if _, err := d.client.CreateAndChargeOrder(d.ctx(t), &settlev1.CreateAndChargeOrderRequest{MerchantReference: ref,
+		Amount: &settlev1.Money{Currency: "EUR", AmountMinor: 1999}, PaymentMethod: "tok_ok", RequestId: ref + "-a"}); err != nil {
+		t.Fatal(err)
+	}
+	paid := func() (recorded, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, s := range seen {
+			var ev struct{ Type string }
+			if json.Unmarshal(s.body, &ev) == nil && ev.Type == "order.paid" {
+				return s, true
+			}
+		}
+		return recorded{}, false
+	}
+	var got recorded
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		var ok bool
+		if got, ok = paid(); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("no order.paid delivery within 30s; deliveries: %d", len(seen))
+		}
+	}
+	if got.status != http.StatusOK {
+		t.Fatalf("the receiver answered Settle's delivery %s with %d; want 200", got.header.Get(delivery.HeaderWebhookID), got.status)
+	}
+	return got, post
 }

@@ -4,16 +4,12 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -117,14 +113,6 @@ func TestNodeWorkerKilledMidCharge(t *testing.T) {
 	}
 }
 
-// recorded is a delivery of settle dev's, as the recording proxy passed
-// it on to the Node receiver, and the receiver's answer.
-type recorded struct {
-	header http.Header
-	body   []byte
-	status int
-}
-
 // TestNodeReceiverVerifiesEvents puts the Node receiver behind a recording
 // proxy as the default merchant's events endpoint of settle dev: Settle's
 // delivery of order.paid is verified by standardwebhooks and accepted; the
@@ -135,68 +123,8 @@ func TestNodeReceiverVerifiesEvents(t *testing.T) {
 	secret := newSecret(t)
 	recv := start(t, "receiver", nodeCmd(node, []string{"WEBHOOK_SECRET=" + secret}, "receiver.js"))
 	listening, _ := recv.waitJSON(0, 30*time.Second, "listening", nil)
-	recvURL := "http://" + listening["addr"].(string) + "/events"
-
-	var (
-		mu   sync.Mutex
-		seen []recorded
-	)
-	post := func(h http.Header, body []byte) int {
-		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, recvURL, bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header = h.Clone()
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Errorf("post to the receiver: %v", err)
-			return 0
-		}
-		res.Body.Close()
-		return res.StatusCode
-	}
-	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(r.Body)
-		status := post(r.Header, body)
-		mu.Lock()
-		seen = append(seen, recorded{header: r.Header.Clone(), body: body, status: status})
-		mu.Unlock()
-		w.WriteHeader(status)
-	}))
-	t.Cleanup(proxy.Close)
-
-	d := startDev(t, "-event-webhooks", "default "+proxy.URL+"/events "+secret)
-	const ref = "node-events-1"
-	if _, err := d.client.CreateAndChargeOrder(d.ctx(t), &settlev1.CreateAndChargeOrderRequest{MerchantReference: ref,
-		Amount: &settlev1.Money{Currency: "EUR", AmountMinor: 1999}, PaymentMethod: "tok_ok", RequestId: "node-events-1-a"}); err != nil {
-		t.Fatal(err)
-	}
-	paid := func() (recorded, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, s := range seen {
-			var ev struct{ Type string }
-			if json.Unmarshal(s.body, &ev) == nil && ev.Type == "order.paid" {
-				return s, true
-			}
-		}
-		return recorded{}, false
-	}
-	var got recorded
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		var ok bool
-		if got, ok = paid(); ok {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no order.paid delivery within 30s; deliveries: %d", len(seen))
-		}
-	}
+	got, post := paidDelivery(t, "http://"+listening["addr"].(string)+"/events", secret, "node-events-1")
 	id := got.header.Get(delivery.HeaderWebhookID)
-	if got.status != http.StatusOK {
-		t.Fatalf("the receiver answered Settle's delivery %s with %d; want 200", id, got.status)
-	}
 	recv.waitJSON(0, 5*time.Second, "event", map[string]string{"webhook_id": id, "type": "order.paid", "state": "PAID"})
 
 	// The same bytes with the amount changed: refused.
