@@ -226,6 +226,9 @@ type dev struct {
 // extra flags; it returns once the banner is printed.
 func startDev(t *testing.T, extra ...string) *dev {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("-short: the examples run against a settle dev of their own, a few seconds each")
+	}
 	bin, err := settleBinary()
 	if err != nil {
 		t.Fatal(err)
