@@ -50,12 +50,17 @@ func needCommand(t *testing.T, name, install string) string {
 	return path
 }
 
+// binDir holds the settle binary once a test has asked for it; TestMain
+// removes it.
+var binDir string
+
 // settleBinary builds cmd/settle once for the package's tests.
 var settleBinary = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "settle-examples-")
 	if err != nil {
 		return "", err
 	}
+	binDir = dir
 	bin := filepath.Join(dir, "settle")
 	cmd := exec.Command("go", "build", "-o", bin, "./cmd/settle")
 	cmd.Dir = ".."
@@ -67,8 +72,8 @@ var settleBinary = sync.OnceValues(func() (string, error) {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if bin, err := settleBinary(); err == nil {
-		os.RemoveAll(filepath.Dir(bin))
+	if binDir != "" {
+		os.RemoveAll(binDir)
 	}
 	os.Exit(code)
 }
