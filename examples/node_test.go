@@ -50,7 +50,7 @@ func newSecret(t *testing.T) string {
 
 // TestNodeWorkerKilledMidCharge runs the BullMQ worker against settle dev
 // and a Redis of the test's own, enqueues a checkout whose charge the
-// simulator answers after four seconds, kills the worker with SIGKILL
+// simulator answers after six seconds, kills the worker with SIGKILL
 // while the charge is in flight, and starts another: BullMQ delivers the
 // job again, under the same job id and so the same request_id, and the
 // order ends PAID with one charge in the simulator's ledger. The checkout
@@ -70,7 +70,7 @@ func TestNodeWorkerKilledMidCharge(t *testing.T) {
 	const ref, amount = "node-kill-1", 4200
 	enqueue := func() {
 		t.Helper()
-		out, err := nodeCmd(node, env, "enqueue.js", ref, strconv.Itoa(amount), "GBP", "tok_slow_4000").CombinedOutput()
+		out, err := nodeCmd(node, env, "enqueue.js", ref, strconv.Itoa(amount), "GBP", "tok_slow_6000").CombinedOutput()
 		if err != nil || strings.TrimSpace(string(out)) != "charge-"+ref {
 			t.Fatalf("enqueue.js: %v\n%s", err, out)
 		}

@@ -54,7 +54,7 @@ func (d *dev) jsonURL(t *testing.T) string {
 // TestPHPWorkerKilledMidCharge is the Node worker's test for the PHP queue
 // job: ChargeOrderJob, dispatched with its request id into the file queue,
 // is reserved by worker.php, which is killed with SIGKILL while its
-// tok_slow_4000 charge is in flight over the JSON API; the next worker
+// tok_slow_6000 charge is in flight over the JSON API; the next worker
 // takes the job again from its payload, with the same request id, and
 // the order ends PAID with one charge in the simulator's ledger.
 func TestPHPWorkerKilledMidCharge(t *testing.T) {
@@ -65,7 +65,7 @@ func TestPHPWorkerKilledMidCharge(t *testing.T) {
 	env := []string{"SETTLE_JSON_URL=" + base, "SETTLE_KEY=" + d.key, "QUEUE_DIR=" + queueDir}
 
 	const ref, amount = "php-kill-1", 3100
-	out, err := phpCmd(php, env, "dispatch.php", ref, strconv.Itoa(amount), "GBP", "tok_slow_4000").Output()
+	out, err := phpCmd(php, env, "dispatch.php", ref, strconv.Itoa(amount), "GBP", "tok_slow_6000").Output()
 	if err != nil {
 		t.Fatalf("dispatch.php: %v\n%s", err, out)
 	}
