@@ -43,7 +43,7 @@ var (
 		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
-	serveFlags     = []string{"listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
+	serveFlags     = []string{"listen", "json-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
 		"max-keyless-connections-per-address", "keyless-grace", "address-prefix-ipv4", "address-prefix-ipv6",
@@ -261,7 +261,7 @@ func bind(ctx context.Context, what, addr, flagName string) (net.Listener, error
 // when not configured). A server binds every one of them before it says
 // it is serving.
 type listeners struct {
-	grpc, webhooks, metrics net.Listener
+	grpc, json, webhooks, metrics net.Listener
 }
 
 // bindMetrics binds the metrics listener, when an address is configured
@@ -273,11 +273,16 @@ func (ls *listeners) bindMetrics(ctx context.Context, cfg *config) (err error) {
 	return err
 }
 
-// bindServer binds the gRPC listener and, when an address is configured,
-// the webhook listener, unless bound already.
+// bindServer binds the gRPC listener and, when their addresses are
+// configured, the JSON and webhook listeners, unless bound already.
 func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
 	if ls.grpc == nil {
 		if ls.grpc, err = bind(ctx, "gRPC", cfg.Listen, "listen"); err != nil {
+			return err
+		}
+	}
+	if ls.json == nil && cfg.JSONListen != "" {
+		if ls.json, err = bind(ctx, "JSON", cfg.JSONListen, "json-listen"); err != nil {
 			return err
 		}
 	}
@@ -290,7 +295,7 @@ func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
 // close closes every bound listener; closing one a server has closed
 // already does no harm.
 func (ls *listeners) close() {
-	for _, l := range []net.Listener{ls.grpc, ls.webhooks, ls.metrics} {
+	for _, l := range []net.Listener{ls.grpc, ls.json, ls.webhooks, ls.metrics} {
 		if l != nil {
 			l.Close()
 		}
@@ -517,6 +522,20 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 		}
 		return fmt.Errorf("serve gRPC: %w", err)
 	})
+	if ls.json != nil {
+		g.Go(func() error {
+			err := srv.ServeJSON(ls.json)
+			select {
+			case <-gctx.Done():
+				return nil // stopped as asked
+			default:
+			}
+			if err == nil {
+				err = errors.New("stopped unasked")
+			}
+			return fmt.Errorf("serve JSON over HTTP: %w", err)
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
@@ -532,6 +551,9 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 		return nil
 	})
 	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
+	if ls.json != nil {
+		a.log.Info("serving JSON over HTTP", "addr", ls.json.Addr().String(), "tls", opts.JSON.TLS != nil)
+	}
 	if serving != nil {
 		serving(ls)
 	}

@@ -30,6 +30,7 @@ type config struct {
 	DatabaseURL       string
 	DBMaxConns        int
 	Listen            string
+	JSONListen        string
 	ShutdownTimeout   time.Duration
 	LogFormat         string
 	LogLevel          slog.Level
@@ -131,6 +132,7 @@ var options = []option{
 	{"database-url", "DATABASE_URL", "", "PostgreSQL URL or DSN; name every host of a cluster (postgres://db1,db2/settle): Settle writes to the one that accepts writes, and finds the new one after a failover", setString(func(c *config) *string { return &c.DatabaseURL })},
 	{"db-max-conns", "SETTLE_DB_MAX_CONNS", "16", "most database connections in the pool (opened as needed; each order holds one only while a statement runs)", setInt(func(c *config) *int { return &c.DBMaxConns })},
 	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
+	{"json-listen", "SETTLE_JSON_LISTEN", "", "HTTP address for JSON over HTTP (POST /v1/orders, …, the OpenAPI document at /v1/openapi.json), through the gRPC API's keys, limits and TLS (empty: none)", setString(func(c *config) *string { return &c.JSONListen })},
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
 	{"log-level", "SETTLE_LOG_LEVEL", "info", "debug, info, warn or error; successful RPCs log at debug, transitions and gateway calls at info", setLevel(func(c *config) *slog.Level { return &c.LogLevel })},
@@ -344,6 +346,11 @@ func (c *config) validate() error {
 	check(c.DBMaxConns >= 1 && c.DBMaxConns <= 1000, "db-max-conns must be between 1 and 1000")
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen %q is not host:port", c.Listen))
+	}
+	if c.JSONListen != "" {
+		if _, _, err := net.SplitHostPort(c.JSONListen); err != nil {
+			errs = append(errs, fmt.Errorf("json-listen %q is not host:port", c.JSONListen))
+		}
 	}
 	check(c.ShutdownTimeout > 0, "shutdown-timeout must be positive")
 	// The benchmark's gateway marks every charge paid without asking

@@ -28,6 +28,9 @@ import (
 var devDefaults = map[string]string{
 	// The simulator pushes its events to Settle's webhook listener.
 	"webhook-listen": "127.0.0.1:8090",
+	// JSON over HTTP beside gRPC; -json-listen 127.0.0.1:0 picks a free
+	// port, which the banner names.
+	"json-listen": "127.0.0.1:8091",
 	// Metrics on a free port; the banner says which.
 	"metrics-listen": "127.0.0.1:0",
 	// Events out reach the development receiver within a blink.
@@ -259,7 +262,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer a.close()
 	err = a.serve(ctx, &ls, true, opts, func(ls *listeners) {
 		b := devBanner{
-			GRPC: ls.grpc.Addr().String(), SimURL: cfg.RefpspURL, DatabaseURL: cfg.DatabaseURL,
+			GRPC: ls.grpc.Addr().String(), JSON: ls.json.Addr().String(), SimURL: cfg.RefpspURL, DatabaseURL: cfg.DatabaseURL,
 			Webhooks: ls.webhooks.Addr().String(), WebhookSecret: cfg.RefpspWebhookSecrets[0], EventsURL: hookURL,
 			Keys: keys, KeysFile: *keysFile, Metrics: ls.metrics.Addr().String(), Stripe: a.gateways["stripe"] != nil,
 		}
@@ -357,7 +360,9 @@ func readDevKeys(path string) (devKeys, error) {
 // devBanner is what dev prints once every listener serves.
 type devBanner struct {
 	GRPC, SimURL, DatabaseURL string
-	Webhooks, WebhookSecret   string
+	// JSON is the JSON over HTTP listener's address.
+	JSON                    string
+	Webhooks, WebhookSecret string
 	// EventsURL is the development receiver of events out; empty when
 	// the user configured endpoints of their own.
 	EventsURL string
@@ -377,12 +382,13 @@ func (b devBanner) print(w io.Writer) {
 	fmt.Fprintf(w, `
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
+  json:      http://%[7]s   (JSON over HTTP; OpenAPI: curl http://%[7]s/v1/openapi.json)
   gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
   database:  %[3]s
   webhooks:  http://%[4]s/webhooks/refpsp   (the simulator pushes its events here)
   export SETTLE_REFPSP_WEBHOOK_SECRET=%[5]s   # signs refpsp events (see docs/api.md: webhooks)
   metrics:   http://%[6]s/metrics   (also /healthz and /readyz; pick the address with -metrics-listen)
-`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics)
+`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics, b.JSON)
 	if b.Stripe {
 		fmt.Fprintln(w, `  stripe:    configured from STRIPE_SECRET_KEY: create orders with "gateway":"stripe"`)
 	} else {

@@ -5,7 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,6 +29,7 @@ func TestDevPortTaken(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct{ flag, what string }{
 		{"listen", "gRPC"},
+		{"json-listen", "JSON"},
 		{"webhook-listen", "webhook"},
 		{"metrics-listen", "metrics"},
 		{"sim-addr", "simulator"},
@@ -39,7 +42,7 @@ func TestDevPortTaken(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer taken.Close()
-			addrs := map[string]string{"listen": freeAddr(t), "webhook-listen": freeAddr(t), "metrics-listen": freeAddr(t),
+			addrs := map[string]string{"listen": freeAddr(t), "json-listen": freeAddr(t), "webhook-listen": freeAddr(t), "metrics-listen": freeAddr(t),
 				"sim-addr": "127.0.0.1:0", "event-receiver-addr": "127.0.0.1:0"}
 			addrs[tc.flag] = taken.Addr().String()
 			args := []string{"dev", "-keys-file", filepath.Join(t.TempDir(), "keys")}
@@ -216,7 +219,7 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		var out lockedBuffer
 		done := make(chan error, 1)
-		args := append([]string{"dev", "-keys-file", keysFile, "--listen", freeAddr(t), "--webhook-listen", freeAddr(t)}, extra...)
+		args := append([]string{"dev", "-keys-file", keysFile, "--listen", freeAddr(t), "--json-listen", "127.0.0.1:0", "--webhook-listen", freeAddr(t)}, extra...)
 		go func() {
 			done <- run(ctx, args, mapEnv(map[string]string{"SETTLE_ALLOW_UNSAFE_DATABASE": "true"}), &out, &out)
 		}()
@@ -251,6 +254,23 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 	if _, err := dial(t, grpcAddr).CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "banner-1",
 		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}); err != nil {
 		t.Errorf("CreateOrder with dev's key: %v", err)
+	}
+	// The banner's json: line is the JSON over HTTP listener, on a free
+	// port here, answering dev's key.
+	jsonURL := bannerValue(t, second, "json:      ")
+	get, err := http.NewRequest(http.MethodGet, jsonURL+"/v1/orders?merchant_reference=banner-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get.Header.Set("Authorization", "Bearer "+key)
+	if resp, err := http.DefaultClient.Do(get); err != nil {
+		t.Errorf("GET /v1/orders over JSON: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"merchantReference":"banner-1"`) {
+			t.Errorf("GET %s/v1/orders?merchant_reference=banner-1 with dev's key: %d %s", jsonURL, resp.StatusCode, body)
+		}
 	}
 	stop()
 

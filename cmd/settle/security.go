@@ -10,9 +10,11 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"time"
 
 	"google.golang.org/grpc/credentials"
 
+	"github.com/settlepay/settle"
 	"github.com/settlepay/settle/internal/grpcapi"
 )
 
@@ -54,6 +56,7 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 		return opts, err
 	}
 	opts.Keys = keys
+	var tlsCfg *tls.Config
 	if c.TLSCert != "" {
 		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
 		if err != nil {
@@ -72,6 +75,15 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 			cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
 		}
 		opts.Creds = credentials.NewTLS(cfg)
+		tlsCfg = cfg
+	}
+	if c.JSONListen != "" {
+		// JSON over HTTP is the same API: the same keys, limits and
+		// certificate. A charge waits for the gateway up to its timeout,
+		// a cascade for its hops within that deadline; the answer has a
+		// margin beyond it.
+		opts.JSON = &grpcapi.JSONOptions{TLS: tlsCfg, OpenAPI: settle.OpenAPI,
+			WriteTimeout: max(grpcapi.DefaultJSONWriteTimeout, 2*c.GatewayTimeout+10*time.Second)}
 	}
 	// Plaintext and serving without keys are two decisions: a proxy that
 	// terminates TLS makes plaintext safe enough on a private network, but
@@ -79,6 +91,12 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 	loopback := isLoopback(c.Listen)
 	if !loopback && opts.Creds == nil && !c.Plaintext {
 		return opts, fmt.Errorf("refusing to serve plaintext on %s, which is not a loopback address: set --tls-cert and --tls-key, or --plaintext behind a proxy that terminates TLS", c.Listen)
+	}
+	if c.JSONListen != "" && !isLoopback(c.JSONListen) {
+		if opts.Creds == nil && !c.Plaintext {
+			return opts, fmt.Errorf("refusing to serve plain HTTP on json-listen %s, which is not a loopback address: set --tls-cert and --tls-key, or --plaintext behind a proxy that terminates TLS", c.JSONListen)
+		}
+		loopback = false
 	}
 	switch {
 	case c.NoAPIKeys && !loopback:

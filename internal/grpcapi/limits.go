@@ -2,6 +2,7 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"sync"
@@ -161,20 +162,34 @@ func (s *Server) Serve(lis net.Listener) error {
 // Accepting says why the server could not take a new client's call now:
 // every connection place is held, so a new connection waits to be
 // accepted. Nil means it could.
-func (s *Server) Accepting() error { return s.conns.accepting() }
+func (s *Server) Accepting() error {
+	if err := s.conns.accepting(); err != nil {
+		return err
+	}
+	if s.json != nil {
+		if s.json.conns.accepting() != nil {
+			return fmt.Errorf("all %d JSON over HTTP connections are held: new clients wait to connect", s.json.conns.limits.MaxConnections)
+		}
+	}
+	return nil
+}
 
 // Stop stops the server at once (see grpc.Server.Stop) and writes the
 // failed-authentication counts not yet logged.
 func (s *Server) Stop() {
+	s.stopJSON()
 	s.Server.Stop()
 	s.fails.close()
 }
 
 // GracefulStop stops the server once its calls have finished (see
-// grpc.Server.GracefulStop) and writes the failed-authentication counts not
+// grpc.Server.GracefulStop), the JSON listener's requests answered too, and writes the failed-authentication counts not
 // yet logged.
 func (s *Server) GracefulStop() {
+	var g sync.WaitGroup
+	g.Go(s.shutdownJSON)
 	s.Server.GracefulStop()
+	g.Wait()
 	s.fails.close()
 }
 

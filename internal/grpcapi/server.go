@@ -44,6 +44,7 @@ type Server struct {
 	hub    *watchHub
 	fails  *authFailures
 	conns  *connTracker
+	json   *jsonServer // nil without Options.JSON
 }
 
 // Options are the server's security settings.
@@ -69,12 +70,19 @@ type Options struct {
 	Metrics *telemetry.Metrics
 	// Tracing, when set, traces each RPC.
 	Tracing *telemetry.Tracing
+	// JSON, when set, makes the server able to serve JSON over HTTP as
+	// well (ServeJSON), through the same interceptors.
+	JSON *JSONOptions
 }
 
 // NewServer returns a server with OrderService, OpsService, health and
 // reflection registered. Each call is logged (never its payload); callers
 // are authenticated by API key and limited per key; a panic in a handler
 // becomes Internal and is logged.
+//
+// With Options.JSON, the JSON listener's routes are built from the
+// services' google.api.http annotations, which are compiled in: routes
+// that cannot be built are a defect of the build, and NewServer panics.
 func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logger, opts Options) *Server {
 	logger := logging.LoggerFunc(func(ctx context.Context, lvl logging.Level, msg string, fields ...any) {
 		log.Log(ctx, slog.Level(lvl), msg, fields...)
@@ -107,7 +115,7 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	// reflection are not logged.
 	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !open(c.FullMethod()) })
 	unary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recoverer), authn.unary(limit),
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), logged)}
+		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), logged), idempotencyKey}
 	stream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recoverer), authn.stream(limit),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), logged)}
 	if opts.Metrics != nil {
@@ -155,7 +163,15 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	if opts.Metrics != nil {
 		opts.Metrics.GRPC.InitializeMetrics(gs)
 	}
-	return &Server{Server: gs, Health: h, hub: hub, fails: fails, conns: conns}
+	srv := &Server{Server: gs, Health: h, hub: hub, fails: fails, conns: conns}
+	if opts.JSON != nil {
+		js, err := newJSONServer(gs, conn, *opts.JSON, countClosed)
+		if err != nil {
+			panic(err)
+		}
+		srv.json = js
+	}
+	return srv
 }
 
 // OrderChanged wakes the WatchOrder streams of order id; "" wakes them all

@@ -7,6 +7,7 @@
 package settlev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -2522,7 +2523,7 @@ var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
 	"\n" +
-	"\x13settle/v1/ops.proto\x12\tsettle.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15settle/v1/order.proto\"\xa4\x01\n" +
+	"\x13settle/v1/ops.proto\x12\tsettle.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15settle/v1/order.proto\"\xa4\x01\n" +
 	"\x11ListOrdersRequest\x12+\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x15.settle.v1.OrderStateR\x05state\x12&\n" +
 	"\x0fmin_age_seconds\x18\x02 \x01(\x03R\rminAgeSeconds\x12\x1b\n" +
@@ -2743,22 +2744,22 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0eReviewDecision\x12\x1f\n" +
 	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REVIEW_DECISION_CHARGED\x10\x01\x12\x1f\n" +
-	"\x1bREVIEW_DECISION_NOT_CHARGED\x10\x022\x94\b\n" +
+	"\x1bREVIEW_DECISION_NOT_CHARGED\x10\x022\xa0\f\n" +
 	"\n" +
-	"OpsService\x12I\n" +
+	"OpsService\x12a\n" +
 	"\n" +
-	"ListOrders\x12\x1c.settle.v1.ListOrdersRequest\x1a\x1d.settle.v1.ListOrdersResponse\x12X\n" +
-	"\x0fGetOrderHistory\x12!.settle.v1.GetOrderHistoryRequest\x1a\".settle.v1.GetOrderHistoryResponse\x12U\n" +
-	"\x0eReconcileOrder\x12 .settle.v1.ReconcileOrderRequest\x1a!.settle.v1.ReconcileOrderResponse\x12O\n" +
-	"\fResolveOrder\x12\x1e.settle.v1.ResolveOrderRequest\x1a\x1f.settle.v1.ResolveOrderResponse\x12:\n" +
-	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\x12`\n" +
-	"\vRefundOrder\x12'.settle.v1.OpsServiceRefundOrderRequest\x1a(.settle.v1.OpsServiceRefundOrderResponse\x12R\n" +
-	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\x12L\n" +
-	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponse\x12c\n" +
-	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\x12Z\n" +
-	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\x12X\n" +
-	"\x0fListReviewItems\x12!.settle.v1.ListReviewItemsRequest\x1a\".settle.v1.ListReviewItemsResponse\x12^\n" +
-	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"ListOrders\x12\x1c.settle.v1.ListOrdersRequest\x1a\x1d.settle.v1.ListOrdersResponse\"\x16\x82\xd3\xe4\x93\x02\x10\x12\x0e/v1/ops/orders\x12\x83\x01\n" +
+	"\x0fGetOrderHistory\x12!.settle.v1.GetOrderHistoryRequest\x1a\".settle.v1.GetOrderHistoryResponse\")\x82\xd3\xe4\x93\x02#\x12!/v1/ops/orders/{order_id}/history\x12\x85\x01\n" +
+	"\x0eReconcileOrder\x12 .settle.v1.ReconcileOrderRequest\x1a!.settle.v1.ReconcileOrderResponse\".\x82\xd3\xe4\x93\x02(:\x01*\"#/v1/ops/orders/{order_id}:reconcile\x12}\n" +
+	"\fResolveOrder\x12\x1e.settle.v1.ResolveOrderRequest\x1a\x1f.settle.v1.ResolveOrderResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/ops/orders/{order_id}:resolve\x12Q\n" +
+	"\x05Stats\x12\x17.settle.v1.StatsRequest\x1a\x18.settle.v1.StatsResponse\"\x15\x82\xd3\xe4\x93\x02\x0f\x12\r/v1/ops/stats\x12\x8d\x01\n" +
+	"\vRefundOrder\x12'.settle.v1.OpsServiceRefundOrderRequest\x1a(.settle.v1.OpsServiceRefundOrderResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/ops/orders/{order_id}:refund\x12\x94\x01\n" +
+	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\"@\x82\xd3\xe4\x93\x02::\x01*\"5/v1/ops/orders/{order_id}/refunds/{refund_id}:resolve\x12y\n" +
+	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/ops/events/{event_id}:resend\x12\x91\x01\n" +
+	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/ops/orders/{order_id}:capture\x12\x85\x01\n" +
+	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/ops/orders/{order_id}:void\x12v\n" +
+	"\x0fListReviewItems\x12!.settle.v1.ListReviewItemsRequest\x1a\".settle.v1.ListReviewItemsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/ops/review-items\x12\x98\x01\n" +
+	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/v1/ops/review-items/{review_item_id}:resolveB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once

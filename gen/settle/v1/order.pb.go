@@ -7,6 +7,7 @@
 package settlev1
 
 import (
+	_ "google.golang.org/genproto/googleapis/api/annotations"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -2848,7 +2849,7 @@ var File_settle_v1_order_proto protoreflect.FileDescriptor
 
 const file_settle_v1_order_proto_rawDesc = "" +
 	"\n" +
-	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
+	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
 	"\x05Money\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
 	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xe8\x06\n" +
@@ -3106,20 +3107,23 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x12VOID_STATE_VOIDING\x10\x02\x12\x18\n" +
 	"\x14VOID_STATE_SUCCEEDED\x10\x03\x12\x15\n" +
 	"\x11VOID_STATE_FAILED\x10\x04\x12\x1b\n" +
-	"\x17VOID_STATE_NEEDS_REVIEW\x10\x052\xa5\x06\n" +
-	"\fOrderService\x12L\n" +
-	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\x12C\n" +
-	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\x12L\n" +
-	"\vChargeOrder\x12\x1d.settle.v1.ChargeOrderRequest\x1a\x1e.settle.v1.ChargeOrderResponse\x12g\n" +
-	"\x14CreateAndChargeOrder\x12&.settle.v1.CreateAndChargeOrderRequest\x1a'.settle.v1.CreateAndChargeOrderResponse\x12L\n" +
-	"\vCancelOrder\x12\x1d.settle.v1.CancelOrderRequest\x1a\x1e.settle.v1.CancelOrderResponse\x12L\n" +
-	"\vRefundOrder\x12\x1d.settle.v1.RefundOrderRequest\x1a\x1e.settle.v1.RefundOrderResponse\x12K\n" +
+	"\x17VOID_STATE_NEEDS_REVIEW\x10\x052\xeb\b\n" +
+	"\fOrderService\x12c\n" +
+	"\vCreateOrder\x12\x1d.settle.v1.CreateOrderRequest\x1a\x1e.settle.v1.CreateOrderResponse\"\x15\x82\xd3\xe4\x93\x02\x0f:\x01*\"\n" +
+	"/v1/orders\x12j\n" +
+	"\bGetOrder\x12\x1a.settle.v1.GetOrderRequest\x1a\x1b.settle.v1.GetOrderResponse\"%\x82\xd3\xe4\x93\x02\x1fZ\f\x12\n" +
+	"/v1/orders\x12\x0f/v1/orders/{id}\x12u\n" +
+	"\vChargeOrder\x12\x1d.settle.v1.ChargeOrderRequest\x1a\x1e.settle.v1.ChargeOrderResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/orders/{order_id}:charge\x12\x8e\x01\n" +
+	"\x14CreateAndChargeOrder\x12&.settle.v1.CreateAndChargeOrderRequest\x1a'.settle.v1.CreateAndChargeOrderResponse\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/orders:createAndCharge\x12u\n" +
+	"\vCancelOrder\x12\x1d.settle.v1.CancelOrderRequest\x1a\x1e.settle.v1.CancelOrderResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/orders/{order_id}:cancel\x12u\n" +
+	"\vRefundOrder\x12\x1d.settle.v1.RefundOrderRequest\x1a\x1e.settle.v1.RefundOrderResponse\"'\x82\xd3\xe4\x93\x02!:\x01*\"\x1c/v1/orders/{order_id}:refund\x12K\n" +
 	"\n" +
-	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01\x12I\n" +
+	"WatchOrder\x12\x1c.settle.v1.WatchOrderRequest\x1a\x1d.settle.v1.WatchOrderResponse0\x01\x12]\n" +
 	"\n" +
-	"ListEvents\x12\x1c.settle.v1.ListEventsRequest\x1a\x1d.settle.v1.ListEventsResponse\x12O\n" +
-	"\fCaptureOrder\x12\x1e.settle.v1.CaptureOrderRequest\x1a\x1f.settle.v1.CaptureOrderResponse\x12F\n" +
-	"\tVoidOrder\x12\x1b.settle.v1.VoidOrderRequest\x1a\x1c.settle.v1.VoidOrderResponseB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"ListEvents\x12\x1c.settle.v1.ListEventsRequest\x1a\x1d.settle.v1.ListEventsResponse\"\x12\x82\xd3\xe4\x93\x02\f\x12\n" +
+	"/v1/events\x12y\n" +
+	"\fCaptureOrder\x12\x1e.settle.v1.CaptureOrderRequest\x1a\x1f.settle.v1.CaptureOrderResponse\"(\x82\xd3\xe4\x93\x02\":\x01*\"\x1d/v1/orders/{order_id}:capture\x12m\n" +
+	"\tVoidOrder\x12\x1b.settle.v1.VoidOrderRequest\x1a\x1c.settle.v1.VoidOrderResponse\"%\x82\xd3\xe4\x93\x02\x1f:\x01*\"\x1a/v1/orders/{order_id}:voidB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_order_proto_rawDescOnce sync.Once
