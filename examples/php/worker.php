@@ -7,9 +7,9 @@ declare(strict_types=1);
 // completes, releases (with the job's backoff) or fails it. Killed in the
 // middle of a job, it leaves the job to the next worker.
 //
-// Environment: SETTLE_JSON_URL (settle dev's "json:" line), SETTLE_KEY (a
-// checkout key), QUEUE_DIR (default ./queue). Each step prints one JSON
-// line.
+// Environment: SETTLE_JSON_URL (settle dev's "json:" line, by default
+// http://127.0.0.1:8091), SETTLE_KEY (a checkout key), QUEUE_DIR (default
+// ./queue). Each step prints one JSON line.
 
 require __DIR__ . '/autoload.php';
 
@@ -24,7 +24,7 @@ function logLine(string $msg, array $fields = []): void
     echo json_encode(['msg' => $msg] + $fields, JSON_UNESCAPED_SLASHES), "\n";
 }
 
-$settle = new SettleClient(getenv('SETTLE_JSON_URL') ?: 'http://127.0.0.1:8080', getenv('SETTLE_KEY') ?: '');
+$settle = new SettleClient(getenv('SETTLE_JSON_URL') ?: 'http://127.0.0.1:8091', getenv('SETTLE_KEY') ?: '');
 $queue = new FileQueue(getenv('QUEUE_DIR') ?: __DIR__ . '/queue');
 
 $stop = false;
