@@ -70,17 +70,6 @@ var settleBinary = sync.OnceValues(func() (string, error) {
 	return bin, nil
 })
 
-// devServesJSON says whether settle dev has a JSON over HTTP listener
-// (-json-listen), which the PHP example calls.
-var devServesJSON = sync.OnceValue(func() bool {
-	bin, err := settleBinary()
-	if err != nil {
-		return false
-	}
-	out, _ := exec.Command(bin, "dev", "-h").CombinedOutput()
-	return strings.Contains(string(out), "-json-listen")
-})
-
 func TestMain(m *testing.M) {
 	code := m.Run()
 	if binDir != "" {
@@ -251,10 +240,8 @@ func startDev(t *testing.T, extra ...string) *dev {
 	}
 	args := []string{"dev", "-keys-file", filepath.Join(t.TempDir(), "keys"),
 		"-listen", freeAddr(t), "-webhook-listen", freeAddr(t), "-metrics-listen", "127.0.0.1:0"}
-	if devServesJSON() {
-		// Its default is a fixed port, which tests running at once share.
-		args = append(args, "-json-listen", "127.0.0.1:0")
-	}
+	// JSON's default is a fixed port, which tests running at once share.
+	args = append(args, "-json-listen", "127.0.0.1:0")
 	args = append(args, extra...)
 	p := start(t, "settle dev", exec.Command(bin, args...))
 	p.waitLine(0, 90*time.Second, "the banner's keys", func(l string) bool { return strings.Contains(l, "export SETTLE_OPS_KEY=") })

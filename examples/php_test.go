@@ -37,14 +37,10 @@ func phpCmd(php string, env []string, script string, args ...string) *exec.Cmd {
 }
 
 // jsonURL is the base URL of dev's JSON API, from its banner's "json:"
-// line; the test is skipped while settle dev serves no JSON.
+// line.
 func (d *dev) jsonURL(t *testing.T) string {
 	t.Helper()
-	banner := d.output()
-	if !strings.Contains(banner, "\n  json:") {
-		t.Skip("settle dev prints no \"json:\" line: it serves no JSON API yet (issue #34)")
-	}
-	u := bannerValue(t, banner, "\n  json:")
+	u := bannerValue(t, d.output(), "\n  json:")
 	if !strings.HasPrefix(u, "http") {
 		u = "http://" + u
 	}
