@@ -468,3 +468,12 @@ func paidDelivery(t *testing.T, recvURL, secret, ref string) (recorded, func(htt
 	}
 	return got, post
 }
+
+// exampleCmd is `prog script args...` in an example's directory, with env
+// added to the test's environment.
+func exampleCmd(dir, prog string, env []string, script string, args ...string) *exec.Cmd {
+	cmd := exec.Command(prog, append([]string{script}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	return cmd
+}

@@ -29,13 +29,9 @@ func needNode(t *testing.T) string {
 	return node
 }
 
-// nodeCmd is `node script args...` in the example's directory, with env
-// added to the test's environment.
+// nodeCmd is `node script args...` in the example's directory.
 func nodeCmd(node string, env []string, script string, args ...string) *exec.Cmd {
-	cmd := exec.Command(node, append([]string{script}, args...)...)
-	cmd.Dir = nodeDir
-	cmd.Env = append(os.Environ(), env...)
-	return cmd
+	return exampleCmd(nodeDir, node, env, script, args...)
 }
 
 // newSecret is an endpoint secret in the Standard Webhooks form.

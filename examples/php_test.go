@@ -3,7 +3,6 @@ package examples
 import (
 	"encoding/json"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -27,13 +26,9 @@ func needPHP(t *testing.T) string {
 	return php
 }
 
-// phpCmd is `php script args...` in the example's directory, with env
-// added to the test's environment.
+// phpCmd is `php script args...` in the example's directory.
 func phpCmd(php string, env []string, script string, args ...string) *exec.Cmd {
-	cmd := exec.Command(php, append([]string{script}, args...)...)
-	cmd.Dir = phpDir
-	cmd.Env = append(os.Environ(), env...)
-	return cmd
+	return exampleCmd(phpDir, php, env, script, args...)
 }
 
 // jsonURL is the base URL of dev's JSON API, from its banner's "json:"
