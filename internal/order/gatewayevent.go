@@ -46,6 +46,13 @@ type GatewayEvent struct {
 	Amount Money
 	// OccurredAt is when the gateway says it happened; zero if it did not.
 	OccurredAt time.Time
+
+	// Dispute, when set, says the event is about a dispute of the charge
+	// that AttemptID (or ChargeID) names, and what the event says of it
+	// (dispute.go). For a DisputeGateway it is a hint that names the
+	// dispute to read (ID is enough); for the others it is the gateway's
+	// word, applied only forward (DisputeRank).
+	Dispute *GatewayDispute
 }
 
 // EventLog reads the verified gateway events Settle recorded, for a
