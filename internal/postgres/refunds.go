@@ -88,7 +88,7 @@ var refundClaimSQL string
 type refundClaimRow struct {
 	Claimed  bool   `db:"claimed"`
 	ChargeID string `db:"charge_id"`
-	refundedOrderRow
+	disputedOrderRow
 	refundRow
 }
 
