@@ -154,7 +154,7 @@ var refundSettleSQL string
 
 // refundSettledRow is what refund_settle.sql returns.
 type refundSettledRow struct {
-	refundedOrderRow
+	disputedOrderRow
 	refundRow
 }
 
