@@ -155,8 +155,16 @@ func (e *DisputeUnsupportedError) Error() string {
 	return fmt.Sprintf("gateway %q cannot accept a dispute through its API; accept it in the gateway's dashboard", e.Gateway)
 }
 
-// ErrDisputesUnsupported: the store keeps no disputes.
-var ErrDisputesUnsupported = errors.New("disputes: this server's store keeps no disputes")
+// The errors of disputes.
+var (
+	// ErrDisputesUnsupported: the store keeps no disputes.
+	ErrDisputesUnsupported = errors.New("disputes: this server's store keeps no disputes")
+	// ErrDisputeNotFound: no dispute of that id within the scope.
+	ErrDisputeNotFound = errors.New("dispute not found")
+	// ErrDisputeOutcomeUnknown: the gateway did not answer a call about a
+	// dispute (an accept); the dispute was left as it was.
+	ErrDisputeOutcomeUnknown = errors.New("the gateway did not answer about the dispute")
+)
 
 // RecordGatewayEvent records a verified gateway event. An event about a
 // dispute is applied to the dispute (ReceiveDispute); any other is the
@@ -220,7 +228,11 @@ func (s *Service) Dispute(ctx context.Context, scope Scope, id string) (Dispute,
 	if s.disputes == nil {
 		return Dispute{}, nil, ErrDisputesUnsupported
 	}
-	return s.disputes.Dispute(ctx, scope, id)
+	d, evs, err := s.disputes.Dispute(ctx, scope, id)
+	if errors.Is(err, ErrNotFound) {
+		return Dispute{}, nil, fmt.Errorf("dispute %s: %w", id, ErrDisputeNotFound)
+	}
+	return d, evs, err
 }
 
 // Disputes lists the disputes within scope that f selects.
@@ -246,7 +258,7 @@ func (s *Service) Disputes(ctx context.Context, scope Scope, f DisputeFilter) ([
 // applies what the gateway answers, recording actor in the dispute's
 // history. A gateway that cannot accept disputes through its API is a
 // *DisputeUnsupportedError. When the call's outcome is unknown the
-// dispute is left as it is and the error wraps ErrUnavailable: accepting
+// dispute is left as it is and the error wraps ErrDisputeOutcomeUnknown: accepting
 // twice is not an error at the gateway, so the call may be repeated, and
 // the gateway's next event (or read) settles it either way.
 func (s *Service) AcceptDispute(ctx context.Context, scope Scope, actor Actor, id string) (Dispute, error) {
@@ -272,7 +284,7 @@ func (s *Service) AcceptDispute(ctx context.Context, scope Scope, actor Actor, i
 	GatewayCall{Op: "accept_dispute", Gateway: d.Gateway, OrderID: d.OrderID, AttemptID: d.ID, Outcome: outcome,
 		Latency: time.Since(start), Err: err}.Log(ctx, s.log)
 	if err != nil {
-		return Dispute{}, fmt.Errorf("%w: accept dispute %s at %s: %w", ErrUnavailable, d.ID, d.Gateway, err)
+		return Dispute{}, fmt.Errorf("%w: accept dispute %s at %s: %w", ErrDisputeOutcomeUnknown, d.ID, d.Gateway, err)
 	}
 	if got.ID == "" {
 		got.ID = d.GatewayDisputeID

@@ -317,7 +317,7 @@ func TestDisputeReadDecides(t *testing.T) {
 
 // TestAcceptDispute: an operator's accept is sent to the gateway, the
 // answer applied and the operator recorded in the history; an unknown
-// outcome leaves the dispute as it is and is ErrUnavailable; a gateway
+// outcome leaves the dispute as it is and is ErrDisputeOutcomeUnknown; a gateway
 // without the call is a *DisputeUnsupportedError.
 func TestAcceptDispute(t *testing.T) {
 	t.Parallel()
@@ -329,8 +329,8 @@ func TestAcceptDispute(t *testing.T) {
 	d := f.onlyDispute(t, o.ID)
 
 	gw.failAccept = true
-	if _, err := f.svc.AcceptDispute(ctx, order.AnyMerchant, order.Operator("alice"), d.ID); !errors.Is(err, order.ErrUnavailable) {
-		t.Fatalf("accept with an unknown outcome: %v, want ErrUnavailable", err)
+	if _, err := f.svc.AcceptDispute(ctx, order.AnyMerchant, order.Operator("alice"), d.ID); !errors.Is(err, order.ErrDisputeOutcomeUnknown) {
+		t.Fatalf("accept with an unknown outcome: %v, want ErrDisputeOutcomeUnknown", err)
 	}
 	if got := f.onlyDispute(t, o.ID); got.Status != order.DisputeNeedsResponse {
 		t.Fatalf("after an unknown accept: %s", got.Status)
