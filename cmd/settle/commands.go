@@ -220,6 +220,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
+	metrics.WatchDisputes(func(ctx context.Context) (order.DisputeCounts, error) {
+		return a.store.CountDisputes(ctx, order.DisputeDueWithin)
+	})
 	return a, nil
 }
 

@@ -134,6 +134,24 @@ type DisputeStore interface {
 	RecordGatewayEvent(ctx context.Context, ev GatewayEvent) (RecordedEvent, error)
 }
 
+// DisputeCounts is what the metrics read of disputes.
+type DisputeCounts struct {
+	// ByStatus counts every merchant's disputes by status.
+	ByStatus map[DisputeStatus]int64
+	// DueSoon counts the disputes that wait on the merchant's response
+	// (NEEDS_RESPONSE) whose due_by is within the window asked for.
+	DueSoon int64
+}
+
+// DisputeDueWithin is the window of DisputeCounts.DueSoon that the metrics
+// export: an open dispute due within it with no response is alerted on.
+const DisputeDueWithin = 72 * time.Hour
+
+// DisputeStatuses lists every dispute status, in the order the API
+// numbers them.
+var DisputeStatuses = []DisputeStatus{DisputeNeedsResponse, DisputeUnderReview, DisputeWon, DisputeLost,
+	DisputeWarningClosed}
+
 // DisputeOpenError refuses a refund of an order while one of its disputes
 // is open: the money may be going back through the network already, and a
 // refund on top of it would pay the customer twice.

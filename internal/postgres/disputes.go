@@ -444,18 +444,9 @@ func disputes(rows []disputeRow) []order.Dispute {
 	return out
 }
 
-// DisputeCounts is what the metrics read of disputes.
-type DisputeCounts struct {
-	// ByStatus counts every merchant's disputes by status.
-	ByStatus map[order.DisputeStatus]int64
-	// DueSoon counts the disputes waiting on a response whose due_by is
-	// within the window asked for.
-	DueSoon int64
-}
-
 // CountDisputes returns every merchant's disputes by status, and how many
 // wait on a response due within within (database time).
-func (s *Store) CountDisputes(ctx context.Context, within time.Duration) (DisputeCounts, error) {
+func (s *Store) CountDisputes(ctx context.Context, within time.Duration) (order.DisputeCounts, error) {
 	type row struct {
 		Status  string `db:"status"`
 		N       int64  `db:"n"`
@@ -467,9 +458,9 @@ func (s *Store) CountDisputes(ctx context.Context, within time.Duration) (Disput
 		return err
 	})
 	if err != nil {
-		return DisputeCounts{}, fmt.Errorf("count disputes: %w", err)
+		return order.DisputeCounts{}, fmt.Errorf("count disputes: %w", err)
 	}
-	c := DisputeCounts{ByStatus: map[order.DisputeStatus]int64{}}
+	c := order.DisputeCounts{ByStatus: map[order.DisputeStatus]int64{}}
 	for _, r := range rows {
 		c.ByStatus[order.DisputeStatus(r.Status)] = r.N
 		c.DueSoon += r.DueSoon
