@@ -88,6 +88,24 @@ END
 $$;
 -- +goose StatementEnd
 
+-- dispute_order_event.sql on Citus: a dispute's row in its order's history
+-- (the event out), written inside the transaction of the dispute's change,
+-- which holds the order's row lock. The call is delegated inside that
+-- transaction (force_delegation, as settle_transition), so that the row
+-- takes its number and transaction id from the merchant's worker, as every
+-- other event of the merchant does (ListEvents' cursor compares them).
+-- +goose StatementBegin
+CREATE FUNCTION settle_dispute_order_event(p_merchant_id text, p_order_id uuid, p_state text, p_event text,
+    p_actor text, p_reason text, p_attempt_id uuid, p_dispute_id uuid)
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM settle_require_worker();
+    INSERT INTO order_events (merchant_id, order_id, from_state, to_state, event, actor, reason, attempt_id, dispute_id)
+    VALUES (p_merchant_id, p_order_id, p_state, p_state, p_event, p_actor, p_reason, p_attempt_id, p_dispute_id);
+END
+$$;
+-- +goose StatementEnd
+
 -- The checks are added apart from the columns: Citus adds no column with
 -- a constraint to a distributed table.
 ALTER TABLE orders
@@ -176,6 +194,8 @@ BEGIN
     SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
     PERFORM create_distributed_table('disputes', 'merchant_id', colocate_with => 'orders');
     PERFORM create_distributed_table('dispute_history', 'merchant_id', colocate_with => 'orders');
+    PERFORM create_distributed_function('settle_dispute_order_event(text,uuid,text,text,text,text,uuid,uuid)',
+        'p_merchant_id', colocate_with => 'orders', force_delegation => true);
 END
 $$;
 -- +goose StatementEnd
@@ -252,6 +272,7 @@ CREATE OR REPLACE FUNCTION settle_event_type(to_state text, event text) RETURNS 
     END
 $$;
 -- +goose StatementEnd
+DROP FUNCTION settle_dispute_order_event(text, uuid, text, text, text, text, uuid, uuid);
 DROP TABLE dispute_history;
 DROP TABLE disputes;
 DELETE FROM order_events WHERE dispute_id IS NOT NULL;

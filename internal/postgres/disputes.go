@@ -45,6 +45,9 @@ var disputeOrderTotalsSQL string
 //go:embed sql/dispute_order_event.sql
 var disputeOrderEventSQL string
 
+//go:embed sql/citus/dispute_order_event.sql
+var citusDisputeOrderEventSQL string
+
 //go:embed sql/dispute_by_id.sql
 var disputeByIDSQL string
 
@@ -175,8 +178,12 @@ func (s *Store) ApplyDispute(ctx context.Context, c order.DisputeChange) (order.
 		}
 	}
 
+	e, err := s.engine(ctx)
+	if err != nil {
+		return order.DisputeApplied{}, err
+	}
 	var out order.DisputeApplied
-	err := withTx(ctx, s.pool, func(tx pgx.Tx) error {
+	err = withTx(ctx, s.pool, func(tx pgx.Tx) error {
 		out = order.DisputeApplied{}
 		if _, err := queryOne[orderRow](ctx, tx, lockOrderSQL,
 			pgx.StrictNamedArgs{"merchant_id": at.MerchantID, "id": at.OrderID}); err != nil {
@@ -262,7 +269,7 @@ func (s *Store) ApplyDispute(ctx context.Context, c order.DisputeChange) (order.
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, disputeOrderEventSQL, pgx.StrictNamedArgs{
+		if _, err := tx.Exec(ctx, e.statements().disputeOrderEvent, pgx.StrictNamedArgs{
 			"merchant_id": at.MerchantID, "order_id": at.OrderID, "state": st.State, "event": "dispute_" + name,
 			"actor": string(c.Actor), "reason": string(d.Status), "attempt_id": attemptID, "dispute_id": d.ID,
 		}); err != nil {
@@ -341,6 +348,11 @@ func (s *Store) unknownDispute(ctx context.Context, ev order.GatewayEvent) (orde
 	return order.DisputeApplied{Result: res}, nil
 }
 
+// disputeEventArgs are dispute_record_event.sql's arguments for ev, matched
+// to at. The reference is left empty: the lookups of a gateway that answers
+// from its recorded events (order.EventLog, Adyen's) read the events about
+// an operation by its reference, and a dispute's event says nothing of
+// whether the operation succeeded. The matched attempt is kept.
 func (s *Store) disputeEventArgs(ev order.GatewayEvent, at disputeAttemptRow, result order.GatewayEventResult) pgx.StrictNamedArgs {
 	var attemptID, orderID *string
 	if at.AttemptID != "" {
@@ -361,7 +373,7 @@ func (s *Store) disputeEventArgs(ev order.GatewayEvent, at disputeAttemptRow, re
 	return pgx.StrictNamedArgs{
 		"merchant_id": at.MerchantID, "gateway": ev.Gateway, "event_id": ev.ID, "event_type": ev.Type,
 		"object_id": ev.ObjectID, "attempt_id": attemptID, "order_id": orderID, "result": string(result),
-		"reference": ev.AttemptID, "charge_id": ev.ChargeID, "amount_minor": amount, "currency": currency,
+		"reference": "", "charge_id": ev.ChargeID, "amount_minor": amount, "currency": currency,
 		"occurred_at": occurredAt,
 	}
 }
