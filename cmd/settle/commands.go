@@ -220,6 +220,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
+	metrics.WatchDisputes(func(ctx context.Context) (order.DisputeCounts, error) {
+		return a.store.CountDisputes(ctx, order.DisputeDueWithin)
+	})
 	return a, nil
 }
 
@@ -351,7 +354,14 @@ func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitG
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
-	h := webhook.New(a.store, webhook.Config{
+	// The Service records the events: one about a dispute is applied to
+	// it (read first at a gateway that can be read), any other goes to
+	// the store.
+	svc, err := a.service()
+	if err != nil {
+		return err
+	}
+	h := webhook.New(svc, webhook.Config{
 		Gateways: a.receivers,
 		MaxBody:  int64(a.cfg.WebhookMaxBody),
 		OnEvent:  a.metrics.GatewayEvent,

@@ -115,6 +115,8 @@ func orderToProto(o order.Order) *settlev1.Order {
 		p.Capturing = &settlev1.Money{Currency: o.Amount.Currency, AmountMinor: o.CapturingMinor}
 	}
 	p.Voiding = o.Voiding
+	p.Disputed = moneyOf(o.Amount.Currency, o.Disputed)
+	p.ChargedBack = moneyOf(o.Amount.Currency, o.ChargedBack)
 	return p
 }
 

@@ -30,6 +30,8 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		actErr  *order.ActionError
 		revErr  *order.ReviewResolvedError
 		rchErr  *order.ReviewChargeFoundError
+		dopErr  *order.DisputeOpenError
+		dunErr  *order.DisputeUnsupportedError
 	)
 	switch {
 	case err == nil:
@@ -38,6 +40,17 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.InvalidArgument, valErr.Error())
 	case errors.As(err, new(*malformedError)):
 		return status.Error(codes.InvalidArgument, "the request is not a valid protobuf message")
+	case errors.As(err, &dopErr):
+		return status.Error(codes.FailedPrecondition, dopErr.Error())
+	case errors.As(err, &dunErr):
+		return status.Error(codes.FailedPrecondition, dunErr.Error())
+	case errors.Is(err, order.ErrDisputeNotFound):
+		return status.Error(codes.NotFound, "dispute not found")
+	case errors.Is(err, order.ErrDisputeOutcomeUnknown):
+		log.WarnContext(ctx, "gateway did not answer an accept of a dispute", "error", err)
+		return status.Error(codes.Unavailable, "the gateway did not answer; the dispute is left as it was, and the gateway's next event settles it; the call may be repeated")
+	case errors.Is(err, order.ErrDisputesUnsupported):
+		return status.Error(codes.Unimplemented, "this server keeps no disputes")
 	case errors.Is(err, order.ErrEventNotFound):
 		return status.Error(codes.NotFound, "event not found")
 	case errors.Is(err, order.ErrNotFound):

@@ -61,6 +61,9 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 		"ListReviewItems": &settlev1.ListReviewItemsRequest{},
 		"ResolveReviewItem": &settlev1.ResolveReviewItemRequest{OrderId: o.GetId(), ReviewItemId: o.GetId(),
 			Decision: settlev1.ReviewDecision_REVIEW_DECISION_CHARGED, Note: "refunded at the gateway"},
+		"ListDisputes":  &settlev1.ListDisputesRequest{},
+		"GetDispute":    &settlev1.GetDisputeRequest{DisputeId: o.GetId()},
+		"AcceptDispute": &settlev1.AcceptDisputeRequest{DisputeId: o.GetId()},
 	}
 	// A card number bare, in a sentence beside its expiry date, and
 	// behind a Stripe id's prefix (which a customer id must carry).
@@ -69,7 +72,7 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 	// currency code) refuse a card number as malformed; every other string
 	// field is a client's text, and must refuse it as a card number.
 	parsed := map[string]bool{"id": true, "order_id": true, "refund_id": true, "currency": true, "after_cursor": true,
-		"page_token": true, "event_id": true, "review_item_id": true}
+		"page_token": true, "event_id": true, "review_item_id": true, "dispute_id": true}
 	fields := 0
 	for _, file := range []protoreflect.FileDescriptor{settlev1.File_settle_v1_order_proto, settlev1.File_settle_v1_ops_proto} {
 		services := file.Services()

@@ -143,6 +143,14 @@ type Order struct {
 	// the sum of those in flight or in review: what may have gone back.
 	// Never more than Amount is refunded or refunding.
 	Refunded, Refunding int64
+	// OpenDisputes counts the order's disputes that wait on their outcome
+	// (refunds are refused meanwhile), Disputed is what they dispute, and
+	// ChargedBack what the gateway took back for disputes lost or still
+	// open (withdrawn less reinstated): it is no longer refundable. The
+	// order's state does not move for a dispute (dispute.go). Reads that
+	// show an order to a client fill them.
+	OpenDisputes          int
+	Disputed, ChargedBack int64
 	// Capture is the order's capture mode; empty reads as CaptureAutomatic.
 	Capture CaptureMode
 	// With CaptureManual, once authorized: AuthorizedMinor is what the

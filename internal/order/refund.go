@@ -285,8 +285,11 @@ func (op *refundOp) claim(ctx context.Context) (bool, error) {
 		if !c.Order.State.Refundable() {
 			return false, &StateError{Current: c.Order.State, Event: EventRefund}
 		}
-		return false, &RefundLimitError{Left: c.Order.Amount.AmountMinor - c.Order.Refunded - c.Order.Refunding,
-			Currency: c.Order.Amount.Currency}
+		if c.Order.OpenDisputes > 0 {
+			return false, op.s.openDispute(ctx, c.Order)
+		}
+		return false, &RefundLimitError{Left: c.Order.Amount.AmountMinor - c.Order.Refunded - c.Order.Refunding -
+			c.Order.ChargedBack, Currency: c.Order.Amount.Currency}
 	}
 	op.o, op.r, op.chargeID = c.Order, *c.Refund, c.ChargeID
 	return true, nil

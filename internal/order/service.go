@@ -173,7 +173,9 @@ type Service struct {
 	holds HoldStore
 	// reviews is store, when it keeps the review queue; nil finds no
 	// review item.
-	reviews  ReviewStore
+	reviews ReviewStore
+	// disputes is store, when it keeps disputes; nil refuses them.
+	disputes DisputeStore
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -195,7 +197,8 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	refunds, _ := store.(RefundStore)
 	holds, _ := store.(HoldStore)
 	reviews, _ := store.(ReviewStore)
-	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, gateways: gateways, cfg: cfg, log: log,
+	disputes, _ := store.(DisputeStore)
+	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, gateways: gateways, cfg: cfg, log: log,
 		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
 }
 

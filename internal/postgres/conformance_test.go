@@ -71,6 +71,7 @@ var storeSuite = []struct {
 	{"ReviewQueue", testReviewQueue},
 	{"GatewayEventsLapseWakesHold", testGatewayEventsLapseWakesHold},
 	{"GatewayEventsRefundFailed", testGatewayEventsRefundFailed},
+	{"DisputeForwardOnly", testDisputeForwardOnly},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

@@ -110,6 +110,8 @@ var fanOut = map[string]string{
 	"writable.sql":                 "asks the engine whether it accepts writes, not a table",
 	"gateway_event_attempt.sql":    "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",
 	"gateway_events_about.sql":     "a lookup from recorded events by the gateway's reference, which names no merchant",
+	"dispute_attempt.sql":          "a gateway's dispute event names no merchant: finds the attempt it is about, and so its merchant",
+	"dispute_counts.sql":           "the metrics' counts of every merchant's disputes",
 }
 
 // TestStatementsNameTheMerchant: every statement outside fanOut takes the

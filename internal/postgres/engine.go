@@ -79,6 +79,8 @@ type statements struct {
 	voidClaim          string
 	voidSettle         string
 	expireHold         string
+	// disputeOrderEvent writes a dispute's row in its order's history.
+	disputeOrderEvent string
 }
 
 //go:embed sql/is_citus.sql

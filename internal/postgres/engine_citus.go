@@ -70,6 +70,7 @@ var citusStatements = statements{
 	voidClaim:          citusVoidClaimSQL,
 	voidSettle:         citusVoidSettleSQL,
 	expireHold:         citusExpireHoldSQL,
+	disputeOrderEvent:  citusDisputeOrderEventSQL,
 }
 
 func (e *citusEngine) statements() *statements { return &citusStatements }

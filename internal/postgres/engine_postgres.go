@@ -72,6 +72,7 @@ var postgresStatements = statements{
 	voidClaim:          voidClaimSQL,
 	voidSettle:         voidSettleSQL,
 	expireHold:         expireHoldSQL,
+	disputeOrderEvent:  disputeOrderEventSQL,
 }
 
 func (e *postgresEngine) statements() *statements { return &postgresStatements }

@@ -93,7 +93,7 @@ func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order
 	}
 	err := withSnapshot(ctx, s.pool, func(tx pgx.Tx) error {
 		h = order.History{}
-		o, err := queryOne[refundedOrderRow](ctx, tx, orderByIDSQL, pgx.StrictNamedArgs{
+		o, err := queryOne[disputedOrderRow](ctx, tx, orderByIDSQL, pgx.StrictNamedArgs{
 			"id": id, "any_merchant": false, "merchant_id": merchantID,
 		})
 		if err != nil {

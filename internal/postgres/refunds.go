@@ -88,7 +88,7 @@ var refundClaimSQL string
 type refundClaimRow struct {
 	Claimed  bool   `db:"claimed"`
 	ChargeID string `db:"charge_id"`
-	refundedOrderRow
+	disputedOrderRow
 	refundRow
 }
 
@@ -154,7 +154,7 @@ var refundSettleSQL string
 
 // refundSettledRow is what refund_settle.sql returns.
 type refundSettledRow struct {
-	refundedOrderRow
+	disputedOrderRow
 	refundRow
 }
 

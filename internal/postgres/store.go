@@ -42,9 +42,9 @@ func (s *Store) Order(ctx context.Context, scope order.Scope, id string) (order.
 
 // readOrder reads the order id within scope, with its refund totals.
 func readOrder(ctx context.Context, pool *pgxpool.Pool, scope order.Scope, id string) (order.Order, error) {
-	var r refundedOrderRow
+	var r disputedOrderRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[refundedOrderRow](ctx, pool, orderByIDSQL, pgx.StrictNamedArgs{
+		r, err = queryOne[disputedOrderRow](ctx, pool, orderByIDSQL, pgx.StrictNamedArgs{
 			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
 		})
 		return err

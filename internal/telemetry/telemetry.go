@@ -122,7 +122,8 @@ func (m *Metrics) GatewayEvent(gateway, eventType, result string) {
 		m.reviewItems.WithLabelValues("capture_failed").Inc()
 	case order.EventReviewRefundFailed:
 		m.reviewItems.WithLabelValues("refund_failed").Inc()
-	case order.EventWoken, order.EventIgnored, order.EventUnknownObject, order.EventDuplicate:
+	case order.EventWoken, order.EventIgnored, order.EventUnknownObject, order.EventDuplicate, order.EventDispute,
+		order.EventDisputeStale:
 		// No item raised; the listener's own results (bad_signature, …)
 		// are no GatewayEventResult.
 	}
@@ -372,4 +373,51 @@ func (o *GatewayObserver) Start(ctx context.Context, call gateway.Call) (context
 			span.SetStatus(codes.Error, outcome)
 		}
 	}
+}
+
+// DisputeCountsFunc reads the disputes' counts (postgres.Store.CountDisputes
+// over order.DisputeDueWithin).
+type DisputeCountsFunc func(context.Context) (order.DisputeCounts, error)
+
+// disputesDueWithin is order.DisputeDueWithin as settle_disputes_due_soon's
+// label says it.
+var disputesDueWithin = strconv.Itoa(int(order.DisputeDueWithin.Hours())) + "h"
+
+var (
+	disputesDesc    = prometheus.NewDesc("settle_disputes", "Disputes by status.", []string{"status"}, nil)
+	disputesDueDesc = prometheus.NewDesc("settle_disputes_due_soon",
+		"Disputes waiting on the merchant's response (NEEDS_RESPONSE) whose due_by is within the window (label within), or has passed.",
+		[]string{"within"}, nil)
+	disputesUpDesc = prometheus.NewDesc("settle_disputes_up", "1 when the dispute counts could be read at this scrape.", nil, nil)
+)
+
+// WatchDisputes exports the disputes by status and those due soon with no
+// response, read when scraped.
+func (m *Metrics) WatchDisputes(counts DisputeCountsFunc) {
+	m.Registry.MustRegister(&disputeCollector{counts: counts})
+}
+
+type disputeCollector struct {
+	counts DisputeCountsFunc
+}
+
+func (c *disputeCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{disputesDesc, disputesDueDesc, disputesUpDesc} {
+		ch <- d
+	}
+}
+
+func (c *disputeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeBudget)
+	defer cancel()
+	n, err := c.counts(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(disputesUpDesc, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(disputesUpDesc, prometheus.GaugeValue, 1)
+	for _, s := range order.DisputeStatuses {
+		ch <- prometheus.MustNewConstMetric(disputesDesc, prometheus.GaugeValue, float64(n.ByStatus[s]), string(s))
+	}
+	ch <- prometheus.MustNewConstMetric(disputesDueDesc, prometheus.GaugeValue, float64(n.DueSoon), disputesDueWithin)
 }

@@ -266,6 +266,126 @@ func (ReviewDecision) EnumDescriptor() ([]byte, []int) {
 	return file_settle_v1_ops_proto_rawDescGZIP(), []int{3}
 }
 
+// DisputeStatus is where a dispute stands, as its gateway says.
+type DisputeStatus int32
+
+const (
+	DisputeStatus_DISPUTE_STATUS_UNSPECIFIED DisputeStatus = 0
+	// The merchant may answer with evidence until due_time.
+	DisputeStatus_DISPUTE_STATUS_NEEDS_RESPONSE DisputeStatus = 1
+	// Evidence was given; the network decides.
+	DisputeStatus_DISPUTE_STATUS_UNDER_REVIEW DisputeStatus = 2
+	// The money stays with, or came back to, the merchant.
+	DisputeStatus_DISPUTE_STATUS_WON DisputeStatus = 3
+	// The money went back to the cardholder.
+	DisputeStatus_DISPUTE_STATUS_LOST DisputeStatus = 4
+	// An inquiry closed without becoming a chargeback.
+	DisputeStatus_DISPUTE_STATUS_WARNING_CLOSED DisputeStatus = 5
+)
+
+// Enum value maps for DisputeStatus.
+var (
+	DisputeStatus_name = map[int32]string{
+		0: "DISPUTE_STATUS_UNSPECIFIED",
+		1: "DISPUTE_STATUS_NEEDS_RESPONSE",
+		2: "DISPUTE_STATUS_UNDER_REVIEW",
+		3: "DISPUTE_STATUS_WON",
+		4: "DISPUTE_STATUS_LOST",
+		5: "DISPUTE_STATUS_WARNING_CLOSED",
+	}
+	DisputeStatus_value = map[string]int32{
+		"DISPUTE_STATUS_UNSPECIFIED":    0,
+		"DISPUTE_STATUS_NEEDS_RESPONSE": 1,
+		"DISPUTE_STATUS_UNDER_REVIEW":   2,
+		"DISPUTE_STATUS_WON":            3,
+		"DISPUTE_STATUS_LOST":           4,
+		"DISPUTE_STATUS_WARNING_CLOSED": 5,
+	}
+)
+
+func (x DisputeStatus) Enum() *DisputeStatus {
+	p := new(DisputeStatus)
+	*p = x
+	return p
+}
+
+func (x DisputeStatus) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DisputeStatus) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_ops_proto_enumTypes[4].Descriptor()
+}
+
+func (DisputeStatus) Type() protoreflect.EnumType {
+	return &file_settle_v1_ops_proto_enumTypes[4]
+}
+
+func (x DisputeStatus) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DisputeStatus.Descriptor instead.
+func (DisputeStatus) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{4}
+}
+
+// DisputeStage is the network's round of a dispute.
+type DisputeStage int32
+
+const (
+	DisputeStage_DISPUTE_STAGE_UNSPECIFIED       DisputeStage = 0
+	DisputeStage_DISPUTE_STAGE_INQUIRY           DisputeStage = 1
+	DisputeStage_DISPUTE_STAGE_CHARGEBACK        DisputeStage = 2
+	DisputeStage_DISPUTE_STAGE_PRE_ARBITRATION   DisputeStage = 3
+	DisputeStage_DISPUTE_STAGE_SECOND_CHARGEBACK DisputeStage = 4
+)
+
+// Enum value maps for DisputeStage.
+var (
+	DisputeStage_name = map[int32]string{
+		0: "DISPUTE_STAGE_UNSPECIFIED",
+		1: "DISPUTE_STAGE_INQUIRY",
+		2: "DISPUTE_STAGE_CHARGEBACK",
+		3: "DISPUTE_STAGE_PRE_ARBITRATION",
+		4: "DISPUTE_STAGE_SECOND_CHARGEBACK",
+	}
+	DisputeStage_value = map[string]int32{
+		"DISPUTE_STAGE_UNSPECIFIED":       0,
+		"DISPUTE_STAGE_INQUIRY":           1,
+		"DISPUTE_STAGE_CHARGEBACK":        2,
+		"DISPUTE_STAGE_PRE_ARBITRATION":   3,
+		"DISPUTE_STAGE_SECOND_CHARGEBACK": 4,
+	}
+)
+
+func (x DisputeStage) Enum() *DisputeStage {
+	p := new(DisputeStage)
+	*p = x
+	return p
+}
+
+func (x DisputeStage) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DisputeStage) Descriptor() protoreflect.EnumDescriptor {
+	return file_settle_v1_ops_proto_enumTypes[5].Descriptor()
+}
+
+func (DisputeStage) Type() protoreflect.EnumType {
+	return &file_settle_v1_ops_proto_enumTypes[5]
+}
+
+func (x DisputeStage) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DisputeStage.Descriptor instead.
+func (DisputeStage) EnumDescriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
+}
+
 // ListOrdersRequest filters and pages orders.
 type ListOrdersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2519,6 +2639,632 @@ func (x *ResolveReviewItemResponse) GetItem() *ReviewItem {
 	return nil
 }
 
+// Dispute is a chargeback (or an inquiry before one) of an order's charge.
+type Dispute struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	MerchantId string                 `protobuf:"bytes,2,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	OrderId    string                 `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	// The attempt whose charge is disputed.
+	AttemptId string `protobuf:"bytes,4,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	Gateway   string `protobuf:"bytes,5,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// The gateway's id of the dispute.
+	GatewayDisputeId string `protobuf:"bytes,6,opt,name=gateway_dispute_id,json=gatewayDisputeId,proto3" json:"gateway_dispute_id,omitempty"`
+	Amount           *Money `protobuf:"bytes,7,opt,name=amount,proto3" json:"amount,omitempty"`
+	// The gateway's reason, for example "fraudulent".
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// The card network's reason code, for example "10.4"; empty if unknown.
+	NetworkReasonCode string        `protobuf:"bytes,9,opt,name=network_reason_code,json=networkReasonCode,proto3" json:"network_reason_code,omitempty"`
+	Status            DisputeStatus `protobuf:"varint,10,opt,name=status,proto3,enum=settle.v1.DisputeStatus" json:"status,omitempty"`
+	Stage             DisputeStage  `protobuf:"varint,11,opt,name=stage,proto3,enum=settle.v1.DisputeStage" json:"stage,omitempty"`
+	// The deadline for the merchant's evidence; unset if none.
+	DueTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	// What the gateway took from the merchant, gave back, and charged as a
+	// fee, in the dispute's currency.
+	Withdrawn     *Money                 `protobuf:"bytes,13,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
+	Reinstated    *Money                 `protobuf:"bytes,14,opt,name=reinstated,proto3" json:"reinstated,omitempty"`
+	Fee           *Money                 `protobuf:"bytes,15,opt,name=fee,proto3" json:"fee,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,17,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Dispute) Reset() {
+	*x = Dispute{}
+	mi := &file_settle_v1_ops_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Dispute) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Dispute) ProtoMessage() {}
+
+func (x *Dispute) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Dispute.ProtoReflect.Descriptor instead.
+func (*Dispute) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Dispute) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Dispute) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *Dispute) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+func (x *Dispute) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *Dispute) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *Dispute) GetGatewayDisputeId() string {
+	if x != nil {
+		return x.GatewayDisputeId
+	}
+	return ""
+}
+
+func (x *Dispute) GetAmount() *Money {
+	if x != nil {
+		return x.Amount
+	}
+	return nil
+}
+
+func (x *Dispute) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Dispute) GetNetworkReasonCode() string {
+	if x != nil {
+		return x.NetworkReasonCode
+	}
+	return ""
+}
+
+func (x *Dispute) GetStatus() DisputeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return DisputeStatus_DISPUTE_STATUS_UNSPECIFIED
+}
+
+func (x *Dispute) GetStage() DisputeStage {
+	if x != nil {
+		return x.Stage
+	}
+	return DisputeStage_DISPUTE_STAGE_UNSPECIFIED
+}
+
+func (x *Dispute) GetDueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueTime
+	}
+	return nil
+}
+
+func (x *Dispute) GetWithdrawn() *Money {
+	if x != nil {
+		return x.Withdrawn
+	}
+	return nil
+}
+
+func (x *Dispute) GetReinstated() *Money {
+	if x != nil {
+		return x.Reinstated
+	}
+	return nil
+}
+
+func (x *Dispute) GetFee() *Money {
+	if x != nil {
+		return x.Fee
+	}
+	return nil
+}
+
+func (x *Dispute) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *Dispute) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+// DisputeEvent is one change of a dispute.
+type DisputeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unspecified for the dispute's creation.
+	FromStatus DisputeStatus `protobuf:"varint,1,opt,name=from_status,json=fromStatus,proto3,enum=settle.v1.DisputeStatus" json:"from_status,omitempty"`
+	ToStatus   DisputeStatus `protobuf:"varint,2,opt,name=to_status,json=toStatus,proto3,enum=settle.v1.DisputeStatus" json:"to_status,omitempty"`
+	FromStage  DisputeStage  `protobuf:"varint,3,opt,name=from_stage,json=fromStage,proto3,enum=settle.v1.DisputeStage" json:"from_stage,omitempty"`
+	ToStage    DisputeStage  `protobuf:"varint,4,opt,name=to_stage,json=toStage,proto3,enum=settle.v1.DisputeStage" json:"to_stage,omitempty"`
+	// opened, updated, closed, or accept (an operator conceded it).
+	Event string `protobuf:"bytes,5,opt,name=event,proto3" json:"event,omitempty"`
+	Actor string `protobuf:"bytes,6,opt,name=actor,proto3" json:"actor,omitempty"`
+	// The gateway's event that brought the change; empty for an operator's.
+	GatewayEventId string                 `protobuf:"bytes,7,opt,name=gateway_event_id,json=gatewayEventId,proto3" json:"gateway_event_id,omitempty"`
+	Withdrawn      *Money                 `protobuf:"bytes,8,opt,name=withdrawn,proto3" json:"withdrawn,omitempty"`
+	Reinstated     *Money                 `protobuf:"bytes,9,opt,name=reinstated,proto3" json:"reinstated,omitempty"`
+	CreateTime     *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DisputeEvent) Reset() {
+	*x = DisputeEvent{}
+	mi := &file_settle_v1_ops_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DisputeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DisputeEvent) ProtoMessage() {}
+
+func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DisputeEvent.ProtoReflect.Descriptor instead.
+func (*DisputeEvent) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *DisputeEvent) GetFromStatus() DisputeStatus {
+	if x != nil {
+		return x.FromStatus
+	}
+	return DisputeStatus_DISPUTE_STATUS_UNSPECIFIED
+}
+
+func (x *DisputeEvent) GetToStatus() DisputeStatus {
+	if x != nil {
+		return x.ToStatus
+	}
+	return DisputeStatus_DISPUTE_STATUS_UNSPECIFIED
+}
+
+func (x *DisputeEvent) GetFromStage() DisputeStage {
+	if x != nil {
+		return x.FromStage
+	}
+	return DisputeStage_DISPUTE_STAGE_UNSPECIFIED
+}
+
+func (x *DisputeEvent) GetToStage() DisputeStage {
+	if x != nil {
+		return x.ToStage
+	}
+	return DisputeStage_DISPUTE_STAGE_UNSPECIFIED
+}
+
+func (x *DisputeEvent) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *DisputeEvent) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *DisputeEvent) GetGatewayEventId() string {
+	if x != nil {
+		return x.GatewayEventId
+	}
+	return ""
+}
+
+func (x *DisputeEvent) GetWithdrawn() *Money {
+	if x != nil {
+		return x.Withdrawn
+	}
+	return nil
+}
+
+func (x *DisputeEvent) GetReinstated() *Money {
+	if x != nil {
+		return x.Reinstated
+	}
+	return nil
+}
+
+func (x *DisputeEvent) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// ListDisputesRequest filters and pages disputes.
+type ListDisputesRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only disputes in this status; every status when unspecified.
+	Status DisputeStatus `protobuf:"varint,1,opt,name=status,proto3,enum=settle.v1.DisputeStatus" json:"status,omitempty"`
+	// Only disputes due before this time.
+	DueBefore *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=due_before,json=dueBefore,proto3" json:"due_before,omitempty"`
+	// Only this merchant's disputes. An ops key of one merchant sees only
+	// its own, and may leave this empty; an ops key of every merchant ("*")
+	// sees everyone's when empty.
+	MerchantId string `protobuf:"bytes,3,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// At most this many disputes (default 50, at most 500).
+	PageSize int32 `protobuf:"varint,4,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// From a previous response's next_page_token, with the same filters.
+	PageToken     string `protobuf:"bytes,5,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDisputesRequest) Reset() {
+	*x = ListDisputesRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDisputesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDisputesRequest) ProtoMessage() {}
+
+func (x *ListDisputesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDisputesRequest.ProtoReflect.Descriptor instead.
+func (*ListDisputesRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListDisputesRequest) GetStatus() DisputeStatus {
+	if x != nil {
+		return x.Status
+	}
+	return DisputeStatus_DISPUTE_STATUS_UNSPECIFIED
+}
+
+func (x *ListDisputesRequest) GetDueBefore() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueBefore
+	}
+	return nil
+}
+
+func (x *ListDisputesRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *ListDisputesRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *ListDisputesRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
+// ListDisputesResponse is one page of disputes, oldest first.
+type ListDisputesResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Disputes []*Dispute             `protobuf:"bytes,1,rep,name=disputes,proto3" json:"disputes,omitempty"`
+	// Empty on the last page.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListDisputesResponse) Reset() {
+	*x = ListDisputesResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListDisputesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListDisputesResponse) ProtoMessage() {}
+
+func (x *ListDisputesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListDisputesResponse.ProtoReflect.Descriptor instead.
+func (*ListDisputesResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListDisputesResponse) GetDisputes() []*Dispute {
+	if x != nil {
+		return x.Disputes
+	}
+	return nil
+}
+
+func (x *ListDisputesResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
+// GetDisputeRequest names a dispute.
+type GetDisputeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DisputeId     string                 `protobuf:"bytes,1,opt,name=dispute_id,json=disputeId,proto3" json:"dispute_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDisputeRequest) Reset() {
+	*x = GetDisputeRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDisputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDisputeRequest) ProtoMessage() {}
+
+func (x *GetDisputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDisputeRequest.ProtoReflect.Descriptor instead.
+func (*GetDisputeRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetDisputeRequest) GetDisputeId() string {
+	if x != nil {
+		return x.DisputeId
+	}
+	return ""
+}
+
+// GetDisputeResponse is a dispute with its history, oldest first.
+type GetDisputeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dispute       *Dispute               `protobuf:"bytes,1,opt,name=dispute,proto3" json:"dispute,omitempty"`
+	Events        []*DisputeEvent        `protobuf:"bytes,2,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetDisputeResponse) Reset() {
+	*x = GetDisputeResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetDisputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetDisputeResponse) ProtoMessage() {}
+
+func (x *GetDisputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetDisputeResponse.ProtoReflect.Descriptor instead.
+func (*GetDisputeResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *GetDisputeResponse) GetDispute() *Dispute {
+	if x != nil {
+		return x.Dispute
+	}
+	return nil
+}
+
+func (x *GetDisputeResponse) GetEvents() []*DisputeEvent {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
+// AcceptDisputeRequest names the dispute to concede.
+type AcceptDisputeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	DisputeId     string                 `protobuf:"bytes,1,opt,name=dispute_id,json=disputeId,proto3" json:"dispute_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptDisputeRequest) Reset() {
+	*x = AcceptDisputeRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptDisputeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptDisputeRequest) ProtoMessage() {}
+
+func (x *AcceptDisputeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptDisputeRequest.ProtoReflect.Descriptor instead.
+func (*AcceptDisputeRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AcceptDisputeRequest) GetDisputeId() string {
+	if x != nil {
+		return x.DisputeId
+	}
+	return ""
+}
+
+// AcceptDisputeResponse is the dispute as the gateway answered.
+type AcceptDisputeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Dispute       *Dispute               `protobuf:"bytes,1,opt,name=dispute,proto3" json:"dispute,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AcceptDisputeResponse) Reset() {
+	*x = AcceptDisputeResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AcceptDisputeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AcceptDisputeResponse) ProtoMessage() {}
+
+func (x *AcceptDisputeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AcceptDisputeResponse.ProtoReflect.Descriptor instead.
+func (*AcceptDisputeResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AcceptDisputeResponse) GetDispute() *Dispute {
+	if x != nil {
+		return x.Dispute
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -2721,7 +3467,72 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\bdecision\x18\x03 \x01(\x0e2\x19.settle.v1.ReviewDecisionR\bdecision\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\"F\n" +
 	"\x19ResolveReviewItemResponse\x12)\n" +
-	"\x04item\x18\x01 \x01(\v2\x15.settle.v1.ReviewItemR\x04item*n\n" +
+	"\x04item\x18\x01 \x01(\v2\x15.settle.v1.ReviewItemR\x04item\"\xc6\x05\n" +
+	"\aDispute\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vmerchant_id\x18\x02 \x01(\tR\n" +
+	"merchantId\x12\x19\n" +
+	"\border_id\x18\x03 \x01(\tR\aorderId\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x04 \x01(\tR\tattemptId\x12\x18\n" +
+	"\agateway\x18\x05 \x01(\tR\agateway\x12,\n" +
+	"\x12gateway_dispute_id\x18\x06 \x01(\tR\x10gatewayDisputeId\x12(\n" +
+	"\x06amount\x18\a \x01(\v2\x10.settle.v1.MoneyR\x06amount\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12.\n" +
+	"\x13network_reason_code\x18\t \x01(\tR\x11networkReasonCode\x120\n" +
+	"\x06status\x18\n" +
+	" \x01(\x0e2\x18.settle.v1.DisputeStatusR\x06status\x12-\n" +
+	"\x05stage\x18\v \x01(\x0e2\x17.settle.v1.DisputeStageR\x05stage\x125\n" +
+	"\bdue_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\x12.\n" +
+	"\twithdrawn\x18\r \x01(\v2\x10.settle.v1.MoneyR\twithdrawn\x120\n" +
+	"\n" +
+	"reinstated\x18\x0e \x01(\v2\x10.settle.v1.MoneyR\n" +
+	"reinstated\x12\"\n" +
+	"\x03fee\x18\x0f \x01(\v2\x10.settle.v1.MoneyR\x03fee\x12;\n" +
+	"\vcreate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vupdate_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\"\xe1\x03\n" +
+	"\fDisputeEvent\x129\n" +
+	"\vfrom_status\x18\x01 \x01(\x0e2\x18.settle.v1.DisputeStatusR\n" +
+	"fromStatus\x125\n" +
+	"\tto_status\x18\x02 \x01(\x0e2\x18.settle.v1.DisputeStatusR\btoStatus\x126\n" +
+	"\n" +
+	"from_stage\x18\x03 \x01(\x0e2\x17.settle.v1.DisputeStageR\tfromStage\x122\n" +
+	"\bto_stage\x18\x04 \x01(\x0e2\x17.settle.v1.DisputeStageR\atoStage\x12\x14\n" +
+	"\x05event\x18\x05 \x01(\tR\x05event\x12\x14\n" +
+	"\x05actor\x18\x06 \x01(\tR\x05actor\x12(\n" +
+	"\x10gateway_event_id\x18\a \x01(\tR\x0egatewayEventId\x12.\n" +
+	"\twithdrawn\x18\b \x01(\v2\x10.settle.v1.MoneyR\twithdrawn\x120\n" +
+	"\n" +
+	"reinstated\x18\t \x01(\v2\x10.settle.v1.MoneyR\n" +
+	"reinstated\x12;\n" +
+	"\vcreate_time\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xdf\x01\n" +
+	"\x13ListDisputesRequest\x120\n" +
+	"\x06status\x18\x01 \x01(\x0e2\x18.settle.v1.DisputeStatusR\x06status\x129\n" +
+	"\n" +
+	"due_before\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tdueBefore\x12\x1f\n" +
+	"\vmerchant_id\x18\x03 \x01(\tR\n" +
+	"merchantId\x12\x1b\n" +
+	"\tpage_size\x18\x04 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x05 \x01(\tR\tpageToken\"n\n" +
+	"\x14ListDisputesResponse\x12.\n" +
+	"\bdisputes\x18\x01 \x03(\v2\x12.settle.v1.DisputeR\bdisputes\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"2\n" +
+	"\x11GetDisputeRequest\x12\x1d\n" +
+	"\n" +
+	"dispute_id\x18\x01 \x01(\tR\tdisputeId\"s\n" +
+	"\x12GetDisputeResponse\x12,\n" +
+	"\adispute\x18\x01 \x01(\v2\x12.settle.v1.DisputeR\adispute\x12/\n" +
+	"\x06events\x18\x02 \x03(\v2\x17.settle.v1.DisputeEventR\x06events\"5\n" +
+	"\x14AcceptDisputeRequest\x12\x1d\n" +
+	"\n" +
+	"dispute_id\x18\x01 \x01(\tR\tdisputeId\"E\n" +
+	"\x15AcceptDisputeResponse\x12,\n" +
+	"\adispute\x18\x01 \x01(\v2\x12.settle.v1.DisputeR\adispute*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -2744,7 +3555,20 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0eReviewDecision\x12\x1f\n" +
 	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REVIEW_DECISION_CHARGED\x10\x01\x12\x1f\n" +
-	"\x1bREVIEW_DECISION_NOT_CHARGED\x10\x022\xa0\f\n" +
+	"\x1bREVIEW_DECISION_NOT_CHARGED\x10\x02*\xc7\x01\n" +
+	"\rDisputeStatus\x12\x1e\n" +
+	"\x1aDISPUTE_STATUS_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dDISPUTE_STATUS_NEEDS_RESPONSE\x10\x01\x12\x1f\n" +
+	"\x1bDISPUTE_STATUS_UNDER_REVIEW\x10\x02\x12\x16\n" +
+	"\x12DISPUTE_STATUS_WON\x10\x03\x12\x17\n" +
+	"\x13DISPUTE_STATUS_LOST\x10\x04\x12!\n" +
+	"\x1dDISPUTE_STATUS_WARNING_CLOSED\x10\x05*\xae\x01\n" +
+	"\fDisputeStage\x12\x1d\n" +
+	"\x19DISPUTE_STAGE_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15DISPUTE_STAGE_INQUIRY\x10\x01\x12\x1c\n" +
+	"\x18DISPUTE_STAGE_CHARGEBACK\x10\x02\x12!\n" +
+	"\x1dDISPUTE_STAGE_PRE_ARBITRATION\x10\x03\x12#\n" +
+	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\x83\x0f\n" +
 	"\n" +
 	"OpsService\x12a\n" +
 	"\n" +
@@ -2759,7 +3583,11 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/ops/orders/{order_id}:capture\x12\x85\x01\n" +
 	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/ops/orders/{order_id}:void\x12v\n" +
 	"\x0fListReviewItems\x12!.settle.v1.ListReviewItemsRequest\x1a\".settle.v1.ListReviewItemsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/ops/review-items\x12\x98\x01\n" +
-	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/v1/ops/review-items/{review_item_id}:resolveB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/v1/ops/review-items/{review_item_id}:resolve\x12i\n" +
+	"\fListDisputes\x12\x1e.settle.v1.ListDisputesRequest\x1a\x1f.settle.v1.ListDisputesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/disputes\x12p\n" +
+	"\n" +
+	"GetDispute\x12\x1c.settle.v1.GetDisputeRequest\x1a\x1d.settle.v1.GetDisputeResponse\"%\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/ops/disputes/{dispute_id}\x12\x83\x01\n" +
+	"\rAcceptDispute\x12\x1f.settle.v1.AcceptDisputeRequest\x1a .settle.v1.AcceptDisputeResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/v1/ops/disputes/{dispute_id}:acceptB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -2773,134 +3601,173 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 	return file_settle_v1_ops_proto_rawDescData
 }
 
-var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
 	(ReviewItemKind)(0),                    // 2: settle.v1.ReviewItemKind
 	(ReviewDecision)(0),                    // 3: settle.v1.ReviewDecision
-	(*ListOrdersRequest)(nil),              // 4: settle.v1.ListOrdersRequest
-	(*ListOrdersResponse)(nil),             // 5: settle.v1.ListOrdersResponse
-	(*GetOrderHistoryRequest)(nil),         // 6: settle.v1.GetOrderHistoryRequest
-	(*OrderEvent)(nil),                     // 7: settle.v1.OrderEvent
-	(*GetOrderHistoryResponse)(nil),        // 8: settle.v1.GetOrderHistoryResponse
-	(*CaptureEvent)(nil),                   // 9: settle.v1.CaptureEvent
-	(*VoidEvent)(nil),                      // 10: settle.v1.VoidEvent
-	(*RefundEvent)(nil),                    // 11: settle.v1.RefundEvent
-	(*ReconcileOrderRequest)(nil),          // 12: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),         // 13: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),            // 14: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),           // 15: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),                   // 16: settle.v1.StatsRequest
-	(*StateCount)(nil),                     // 17: settle.v1.StateCount
-	(*StatsResponse)(nil),                  // 18: settle.v1.StatsResponse
-	(*RefundStateCount)(nil),               // 19: settle.v1.RefundStateCount
-	(*OpsServiceRefundOrderRequest)(nil),   // 20: settle.v1.OpsServiceRefundOrderRequest
-	(*OpsServiceRefundOrderResponse)(nil),  // 21: settle.v1.OpsServiceRefundOrderResponse
-	(*ResendEventRequest)(nil),             // 22: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),            // 23: settle.v1.ResendEventResponse
-	(*ResolveRefundRequest)(nil),           // 24: settle.v1.ResolveRefundRequest
-	(*ResolveRefundResponse)(nil),          // 25: settle.v1.ResolveRefundResponse
-	(*OpsServiceCaptureOrderRequest)(nil),  // 26: settle.v1.OpsServiceCaptureOrderRequest
-	(*OpsServiceCaptureOrderResponse)(nil), // 27: settle.v1.OpsServiceCaptureOrderResponse
-	(*OpsServiceVoidOrderRequest)(nil),     // 28: settle.v1.OpsServiceVoidOrderRequest
-	(*OpsServiceVoidOrderResponse)(nil),    // 29: settle.v1.OpsServiceVoidOrderResponse
-	(*ReviewItem)(nil),                     // 30: settle.v1.ReviewItem
-	(*ListReviewItemsRequest)(nil),         // 31: settle.v1.ListReviewItemsRequest
-	(*ListReviewItemsResponse)(nil),        // 32: settle.v1.ListReviewItemsResponse
-	(*ResolveReviewItemRequest)(nil),       // 33: settle.v1.ResolveReviewItemRequest
-	(*ResolveReviewItemResponse)(nil),      // 34: settle.v1.ResolveReviewItemResponse
-	(OrderState)(0),                        // 35: settle.v1.OrderState
-	(*Order)(nil),                          // 36: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),          // 37: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 38: settle.v1.Attempt
-	(*Refund)(nil),                         // 39: settle.v1.Refund
-	(*Capture)(nil),                        // 40: settle.v1.Capture
-	(*Void)(nil),                           // 41: settle.v1.Void
-	(CaptureState)(0),                      // 42: settle.v1.CaptureState
-	(VoidState)(0),                         // 43: settle.v1.VoidState
-	(RefundState)(0),                       // 44: settle.v1.RefundState
+	(DisputeStatus)(0),                     // 4: settle.v1.DisputeStatus
+	(DisputeStage)(0),                      // 5: settle.v1.DisputeStage
+	(*ListOrdersRequest)(nil),              // 6: settle.v1.ListOrdersRequest
+	(*ListOrdersResponse)(nil),             // 7: settle.v1.ListOrdersResponse
+	(*GetOrderHistoryRequest)(nil),         // 8: settle.v1.GetOrderHistoryRequest
+	(*OrderEvent)(nil),                     // 9: settle.v1.OrderEvent
+	(*GetOrderHistoryResponse)(nil),        // 10: settle.v1.GetOrderHistoryResponse
+	(*CaptureEvent)(nil),                   // 11: settle.v1.CaptureEvent
+	(*VoidEvent)(nil),                      // 12: settle.v1.VoidEvent
+	(*RefundEvent)(nil),                    // 13: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),          // 14: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),         // 15: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),            // 16: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),           // 17: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                   // 18: settle.v1.StatsRequest
+	(*StateCount)(nil),                     // 19: settle.v1.StateCount
+	(*StatsResponse)(nil),                  // 20: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),               // 21: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),   // 22: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil),  // 23: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),             // 24: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),            // 25: settle.v1.ResendEventResponse
+	(*ResolveRefundRequest)(nil),           // 26: settle.v1.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),          // 27: settle.v1.ResolveRefundResponse
+	(*OpsServiceCaptureOrderRequest)(nil),  // 28: settle.v1.OpsServiceCaptureOrderRequest
+	(*OpsServiceCaptureOrderResponse)(nil), // 29: settle.v1.OpsServiceCaptureOrderResponse
+	(*OpsServiceVoidOrderRequest)(nil),     // 30: settle.v1.OpsServiceVoidOrderRequest
+	(*OpsServiceVoidOrderResponse)(nil),    // 31: settle.v1.OpsServiceVoidOrderResponse
+	(*ReviewItem)(nil),                     // 32: settle.v1.ReviewItem
+	(*ListReviewItemsRequest)(nil),         // 33: settle.v1.ListReviewItemsRequest
+	(*ListReviewItemsResponse)(nil),        // 34: settle.v1.ListReviewItemsResponse
+	(*ResolveReviewItemRequest)(nil),       // 35: settle.v1.ResolveReviewItemRequest
+	(*ResolveReviewItemResponse)(nil),      // 36: settle.v1.ResolveReviewItemResponse
+	(*Dispute)(nil),                        // 37: settle.v1.Dispute
+	(*DisputeEvent)(nil),                   // 38: settle.v1.DisputeEvent
+	(*ListDisputesRequest)(nil),            // 39: settle.v1.ListDisputesRequest
+	(*ListDisputesResponse)(nil),           // 40: settle.v1.ListDisputesResponse
+	(*GetDisputeRequest)(nil),              // 41: settle.v1.GetDisputeRequest
+	(*GetDisputeResponse)(nil),             // 42: settle.v1.GetDisputeResponse
+	(*AcceptDisputeRequest)(nil),           // 43: settle.v1.AcceptDisputeRequest
+	(*AcceptDisputeResponse)(nil),          // 44: settle.v1.AcceptDisputeResponse
+	(OrderState)(0),                        // 45: settle.v1.OrderState
+	(*Order)(nil),                          // 46: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),          // 47: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 48: settle.v1.Attempt
+	(*Refund)(nil),                         // 49: settle.v1.Refund
+	(*Capture)(nil),                        // 50: settle.v1.Capture
+	(*Void)(nil),                           // 51: settle.v1.Void
+	(CaptureState)(0),                      // 52: settle.v1.CaptureState
+	(VoidState)(0),                         // 53: settle.v1.VoidState
+	(RefundState)(0),                       // 54: settle.v1.RefundState
+	(*Money)(nil),                          // 55: settle.v1.Money
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	35, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	36, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	35, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	35, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	37, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	36, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
-	7,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	38, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	39, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
-	11, // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	40, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
-	9,  // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	41, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
-	10, // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	42, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	42, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	37, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	43, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	43, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	37, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	44, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	44, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	37, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	36, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	45, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	46, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	45, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	45, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	47, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	46, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	9,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
+	48, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	49, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	13, // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	50, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	11, // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
+	51, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	12, // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
+	52, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	52, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	47, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	53, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	53, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	47, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	54, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	54, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	47, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	46, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,  // 24: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	36, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	35, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	17, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	37, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	19, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	37, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	44, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	36, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	39, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	46, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	45, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	19, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	47, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	21, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	47, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	54, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	46, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	49, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,  // 34: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	36, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	39, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	36, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	40, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	36, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	41, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	46, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	49, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	46, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	50, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	46, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	51, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
 	2,  // 41: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	37, // 42: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	47, // 42: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
 	3,  // 43: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	37, // 44: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	47, // 44: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
 	2,  // 45: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
-	30, // 46: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
+	32, // 46: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
 	3,  // 47: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
-	30, // 48: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	4,  // 49: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	6,  // 50: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	12, // 51: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	14, // 52: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	16, // 53: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	20, // 54: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	24, // 55: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	22, // 56: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	26, // 57: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	28, // 58: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	31, // 59: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	33, // 60: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	5,  // 61: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	8,  // 62: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	13, // 63: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	15, // 64: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	18, // 65: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	21, // 66: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	25, // 67: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	23, // 68: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	27, // 69: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	29, // 70: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	32, // 71: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	34, // 72: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	61, // [61:73] is the sub-list for method output_type
-	49, // [49:61] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	32, // 48: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
+	55, // 49: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	4,  // 50: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
+	5,  // 51: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
+	47, // 52: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	55, // 53: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	55, // 54: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	55, // 55: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	47, // 56: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	47, // 57: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 58: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
+	4,  // 59: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
+	5,  // 60: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
+	5,  // 61: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
+	55, // 62: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	55, // 63: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	47, // 64: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 65: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
+	47, // 66: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	37, // 67: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
+	37, // 68: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	38, // 69: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
+	37, // 70: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	6,  // 71: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	8,  // 72: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	14, // 73: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	16, // 74: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	18, // 75: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	22, // 76: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	26, // 77: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	24, // 78: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	28, // 79: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	30, // 80: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	33, // 81: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	35, // 82: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	39, // 83: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	41, // 84: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	43, // 85: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	7,  // 86: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	10, // 87: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	15, // 88: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	17, // 89: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	20, // 90: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	23, // 91: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	27, // 92: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	25, // 93: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	29, // 94: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	31, // 95: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	34, // 96: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	36, // 97: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	40, // 98: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	42, // 99: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	44, // 100: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	86, // [86:101] is the sub-list for method output_type
+	71, // [71:86] is the sub-list for method input_type
+	71, // [71:71] is the sub-list for extension type_name
+	71, // [71:71] is the sub-list for extension extendee
+	0,  // [0:71] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -2915,8 +3782,8 @@ func file_settle_v1_ops_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   31,
+			NumEnums:      6,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

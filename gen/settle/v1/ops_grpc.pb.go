@@ -31,6 +31,9 @@ const (
 	OpsService_VoidOrder_FullMethodName         = "/settle.v1.OpsService/VoidOrder"
 	OpsService_ListReviewItems_FullMethodName   = "/settle.v1.OpsService/ListReviewItems"
 	OpsService_ResolveReviewItem_FullMethodName = "/settle.v1.OpsService/ResolveReviewItem"
+	OpsService_ListDisputes_FullMethodName      = "/settle.v1.OpsService/ListDisputes"
+	OpsService_GetDispute_FullMethodName        = "/settle.v1.OpsService/GetDispute"
+	OpsService_AcceptDispute_FullMethodName     = "/settle.v1.OpsService/AcceptDispute"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -76,6 +79,17 @@ type OpsServiceClient interface {
 	// attempt. The other kinds are resolved with ResolveOrder and
 	// ResolveRefund.
 	ResolveReviewItem(ctx context.Context, in *ResolveReviewItemRequest, opts ...grpc.CallOption) (*ResolveReviewItemResponse, error)
+	// ListDisputes lists disputes, oldest first, optionally only those in one
+	// status or due before a time.
+	ListDisputes(ctx context.Context, in *ListDisputesRequest, opts ...grpc.CallOption) (*ListDisputesResponse, error)
+	// GetDispute returns a dispute and its history.
+	GetDispute(ctx context.Context, in *GetDisputeRequest, opts ...grpc.CallOption) (*GetDisputeResponse, error)
+	// AcceptDispute concedes an open dispute at its gateway (it closes as
+	// LOST), where the gateway's API allows it (FAILED_PRECONDITION
+	// otherwise). When the gateway's answer is lost the dispute is left as it
+	// is and the call is UNAVAILABLE: it may be repeated, and the gateway's
+	// next event settles the dispute either way.
+	AcceptDispute(ctx context.Context, in *AcceptDisputeRequest, opts ...grpc.CallOption) (*AcceptDisputeResponse, error)
 }
 
 type opsServiceClient struct {
@@ -206,6 +220,36 @@ func (c *opsServiceClient) ResolveReviewItem(ctx context.Context, in *ResolveRev
 	return out, nil
 }
 
+func (c *opsServiceClient) ListDisputes(ctx context.Context, in *ListDisputesRequest, opts ...grpc.CallOption) (*ListDisputesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListDisputesResponse)
+	err := c.cc.Invoke(ctx, OpsService_ListDisputes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) GetDispute(ctx context.Context, in *GetDisputeRequest, opts ...grpc.CallOption) (*GetDisputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetDisputeResponse)
+	err := c.cc.Invoke(ctx, OpsService_GetDispute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) AcceptDispute(ctx context.Context, in *AcceptDisputeRequest, opts ...grpc.CallOption) (*AcceptDisputeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AcceptDisputeResponse)
+	err := c.cc.Invoke(ctx, OpsService_AcceptDispute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -249,6 +293,17 @@ type OpsServiceServer interface {
 	// attempt. The other kinds are resolved with ResolveOrder and
 	// ResolveRefund.
 	ResolveReviewItem(context.Context, *ResolveReviewItemRequest) (*ResolveReviewItemResponse, error)
+	// ListDisputes lists disputes, oldest first, optionally only those in one
+	// status or due before a time.
+	ListDisputes(context.Context, *ListDisputesRequest) (*ListDisputesResponse, error)
+	// GetDispute returns a dispute and its history.
+	GetDispute(context.Context, *GetDisputeRequest) (*GetDisputeResponse, error)
+	// AcceptDispute concedes an open dispute at its gateway (it closes as
+	// LOST), where the gateway's API allows it (FAILED_PRECONDITION
+	// otherwise). When the gateway's answer is lost the dispute is left as it
+	// is and the call is UNAVAILABLE: it may be repeated, and the gateway's
+	// next event settles the dispute either way.
+	AcceptDispute(context.Context, *AcceptDisputeRequest) (*AcceptDisputeResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -294,6 +349,15 @@ func (UnimplementedOpsServiceServer) ListReviewItems(context.Context, *ListRevie
 }
 func (UnimplementedOpsServiceServer) ResolveReviewItem(context.Context, *ResolveReviewItemRequest) (*ResolveReviewItemResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ResolveReviewItem not implemented")
+}
+func (UnimplementedOpsServiceServer) ListDisputes(context.Context, *ListDisputesRequest) (*ListDisputesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListDisputes not implemented")
+}
+func (UnimplementedOpsServiceServer) GetDispute(context.Context, *GetDisputeRequest) (*GetDisputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetDispute not implemented")
+}
+func (UnimplementedOpsServiceServer) AcceptDispute(context.Context, *AcceptDisputeRequest) (*AcceptDisputeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AcceptDispute not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -532,6 +596,60 @@ func _OpsService_ResolveReviewItem_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_ListDisputes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListDisputesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ListDisputes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ListDisputes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ListDisputes(ctx, req.(*ListDisputesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_GetDispute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetDisputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).GetDispute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_GetDispute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).GetDispute(ctx, req.(*GetDisputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_AcceptDispute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AcceptDisputeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).AcceptDispute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_AcceptDispute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).AcceptDispute(ctx, req.(*AcceptDisputeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -586,6 +704,18 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ResolveReviewItem",
 			Handler:    _OpsService_ResolveReviewItem_Handler,
+		},
+		{
+			MethodName: "ListDisputes",
+			Handler:    _OpsService_ListDisputes_Handler,
+		},
+		{
+			MethodName: "GetDispute",
+			Handler:    _OpsService_GetDispute_Handler,
+		},
+		{
+			MethodName: "AcceptDispute",
+			Handler:    _OpsService_AcceptDispute_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

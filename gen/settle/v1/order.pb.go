@@ -598,7 +598,14 @@ type Order struct {
 	Capturing *Money `protobuf:"bytes,18,opt,name=capturing,proto3" json:"capturing,omitempty"`
 	// Capture MANUAL: a void is in flight or in review; no capture until it
 	// fails.
-	Voiding       bool `protobuf:"varint,19,opt,name=voiding,proto3" json:"voiding,omitempty"`
+	Voiding bool `protobuf:"varint,19,opt,name=voiding,proto3" json:"voiding,omitempty"`
+	// What the order's open disputes dispute; unset when none is open. The
+	// order's state does not move for a dispute, and refunds are refused
+	// (FAILED_PRECONDITION naming the dispute) while one is open.
+	Disputed *Money `protobuf:"bytes,20,opt,name=disputed,proto3" json:"disputed,omitempty"`
+	// What disputes lost or still open took back (withdrawn less
+	// reinstated); it is no longer refundable. Unset when nothing was.
+	ChargedBack   *Money `protobuf:"bytes,21,opt,name=charged_back,json=chargedBack,proto3" json:"charged_back,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -764,6 +771,20 @@ func (x *Order) GetVoiding() bool {
 		return x.Voiding
 	}
 	return false
+}
+
+func (x *Order) GetDisputed() *Money {
+	if x != nil {
+		return x.Disputed
+	}
+	return nil
+}
+
+func (x *Order) GetChargedBack() *Money {
+	if x != nil {
+		return x.ChargedBack
+	}
+	return nil
 }
 
 // Attempt is one try to charge an order. Its id is the gateway reference
@@ -2852,7 +2873,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x15settle/v1/order.proto\x12\tsettle.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"F\n" +
 	"\x05Money\x12\x1a\n" +
 	"\bcurrency\x18\x01 \x01(\tR\bcurrency\x12!\n" +
-	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xe8\x06\n" +
+	"\famount_minor\x18\x02 \x01(\x03R\vamountMinor\"\xcb\a\n" +
 	"\x05Order\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12-\n" +
 	"\x12merchant_reference\x18\x02 \x01(\tR\x11merchantReference\x12(\n" +
@@ -2878,7 +2899,9 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\bcaptured\x18\x10 \x01(\v2\x10.settle.v1.MoneyR\bcaptured\x12A\n" +
 	"\x0ecapture_before\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\rcaptureBefore\x12.\n" +
 	"\tcapturing\x18\x12 \x01(\v2\x10.settle.v1.MoneyR\tcapturing\x12\x18\n" +
-	"\avoiding\x18\x13 \x01(\bR\avoiding\"\xed\x02\n" +
+	"\avoiding\x18\x13 \x01(\bR\avoiding\x12,\n" +
+	"\bdisputed\x18\x14 \x01(\v2\x10.settle.v1.MoneyR\bdisputed\x123\n" +
+	"\fcharged_back\x18\x15 \x01(\v2\x10.settle.v1.MoneyR\vchargedBack\"\xed\x02\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -3191,76 +3214,78 @@ var file_settle_v1_order_proto_depIdxs = []int32{
 	7,  // 9: settle.v1.Order.captured:type_name -> settle.v1.Money
 	36, // 10: settle.v1.Order.capture_before:type_name -> google.protobuf.Timestamp
 	7,  // 11: settle.v1.Order.capturing:type_name -> settle.v1.Money
-	2,  // 12: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
-	36, // 13: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
-	7,  // 14: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
-	0,  // 15: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	10, // 16: settle.v1.CreateOrderRequest.routes:type_name -> settle.v1.Route
-	8,  // 17: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 18: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 19: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 20: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	17, // 21: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 22: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 23: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
-	0,  // 24: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
-	10, // 25: settle.v1.CreateAndChargeOrderRequest.routes:type_name -> settle.v1.Route
-	8,  // 26: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
-	9,  // 27: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
-	17, // 28: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
-	3,  // 29: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
-	7,  // 30: settle.v1.Refund.amount:type_name -> settle.v1.Money
-	4,  // 31: settle.v1.Refund.state:type_name -> settle.v1.RefundState
-	2,  // 32: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
-	36, // 33: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
-	36, // 34: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
-	36, // 35: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 36: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
-	20, // 37: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
-	8,  // 38: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
-	8,  // 39: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
-	36, // 40: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
-	28, // 41: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
-	7,  // 42: settle.v1.Capture.amount:type_name -> settle.v1.Money
-	5,  // 43: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
-	2,  // 44: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
-	36, // 45: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
-	36, // 46: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
-	36, // 47: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
-	6,  // 48: settle.v1.Void.state:type_name -> settle.v1.VoidState
-	2,  // 49: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
-	36, // 50: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
-	36, // 51: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
-	36, // 52: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
-	8,  // 53: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
-	30, // 54: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	8,  // 55: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
-	31, // 56: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
-	11, // 57: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
-	13, // 58: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
-	15, // 59: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
-	18, // 60: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
-	23, // 61: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
-	21, // 62: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
-	25, // 63: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
-	27, // 64: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
-	32, // 65: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
-	34, // 66: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
-	12, // 67: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
-	14, // 68: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
-	16, // 69: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
-	19, // 70: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
-	24, // 71: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
-	22, // 72: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
-	26, // 73: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
-	29, // 74: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
-	33, // 75: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
-	35, // 76: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
-	67, // [67:77] is the sub-list for method output_type
-	57, // [57:67] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	7,  // 12: settle.v1.Order.disputed:type_name -> settle.v1.Money
+	7,  // 13: settle.v1.Order.charged_back:type_name -> settle.v1.Money
+	2,  // 14: settle.v1.Attempt.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 15: settle.v1.Attempt.create_time:type_name -> google.protobuf.Timestamp
+	7,  // 16: settle.v1.CreateOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 17: settle.v1.CreateOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	10, // 18: settle.v1.CreateOrderRequest.routes:type_name -> settle.v1.Route
+	8,  // 19: settle.v1.CreateOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 20: settle.v1.GetOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 21: settle.v1.ChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 22: settle.v1.ChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	17, // 23: settle.v1.ChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 24: settle.v1.ChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 25: settle.v1.CreateAndChargeOrderRequest.amount:type_name -> settle.v1.Money
+	0,  // 26: settle.v1.CreateAndChargeOrderRequest.capture:type_name -> settle.v1.CaptureMode
+	10, // 27: settle.v1.CreateAndChargeOrderRequest.routes:type_name -> settle.v1.Route
+	8,  // 28: settle.v1.CreateAndChargeOrderResponse.order:type_name -> settle.v1.Order
+	9,  // 29: settle.v1.CreateAndChargeOrderResponse.attempt:type_name -> settle.v1.Attempt
+	17, // 30: settle.v1.CreateAndChargeOrderResponse.next_action:type_name -> settle.v1.NextAction
+	3,  // 31: settle.v1.CreateAndChargeOrderResponse.no_attempt_reason:type_name -> settle.v1.NoAttemptReason
+	7,  // 32: settle.v1.Refund.amount:type_name -> settle.v1.Money
+	4,  // 33: settle.v1.Refund.state:type_name -> settle.v1.RefundState
+	2,  // 34: settle.v1.Refund.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 35: settle.v1.Refund.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 36: settle.v1.Refund.create_time:type_name -> google.protobuf.Timestamp
+	36, // 37: settle.v1.Refund.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 38: settle.v1.RefundOrderResponse.order:type_name -> settle.v1.Order
+	20, // 39: settle.v1.RefundOrderResponse.refund:type_name -> settle.v1.Refund
+	8,  // 40: settle.v1.CancelOrderResponse.order:type_name -> settle.v1.Order
+	8,  // 41: settle.v1.WatchOrderResponse.order:type_name -> settle.v1.Order
+	36, // 42: settle.v1.Event.create_time:type_name -> google.protobuf.Timestamp
+	28, // 43: settle.v1.ListEventsResponse.events:type_name -> settle.v1.Event
+	7,  // 44: settle.v1.Capture.amount:type_name -> settle.v1.Money
+	5,  // 45: settle.v1.Capture.state:type_name -> settle.v1.CaptureState
+	2,  // 46: settle.v1.Capture.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 47: settle.v1.Capture.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 48: settle.v1.Capture.create_time:type_name -> google.protobuf.Timestamp
+	36, // 49: settle.v1.Capture.update_time:type_name -> google.protobuf.Timestamp
+	6,  // 50: settle.v1.Void.state:type_name -> settle.v1.VoidState
+	2,  // 51: settle.v1.Void.outcome:type_name -> settle.v1.AttemptOutcome
+	36, // 52: settle.v1.Void.next_check_time:type_name -> google.protobuf.Timestamp
+	36, // 53: settle.v1.Void.create_time:type_name -> google.protobuf.Timestamp
+	36, // 54: settle.v1.Void.update_time:type_name -> google.protobuf.Timestamp
+	8,  // 55: settle.v1.CaptureOrderResponse.order:type_name -> settle.v1.Order
+	30, // 56: settle.v1.CaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	8,  // 57: settle.v1.VoidOrderResponse.order:type_name -> settle.v1.Order
+	31, // 58: settle.v1.VoidOrderResponse.void:type_name -> settle.v1.Void
+	11, // 59: settle.v1.OrderService.CreateOrder:input_type -> settle.v1.CreateOrderRequest
+	13, // 60: settle.v1.OrderService.GetOrder:input_type -> settle.v1.GetOrderRequest
+	15, // 61: settle.v1.OrderService.ChargeOrder:input_type -> settle.v1.ChargeOrderRequest
+	18, // 62: settle.v1.OrderService.CreateAndChargeOrder:input_type -> settle.v1.CreateAndChargeOrderRequest
+	23, // 63: settle.v1.OrderService.CancelOrder:input_type -> settle.v1.CancelOrderRequest
+	21, // 64: settle.v1.OrderService.RefundOrder:input_type -> settle.v1.RefundOrderRequest
+	25, // 65: settle.v1.OrderService.WatchOrder:input_type -> settle.v1.WatchOrderRequest
+	27, // 66: settle.v1.OrderService.ListEvents:input_type -> settle.v1.ListEventsRequest
+	32, // 67: settle.v1.OrderService.CaptureOrder:input_type -> settle.v1.CaptureOrderRequest
+	34, // 68: settle.v1.OrderService.VoidOrder:input_type -> settle.v1.VoidOrderRequest
+	12, // 69: settle.v1.OrderService.CreateOrder:output_type -> settle.v1.CreateOrderResponse
+	14, // 70: settle.v1.OrderService.GetOrder:output_type -> settle.v1.GetOrderResponse
+	16, // 71: settle.v1.OrderService.ChargeOrder:output_type -> settle.v1.ChargeOrderResponse
+	19, // 72: settle.v1.OrderService.CreateAndChargeOrder:output_type -> settle.v1.CreateAndChargeOrderResponse
+	24, // 73: settle.v1.OrderService.CancelOrder:output_type -> settle.v1.CancelOrderResponse
+	22, // 74: settle.v1.OrderService.RefundOrder:output_type -> settle.v1.RefundOrderResponse
+	26, // 75: settle.v1.OrderService.WatchOrder:output_type -> settle.v1.WatchOrderResponse
+	29, // 76: settle.v1.OrderService.ListEvents:output_type -> settle.v1.ListEventsResponse
+	33, // 77: settle.v1.OrderService.CaptureOrder:output_type -> settle.v1.CaptureOrderResponse
+	35, // 78: settle.v1.OrderService.VoidOrder:output_type -> settle.v1.VoidOrderResponse
+	69, // [69:79] is the sub-list for method output_type
+	59, // [59:69] is the sub-list for method input_type
+	59, // [59:59] is the sub-list for extension type_name
+	59, // [59:59] is the sub-list for extension extendee
+	0,  // [0:59] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_order_proto_init() }

@@ -5,6 +5,7 @@ SELECT o.id::text, o.merchant_id, o.merchant_reference, o.amount_minor, o.curren
 	o.state, coalesce(o.current_attempt::text, '') AS current_attempt, o.reconcile_at, o.reconcile_count,
 	o.last_error, o.created_at, o.updated_at, o.refunded_minor, o.refunding_minor,
 	o.capture_mode, o.authorized_minor, o.captured_minor, o.capturing_minor, o.voiding, o.hold_closed, o.capture_before,
+	o.open_disputes, o.disputed_minor, o.charged_back_minor,
 	r.id::text AS refund_id, r.merchant_id AS refund_merchant_id, r.order_id::text AS refund_order_id,
 	r.request_id AS refund_request_id, r.requested_minor AS refund_requested_minor,
 	r.amount_minor AS refund_amount_minor, r.currency AS refund_currency, r.reason AS refund_reason,

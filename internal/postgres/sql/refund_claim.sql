@@ -41,9 +41,10 @@ WITH ord AS (
 	FOR SHARE
 ), want AS (
 	-- What was paid: the amount, or for a capture-manual order what was
-	-- captured (refunds apply to what was taken, never to a hold).
-	SELECT id, paid - refunded_minor - refunding_minor AS left_minor,
-		coalesce(nullif(@amount_minor::bigint, 0), paid - refunded_minor - refunding_minor) AS amount
+	-- captured (refunds apply to what was taken, never to a hold), less
+	-- what a dispute charged back (migration 00025).
+	SELECT id, paid - refunded_minor - refunding_minor - charged_back_minor AS left_minor,
+		coalesce(nullif(@amount_minor::bigint, 0), paid - refunded_minor - refunding_minor - charged_back_minor) AS amount
 	FROM (SELECT *, CASE WHEN capture_mode = 'manual' THEN captured_minor ELSE amount_minor END AS paid FROM ord) p
 ), ins AS (
 	INSERT INTO refunds (merchant_id, id, order_id, request_id, requested_minor, amount_minor, currency, reason,
@@ -53,6 +54,10 @@ WITH ord AS (
 	FROM ord JOIN want ON want.id = ord.id
 	WHERE
 		ord.state = ANY(@refundable::text[])
+		-- Refunds wait while a dispute of the order is open: read from
+		-- the locked row, which every change of a dispute updates under
+		-- the same lock.
+		AND ord.open_disputes = 0
 		AND want.amount > 0
 		AND want.amount <= want.left_minor
 		AND NOT EXISTS (SELECT 1 FROM prior)
@@ -80,6 +85,7 @@ SELECT cur.claimed,
 	cur.gateway, cur.state, coalesce(cur.current_attempt::text, '') AS current_attempt, cur.reconcile_at,
 	cur.reconcile_count, cur.last_error, cur.created_at, cur.updated_at, cur.refunded_minor, cur.refunding_minor,
 	cur.capture_mode, cur.authorized_minor, cur.captured_minor, cur.capturing_minor, cur.voiding, cur.hold_closed, cur.capture_before,
+	cur.open_disputes, cur.disputed_minor, cur.charged_back_minor,
 	coalesce((SELECT gateway_charge_id FROM ca), '') AS charge_id,
 	coalesce(r.id::text, '') AS refund_id, coalesce(r.merchant_id, '') AS refund_merchant_id,
 	coalesce(r.order_id::text, '') AS refund_order_id, coalesce(r.request_id, '') AS refund_request_id,

@@ -8,6 +8,8 @@ SELECT (r.ord).id::text AS id, (r.ord).merchant_id AS merchant_id, (r.ord).merch
 	(r.ord).created_at AS created_at, (r.ord).updated_at AS updated_at,
 	(r.ord).refunded_minor AS refunded_minor, (r.ord).refunding_minor AS refunding_minor,
 	(r.ord).capture_mode AS capture_mode, (r.ord).authorized_minor AS authorized_minor, (r.ord).captured_minor AS captured_minor, (r.ord).capturing_minor AS capturing_minor, (r.ord).voiding AS voiding, (r.ord).hold_closed AS hold_closed, (r.ord).capture_before AS capture_before,
+	(r.ord).open_disputes AS open_disputes, (r.ord).disputed_minor AS disputed_minor,
+	(r.ord).charged_back_minor AS charged_back_minor,
 	coalesce((r.refund).id::text, '') AS refund_id, coalesce((r.refund).merchant_id, '') AS refund_merchant_id,
 	coalesce((r.refund).order_id::text, '') AS refund_order_id, coalesce((r.refund).request_id, '') AS refund_request_id,
 	coalesce((r.refund).requested_minor, 0) AS refund_requested_minor, coalesce((r.refund).amount_minor, 0) AS refund_amount_minor,
