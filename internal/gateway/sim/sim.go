@@ -1,7 +1,7 @@
 // Package sim is a payment gateway simulator: a real HTTP server that speaks
 // the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=,
 // and the same for /v1/refunds: see refunds.go; authorizations, /v1/captures
-// and /v1/voids: see holds.go)
+// and /v1/voids: see holds.go; disputes, /v1/disputes: see disputes.go)
 // and misbehaves on request, so that tests and local runs can see what a
 // gateway's faults do to Settle. It keeps a ledger of every charge it made,
 // which is the truth to check "charged exactly once" against.
@@ -241,6 +241,7 @@ type Sim struct {
 	refunds  []refundRecord  // the refund ledger, oldest first; guarded by mu
 	captures []captureRecord // the capture ledger, oldest first; guarded by mu
 	voids    []voidRecord    // the void ledger, oldest first; guarded by mu
+	disputes []Dispute       // the dispute ledger, oldest first; guarded by mu
 	eventSeq int             // numbers the events; guarded by mu
 	eventRng *rand.Rand      // draws the events' faults; guarded by mu
 
@@ -306,6 +307,11 @@ func New(opts Options) *Sim {
 	s.mux.HandleFunc("POST /v1/voids", s.handleVoid)
 	s.mux.HandleFunc("GET /v1/voids", s.handleVoidLookup)
 	s.mux.HandleFunc("GET /v1/void-ledger", s.handleVoidLedger)
+	s.mux.HandleFunc("GET /v1/disputes/{id}", s.handleDisputeRead)
+	s.mux.HandleFunc("POST /v1/disputes/{id}/accept", s.handleDisputeAccept)
+	s.mux.HandleFunc("POST /v1/sim/disputes", s.handleDisputeControl)
+	s.mux.HandleFunc("POST /v1/sim/disputes/{id}/{verb}", s.handleDisputeControl)
+	s.mux.HandleFunc("GET /v1/dispute-ledger", s.handleDisputeLedger)
 	return s
 }
 
