@@ -84,6 +84,8 @@
 // Sim.Ledger and GET /v1/ledger (a JSON array of Charge, no authorization)
 // list every charge made, succeeded or declined, in the order made, in flight
 // or not; an authorization as it stands (captured, voided, lapsed).
+// Sim.Disputes and GET /v1/dispute-ledger list the disputes opened, each
+// with its status and the amounts withdrawn and reinstated (disputes.go).
 package sim
 
 import (
@@ -253,8 +255,8 @@ type Sim struct {
 	stopOnce sync.Once
 
 	// requests counts the protocol requests served (charges, lookups,
-	// cancels, refunds, captures, voids), lookups the charge lookups among
-	// them.
+	// cancels, refunds, captures, voids, disputes' reads and accepts),
+	// lookups the charge lookups among them.
 	requests, lookups atomic.Int64
 }
 

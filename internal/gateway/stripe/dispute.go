@@ -19,7 +19,7 @@ import (
 // Disputes
 //
 // Stripe tells of a dispute with the charge.dispute.* events, each
-// carrying the Dispute (dp_...), signed and verified like every other
+// carrying the Dispute (dp_... or du_...), signed and verified like every other
 // event (events.go), and deduplicated by the event's id:
 //
 //	charge.dispute.created            a dispute (or an inquiry) was opened
@@ -31,8 +31,9 @@ import (
 // The event becomes an order.GatewayEvent with Dispute set, about the
 // disputed PaymentIntent: ChargeID is its pi_... id, which Settle records
 // as the attempt's gateway_charge_id (a Dispute does not carry the
-// PaymentIntent's metadata, so AttemptID is empty). Stripe's statuses map
-// onto Settle's so:
+// PaymentIntent's metadata, so AttemptID is empty). A dispute of a Charge
+// made without a PaymentIntent is not Settle's, and its event is ignored.
+// Stripe's statuses map onto Settle's so:
 //
 //	Stripe                                   status           stage
 //	warning_needs_response                   NEEDS_RESPONSE   INQUIRY
@@ -54,8 +55,8 @@ import (
 // currency.
 //
 // The Gateway is an order.DisputeGateway: GetDispute retrieves the
-// Dispute (GET /v1/disputes/<dp>), and AcceptDispute closes it (POST
-// /v1/disputes/<dp>/close, which Stripe records as lost). For Stripe an
+// Dispute (GET /v1/disputes/<id>), and AcceptDispute closes it (POST
+// /v1/disputes/<id>/close, which Stripe records as lost). For Stripe an
 // event is a hint; the read decides.
 
 // disputeEvents are the Stripe events about a dispute.
@@ -79,6 +80,12 @@ func disputeEvent(e stripego.Event) (order.GatewayEvent, error) {
 	var d stripego.Dispute
 	if err := json.Unmarshal(e.Data.Raw, &d); err != nil || d.ID == "" {
 		return order.GatewayEvent{}, errors.New("stripe: malformed dispute")
+	}
+	if d.PaymentIntent == nil || d.PaymentIntent.ID == "" {
+		// Settle charges only through PaymentIntents: a dispute of a bare
+		// Charge is another system's on the same account. Refusing it
+		// would have Stripe send it again for days.
+		return order.GatewayEvent{}, order.ErrEventIgnored
 	}
 	gd, pi, err := fromDispute(&d)
 	if err != nil {
@@ -168,7 +175,7 @@ func (g *Gateway) GetDispute(ctx context.Context, id string) (gd order.GatewayDi
 	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpGetDispute, AttemptID: id})
 	defer func() { done(disputeResult(err), err) }()
 	if !strings.HasPrefix(id, "dp_") && !strings.HasPrefix(id, "du_") {
-		return order.GatewayDispute{}, fmt.Errorf("stripe: get dispute %q: not a Stripe dispute id (dp_...)", clip(id))
+		return order.GatewayDispute{}, fmt.Errorf("stripe: get dispute %q: not a Stripe dispute id (dp_... or du_...)", clip(id))
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
@@ -188,7 +195,7 @@ func (g *Gateway) AcceptDispute(ctx context.Context, id string) (gd order.Gatewa
 	ctx, done := g.obs.Start(ctx, gateway.Call{Op: gateway.OpAcceptDispute, AttemptID: id})
 	defer func() { done(disputeResult(err), err) }()
 	if !strings.HasPrefix(id, "dp_") && !strings.HasPrefix(id, "du_") {
-		return order.GatewayDispute{}, fmt.Errorf("stripe: accept dispute %q: not a Stripe dispute id (dp_...)", clip(id))
+		return order.GatewayDispute{}, fmt.Errorf("stripe: accept dispute %q: not a Stripe dispute id (dp_... or du_...)", clip(id))
 	}
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()

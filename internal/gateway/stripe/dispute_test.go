@@ -103,12 +103,19 @@ func TestDisputeEvents(t *testing.T) {
 		}
 	}
 
-	// A dispute that names no PaymentIntent is not Settle's.
+	// A dispute that names no PaymentIntent is not Settle's: ignored, so
+	// that Stripe does not send it again for days.
 	bare := fmt.Appendf(nil, `{"id":"evt_bare","object":"event","type":"charge.dispute.created","created":%d,
 		"data":{"object":{"id":"dp_bare","object":"dispute","amount":100,"currency":"gbp","status":"needs_response","charge":"ch_1","payment_intent":null}}}`,
 		time.Now().Unix())
-	if _, err := receiveOne(g, bare, signature(sign(bare, time.Now(), webhookSecret))); err == nil || errors.Is(err, order.ErrEventSignature) {
-		t.Errorf("a dispute of a bare Charge: %v, want an error of its own", err)
+	if _, err := receiveOne(g, bare, signature(sign(bare, time.Now(), webhookSecret))); !errors.Is(err, order.ErrEventIgnored) {
+		t.Errorf("a dispute of a bare Charge: %v, want order.ErrEventIgnored", err)
+	}
+	// A signed dispute event that cannot be read is an error of its own.
+	odd := fmt.Appendf(nil, `{"id":"evt_odd","object":"event","type":"charge.dispute.created","created":%d,"data":{"object":{"id":""}}}`, time.Now().Unix())
+	if _, err := receiveOne(g, odd, signature(sign(odd, time.Now(), webhookSecret))); err == nil ||
+		errors.Is(err, order.ErrEventSignature) || errors.Is(err, order.ErrEventIgnored) {
+		t.Errorf("a dispute event without a dispute: %v, want an error of its own", err)
 	}
 }
 
