@@ -25,6 +25,9 @@ import (
 //	                                        GET  /v1/disputes/{id}         (the protocol's read)
 //	                                        POST /v1/disputes/{id}/accept  (the protocol's accept)
 //	Sim.Disputes()                          GET  /v1/dispute-ledger        (no key, like the ledgers)
+//	Sim.DisputeSome(share, why)             (chaos: disputes a share of the succeeded charges)
+//	Sim.ResolveOpenDisputes(wonShare)       (chaos: decides every open dispute)
+//	Sim.ChargedBack(chargeReference)        (what the charge's disputes kept)
 //
 // A dispute opens as a chargeback needing a response, due in
 // DisputeResponseWindow, and withdraws its amount and DisputeFee at once;
@@ -189,6 +192,73 @@ func (s *Sim) moveDispute(id string, move func(*Dispute) string) (Dispute, error
 		return *d, nil
 	}
 	return Dispute{}, ErrNoDispute
+}
+
+// DisputeSome opens a dispute of reason for all of each succeeded charge
+// that has none yet, with probability share, for chaos: which charges is
+// drawn from a source seeded with Options.Seed, so that the same seed and
+// the same charges give the same disputes. It returns those opened.
+func (s *Sim) DisputeSome(share float64, reason string) []Dispute {
+	s.mu.Lock()
+	disputed := map[string]bool{}
+	for _, d := range s.disputes {
+		disputed[d.ChargeID] = true
+	}
+	var pick []string
+	for _, r := range s.records {
+		if (r.Status == StatusSucceeded || r.AmountCaptured > 0) && !disputed[r.ID] && s.disputeRng.Float64() < share {
+			pick = append(pick, r.ID)
+		}
+	}
+	s.mu.Unlock()
+	var out []Dispute
+	for _, id := range pick {
+		// A charge still in flight (not visible yet) is left alone.
+		if d, err := s.OpenDispute(id, 0, reason); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ResolveOpenDisputes decides every open dispute, each won with
+// probability wonShare (drawn like DisputeSome's), and returns them as
+// decided.
+func (s *Sim) ResolveOpenDisputes(wonShare float64) []Dispute {
+	s.mu.Lock()
+	var (
+		ids []string
+		won []bool
+	)
+	for _, d := range s.disputes {
+		if d.Open() {
+			ids, won = append(ids, d.ID), append(won, s.disputeRng.Float64() < wonShare)
+		}
+	}
+	s.mu.Unlock()
+	var out []Dispute
+	for i, id := range ids {
+		if d, err := s.ResolveDispute(id, won[i]); err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ChargedBack sums what the disputes of the charge with reference
+// chargeReference took and kept (withdrawn less reinstated): what a lost
+// dispute took from the merchant, which Settle's refundable amount
+// excludes.
+func (s *Sim) ChargedBack(chargeReference string) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, d := range s.disputes {
+		if d.ChargeReference == chargeReference {
+			n += d.Withdrawn - d.Reinstated
+		}
+	}
+	return n
 }
 
 // Disputes returns every dispute opened so far, oldest first, as each

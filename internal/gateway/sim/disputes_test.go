@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -219,5 +220,54 @@ func TestDisputeControls(t *testing.T) {
 	var ledger []sim.Dispute
 	if err := json.NewDecoder(resp.Body).Decode(&ledger); err != nil || len(ledger) != 1 || ledger[0].ID != d.ID || ledger[0].Status != refpsp.DisputeLost {
 		t.Errorf("dispute ledger %+v, %v", ledger, err)
+	}
+}
+
+// TestDisputeSome: the chaos controls dispute a share of the succeeded
+// charges and decide them, the same with the same seed, and ChargedBack
+// sums what lost disputes kept.
+func TestDisputeSome(t *testing.T) {
+	t.Parallel()
+	run := func() ([]sim.Dispute, map[string]int64) {
+		s := newStack(t, sim.Options{Seed: 7}, time.Second)
+		for i := range 40 {
+			ref := "att_" + strconv.Itoa(i)
+			if res, err := s.gw.Charge(context.Background(), req(ref, "tok_ok")); err != nil || res.Outcome != order.OutcomeSucceeded {
+				t.Fatal(res, err)
+			}
+		}
+		opened := s.sim.DisputeSome(0.5, "fraudulent")
+		if len(opened) < 5 || len(opened) > 35 {
+			t.Fatalf("%d of 40 charges disputed at a share of 0.5", len(opened))
+		}
+		if again := s.sim.DisputeSome(1, "fraudulent"); len(again)+len(opened) != 40 {
+			t.Errorf("a second DisputeSome(1) opened %d, want the %d undisputed", len(again), 40-len(opened))
+		}
+		decided := s.sim.ResolveOpenDisputes(0.5)
+		if len(decided) != 40 {
+			t.Fatalf("%d disputes decided, want 40", len(decided))
+		}
+		back := map[string]int64{}
+		for _, d := range decided {
+			want := map[string]int64{refpsp.DisputeWon: 0, refpsp.DisputeLost: 1250}[d.Status]
+			if d.Open() {
+				t.Fatalf("dispute %+v still open", d)
+			}
+			if got := s.sim.ChargedBack(d.ChargeReference); got != want {
+				t.Errorf("ChargedBack(%s) = %d for a %s dispute, want %d", d.ChargeReference, got, d.Status, want)
+			}
+			back[d.ChargeReference] = want
+		}
+		return s.sim.Disputes(), back
+	}
+	d1, b1 := run()
+	d2, b2 := run()
+	for i := range d1 {
+		if d1[i].ChargeReference != d2[i].ChargeReference || d1[i].Status != d2[i].Status {
+			t.Fatalf("dispute %d: %+v, then %+v with the same seed", i, d1[i], d2[i])
+		}
+	}
+	if len(b1) != len(b2) {
+		t.Errorf("charged back %v, then %v", b1, b2)
 	}
 }

@@ -246,6 +246,9 @@ type Sim struct {
 	disputes []Dispute       // the dispute ledger, oldest first; guarded by mu
 	eventSeq int             // numbers the events; guarded by mu
 	eventRng *rand.Rand      // draws the events' faults; guarded by mu
+	// disputeRng draws which charges DisputeSome disputes and how
+	// ResolveOpenDisputes decides them; guarded by mu.
+	disputeRng *rand.Rand
 
 	// Event deliveries run until the simulator stops (Close, or the end
 	// of Serve), which waits for them.
@@ -291,8 +294,11 @@ func New(opts Options) *Sim {
 		// The stream constant is arbitrary; only Seed varies the sequence.
 		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
 		eventRng: rand.New(rand.NewPCG(opts.Seed, 0xe7e47)),
-		client:   &http.Client{Timeout: 10 * time.Second, Transport: eventTransport()},
-		stopping: make(chan struct{}),
+		// Disputes draw from a source of their own, so that the charges'
+		// and the events' faults are the same with disputes or without.
+		disputeRng: rand.New(rand.NewPCG(opts.Seed, 0xd15e)),
+		client:     &http.Client{Timeout: 10 * time.Second, Transport: eventTransport()},
+		stopping:   make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
