@@ -18,6 +18,11 @@ const (
 	OpLookupCapture = "lookup_capture"
 	OpVoid          = "void"
 	OpLookupVoid    = "lookup_void"
+	// OpGetDispute and OpAcceptDispute are the operations of a gateway
+	// whose disputes can be read and accepted (an order.DisputeGateway);
+	// Call.AttemptID is the gateway's dispute id.
+	OpGetDispute    = "get_dispute"
+	OpAcceptDispute = "accept_dispute"
 )
 
 // Call is one operation of an adapter at its gateway, as it is observed.

@@ -52,7 +52,8 @@ import (
 //
 // A reference Settle derived from an attempt id ("<attempt>:capture" of an
 // automatic order's capture, "<attempt>:cancel", "<attempt>:release") is
-// reported about the attempt. Every other eventCode is ignored
+// reported about the attempt. A dispute's notifications (CHARGEBACK and
+// the others of dispute.go) carry Dispute. Every other eventCode is ignored
 // (order.ErrEventIgnored when the batch holds nothing else). ID is
 // eventCode:pspReference:success, which Adyen keeps for a repeat of one
 // notification (a success that follows a failure of the same payment is a
@@ -167,6 +168,14 @@ func (g *Gateway) ReceiveEvents(body []byte, header map[string][]string) ([]orde
 	var evs []order.GatewayEvent
 	for _, w := range nr.NotificationItems {
 		it := w.Item
+		if _, ok := disputeStages[it.EventCode]; ok && it.MerchantAccountCode == g.merchant {
+			e, err := g.disputeEvent(it)
+			if err != nil {
+				return nil, err
+			}
+			evs = append(evs, e)
+			continue
+		}
 		about, ok := eventAbout[it.EventCode]
 		if !ok || it.MerchantAccountCode != g.merchant {
 			continue

@@ -28,8 +28,8 @@
 //   - every call is reported to the adapter's observer, once, with its
 //     ids and its result.
 //
-// Refunds (refunds.go) and authorize, capture and void (captures.go) have
-// cases of their own.
+// Refunds (refunds.go), authorize, capture and void (captures.go) and the
+// reads of disputes (disputes.go) have cases of their own.
 //
 // A Lookup never moves money. Two capabilities differ between gateways and
 // are declared in the Harness: whether a repeated Charge of one attempt is
@@ -137,6 +137,16 @@ type Harness struct {
 	// the lookup makes it, once, and reports what it came to, instead of
 	// not found.
 	LookupReplays bool
+	// OpenDispute opens, at the fake, a chargeback of amount (all of it
+	// when 0) of the succeeded charge chargeID (as the adapter reported
+	// it), and returns the dispute's id; DecideDispute has the network
+	// decide it (won or lost); UnknownDispute is a dispute id of the
+	// gateway's form that the fake does not have. All three are required
+	// of a Gateway that is an order.DisputeGateway; disputes.go lists what
+	// the suite checks.
+	OpenDispute    func(t *testing.T, chargeID string, amount int64) string
+	DecideDispute  func(t *testing.T, id string, won bool)
+	UnknownDispute string
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.
@@ -184,6 +194,23 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 				t.Fatal("gatewaytest: a harness of a gateway that refunds must set RefundFailLater and RefundLedger")
 			}
 			tt.run(t, h, r)
+		})
+	}
+	for _, tt := range disputeTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			if why, ok := h.Skip[tt.name]; ok {
+				t.Skip(why)
+			}
+			g, ok := h.Gateway.(order.DisputeGateway)
+			if !ok {
+				t.Skip("the gateway's disputes cannot be read")
+			}
+			if h.OpenDispute == nil || h.DecideDispute == nil || h.UnknownDispute == "" {
+				t.Fatal("gatewaytest: a harness of a gateway whose disputes can be read must set OpenDispute, DecideDispute and UnknownDispute")
+			}
+			tt.run(t, h, g)
 		})
 	}
 	for _, tt := range captureTests {

@@ -68,6 +68,19 @@ func TestConformance(t *testing.T) {
 						}
 						return out
 					},
+					OpenDispute: func(t *testing.T, chargeID string, amount int64) string {
+						d, err := s.OpenDispute(chargeID, amount, "fraudulent")
+						if err != nil {
+							t.Fatal(err)
+						}
+						return d.ID
+					},
+					DecideDispute: func(t *testing.T, id string, won bool) {
+						if _, err := s.ResolveDispute(id, won); err != nil {
+							t.Fatal(err)
+						}
+					},
+					UnknownDispute: "dp_sim_999999",
 					RefundLedger: func(refundID string) []gatewaytest.Entry {
 						var out []gatewaytest.Entry
 						for _, r := range s.Refunds() {

@@ -38,6 +38,9 @@ import (
 // authorization's are charge.authorized, charge.declined and
 // authorization.expired (data.object the charge).
 //
+// A dispute's events (dispute.opened, dispute.updated, dispute.closed)
+// carry the dispute object beside the charge (dispute.go).
+//
 // Client.ReceiveEvents verifies and reads an event for Settle's webhook
 // listener (order.EventReceiver).
 
@@ -77,6 +80,8 @@ type Event struct {
 		// about one.
 		Capture *CaptureObject `json:"capture,omitempty"`
 		Void    *VoidObject    `json:"void,omitempty"`
+		// Dispute is the dispute of a dispute's event (dispute.go).
+		Dispute *DisputeObject `json:"dispute,omitempty"`
 	} `json:"data"`
 }
 
@@ -171,6 +176,7 @@ func CheckEventSecret(s string) error {
 var eventTypes = map[string]bool{
 	EventSucceeded: true, EventDeclined: false, EventAuthorized: true, EventAuthorizationExpired: false,
 	EventCaptureSucceeded: true, EventCaptureFailed: false, EventVoidSucceeded: false, EventVoidFailed: false,
+	EventDisputeOpened: false, EventDisputeUpdated: false, EventDisputeClosed: false,
 }
 
 var _ order.EventReceiver = (*Client)(nil)
@@ -216,6 +222,18 @@ func (c *Client) receiveEvent(body []byte, header map[string][]string) (order.Ga
 			return order.GatewayEvent{}, errors.New("refpsp: malformed event: a void's event carries no void")
 		}
 		ge.About, ge.AttemptID, ge.ObjectID, ge.ChargeID = order.EventAboutVoid, e.Data.Void.Reference, e.Data.Void.ID, e.Data.Void.ID
+	case EventDisputeOpened, EventDisputeUpdated, EventDisputeClosed:
+		if e.Data.Dispute == nil {
+			return order.GatewayEvent{}, errors.New("refpsp: malformed event: a dispute's event carries no dispute")
+		}
+		d, err := e.Data.Dispute.Dispute()
+		if err != nil {
+			return order.GatewayEvent{}, fmt.Errorf("refpsp: event %s: %w", clip(e.ID), err)
+		}
+		if e.Data.Dispute.ChargeID != e.Data.Object.ID {
+			return order.GatewayEvent{}, errors.New("refpsp: malformed event: the dispute is of another charge than the event's")
+		}
+		ge.ObjectID, ge.Dispute = d.ID, &d
 	}
 	return ge, nil
 }

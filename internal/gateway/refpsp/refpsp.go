@@ -33,7 +33,9 @@
 // Refunds (POST /v1/refunds, GET /v1/refunds?reference=) follow the same
 // rules; refund.go describes them. A charge with "capture": false only
 // authorizes; its captures (POST /v1/captures) and voids (POST /v1/voids)
-// follow the same rules too, and capture.go describes them.
+// follow the same rules too, and capture.go describes them. Disputes of a
+// succeeded charge come as events, and are read and accepted at
+// /v1/disputes/{id}: dispute.go describes them.
 //
 // # Outcomes
 //
@@ -110,10 +112,12 @@ type Client struct {
 	refundsURL string
 	// capturesURL and voidsURL are capture.go's.
 	capturesURL, voidsURL string
-	apiKey                string
-	timeout               time.Duration
-	http                  *http.Client
-	obs                   gateway.Observer
+	// disputesURL is dispute.go's.
+	disputesURL *url.URL
+	apiKey      string
+	timeout     time.Duration
+	http        *http.Client
+	obs         gateway.Observer
 	// The events' signing secrets and tolerance (events.go).
 	eventSecrets   []string
 	eventTolerance time.Duration
@@ -175,6 +179,7 @@ func New(cfg Config) (*Client, error) {
 		refundsURL:  base.JoinPath("v1", "refunds").String(),
 		capturesURL: base.JoinPath("v1", "captures").String(),
 		voidsURL:    base.JoinPath("v1", "voids").String(),
+		disputesURL: base.JoinPath("v1", "disputes"),
 		apiKey:      cfg.APIKey,
 		timeout:     cfg.Timeout,
 		http:        &hc,

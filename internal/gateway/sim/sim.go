@@ -1,7 +1,7 @@
 // Package sim is a payment gateway simulator: a real HTTP server that speaks
 // the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=,
 // and the same for /v1/refunds: see refunds.go; authorizations, /v1/captures
-// and /v1/voids: see holds.go)
+// and /v1/voids: see holds.go; disputes, /v1/disputes: see disputes.go)
 // and misbehaves on request, so that tests and local runs can see what a
 // gateway's faults do to Settle. It keeps a ledger of every charge it made,
 // which is the truth to check "charged exactly once" against.
@@ -84,6 +84,8 @@
 // Sim.Ledger and GET /v1/ledger (a JSON array of Charge, no authorization)
 // list every charge made, succeeded or declined, in the order made, in flight
 // or not; an authorization as it stands (captured, voided, lapsed).
+// Sim.Disputes and GET /v1/dispute-ledger list the disputes opened, each
+// with its status and the amounts withdrawn and reinstated (disputes.go).
 package sim
 
 import (
@@ -241,8 +243,12 @@ type Sim struct {
 	refunds  []refundRecord  // the refund ledger, oldest first; guarded by mu
 	captures []captureRecord // the capture ledger, oldest first; guarded by mu
 	voids    []voidRecord    // the void ledger, oldest first; guarded by mu
+	disputes []Dispute       // the dispute ledger, oldest first; guarded by mu
 	eventSeq int             // numbers the events; guarded by mu
 	eventRng *rand.Rand      // draws the events' faults; guarded by mu
+	// disputeRng draws which charges DisputeSome disputes and how
+	// ResolveOpenDisputes decides them; guarded by mu.
+	disputeRng *rand.Rand
 
 	// Event deliveries run until the simulator stops (Close, or the end
 	// of Serve), which waits for them.
@@ -252,8 +258,8 @@ type Sim struct {
 	stopOnce sync.Once
 
 	// requests counts the protocol requests served (charges, lookups,
-	// cancels, refunds, captures, voids), lookups the charge lookups among
-	// them.
+	// cancels, refunds, captures, voids, disputes' reads and accepts),
+	// lookups the charge lookups among them.
 	requests, lookups atomic.Int64
 }
 
@@ -288,8 +294,11 @@ func New(opts Options) *Sim {
 		// The stream constant is arbitrary; only Seed varies the sequence.
 		rng:      rand.New(rand.NewPCG(opts.Seed, 0x5e771e)),
 		eventRng: rand.New(rand.NewPCG(opts.Seed, 0xe7e47)),
-		client:   &http.Client{Timeout: 10 * time.Second, Transport: eventTransport()},
-		stopping: make(chan struct{}),
+		// Disputes draw from a source of their own, so that the charges'
+		// and the events' faults are the same with disputes or without.
+		disputeRng: rand.New(rand.NewPCG(opts.Seed, 0xd15e)),
+		client:     &http.Client{Timeout: 10 * time.Second, Transport: eventTransport()},
+		stopping:   make(chan struct{}),
 	}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/charges", s.handleCharge)
@@ -306,6 +315,11 @@ func New(opts Options) *Sim {
 	s.mux.HandleFunc("POST /v1/voids", s.handleVoid)
 	s.mux.HandleFunc("GET /v1/voids", s.handleVoidLookup)
 	s.mux.HandleFunc("GET /v1/void-ledger", s.handleVoidLedger)
+	s.mux.HandleFunc("GET /v1/disputes/{id}", s.handleDisputeRead)
+	s.mux.HandleFunc("POST /v1/disputes/{id}/accept", s.handleDisputeAccept)
+	s.mux.HandleFunc("POST /v1/sim/disputes", s.handleDisputeControl)
+	s.mux.HandleFunc("POST /v1/sim/disputes/{id}/{verb}", s.handleDisputeControl)
+	s.mux.HandleFunc("GET /v1/dispute-ledger", s.handleDisputeLedger)
 	return s
 }
 

@@ -69,6 +69,23 @@ func conformance(t *testing.T, multi bool) {
 				}
 				return out
 			},
+			OpenDispute: func(t *testing.T, pi string, amount int64) string {
+				d, err := fake.OpenDispute(pi, amount, "fraudulent", false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return d.ID
+			},
+			DecideDispute: func(t *testing.T, id string, won bool) {
+				status := "lost"
+				if won {
+					status = "won"
+				}
+				if err := fake.SetDisputeStatus(id, status, false); err != nil {
+					t.Fatal(err)
+				}
+			},
+			UnknownDispute: "dp_nosuch",
 			RefundLedger: func(refundID string) []gatewaytest.Entry {
 				var out []gatewaytest.Entry
 				for _, r := range fake.Refunds() {

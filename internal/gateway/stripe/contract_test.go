@@ -37,7 +37,8 @@ const stripeMockVersion = "v0.203.0"
 // TestContract checks against stripe-mock, which validates requests against
 // Stripe's OpenAPI schema and answers with schema fixtures, that Stripe
 // accepts every request Settle sends (create, confirm, retrieve, cancel,
-// and a manual-capture charge's create, confirm, capture and cancel)
+// a manual-capture charge's create, confirm, capture and cancel, and a
+// dispute's retrieve and close)
 // and that its answers decode. stripe-mock is stateless: this is about the
 // wire format only; behaviour is tested against the stateful fake (package
 // stripetest). A recording proxy in front of stripe-mock sees each answer's
@@ -62,18 +63,26 @@ func TestContract(t *testing.T) {
 		mu.Lock()
 		seen = append(seen, fmt.Sprintf("%s %s %d", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode))
 		mu.Unlock()
-		if resp.Request.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
+		dispute := strings.HasPrefix(resp.Request.URL.Path, "/v1/disputes/")
+		if (resp.Request.Method != http.MethodGet && !dispute) || resp.StatusCode != http.StatusOK {
 			return nil
 		}
-		// stripe-mock's fixture is an intent whose confirm failed; make the
-		// retrieved one never confirmed, so that Lookup sends its cancel.
-		var pi map[string]any
-		if err := json.NewDecoder(resp.Body).Decode(&pi); err != nil {
+		var obj map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&obj); err != nil {
 			return err
 		}
 		resp.Body.Close()
-		pi["status"], pi["last_payment_error"] = "requires_confirmation", nil
-		b, err := json.Marshal(pi)
+		if dispute {
+			// stripe-mock's dispute is of a bare Charge; Settle's are of
+			// PaymentIntents.
+			obj["payment_intent"] = "pi_123"
+		} else {
+			// stripe-mock's fixture is an intent whose confirm failed; make
+			// the retrieved one never confirmed, so that Lookup sends its
+			// cancel.
+			obj["status"], obj["last_payment_error"] = "requires_confirmation", nil
+		}
+		b, err := json.Marshal(obj)
 		if err != nil {
 			return err
 		}
@@ -171,6 +180,21 @@ func TestContract(t *testing.T) {
 		res, err = mg.LookupCapture(t.Context(), c)
 		t.Logf("LookupCapture = %+v, %v", res, err)
 		match(t, "GET /v1/payment_intents/pi_123")
+	})
+
+	t.Run("disputes: retrieve and close are accepted and decode", func(t *testing.T) {
+		d, err := g.GetDispute(t.Context(), "dp_123")
+		if err != nil || d.ID != "dp_123" || d.Amount.AmountMinor <= 0 || d.Stage == "" {
+			t.Errorf("GetDispute = %+v, %v; want the fixture's dispute decoded", d, err)
+		}
+		match(t, "GET /v1/disputes/dp_123")
+		// stripe-mock's fixture is open (and stays so: it is stateless),
+		// so the accept sends its close.
+		d, err = g.AcceptDispute(t.Context(), "dp_123")
+		if err != nil || d.ID != "dp_123" {
+			t.Errorf("AcceptDispute = %+v, %v; want the fixture's dispute decoded", d, err)
+		}
+		match(t, "GET /v1/disputes/dp_123", "POST /v1/disputes/dp_123/close")
 	})
 
 	t.Run("stripe-mock rejects what the schema does not allow", func(t *testing.T) {

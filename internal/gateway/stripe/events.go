@@ -22,7 +22,8 @@ import (
 // signing secret (one v1 per secret while a secret is rolled).
 // ReceiveEvents verifies it with stripe-go's webhook package and reads the
 // PaymentIntent it is about, for Settle's webhook listener
-// (order.EventReceiver).
+// (order.EventReceiver). A dispute's events (charge.dispute.*) carry the
+// Dispute, read as dispute.go says.
 
 // DefaultWebhookTolerance is Config.WebhookTolerance when it is zero:
 // Stripe's own.
@@ -112,6 +113,9 @@ func (g *Gateway) receiveEvent(body []byte, header map[string][]string) (order.G
 	var e stripego.Event
 	if err := json.Unmarshal(body, &e); err != nil || e.ID == "" || e.Data == nil {
 		return order.GatewayEvent{}, errors.New("stripe: malformed event")
+	}
+	if disputeEvents[string(e.Type)] {
+		return disputeEvent(e)
 	}
 	succeeded, ok := eventTypes[string(e.Type)]
 	if !ok {

@@ -123,7 +123,8 @@ type Server struct {
 	seq          int        // numbers pspReferences; guarded by mu
 	payments     []*payment // the ledger, oldest first; guarded by mu
 	byPSP        map[string]*payment
-	techCancels  []Modification // technical cancels, oldest first; guarded by mu
+	techCancels  []Modification        // technical cancels, oldest first; guarded by mu
+	disputes     []DisputeNotification // disputes.go; guarded by mu
 	keys         map[string]*keyed
 	redirects    map[string]*payment // by redirectResult; guarded by mu
 	contractErrs []string

@@ -39,6 +39,9 @@ type item struct {
 	Success           bool
 	Reason            string
 	PaymentMethod     string
+	// Additional is additionalData beside hmacSignature (a dispute's,
+	// disputes.go); Adyen does not sign it.
+	Additional map[string]string
 }
 
 // wireItem is a NotificationRequestItem.
@@ -113,6 +116,9 @@ func (s *Server) notifyLocked(it item, now time.Time, extra time.Duration) {
 	w.AdditionalData = map[string]string{"hmacSignature": Sign(s.hmacKey, SigningString(
 		w.PSPReference, w.OriginalReference, w.MerchantAccountCode, w.MerchantReference,
 		w.Amount.Value, w.Amount.Currency, w.EventCode, w.Success))}
+	for k, v := range it.Additional {
+		w.AdditionalData[k] = v
+	}
 	var req wireRequest
 	req.Live = "false"
 	req.NotificationItems = append(req.NotificationItems, struct {

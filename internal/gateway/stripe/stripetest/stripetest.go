@@ -16,6 +16,8 @@
 //	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
 //	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
 //	POST /v1/payment_intents/{id}/capture  capture an authorization (capture_method=manual: holds.go)
+//	GET  /v1/disputes/{id}                 a dispute a test opened (disputes.go)
+//	POST /v1/disputes/{id}/close           accept it
 //
 // Idempotency works as Stripe documents it, for every POST: the first
 // request with a key is executed and its answer saved (a decline and a 500
@@ -205,6 +207,8 @@ type Server struct {
 	refundKeys map[string]*keyState
 	// captures is the captures' ledger (holds.go).
 	captures []Capture
+	// disputes is the disputes' ledger (disputes.go).
+	disputes []*Dispute
 }
 
 // keyState is what the fake remembers of an idempotency key.
@@ -233,6 +237,8 @@ func New(opts Options) *Server {
 	s.mux.HandleFunc("GET /fake/3ds/{id}", s.challenge)
 	s.mux.HandleFunc("POST /v1/refunds", s.createRefund)
 	s.mux.HandleFunc("GET /v1/refunds", s.listRefunds)
+	s.mux.HandleFunc("GET /v1/disputes/{id}", s.retrieveDispute)
+	s.mux.HandleFunc("POST /v1/disputes/{id}/close", s.post(s.closeDispute))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apiError{Type: "invalid_request_error",
 			Message: "Unrecognized request URL (" + r.Method + ": " + r.URL.Path + ")."})
