@@ -44,6 +44,14 @@ func (g *acceptingGateway) AcceptDispute(_ context.Context, id string) (order.Ga
 	return d, nil
 }
 
+// wordGateway is a gateway whose dispute events are its word, as Adyen's
+// notifications are: it charges, looks up and refunds, but cannot read or
+// accept a dispute (it is no order.DisputeGateway).
+type wordGateway struct {
+	order.Gateway
+	order.Refunder
+}
+
 func openDispute(dp string) order.GatewayDispute {
 	return order.GatewayDispute{ID: dp, Status: order.DisputeNeedsResponse, Stage: order.DisputeChargeback,
 		Amount: order.Money{Currency: "GBP", AmountMinor: 1250}, Reason: "fraudulent",
@@ -64,15 +72,21 @@ func TestDisputeOpsCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	accepting := &acceptingGateway{Client: client, disputes: map[string]order.GatewayDispute{}}
-	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"accepting": accepting})
+	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(),
+		map[string]order.Gateway{"accepting": accepting, "word": wordGateway{client, client}})
 	store := postgres.NewStore(s.pool)
 
-	// A dispute of an order on the simulator, which cannot accept one.
-	o := s.create(t, "api-dispute", "tok_ok")
+	// A dispute of an order on a gateway that cannot accept one.
+	wo, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: "api-dispute",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Gateway: "word"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := wo.GetOrder()
 	att := s.charge(t, o.GetId(), "api-dispute-charge").GetAttempt().GetId()
 	d := openDispute("dp_api")
 	a, err := store.ApplyDispute(ctx, order.DisputeChange{Actor: order.ActorGateway, Dispute: d,
-		Event: order.GatewayEvent{Gateway: "sim", ID: "evt_api", Type: "dispute", AttemptID: att, Dispute: &d}})
+		Event: order.GatewayEvent{Gateway: "word", ID: "evt_api", Type: "dispute", AttemptID: att, Dispute: &d}})
 	if err != nil || a.Dispute == nil {
 		t.Fatalf("apply: %+v %v", a, err)
 	}

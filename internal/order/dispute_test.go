@@ -83,7 +83,7 @@ func TestDisputeEventsConverge(t *testing.T) {
 		for seed := range uint64(4) {
 			t.Run(fmt.Sprintf("%s/%d", tc.name, seed), func(t *testing.T) {
 				t.Parallel()
-				f := newFixture(t)
+				f := newWordFixture(t)
 				o := f.paid(t, fmt.Sprintf("dispute-%s-%d", tc.name, seed), "tok_ok")
 				rng := rand.New(rand.NewPCG(seed, 32))
 				// Each word is its own event; the last always arrives, the
@@ -136,17 +136,18 @@ func TestDisputeEventsConverge(t *testing.T) {
 // longer refundable, and the rest is.
 func TestRefundRefusedWhileDisputeOpen(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, gw := newReadableFixture(t)
 	ctx := context.Background()
 	o := f.paid(t, "dispute-refund", "tok_ok")
-	f.recordDispute(t, disputeEventOf("sim", "evt_open", o.CurrentAttempt,
-		disputeWord("dp_r", order.DisputeChargeback, order.DisputeNeedsResponse, 0, 0)))
+	open := disputeWord("dp_r", order.DisputeChargeback, order.DisputeNeedsResponse, 0, 0)
+	gw.set(open)
+	f.recordDispute(t, disputeEventOf("sim", "evt_open", o.CurrentAttempt, open))
 	d := f.onlyDispute(t, o.ID)
 
 	_, _, err := f.svc.Refund(ctx, order.ForMerchant(merchant), order.ActorAPI,
 		order.RefundInput{OrderID: o.ID, RequestID: "refund-during", AmountMinor: 100})
-	var open *order.DisputeOpenError
-	if !errors.As(err, &open) || open.DisputeID != d.ID || !strings.Contains(err.Error(), d.ID) {
+	var openErr *order.DisputeOpenError
+	if !errors.As(err, &openErr) || openErr.DisputeID != d.ID || !strings.Contains(err.Error(), d.ID) {
 		t.Fatalf("refund during a dispute: %v, want a *DisputeOpenError naming %s", err, d.ID)
 	}
 	if got := f.sim.Refunded(o.CurrentAttempt); got != 0 {
@@ -156,6 +157,7 @@ func TestRefundRefusedWhileDisputeOpen(t *testing.T) {
 	// Lost, with 1000 of 1250 taken back (a partial chargeback).
 	lost := disputeWord("dp_r", order.DisputeChargeback, order.DisputeLost, 1000, 0)
 	lost.Amount.AmountMinor = 1000
+	gw.set(lost)
 	f.recordDispute(t, disputeEventOf("sim", "evt_lost", o.CurrentAttempt, lost))
 	_, _, err = f.svc.Refund(ctx, order.ForMerchant(merchant), order.ActorAPI,
 		order.RefundInput{OrderID: o.ID, RequestID: "refund-after", AmountMinor: 251})
@@ -173,9 +175,11 @@ func TestRefundRefusedWhileDisputeOpen(t *testing.T) {
 // nothing is paid out past what was paid less what was charged back.
 func TestRefundsRacingADisputeOpening(t *testing.T) {
 	t.Parallel()
-	f := newFixture(t)
+	f, gw := newReadableFixture(t)
 	ctx := context.Background()
 	o := f.paid(t, "dispute-race", "tok_ok")
+	opening := disputeWord("dp_race", order.DisputeChargeback, order.DisputeNeedsResponse, 0, 0)
+	gw.set(opening)
 
 	const refunds = 10
 	start := make(chan struct{})
@@ -192,8 +196,7 @@ func TestRefundsRacingADisputeOpening(t *testing.T) {
 	wg.Go(func() {
 		<-start
 		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
-		_, openErr = f.svc.RecordGatewayEvent(ctx, disputeEventOf("sim", "evt_race", o.CurrentAttempt,
-			disputeWord("dp_race", order.DisputeChargeback, order.DisputeNeedsResponse, 0, 0)))
+		_, openErr = f.svc.RecordGatewayEvent(ctx, disputeEventOf("sim", "evt_race", o.CurrentAttempt, opening))
 	})
 	close(start)
 	wg.Wait()
@@ -230,6 +233,7 @@ func TestRefundsRacingADisputeOpening(t *testing.T) {
 	// The network takes back what was not refunded, and the dispute is lost.
 	rest := 1250 - got.Refunded
 	lost := disputeWord("dp_race", order.DisputeChargeback, order.DisputeLost, rest, 0)
+	gw.set(lost)
 	f.recordDispute(t, disputeEventOf("sim", "evt_race_lost", o.CurrentAttempt, lost))
 	_, _, err = f.svc.Refund(ctx, order.ForMerchant(merchant), order.ActorAPI,
 		order.RefundInput{OrderID: o.ID, RequestID: "race-refund-after", AmountMinor: 0})
@@ -279,23 +283,51 @@ func (g *readableGateway) AcceptDispute(_ context.Context, id string) (order.Gat
 	return d, nil
 }
 
-// newReadableFixture is newFixture whose default gateway can read and
-// accept disputes.
+// newReadableFixture is newFixture whose default gateway reads and
+// accepts disputes from a state the test sets, so that a test decides what
+// the read says when.
 func newReadableFixture(t *testing.T) (*fixture, *readableGateway) {
 	t.Helper()
 	f := newFixture(t)
+	rg := &readableGateway{Client: f.simClient(t), disputes: map[string]order.GatewayDispute{}}
+	f.useGateway(t, rg)
+	return f, rg
+}
+
+// wordGateway is a gateway whose dispute events are its word, as Adyen's
+// notifications are: it charges and looks up, but has no dispute read or
+// accept (it is no order.DisputeGateway).
+type wordGateway struct{ order.Gateway }
+
+// newWordFixture is newFixture whose default gateway is a wordGateway over
+// the simulator.
+func newWordFixture(t *testing.T) *fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.useGateway(t, wordGateway{f.simClient(t)})
+	return f
+}
+
+// simClient is a refpsp client of the fixture's simulator.
+func (f *fixture) simClient(t *testing.T) *refpsp.Client {
+	t.Helper()
 	gw, err := refpsp.New(refpsp.Config{BaseURL: f.simURL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rg := &readableGateway{Client: gw, disputes: map[string]order.GatewayDispute{}}
-	f.svc, err = order.NewService(f.store, map[string]order.Gateway{"sim": rg}, order.Config{
+	return gw
+}
+
+// useGateway makes gw the fixture Service's only gateway, "sim".
+func (f *fixture) useGateway(t *testing.T, gw order.Gateway) {
+	t.Helper()
+	var err error
+	f.svc, err = order.NewService(f.store, map[string]order.Gateway{"sim": gw}, order.Config{
 		DefaultGateway: "sim", GatewayTimeout: gatewayTimeout, Grace: time.Second, FirstRecheck: time.Minute,
 	}, f.logs.Logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, rg
 }
 
 // TestDisputeReadDecides: for a gateway that can read its disputes, an
@@ -346,8 +378,8 @@ func TestAcceptDispute(t *testing.T) {
 		t.Fatalf("history %+v %v", hist, err)
 	}
 
-	// The simulator's own gateway cannot accept.
-	plain := newFixture(t)
+	// A gateway whose events are its word cannot accept.
+	plain := newWordFixture(t)
 	po := plain.paid(t, "dispute-plain", "tok_ok")
 	plain.recordDispute(t, disputeEventOf("sim", "evt_plain", po.CurrentAttempt,
 		disputeWord("dp_plain", order.DisputeChargeback, order.DisputeNeedsResponse, 0, 0)))
