@@ -81,6 +81,12 @@ var (
 // that is left to dispute when 0) of the succeeded charge chargeID, and
 // sends dispute.opened.
 func (s *Sim) OpenDispute(chargeID string, amount int64, reason string) (Dispute, error) {
+	return s.openDispute(chargeID, func(int64) int64 { return amount }, reason)
+}
+
+// openDispute is OpenDispute of the amount part returns of what is left
+// to dispute (all of it when part returns 0).
+func (s *Sim) openDispute(chargeID string, part func(left int64) int64, reason string) (Dispute, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC()
@@ -100,6 +106,9 @@ func (s *Sim) OpenDispute(chargeID string, amount int64, reason string) (Dispute
 	if c.Manual {
 		paid = c.AmountCaptured
 	}
+	// What the cardholder can dispute is what they paid and did not get
+	// back: the refunds that succeeded, and the earlier disputes.
+	paid -= s.refundedLocked(c.Reference)
 	for _, d := range s.disputes {
 		if d.ChargeID != chargeID {
 			continue
@@ -109,6 +118,7 @@ func (s *Sim) OpenDispute(chargeID string, amount int64, reason string) (Dispute
 		}
 		paid -= d.Amount
 	}
+	amount := part(paid)
 	if amount == 0 {
 		amount = paid
 	}
@@ -194,27 +204,37 @@ func (s *Sim) moveDispute(id string, move func(*Dispute) string) (Dispute, error
 	return Dispute{}, ErrNoDispute
 }
 
-// DisputeSome opens a dispute of reason for all of each succeeded charge
-// that has none yet, with probability share, for chaos: which charges is
-// drawn from a source seeded with Options.Seed, so that the same seed and
-// the same charges give the same disputes. It returns those opened.
+// DisputeSome opens a dispute of reason for all, or half, of what is left
+// to dispute of each succeeded charge that has none yet, with probability
+// share, for chaos: which charges, and how much of each, is drawn from a
+// source seeded with Options.Seed, so that the same seed and the same
+// charges give the same disputes. It returns those opened.
 func (s *Sim) DisputeSome(share float64, reason string) []Dispute {
 	s.mu.Lock()
 	disputed := map[string]bool{}
 	for _, d := range s.disputes {
 		disputed[d.ChargeID] = true
 	}
-	var pick []string
+	var (
+		pick []string
+		half []bool
+	)
 	for _, r := range s.records {
 		if (r.Status == StatusSucceeded || r.AmountCaptured > 0) && !disputed[r.ID] && s.disputeRng.Float64() < share {
-			pick = append(pick, r.ID)
+			pick, half = append(pick, r.ID), append(half, s.disputeRng.IntN(2) == 0)
 		}
 	}
 	s.mu.Unlock()
 	var out []Dispute
-	for _, id := range pick {
+	for i, id := range pick {
+		part := func(left int64) int64 {
+			if half[i] {
+				return max(left/2, 1)
+			}
+			return left
+		}
 		// A charge still in flight (not visible yet) is left alone.
-		if d, err := s.OpenDispute(id, 0, reason); err == nil {
+		if d, err := s.openDispute(id, part, reason); err == nil {
 			out = append(out, d)
 		}
 	}
@@ -261,6 +281,49 @@ func (s *Sim) ChargedBack(chargeReference string) int64 {
 	return n
 }
 
+// ResendDisputes tells of every dispute again as it stands
+// (dispute.updated while open, dispute.closed once decided), as a
+// gateway's dashboard resends events: these are never lost, though they
+// are delayed, duplicated and reordered like the others. The chaos harness
+// calls it once its checkouts stop, so that Settle has heard of a dispute
+// whose every event was lost before Settle's disputes are checked against
+// the ledger. It returns how many it sent.
+func (s *Sim) ResendDisputes() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now().UTC()
+	n := 0
+	for _, d := range s.disputes {
+		typ := refpsp.EventDisputeUpdated
+		if !d.Open() {
+			typ = refpsp.EventDisputeClosed
+		}
+		for j := range s.records {
+			if s.records[j].ID == d.ChargeID {
+				e := disputeEvent(typ, d, s.records[j].Charge, now)
+				for _, dl := range s.plannedLocked(e, now, false) {
+					s.senders.Add(1)
+					go s.deliver(dl)
+				}
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// openDisputeLocked says whether the charge with reference chargeReference
+// has an open dispute.
+func (s *Sim) openDisputeLocked(chargeReference string) bool {
+	for _, d := range s.disputes {
+		if d.ChargeReference == chargeReference && d.Open() {
+			return true
+		}
+	}
+	return false
+}
+
 // Disputes returns every dispute opened so far, oldest first, as each
 // stands.
 func (s *Sim) Disputes() []Dispute {
@@ -271,11 +334,16 @@ func (s *Sim) Disputes() []Dispute {
 
 // sendDisputeLocked sends the event typ about d, of the charge c.
 func (s *Sim) sendDisputeLocked(typ string, d Dispute, c Charge, now time.Time) {
+	s.sendLocked(disputeEvent(typ, d, c, now), now)
+}
+
+// disputeEvent is the event typ about d, of the charge c, made at now.
+func disputeEvent(typ string, d Dispute, c Charge, now time.Time) refpsp.Event {
 	e := refpsp.Event{Type: typ, Created: now.Unix()}
 	e.Data.Object = wireCharge(c)
 	w := wireDispute(d)
 	e.Data.Dispute = &w
-	s.sendLocked(e, now)
+	return e
 }
 
 // wireDispute is d as the protocol carries it.

@@ -248,8 +248,15 @@ func TestDisputeSome(t *testing.T) {
 			t.Fatalf("%d disputes decided, want 40", len(decided))
 		}
 		back := map[string]int64{}
+		halves := 0
 		for _, d := range decided {
-			want := map[string]int64{refpsp.DisputeWon: 0, refpsp.DisputeLost: 1250}[d.Status]
+			if d.Amount != 1250 && d.Amount != 625 {
+				t.Fatalf("dispute %+v is for neither all of its charge nor half", d)
+			}
+			if d.Amount == 625 {
+				halves++
+			}
+			want := map[string]int64{refpsp.DisputeWon: 0, refpsp.DisputeLost: d.Amount}[d.Status]
 			if d.Open() {
 				t.Fatalf("dispute %+v still open", d)
 			}
@@ -257,6 +264,9 @@ func TestDisputeSome(t *testing.T) {
 				t.Errorf("ChargedBack(%s) = %d for a %s dispute, want %d", d.ChargeReference, got, d.Status, want)
 			}
 			back[d.ChargeReference] = want
+		}
+		if halves == 0 || halves == 40 {
+			t.Errorf("%d of 40 disputes are for half of the charge, want some and not all", halves)
 		}
 		return s.sim.Disputes(), back
 	}
@@ -269,5 +279,102 @@ func TestDisputeSome(t *testing.T) {
 	}
 	if len(b1) != len(b2) {
 		t.Errorf("charged back %v, then %v", b1, b2)
+	}
+}
+
+// TestDisputedChargeRefunds: a dispute is of what the refunds left; while
+// it is open, a refund of its charge fails (charge_disputed, as Stripe's)
+// and nothing is paid back; once it is decided, the rest can be refunded.
+func TestDisputedChargeRefunds(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, sim.Options{APIKey: apiKey}, time.Second)
+	ctx := context.Background()
+	res, err := s.gw.Charge(ctx, req("att_1", "tok_ok"))
+	if err != nil || res.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("Charge = %+v, %v", res, err)
+	}
+	refund := func(id string, amount int64) order.Result {
+		t.Helper()
+		got, err := s.gw.Refund(ctx, order.RefundRequest{RefundID: id, OrderID: "ord_att_1", ChargeAttemptID: "att_1",
+			Amount: order.Money{Currency: "GBP", AmountMinor: amount}})
+		if got.Outcome == order.OutcomeUnknown {
+			t.Fatalf("Refund(%s) = %+v, %v", id, got, err)
+		}
+		return got
+	}
+	if got := refund("ref_before", 250); got.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("refund before the dispute: %+v", got)
+	}
+	d, err := s.sim.OpenDispute(res.ChargeID, 0, "fraudulent")
+	if err != nil || d.Amount != 1000 || d.Withdrawn != 1000 {
+		t.Fatalf("OpenDispute = %+v, %v; want the 1000 not refunded", d, err)
+	}
+	if got := refund("ref_during", 100); got.Outcome != order.OutcomeDeclined || got.DeclineCode != "charge_disputed" {
+		t.Fatalf("refund during the dispute: %+v, want declined charge_disputed", got)
+	}
+	if got := s.sim.Refunded("att_1"); got != 250 {
+		t.Fatalf("refunded %d, want 250", got)
+	}
+	if _, err := s.sim.ResolveDispute(d.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if got := refund("ref_after", 100); got.Outcome != order.OutcomeSucceeded {
+		t.Fatalf("refund after the dispute was won: %+v", got)
+	}
+}
+
+// TestResendDisputes: every dispute is told again as it stands, even when
+// every event the simulator sends otherwise is lost.
+func TestResendDisputes(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_sim_resend_0123456789abcdefgh"
+	got := make(chan []byte, 10)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- body
+	}))
+	t.Cleanup(receiver.Close)
+	s := newStack(t, sim.Options{APIKey: apiKey, Events: sim.Events{URL: receiver.URL, Secrets: []string{secret}, Loss: 1}}, time.Second)
+	t.Cleanup(s.sim.Close)
+	ctx := context.Background()
+	var ids []string
+	for _, att := range []string{"att_open", "att_lost"} {
+		res, err := s.gw.Charge(ctx, req(att, "tok_ok"))
+		if err != nil || res.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("Charge = %+v, %v", res, err)
+		}
+		d, err := s.sim.OpenDispute(res.ChargeID, 0, "fraudulent")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, d.ID)
+	}
+	if _, err := s.sim.ResolveDispute(ids[1], false); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b := <-got:
+		t.Fatalf("an event arrived although every event is lost: %s", b)
+	case <-time.After(200 * time.Millisecond):
+	}
+	if n := s.sim.ResendDisputes(); n != 2 {
+		t.Fatalf("ResendDisputes = %d, want 2", n)
+	}
+	want := map[string]string{ids[0]: refpsp.EventDisputeUpdated + " " + refpsp.DisputeNeedsResponse,
+		ids[1]: refpsp.EventDisputeClosed + " " + refpsp.DisputeLost}
+	for range 2 {
+		select {
+		case b := <-got:
+			var e refpsp.Event
+			if err := json.Unmarshal(b, &e); err != nil || e.Data.Dispute == nil {
+				t.Fatalf("resent event %s: %v", b, err)
+			}
+			if w := want[e.Data.Dispute.ID]; w != e.Type+" "+e.Data.Dispute.Status {
+				t.Errorf("resent %s %s of %s, want %s", e.Type, e.Data.Dispute.Status, e.Data.Dispute.ID, w)
+			}
+			delete(want, e.Data.Dispute.ID)
+		case <-time.After(10 * time.Second):
+			t.Fatalf("no resent event; still waiting for %v", want)
+		}
 	}
 }

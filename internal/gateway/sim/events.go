@@ -61,16 +61,16 @@ func chargeEvent(c Charge, now time.Time) refpsp.Event {
 // sendLocked sends e (numbered here) once visibleAt has come, as the
 // events' faults allow.
 func (s *Sim) sendLocked(e refpsp.Event, visibleAt time.Time) {
-	for _, d := range s.eventsLocked(e, visibleAt) {
+	for _, d := range s.plannedLocked(e, visibleAt, true) {
 		s.senders.Add(1)
 		go s.deliver(d)
 	}
 }
 
-// eventsLocked plans the deliveries of e, drawing the duplication,
-// reordering and loss from the simulator's source so that they depend
-// only on the seed and the requests.
-func (s *Sim) eventsLocked(e refpsp.Event, visibleAt time.Time) []delivery {
+// plannedLocked plans the deliveries of e, drawing the duplication,
+// reordering and (when lossy) loss from the simulator's source so that
+// they depend only on the seed and the requests.
+func (s *Sim) plannedLocked(e refpsp.Event, visibleAt time.Time, lossy bool) []delivery {
 	ev := s.opts.Events
 	if ev.URL == "" {
 		return nil
@@ -86,7 +86,7 @@ func (s *Sim) eventsLocked(e refpsp.Event, visibleAt time.Time) []delivery {
 	}
 	// The events draw from a source of their own, so that the faults of
 	// the charges are the same with events or without.
-	if s.eventRng.Float64() < ev.Loss {
+	if lossy && s.eventRng.Float64() < ev.Loss {
 		return nil
 	}
 	n := 1

@@ -35,6 +35,11 @@ import (
 //	                       Options.RefundSettleDelay, and lookups say
 //	                       "pending" until then: the gateway that reports a
 //	                       failure later.
+//	(a charge with an open dispute)
+//	                       402, status "failed", failure_code
+//	                       "charge_disputed", as Stripe refuses a refund
+//	                       of a disputed charge; the other faults still
+//	                       apply to the answer.
 //	tok_ok, tok_random     under Options.Random, the faults drawn for
 //	                       charges (a decline fails the refund), and
 //	                       RandomFaults.RefundFailLater.
@@ -86,6 +91,10 @@ func (s *Sim) Refunds() []Refund {
 func (s *Sim) Refunded(chargeReference string) int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.refundedLocked(chargeReference)
+}
+
+func (s *Sim) refundedLocked(chargeReference string) int64 {
 	var n int64
 	for _, r := range s.refunds {
 		if r.ChargeReference == chargeReference && r.Status == refpsp.RefundSucceeded {
@@ -171,6 +180,10 @@ func (s *Sim) acceptRefund(in refpsp.RefundBody) (refundPlan, int, string) {
 		lookupFails: charge.PaymentMethod == tokRefundLookupFails,
 	}
 	switch {
+	case s.openDisputeLocked(charge.Reference):
+		// As Stripe's charge_disputed: the network is deciding what
+		// becomes of the money.
+		rec.Status, rec.FailureCode = refpsp.RefundFailed, "charge_disputed"
 	case p.fault == faultDecline:
 		rec.Status, rec.FailureCode = refpsp.RefundFailed, "refund_declined"
 	case p.failLater:
