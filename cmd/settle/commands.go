@@ -92,6 +92,9 @@ type app struct {
 	// receivers are the adapters that read their gateway's events, by
 	// the name of the webhook path their events come to.
 	receivers map[string]order.EventReceiver
+	// accounts names the gateway account of a webhook path whose name is
+	// not the account's (webhook.Config.Accounts).
+	accounts map[string]string
 	// budgets holds the gateway accounts' request budgets by gateway.
 	budgets    map[string]*order.Budget
 	failpoints failpoint.Set
@@ -141,6 +144,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	// The webhook listener's gateways, by the path their events come to:
 	// those whose signing secrets are set, each reading its own events.
 	receivers := map[string]order.EventReceiver{}
+	accounts := map[string]string{}
 	// Each gateway account's request budget, which the API's lookups and
 	// charges and the reconciler's lookups share; the lab's gateways have
 	// none.
@@ -155,6 +159,9 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		gateways[refpspName] = gw
 		if len(cfg.RefpspWebhookSecrets) > 0 {
 			receivers["refpsp"] = gw
+		}
+		if refpspName != "refpsp" {
+			accounts["refpsp"] = refpspName
 		}
 		if budgets[refpspName], err = cfg.budget(cfg.RefpspRate); err != nil {
 			return nil, fmt.Errorf("configuration: refpsp: %w", err)
@@ -216,7 +223,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL, STRIPE_SECRET_KEY or ADYEN_API_KEY)", cfg.DefaultGateway)
 	}
 	built = true
-	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, budgets: budgets,
+	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, budgets: budgets,
 		failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
@@ -363,6 +370,7 @@ func (a *app) serveWebhooks(ctx context.Context, lis net.Listener, g *sync.WaitG
 	}
 	h := webhook.New(svc, webhook.Config{
 		Gateways: a.receivers,
+		Accounts: a.accounts,
 		MaxBody:  int64(a.cfg.WebhookMaxBody),
 		OnEvent:  a.metrics.GatewayEvent,
 	}, a.log)

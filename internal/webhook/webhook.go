@@ -46,6 +46,11 @@ type Config struct {
 	// reads the events, which are recorded under that name. Any other
 	// path is 404.
 	Gateways map[string]order.EventReceiver
+	// Accounts names, by path, the gateway account a path's events are
+	// recorded under where it is not the path's name (settle dev's refpsp
+	// account is its simulator, "sim"): a dispute's event is read, and
+	// the dispute accepted, through that account.
+	Accounts map[string]string
 	// MaxBody bounds a body; a larger one is 413. Zero is DefaultMaxBody.
 	MaxBody int64
 	// OnEvent, when set, is told of every event recorded, and of every
@@ -123,8 +128,12 @@ func (h *Handler) serve(gateway string, gw order.EventReceiver) http.HandlerFunc
 		// nothing; the answer is 2xx only once all are, so that a gateway
 		// sends again a request of which any event is not durable.
 		results := make([]string, len(evs))
+		account := gateway
+		if a := h.cfg.Accounts[gateway]; a != "" {
+			account = a
+		}
 		for i, ev := range evs {
-			ev.Gateway = gateway
+			ev.Gateway = account
 			rec, err := h.store.RecordGatewayEvent(r.Context(), ev)
 			if err != nil {
 				h.log.WarnContext(r.Context(), "gateway event not recorded", "gateway", gateway, "type", ev.Type,

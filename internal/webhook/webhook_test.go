@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -624,5 +625,67 @@ func TestAnyGatewaysEvents(t *testing.T) {
 	var gw string
 	if err := f.pool.QueryRow(context.Background(), "SELECT gateway FROM gateway_events WHERE event_id = 'evt_1'").Scan(&gw); err != nil || gw != "acme" {
 		t.Errorf("the event is recorded under %q (%v), want acme", gw, err)
+	}
+}
+
+// recorder is a webhook.Store that keeps what it is given.
+type recorder struct {
+	mu  sync.Mutex
+	got []order.GatewayEvent
+}
+
+func (r *recorder) RecordGatewayEvent(_ context.Context, ev order.GatewayEvent) (order.RecordedEvent, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.got = append(r.got, ev)
+	return order.RecordedEvent{Result: order.EventIgnored}, nil
+}
+
+// TestEventRecordedUnderItsAccount: an event that comes to a path whose
+// gateway account has another name (settle dev's refpsp account is "sim")
+// is recorded under the account's name, through which a dispute is read
+// and accepted; any other path's under the path's.
+func TestEventRecordedUnderItsAccount(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		accounts map[string]string
+		want     string
+	}{
+		{map[string]string{"refpsp": "sim"}, "sim"},
+		{nil, "refpsp"},
+	} {
+		rec := &recorder{}
+		var logs logtest.Buffer
+		hooks := httptest.NewUnstartedServer(nil)
+		t.Cleanup(hooks.Close)
+		gw := sim.New(sim.Options{Events: sim.Events{URL: "http://" + hooks.Listener.Addr().String() + "/webhooks/refpsp",
+			Secrets: []string{refpspSecret}}})
+		hs := httptest.NewServer(gw)
+		t.Cleanup(func() { hs.Close(); gw.Close() })
+		client := newRefpsp(t, hs.URL, 2*time.Second)
+		hooks.Config.Handler = webhook.New(rec, webhook.Config{
+			Gateways: map[string]order.EventReceiver{"refpsp": client}, Accounts: tc.accounts,
+		}, logs.Logger())
+		hooks.Start()
+		if res, err := client.Charge(context.Background(), order.ChargeRequest{AttemptID: "att_account", OrderID: "ord_account",
+			Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"}); res.Outcome != order.OutcomeSucceeded {
+			t.Fatalf("Charge = %+v, %v", res, err)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			rec.mu.Lock()
+			got := slices.Clone(rec.got)
+			rec.mu.Unlock()
+			if len(got) > 0 {
+				if got[0].Gateway != tc.want {
+					t.Fatalf("accounts %v: the event was recorded under %q, want %q", tc.accounts, got[0].Gateway, tc.want)
+				}
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no event recorded")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
 }
