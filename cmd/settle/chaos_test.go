@@ -167,6 +167,8 @@ func TestChaosCatchesMutants(t *testing.T) {
 			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6},
 		{"CaptureFailedIsCaptured", []mutant.Mutation{captureFailedIsCaptured}, chaos.InvAdyenChargeSettled,
 			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6},
+		{"RefundThroughDispute", []mutant.Mutation{refundThroughDispute}, chaos.InvDisputeRefund,
+			"refunds claimed during an open dispute in a build whose refund claim ignores disputes", 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -199,6 +201,15 @@ var brokenRefundGuard = mutant.Mutation{
 	File: "internal/postgres/sql/refund_claim.sql",
 	Old:  "AND want.amount <= want.left_minor",
 	New:  "AND true",
+}
+
+// refundThroughDispute makes refund claims ignore the order's open
+// disputes: a refund is sent on top of a chargeback the network is still
+// deciding (PostgreSQL's statement; the chaos runs here are not on Citus).
+var refundThroughDispute = mutant.Mutation{
+	File: "internal/postgres/sql/refund_claim.sql",
+	Old:  "\t\tAND ord.open_disputes = 0\n",
+	New:  "",
 }
 
 // brokenHoldGuard makes capture claims ignore what is left of the hold:

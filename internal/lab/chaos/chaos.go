@@ -160,6 +160,10 @@ type Config struct {
 	// reordered, duplicated and lost (0: none; unlike the other fields,
 	// zero is no default; DefaultAdyenShare is the command's).
 	AdyenShare float64
+	// DisputeShare is the share of the simulator's charges it disputes,
+	// at each of the run's two rounds of disputes (default 0.1; see
+	// disputes.go).
+	DisputeShare float64
 	// Failover, when set, runs PostgreSQL as a primary and a standby, and
 	// each database restart of the schedule becomes a failover: the
 	// standby is cut off for 1 to 2 seconds (the primary's WAL sender
@@ -228,6 +232,9 @@ func (c *Config) defaults() error {
 	}
 	if c.ActionShare <= 0 {
 		c.ActionShare = defaultActionShare
+	}
+	if c.DisputeShare <= 0 {
+		c.DisputeShare = defaultDisputeShare
 	}
 	if c.Gateway == (sim.RandomFaults{}) {
 		c.Gateway = DefaultGateway()

@@ -140,6 +140,17 @@ const (
 	// failed it after its REFUND and a refund_failed review item says so
 	// (or its REFUND_FAILED never reached Settle).
 	InvAdyenRefunds = 23
+
+	// InvDisputes: Settle's disputes are the simulator's, one for one,
+	// each on the order whose attempt the gateway's charge was, with the
+	// gateway's status, stage and amounts; each order's open disputes and
+	// charged back amount are its disputes' at the gateway; and at the
+	// gateway no charge paid out more in refunds and chargebacks than it
+	// took.
+	InvDisputes = 24
+	// InvDisputeRefund: no refund was claimed while a dispute of its order
+	// was open in Settle (the order's history numbers both).
+	InvDisputeRefund = 25
 )
 
 // adyenGateway is the gateway name of the orders on the fake Adyen.
@@ -153,6 +164,7 @@ var invariantNames = map[int]string{
 	InvCapturedTotal: "captured-total", InvHoldState: "hold-state",
 	InvAdyenOneCharge: "adyen-one-charge", InvAdyenChargeSettled: "adyen-charge-settled", InvAdyenCapture: "adyen-capture",
 	InvAdyenHold: "adyen-hold", InvAdyenTechnicalCancel: "adyen-technical-cancel", InvAdyenRefunds: "adyen-refunds",
+	InvDisputes: "disputes", InvDisputeRefund: "dispute-refund",
 }
 
 // Violation is one broken invariant.
@@ -179,6 +191,9 @@ type dbOrder struct {
 	manual                          bool
 	authorized, captured, capturing int64
 	voiding, closed                 bool
+	// openDisputes and chargedBack are the order's dispute totals.
+	openDisputes int
+	chargedBack  int64
 }
 
 // dbCapture is a row of captures, dbVoid one of voids.
@@ -204,8 +219,10 @@ type dbAttempt struct {
 }
 
 type dbEvent struct {
-	order, from, to, event, actor, reason, attempt string
-	id                                             int64
+	// dispute is the dispute a dispute's row is about ("" for others);
+	// reason is then the dispute's status after the change.
+	order, from, to, event, actor, reason, attempt, dispute string
+	id                                                      int64
 	// typ is the event's type for merchants ("" for none); delivered
 	// says the worker recorded it delivered.
 	typ       string
@@ -253,6 +270,9 @@ type snapshot struct {
 	// refund_failed: a refund Settle settled as succeeded, which the
 	// gateway then said failed.
 	refundFailed map[string]bool
+	// disputes are Settle's, disputeLedger the simulator's.
+	disputes      []dbDispute
+	disputeLedger []sim.Dispute
 }
 
 func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund,
@@ -261,10 +281,10 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 	var err error
 	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), gateway, amount_minor,
 		refunded_minor, refunding_minor, capture_mode = 'manual', authorized_minor, captured_minor, capturing_minor,
-		voiding, hold_closed FROM orders`,
+		voiding, hold_closed, open_disputes, charged_back_minor FROM orders`,
 		func(r pgx.CollectableRow) (o dbOrder, err error) {
 			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.gateway, &o.amount, &o.refunded, &o.refunding,
-				&o.manual, &o.authorized, &o.captured, &o.capturing, &o.voiding, &o.closed)
+				&o.manual, &o.authorized, &o.captured, &o.capturing, &o.voiding, &o.closed, &o.openDisputes, &o.chargedBack)
 		})
 	if err != nil {
 		return s, err
@@ -300,9 +320,10 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 		return s, err
 	}
 	s.events, err = queryAll(ctx, pool, `SELECT order_id::text, coalesce(from_state, ''), to_state, event, actor, reason,
-		coalesce(attempt_id::text, ''), id, coalesce(type, ''), delivered_at IS NOT NULL FROM order_events ORDER BY order_id, id`,
+		coalesce(attempt_id::text, ''), coalesce(dispute_id::text, ''), id, coalesce(type, ''), delivered_at IS NOT NULL
+		FROM order_events ORDER BY order_id, id`,
 		func(r pgx.CollectableRow) (e dbEvent, err error) {
-			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.id, &e.typ, &e.delivered)
+			return e, r.Scan(&e.order, &e.from, &e.to, &e.event, &e.actor, &e.reason, &e.attempt, &e.dispute, &e.id, &e.typ, &e.delivered)
 		})
 	if err != nil {
 		return s, err
@@ -330,6 +351,10 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 		func(r pgx.CollectableRow) (e dbRefundEvent, err error) {
 			return e, r.Scan(&e.refund, &e.order, &e.from, &e.to, &e.event, &e.id, &e.typ, &e.delivered)
 		})
+	if err != nil {
+		return s, err
+	}
+	s.disputes, err = loadDisputes(ctx, pool)
 	return s, err
 }
 
@@ -500,6 +525,7 @@ func check(s snapshot, hist *history) []Violation {
 	out = append(out, checkActions(s, orders, attempts, events)...)
 	out = append(out, checkHolds(s, hist, orders, attempts)...)
 	out = append(out, checkAdyen(s, orders, attempts)...)
+	out = append(out, checkDisputes(s, orders, attempts, events)...)
 	slices.SortStableFunc(out, func(a, b Violation) int { return cmp.Compare(a.Invariant, b.Invariant) })
 	return out
 }
@@ -723,8 +749,9 @@ func checkHistory(o dbOrder, evs []dbEvent, attempts []dbAttempt) []string {
 	inFlight := ""
 	made := map[string]bool{}
 	for i, e := range evs[1:] {
-		if ev := order.EventName(e.event); ev == order.EventCaptured || ev == order.EventCaptureFailed {
-			// A capture that moves no order: a row from and to its state.
+		if ev := order.EventName(e.event); ev == order.EventCaptured || ev == order.EventCaptureFailed || e.dispute != "" {
+			// A capture, or a dispute's change, that moves no order: a
+			// row from and to its state.
 			if e.from != string(state) || e.to != string(state) {
 				bad = append(bad, fmt.Sprintf("event %d: %s recorded from %s to %s; the order was %s", i+1, e.event, e.from, e.to, state))
 			}
@@ -965,6 +992,10 @@ func announcement(e dbEvent) string {
 	case order.EventCaptureFailed:
 		return "capture.failed"
 	default:
+	}
+	if e.dispute != "" {
+		// dispute_opened, dispute_updated, dispute_closed.
+		return strings.Replace(e.event, "_", ".", 1)
 	}
 	switch {
 	case e.to == string(order.StateExpired):

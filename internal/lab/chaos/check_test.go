@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -112,6 +113,23 @@ func cleanWorld() (snapshot, *history) {
 	s.captureLedger = []sim.Capture{
 		{ID: "cp_1", Reference: "k1", ChargeReference: "a5", Amount: 300, Currency: "GBP", Status: "succeeded"},
 		{ID: "cp_2", Reference: "k2", ChargeReference: "a5", Amount: 200, Currency: "GBP", Status: "succeeded"},
+	}
+	// Order o3's dispute d1 (dp_1 at the gateway), of the 600 not
+	// refunded, opened (event 18) after refund f1 and lost (event 21).
+	s.orders[2].chargedBack = 600
+	s.disputes = []dbDispute{{id: "d1", order: "o3", attempt: "a3", gateway: simGateway, gatewayID: "dp_1", status: "LOST",
+		stage: "CHARGEBACK", amount: 600, withdrawn: 600}}
+	s.disputeLedger = []sim.Dispute{{ID: "dp_1", ChargeID: "ch_3", ChargeReference: "a3", Amount: 600, Currency: "GBP",
+		Status: "lost", Stage: "chargeback", Withdrawn: 600}}
+	for _, e := range []struct {
+		id            int64
+		event, status string
+	}{{18, "dispute_opened", "NEEDS_RESPONSE"}, {21, "dispute_closed", "LOST"}} {
+		typ := strings.Replace(e.event, "_", ".", 1)
+		s.events = append(s.events, dbEvent{id: e.id, order: "o3", from: "PARTIALLY_REFUNDED", to: "PARTIALLY_REFUNDED",
+			event: e.event, reason: e.status, dispute: "d1", typ: typ, delivered: true})
+		s.received = append(s.received, receiver.Delivery{EventID: order.EventID(e.id), Type: typ, OrderID: "o3",
+			State: "PARTIALLY_REFUNDED", Verified: true})
 	}
 	s.voids = []dbVoid{{id: "v1", order: "o6", request: "rv1", state: "SUCCEEDED"}}
 	s.voidLedger = []sim.Void{{ID: "vd_1", Reference: "v1", ChargeReference: "a6", Status: "succeeded"}}
@@ -277,6 +295,27 @@ func TestCheck(t *testing.T) {
 			s.ledger = append(s.ledger, sim.Charge{ID: "ch_9", Reference: "a3", Amount: 1000, Currency: "GBP", Status: "authorized", Manual: true})
 		}, InvHoldState},
 		{"capture announced as paid", func(s *snapshot, _ *history) { s.events[len(s.events)-1].typ = "order.paid" }, InvEvents},
+		{"dispute not in Settle", func(s *snapshot, _ *history) { s.disputes = nil }, InvDisputes},
+		{"dispute the gateway never opened", func(s *snapshot, _ *history) {
+			s.disputeLedger, s.orders[2].chargedBack = nil, 0
+		}, InvDisputes},
+		{"dispute won in Settle, lost at the gateway", func(s *snapshot, _ *history) { s.disputes[0].status = "WON" }, InvDisputes},
+		{"dispute on another attempt", func(s *snapshot, _ *history) { s.disputes[0].attempt = "a1" }, InvDisputes},
+		{"charged back not the gateway's", func(s *snapshot, _ *history) { s.orders[2].chargedBack = 0 }, InvDisputes},
+		{"open dispute not counted", func(s *snapshot, _ *history) {
+			s.disputeLedger[0].Status, s.disputes[0].status = "needs_response", "NEEDS_RESPONSE"
+		}, InvDisputes},
+		{"refund and chargeback beyond the charge", func(s *snapshot, _ *history) {
+			s.disputeLedger[0].Withdrawn, s.disputes[0].withdrawn, s.orders[2].chargedBack = 700, 700, 700
+		}, InvDisputes},
+		{"refund claimed during an open dispute", func(s *snapshot, _ *history) { s.refundEvents[1].id = 20 }, InvDisputeRefund},
+		{"dispute change announced as something else", func(s *snapshot, _ *history) {
+			for i := range s.events {
+				if s.events[i].dispute != "" {
+					s.events[i].typ = "dispute.updated"
+				}
+			}
+		}, InvEvents},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			s, h := cleanWorld()

@@ -251,6 +251,7 @@ func (h *harness) run(ctx context.Context) error {
 	for i := range cfg.Clients {
 		clientsDone.Go(func() { w.client(ctx, i, stopClients) })
 	}
+	clientsDone.Go(func() { h.openDisputes(gw, stopClients) })
 	h.inject(ctx, schedule)
 	if cfg.Faults.FailpointRounds > 0 {
 		h.topUpFailpoints(ctx)
@@ -265,6 +266,9 @@ func (h *harness) run(ctx context.Context) error {
 	// Calm: every process running unarmed, then let the reconcilers settle
 	// what is left.
 	if err := h.calm(ctx, clients); err != nil {
+		return err
+	}
+	if err := h.settleDisputes(ctx, gw, clients[0]); err != nil {
 		return err
 	}
 	if err := h.quiesce(ctx, ady); err != nil {
@@ -284,6 +288,7 @@ func (h *harness) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("read the end state: %w", err)
 	}
+	snap.disputeLedger = gw.Disputes()
 	if ady != nil {
 		ady.stop()
 		snap.adyen = ady.end()
