@@ -31,7 +31,8 @@ type Call struct {
 	Op      string
 	OrderID string
 	// AttemptID is the attempt's id, or the refund's, the capture's or
-	// the void's for their operations.
+	// the void's for their operations, and the gateway's dispute id for
+	// OpGetDispute and OpAcceptDispute.
 	AttemptID string
 }
 

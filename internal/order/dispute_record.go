@@ -180,7 +180,7 @@ var (
 	// ErrDisputeNotFound: no dispute of that id within the scope.
 	ErrDisputeNotFound = errors.New("dispute not found")
 	// ErrDisputeOutcomeUnknown: the gateway did not answer a call about a
-	// dispute (an accept); the dispute was left as it was.
+	// dispute (a read or an accept); the dispute was left as it was.
 	ErrDisputeOutcomeUnknown = errors.New("the gateway did not answer about the dispute")
 )
 
@@ -224,7 +224,7 @@ func (s *Service) ReceiveDispute(ctx context.Context, ev GatewayEvent) (DisputeA
 		cancel()
 		if err != nil {
 			// The gateway delivers the event again on an error.
-			return DisputeApplied{}, fmt.Errorf("%w: read dispute %s at %s: %w", ErrUnavailable, d.ID, ev.Gateway, err)
+			return DisputeApplied{}, fmt.Errorf("%w: read dispute %s at %s: %w", ErrDisputeOutcomeUnknown, d.ID, ev.Gateway, err)
 		}
 		d = read
 	}

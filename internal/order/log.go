@@ -74,8 +74,9 @@ func (t OperationTransition) Log(ctx context.Context, log *slog.Logger) {
 // GatewayCall is one call to a gateway about an attempt, as its log line
 // tells it.
 type GatewayCall struct {
-	// Op is "charge", "lookup", "refund" or "lookup_refund"; for the
-	// last two, AttemptID is the refund's id.
+	// Op is "charge", "lookup", "refund", "lookup_refund" or
+	// "accept_dispute"; for the refund's two, AttemptID is the refund's
+	// id, and for accept_dispute the dispute's.
 	Op        string
 	Gateway   string
 	OrderID   string
