@@ -355,9 +355,20 @@ func TestAdyenActionResultBesideItsNotification(t *testing.T) {
 	}
 	got, _, err := f.svc.Charge(context.Background(), merchant, order.ChargeInput{OrderID: o.ID, RequestID: "req-" + o.ID,
 		CustomerPresent: true, ActionResult: back.Query().Get("redirectResult")})
-	if err != nil || got.State != order.StatePaid {
+	switch {
+	case err != nil:
+		t.Fatalf("Charge with the action result: %v", err)
+	case got.State == order.StateRequiresAction:
+		// The gateway's answer did not come within the deadline (a busy
+		// machine): unknown, so the order waits for the notification and
+		// the reconciler, never failed.
+		eventually(t, func() bool {
+			o, err := f.svc.Get(context.Background(), order.ForMerchant(merchant), o.ID)
+			return err == nil && o.State == order.StatePaid
+		}, "PAID after an unknown answer to the action result")
+	case got.State != order.StatePaid:
 		// Whether the notification settled it first or not.
-		t.Fatalf("Charge with the action result = %s, %v; want PAID", got.State, err)
+		t.Fatalf("Charge with the action result = %s; want PAID", got.State)
 	}
 	time.Sleep(time.Second) // a second capture, if any, would be made meanwhile
 	if p := f.payment(t, a.ID); p.AmountCaptured != 1250 || len(p.Captures) != 1 {
