@@ -81,12 +81,12 @@ var (
 // that is left to dispute when 0) of the succeeded charge chargeID, and
 // sends dispute.opened.
 func (s *Sim) OpenDispute(chargeID string, amount int64, reason string) (Dispute, error) {
-	return s.openDispute(chargeID, func(int64) int64 { return amount }, reason)
+	return s.openDispute(chargeID, amount, false, reason)
 }
 
-// openDispute is OpenDispute of the amount part returns of what is left
-// to dispute (all of it when part returns 0).
-func (s *Sim) openDispute(chargeID string, part func(left int64) int64, reason string) (Dispute, error) {
+// openDispute is OpenDispute; with amount 0 and half, the dispute is of
+// half of what is left (at least 1).
+func (s *Sim) openDispute(chargeID string, amount int64, half bool, reason string) (Dispute, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now().UTC()
@@ -118,8 +118,10 @@ func (s *Sim) openDispute(chargeID string, part func(left int64) int64, reason s
 		}
 		paid -= d.Amount
 	}
-	amount := part(paid)
-	if amount == 0 {
+	switch {
+	case amount == 0 && half:
+		amount = max(paid/2, 1)
+	case amount == 0:
 		amount = paid
 	}
 	if amount <= 0 || amount > paid {
@@ -227,14 +229,8 @@ func (s *Sim) DisputeSome(share float64, reason string) []Dispute {
 	s.mu.Unlock()
 	var out []Dispute
 	for i, id := range pick {
-		part := func(left int64) int64 {
-			if half[i] {
-				return max(left/2, 1)
-			}
-			return left
-		}
 		// A charge still in flight (not visible yet) is left alone.
-		if d, err := s.openDispute(id, part, reason); err == nil {
+		if d, err := s.openDispute(id, 0, half[i], reason); err == nil {
 			out = append(out, d)
 		}
 	}
@@ -300,11 +296,7 @@ func (s *Sim) ResendDisputes() int {
 		}
 		for j := range s.records {
 			if s.records[j].ID == d.ChargeID {
-				e := disputeEvent(typ, d, s.records[j].Charge, now)
-				for _, dl := range s.plannedLocked(e, now, false) {
-					s.senders.Add(1)
-					go s.deliver(dl)
-				}
+				s.startLocked(s.plannedLocked(disputeEvent(typ, d, s.records[j].Charge, now), now, false))
 				n++
 				break
 			}

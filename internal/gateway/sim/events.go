@@ -61,7 +61,13 @@ func chargeEvent(c Charge, now time.Time) refpsp.Event {
 // sendLocked sends e (numbered here) once visibleAt has come, as the
 // events' faults allow.
 func (s *Sim) sendLocked(e refpsp.Event, visibleAt time.Time) {
-	for _, d := range s.plannedLocked(e, visibleAt, true) {
+	s.startLocked(s.plannedLocked(e, visibleAt, true))
+}
+
+// startLocked starts the deliveries ds, each in its own goroutine that
+// the simulator waits for when it stops.
+func (s *Sim) startLocked(ds []delivery) {
+	for _, d := range ds {
 		s.senders.Add(1)
 		go s.deliver(d)
 	}

@@ -85,9 +85,10 @@ func (h *harness) settleDisputes(ctx context.Context, gw *sim.Sim, client settle
 
 	ledger := gw.Disputes()
 	deadline := time.Now().Add(disputeConvergeTimeout)
+	var ds []dbDispute
 	for {
-		ds, err := loadDisputes(ctx, h.pool)
-		if err != nil {
+		var err error
+		if ds, err = loadDisputes(ctx, h.pool); err != nil {
 			return err
 		}
 		missing := disputesBehind(ledger, ds)
@@ -107,10 +108,6 @@ func (h *harness) settleDisputes(ctx context.Context, gw *sim.Sim, client settle
 	}
 
 	// A refund during an open dispute is refused, whoever asks.
-	ds, err := loadDisputes(ctx, h.pool)
-	if err != nil {
-		return err
-	}
 	asked := map[string]bool{}
 	for _, d := range ds {
 		if !order.DisputeStatus(d.status).Open() || asked[d.order] {
@@ -154,14 +151,11 @@ func sameDispute(d dbDispute, g sim.Dispute) bool {
 		d.withdrawn == g.Withdrawn && d.reinstated == g.Reinstated
 }
 
-// keptBy is what a dispute took and kept: withdrawn less reinstated while
-// open or once lost, as order.Dispute.ChargedBack.
-func keptBy(status string, withdrawn, reinstated int64) int64 {
-	st := order.DisputeStatus(status)
-	if st != order.DisputeLost && !st.Open() {
-		return 0
-	}
-	return max(withdrawn-reinstated, 0)
+// keptBy is what the gateway's dispute g took and kept, by Settle's
+// reckoning (order.Dispute.ChargedBack).
+func keptBy(g sim.Dispute) int64 {
+	return order.Dispute{Status: order.DisputeStatus(strings.ToUpper(g.Status)), Withdrawn: g.Withdrawn,
+		Reinstated: g.Reinstated}.ChargedBack()
 }
 
 // checkDisputes checks InvDisputes and InvDisputeRefund.
@@ -188,7 +182,7 @@ func checkDisputes(s snapshot, orders map[string]dbOrder, attempts map[string]db
 	inLedger := map[string]bool{}
 	for _, g := range s.disputeLedger {
 		inLedger[g.ID] = true
-		keptOf[g.ChargeID] += keptBy(strings.ToUpper(g.Status), g.Withdrawn, g.Reinstated)
+		keptOf[g.ChargeID] += keptBy(g)
 		a, ok := attempts[g.ChargeReference]
 		if !ok {
 			report(InvDisputes, "", "gateway dispute %s is of charge %s, whose reference %s is no attempt of Settle's",
@@ -198,7 +192,7 @@ func checkDisputes(s snapshot, orders map[string]dbOrder, attempts map[string]db
 		if g.Open() {
 			open[a.order]++
 		}
-		kept[a.order] += keptBy(strings.ToUpper(g.Status), g.Withdrawn, g.Reinstated)
+		kept[a.order] += keptBy(g)
 		d, ok := settled[g.ID]
 		switch {
 		case !ok:
