@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -149,22 +150,37 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	// charges and the reconciler's lookups share; the lab's gateways have
 	// none.
 	budgets := map[string]*order.Budget{}
+	extra, err := cfg.refpspAccounts()
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
+	// refpsp accounts: the one of refpsp-url, named refpspName with its
+	// events at /webhooks/refpsp, and those of refpsp-accounts, each under
+	// its own name.
+	type refpspAt struct{ name, path, url, key string }
+	var refpsps []refpspAt
 	if cfg.RefpspURL != "" {
-		gw, err := refpsp.New(refpsp.Config{BaseURL: cfg.RefpspURL, APIKey: cfg.RefpspKey, Timeout: cfg.GatewayTimeout,
-			Observer:     metrics.GatewayObserver(refpspName, tracing.Tracer()),
+		refpsps = append(refpsps, refpspAt{refpspName, "refpsp", cfg.RefpspURL, cfg.RefpspKey})
+	}
+	for _, x := range extra {
+		refpsps = append(refpsps, refpspAt{x.name, x.name, x.url, cmp.Or(getenv(refpspAccountKey(x.name)), cfg.RefpspKey)})
+	}
+	for _, r := range refpsps {
+		gw, err := refpsp.New(refpsp.Config{BaseURL: r.url, APIKey: r.key, Timeout: cfg.GatewayTimeout,
+			Observer:     metrics.GatewayObserver(r.name, tracing.Tracer()),
 			EventSecrets: cfg.RefpspWebhookSecrets, EventTolerance: cfg.WebhookTolerance})
 		if err != nil {
-			return nil, fmt.Errorf("configuration: %w", err)
+			return nil, fmt.Errorf("configuration: %s: %w", r.name, err)
 		}
-		gateways[refpspName] = gw
+		gateways[r.name] = gw
 		if len(cfg.RefpspWebhookSecrets) > 0 {
-			receivers["refpsp"] = gw
+			receivers[r.path] = gw
 		}
-		if refpspName != "refpsp" {
-			accounts["refpsp"] = refpspName
+		if r.path != r.name {
+			accounts[r.path] = r.name
 		}
-		if budgets[refpspName], err = cfg.budget(cfg.RefpspRate); err != nil {
-			return nil, fmt.Errorf("configuration: refpsp: %w", err)
+		if budgets[r.name], err = cfg.budget(cfg.RefpspRate); err != nil {
+			return nil, fmt.Errorf("configuration: %s: %w", r.name, err)
 		}
 	}
 	stripeKey, err := cfg.stripeSecretKey()
@@ -198,8 +214,8 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if len(cfg.StripeWebhookSecrets) > 0 && receivers["stripe"] == nil {
 		return nil, errors.New("configuration: stripe-webhook-secrets is set, but no stripe gateway is configured to read its events (set STRIPE_SECRET_KEY)")
 	}
-	if len(cfg.RefpspWebhookSecrets) > 0 && receivers["refpsp"] == nil {
-		return nil, errors.New("configuration: refpsp-webhook-secrets is set, but no refpsp gateway is configured to read its events (set SETTLE_REFPSP_URL)")
+	if len(cfg.RefpspWebhookSecrets) > 0 && len(refpsps) == 0 {
+		return nil, errors.New("configuration: refpsp-webhook-secrets is set, but no refpsp gateway is configured to read its events (set SETTLE_REFPSP_URL or SETTLE_REFPSP_ACCOUNTS)")
 	}
 	if cfg.AdyenAPIKey != "" {
 		gw, err := adyen.New(adyen.Config{

@@ -37,6 +37,7 @@ type config struct {
 	DefaultGateway    string
 	RefpspURL         string
 	RefpspKey         string
+	RefpspAccounts    []string
 	GatewayTimeout    time.Duration
 	ClaimGrace        time.Duration
 	Schedule          []time.Duration
@@ -139,6 +140,7 @@ var options = []option{
 	{"default-gateway", "SETTLE_DEFAULT_GATEWAY", "refpsp", "gateway for orders created without one: refpsp, stripe or adyen", setString(func(c *config) *string { return &c.DefaultGateway })},
 	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
 	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
+	{"refpsp-accounts", "SETTLE_REFPSP_ACCOUNTS", "", "more refpsp gateway accounts, comma-separated name=URL: each is a gateway of its own name, with the key in SETTLE_REFPSP_KEY_<NAME> (else refpsp-key) and its events at /webhooks/<name>", setList(func(c *config) *[]string { return &c.RefpspAccounts })},
 	{"gateway-timeout", "SETTLE_GATEWAY_TIMEOUT", "10s", "deadline of one gateway call", setDuration(func(c *config) *time.Duration { return &c.GatewayTimeout })},
 	{"claim-grace", "SETTLE_CLAIM_GRACE", "5s", "added to the gateway timeout before the reconciler may look at a claimed order", setDuration(func(c *config) *time.Duration { return &c.ClaimGrace })},
 	{"reconcile-schedule", "SETTLE_RECONCILE_SCHEDULE", durationsString(reconcile.DefaultSchedule), "waits before each check of an unknown outcome; NEEDS_REVIEW after the last", setDurations(func(c *config) *[]time.Duration { return &c.Schedule })},
@@ -434,6 +436,9 @@ func (c *config) validate() error {
 			errs = append(errs, fmt.Errorf("adyen-hmac-keys (ADYEN_HMAC_KEYS): key %d of %d: %w", i+1, len(c.AdyenHMACKeys), err))
 		}
 	}
+	if _, err := c.refpspAccounts(); err != nil {
+		errs = append(errs, err)
+	}
 	for i, s := range c.RefpspWebhookSecrets {
 		if err := refpsp.CheckEventSecret(s); err != nil {
 			errs = append(errs, fmt.Errorf("refpsp-webhook-secrets (SETTLE_REFPSP_WEBHOOK_SECRETS): secret %d of %d: %w", i+1, len(c.RefpspWebhookSecrets), err))
@@ -487,6 +492,43 @@ func (c *config) reconcileConfig(failpoint func(string)) reconcile.Config {
 
 		ActionRecheckMax: c.ActionRecheckMax,
 	}
+}
+
+// refpspAccount is one more refpsp gateway account of refpsp-accounts.
+type refpspAccount struct{ name, url string }
+
+// accountName is what a gateway account of refpsp-accounts may be named:
+// a path segment of its webhook, a label of its metrics.
+var accountName = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+
+// refpspAccounts parses refpsp-accounts. Names are new: not refpsp, stripe,
+// adyen or instant, nor another account's.
+func (c *config) refpspAccounts() ([]refpspAccount, error) {
+	var out []refpspAccount
+	seen := map[string]bool{"refpsp": true, "stripe": true, "adyen": true, "instant": true}
+	for i, v := range c.RefpspAccounts {
+		name, raw, _ := strings.Cut(v, "=")
+		bad := func(why string) error {
+			return fmt.Errorf("refpsp-accounts (SETTLE_REFPSP_ACCOUNTS): account %d of %d %s", i+1, len(c.RefpspAccounts), why)
+		}
+		if !accountName.MatchString(name) {
+			return nil, bad(fmt.Sprintf("is named %q: want name=URL, the name lower-case letters, digits, - or _ (at most 32)", name))
+		}
+		if seen[name] {
+			return nil, bad(fmt.Sprintf("is named %q, which names another gateway", name))
+		}
+		seen[name] = true
+		if u, err := url.Parse(raw); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, bad(fmt.Sprintf("(%s) has no http or https URL", name))
+		}
+		out = append(out, refpspAccount{name: name, url: raw})
+	}
+	return out, nil
+}
+
+// refpspAccountKey is the environment variable of an account's API key.
+func refpspAccountKey(name string) string {
+	return "SETTLE_REFPSP_KEY_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 }
 
 // Stripe's rate limits per account (docs.stripe.com/rate-limits): 100
