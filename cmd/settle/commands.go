@@ -3,6 +3,8 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -96,6 +98,8 @@ type app struct {
 	// accounts names the gateway account of a webhook path whose name is
 	// not the account's (webhook.Config.Accounts).
 	accounts map[string]string
+	// infos describes each gateway account for GetRoutes.
+	infos map[string]order.AccountInfo
 	// budgets holds the gateway accounts' request budgets by gateway.
 	budgets    map[string]*order.Budget
 	failpoints failpoint.Set
@@ -146,6 +150,8 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	// those whose signing secrets are set, each reading its own events.
 	receivers := map[string]order.EventReceiver{}
 	accounts := map[string]string{}
+	// What GetRoutes shows of each account: never its credentials.
+	infos := map[string]order.AccountInfo{}
 	// Each gateway account's request budget, which the API's lookups and
 	// charges and the reconciler's lookups share; the lab's gateways have
 	// none.
@@ -173,6 +179,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 			return nil, fmt.Errorf("configuration: %s: %w", r.name, err)
 		}
 		gateways[r.name] = gw
+		infos[r.name] = order.AccountInfo{Kind: "refpsp", Fingerprint: fingerprint(r.key), ThreeDS: true}
 		if len(cfg.RefpspWebhookSecrets) > 0 {
 			receivers[r.path] = gw
 		}
@@ -204,6 +211,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
 		gateways["stripe"] = gw
+		infos["stripe"] = order.AccountInfo{Kind: "stripe", Fingerprint: fingerprint(stripeKey), ThreeDS: true}
 		if len(cfg.StripeWebhookSecrets) > 0 {
 			receivers["stripe"] = gw
 		}
@@ -228,6 +236,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 			return nil, fmt.Errorf("configuration: %w", err)
 		}
 		gateways[adyen.DefaultName], receivers[adyen.DefaultName] = gw, gw
+		infos[adyen.DefaultName] = order.AccountInfo{Kind: "adyen", Fingerprint: fingerprint(cfg.AdyenAPIKey), ThreeDS: true}
 		if budgets[adyen.DefaultName], err = cfg.budget(cfg.AdyenRate); err != nil {
 			return nil, fmt.Errorf("configuration: adyen: %w", err)
 		}
@@ -239,7 +248,7 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL, STRIPE_SECRET_KEY or ADYEN_API_KEY)", cfg.DefaultGateway)
 	}
 	built = true
-	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, budgets: budgets,
+	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, infos: infos, budgets: budgets,
 		failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
@@ -247,6 +256,13 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return a.store.CountDisputes(ctx, order.DisputeDueWithin)
 	})
 	return a, nil
+}
+
+// fingerprint is what the API shows of a credential: the first 12 hex
+// digits of its SHA-256, which tells two keys apart and reveals neither.
+func fingerprint(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return hex.EncodeToString(sum[:6])
 }
 
 // close flushes traces and closes the pool.
@@ -423,6 +439,7 @@ func (a *app) service() (*order.Service, error) {
 		LookupReuse:    a.cfg.LookupReuse,
 		Budgets:        a.budgets,
 		Unconfigured:   a.unconfigured(),
+		Accounts:       a.infos,
 	}, a.log)
 }
 

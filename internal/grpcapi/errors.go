@@ -32,6 +32,7 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		rchErr  *order.ReviewChargeFoundError
 		dopErr  *order.DisputeOpenError
 		dunErr  *order.DisputeUnsupportedError
+		rvErr   *order.RoutesVersionError
 	)
 	switch {
 	case err == nil:
@@ -40,6 +41,10 @@ func toStatus(ctx context.Context, log *slog.Logger, err error) error {
 		return status.Error(codes.InvalidArgument, valErr.Error())
 	case errors.As(err, new(*malformedError)):
 		return status.Error(codes.InvalidArgument, "the request is not a valid protobuf message")
+	case errors.As(err, &rvErr):
+		return status.Error(codes.Aborted, rvErr.Error())
+	case errors.Is(err, order.ErrRoutesUnsupported):
+		return status.Error(codes.Unimplemented, "this server keeps no route rules")
 	case errors.As(err, &dopErr):
 		return status.Error(codes.FailedPrecondition, dopErr.Error())
 	case errors.As(err, &dunErr):

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,9 @@ type OpsStore interface {
 	Stats(ctx context.Context, scope order.Scope) (order.Stats, error)
 	// ReviewItems returns a page of the review queue.
 	ReviewItems(ctx context.Context, f order.ReviewFilter) ([]order.ReviewItem, error)
+	// Routing returns an order's routes, each with the rule and version
+	// that placed it.
+	Routing(ctx context.Context, merchantID, orderID string) (order.Routing, error)
 }
 
 // Checker checks a CHARGING order with its gateway now.
@@ -153,8 +157,22 @@ func (s *opsServer) GetOrderHistory(ctx context.Context, req *settlev1.GetOrderH
 			CreateTime: timestamp(e.CreatedAt),
 		})
 	}
+	var routes []order.Route
+	if len(attempts) > 0 {
+		r, err := s.store.Routing(ctx, o.MerchantID, o.ID)
+		if err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+		routes = r.Routes
+	}
 	for _, a := range attempts {
-		resp.Attempts = append(resp.Attempts, attemptToProto(&a))
+		p := attemptToProto(&a)
+		// Each attempt went to one of the order's routes, placed by the
+		// merchant's rule of its day.
+		if i := slices.IndexFunc(routes, func(r order.Route) bool { return r.Gateway == o.AttemptGateway(a) }); i >= 0 {
+			p.RouteRule, p.RouteVersion = routes[i].Rule, routes[i].RouteVersion
+		}
+		resp.Attempts = append(resp.Attempts, p)
 	}
 	for _, r := range h.Refunds {
 		resp.Refunds = append(resp.Refunds, refundToProto(r))

@@ -41,7 +41,7 @@ func (s *Service) Charge(ctx context.Context, merchantID string, in ChargeInput)
 // already used is a conflict, and creates nothing: a failed call leaves no
 // order behind.
 func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewOrder, in ChargeInput) (Order, *Attempt, error) {
-	fresh, err := s.newOrder(merchantID, n)
+	fresh, err := s.newOrder(ctx, merchantID, n)
 	if err != nil {
 		return Order{}, nil, err
 	}

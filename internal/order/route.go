@@ -27,6 +27,11 @@ import (
 type Route struct {
 	Gateway       string
 	PaymentMethod string
+	// Rule and RouteVersion name the merchant's route rule that placed
+	// the route, and the version of the rules it was (rules.go); empty
+	// and 0 when no rule did.
+	Rule         string
+	RouteVersion int64
 }
 
 // MaxRoutes bounds an order's routes.
@@ -80,7 +85,7 @@ func (n NewOrder) validateRoutes() error {
 // newRoutes resolves n's routes on this server: each gateway named (the
 // default for none) and configured, none twice. A list of one is the
 // order's payment method and gateway, as if given alone.
-func (s *Service) newRoutes(n *NewOrder) error {
+func (s *Service) newRoutes(ctx context.Context, merchantID, id string, n *NewOrder) error {
 	routes := slices.Clone(n.Routes)
 	for i := range routes {
 		if routes[i].Gateway == "" {
@@ -92,6 +97,13 @@ func (s *Service) newRoutes(n *NewOrder) error {
 		if slices.ContainsFunc(routes[:i], func(r Route) bool { return r.Gateway == routes[i].Gateway }) {
 			return &ValidationError{Field: fmt.Sprintf("routes[%d].gateway", i), Reason: "names a gateway of an earlier route; each gateway may appear once"}
 		}
+	}
+	if len(routes) > 1 {
+		c, err := s.routeConfig(ctx, merchantID)
+		if err != nil {
+			return err
+		}
+		routes = applyRules(c, id, n.Amount, n.Capture, routes)
 	}
 	first, skipped, ok := s.pick(routes, 0, n.Capture, n.Amount)
 	if !ok {

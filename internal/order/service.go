@@ -161,6 +161,10 @@ type Config struct {
 	// has not, the setting that would configure it ("stripe":
 	// "STRIPE_SECRET_KEY"): an order for one is refused with the hint.
 	Unconfigured map[string]string
+	// Accounts describes each gateway account for OpsService.GetRoutes:
+	// its kind and credentials' fingerprint; a gateway not named has
+	// none to show.
+	Accounts map[string]AccountInfo
 }
 
 // Service charges and refunds orders, each an operation at a gateway
@@ -176,6 +180,10 @@ type Service struct {
 	reviews ReviewStore
 	// disputes is store, when it keeps disputes; nil refuses them.
 	disputes DisputeStore
+	// routes is store, when it keeps merchants' route rules; nil keeps
+	// every order's routes in the checkout's order.
+	routes   RouteStore
+	rules    ruleCache
 	gateways map[string]Gateway
 	cfg      Config
 	log      *slog.Logger
@@ -198,13 +206,14 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	holds, _ := store.(HoldStore)
 	reviews, _ := store.(ReviewStore)
 	disputes, _ := store.(DisputeStore)
-	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, gateways: gateways, cfg: cfg, log: log,
+	routes, _ := store.(RouteStore)
+	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, routes: routes, gateways: gateways, cfg: cfg, log: log,
 		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.
 func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Order, error) {
-	o, err := s.newOrder(merchantID, n)
+	o, err := s.newOrder(ctx, merchantID, n)
 	if err != nil {
 		return Order{}, err
 	}
@@ -223,12 +232,13 @@ func (s *Service) unknownGateway(field, name string) error {
 }
 
 // newOrder validates n and makes the PENDING order it asks for.
-func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
+func (s *Service) newOrder(ctx context.Context, merchantID string, n NewOrder) (Order, error) {
 	if err := n.Validate(); err != nil {
 		return Order{}, err
 	}
+	id := NewID()
 	if len(n.Routes) > 0 {
-		if err := s.newRoutes(&n); err != nil {
+		if err := s.newRoutes(ctx, merchantID, id, &n); err != nil {
 			return Order{}, err
 		}
 	}
@@ -256,7 +266,7 @@ func (s *Service) newOrder(merchantID string, n NewOrder) (Order, error) {
 	}
 	return Order{
 		Capture:           n.Capture,
-		ID:                NewID(),
+		ID:                id,
 		MerchantID:        merchantID,
 		MerchantReference: n.MerchantReference,
 		Amount:            n.Amount,

@@ -72,6 +72,7 @@ var storeSuite = []struct {
 	{"GatewayEventsLapseWakesHold", testGatewayEventsLapseWakesHold},
 	{"GatewayEventsRefundFailed", testGatewayEventsRefundFailed},
 	{"DisputeForwardOnly", testDisputeForwardOnly},
+	{"RouteRulesVersioned", testRouteRulesVersioned},
 }
 
 // runStoreSuite runs every test of the suite on db, in parallel.

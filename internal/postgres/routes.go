@@ -17,6 +17,8 @@ import (
 type routeJSON struct {
 	Gateway       string `json:"gateway"`
 	PaymentMethod string `json:"payment_method"`
+	Rule          string `json:"rule,omitempty"`
+	RouteVersion  int64  `json:"route_version,omitempty"`
 }
 
 // routesJSON is routes as the create statements take them: a JSON array,
@@ -31,7 +33,7 @@ func routesJSON(routes []order.Route) string {
 	}
 	b, err := json.Marshal(rs)
 	if err != nil {
-		panic(err) // two strings always marshal
+		panic(err) // strings and numbers always marshal
 	}
 	return string(b)
 }

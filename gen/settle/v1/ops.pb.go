@@ -3265,6 +3265,566 @@ func (x *AcceptDisputeResponse) GetDispute() *Dispute {
 	return nil
 }
 
+// RouteRule is one rule of a merchant's routes: its conditions (each met
+// when unset) and its decision (gateways or split, one of the two).
+type RouteRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Names the rule in the orders it routes.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The order's currency is one of these.
+	Currencies []string `protobuf:"bytes,2,rep,name=currencies,proto3" json:"currencies,omitempty"`
+	// The order's amount, in minor units, is at least min and at most max
+	// (0: no bound).
+	MinAmountMinor int64 `protobuf:"varint,3,opt,name=min_amount_minor,json=minAmountMinor,proto3" json:"min_amount_minor,omitempty"`
+	MaxAmountMinor int64 `protobuf:"varint,4,opt,name=max_amount_minor,json=maxAmountMinor,proto3" json:"max_amount_minor,omitempty"`
+	// The order's capture mode; any when unspecified.
+	CaptureMode CaptureMode `protobuf:"varint,5,opt,name=capture_mode,json=captureMode,proto3,enum=settle.v1.CaptureMode" json:"capture_mode,omitempty"`
+	// A priority list: the order's route to the first gateway first, and so
+	// on; the order's other routes follow in the checkout's order.
+	Gateways []string `protobuf:"bytes,6,rep,name=gateways,proto3" json:"gateways,omitempty"`
+	// A weighted split: the first gateway drawn by weight, the same for the
+	// same order id every time; the others follow by weight.
+	Split         []*WeightedGateway `protobuf:"bytes,7,rep,name=split,proto3" json:"split,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteRule) Reset() {
+	*x = RouteRule{}
+	mi := &file_settle_v1_ops_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteRule) ProtoMessage() {}
+
+func (x *RouteRule) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteRule.ProtoReflect.Descriptor instead.
+func (*RouteRule) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *RouteRule) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RouteRule) GetCurrencies() []string {
+	if x != nil {
+		return x.Currencies
+	}
+	return nil
+}
+
+func (x *RouteRule) GetMinAmountMinor() int64 {
+	if x != nil {
+		return x.MinAmountMinor
+	}
+	return 0
+}
+
+func (x *RouteRule) GetMaxAmountMinor() int64 {
+	if x != nil {
+		return x.MaxAmountMinor
+	}
+	return 0
+}
+
+func (x *RouteRule) GetCaptureMode() CaptureMode {
+	if x != nil {
+		return x.CaptureMode
+	}
+	return CaptureMode_CAPTURE_MODE_UNSPECIFIED
+}
+
+func (x *RouteRule) GetGateways() []string {
+	if x != nil {
+		return x.Gateways
+	}
+	return nil
+}
+
+func (x *RouteRule) GetSplit() []*WeightedGateway {
+	if x != nil {
+		return x.Split
+	}
+	return nil
+}
+
+// WeightedGateway is a gateway of a weighted split.
+type WeightedGateway struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Gateway string                 `protobuf:"bytes,1,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// 1 to 10000, relative to the split's other weights.
+	Weight        int32 `protobuf:"varint,2,opt,name=weight,proto3" json:"weight,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WeightedGateway) Reset() {
+	*x = WeightedGateway{}
+	mi := &file_settle_v1_ops_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WeightedGateway) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WeightedGateway) ProtoMessage() {}
+
+func (x *WeightedGateway) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WeightedGateway.ProtoReflect.Descriptor instead.
+func (*WeightedGateway) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *WeightedGateway) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *WeightedGateway) GetWeight() int32 {
+	if x != nil {
+		return x.Weight
+	}
+	return 0
+}
+
+// RouteRules is a version of a merchant's route rules.
+type RouteRules struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MerchantId string                 `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// Counts the merchant's changes from 1; 0: no rules (each order's routes
+	// are tried in the checkout's order).
+	Version int64        `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Rules   []*RouteRule `protobuf:"bytes,3,rep,name=rules,proto3" json:"rules,omitempty"`
+	// Who made the change (the ops key's name) and why.
+	Actor         string                 `protobuf:"bytes,4,opt,name=actor,proto3" json:"actor,omitempty"`
+	Note          string                 `protobuf:"bytes,5,opt,name=note,proto3" json:"note,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RouteRules) Reset() {
+	*x = RouteRules{}
+	mi := &file_settle_v1_ops_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RouteRules) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RouteRules) ProtoMessage() {}
+
+func (x *RouteRules) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RouteRules.ProtoReflect.Descriptor instead.
+func (*RouteRules) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RouteRules) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *RouteRules) GetVersion() int64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RouteRules) GetRules() []*RouteRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *RouteRules) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *RouteRules) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *RouteRules) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+// GatewayAccount is a gateway account of this server, as routes may name
+// it.
+type GatewayAccount struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name orders and routes use.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The gateway's kind: refpsp, stripe, adyen.
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The first 12 hex digits of the SHA-256 of the account's API key: tells
+	// two keys apart, reveals neither.
+	CredentialFingerprint string `protobuf:"bytes,3,opt,name=credential_fingerprint,json=credentialFingerprint,proto3" json:"credential_fingerprint,omitempty"`
+	// What it can do: capture MANUAL, refund, 3-D Secure, disputes.
+	ManualCapture bool `protobuf:"varint,4,opt,name=manual_capture,json=manualCapture,proto3" json:"manual_capture,omitempty"`
+	Refunds       bool `protobuf:"varint,5,opt,name=refunds,proto3" json:"refunds,omitempty"`
+	ThreeDSecure  bool `protobuf:"varint,6,opt,name=three_d_secure,json=threeDSecure,proto3" json:"three_d_secure,omitempty"`
+	Disputes      bool `protobuf:"varint,7,opt,name=disputes,proto3" json:"disputes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GatewayAccount) Reset() {
+	*x = GatewayAccount{}
+	mi := &file_settle_v1_ops_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GatewayAccount) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GatewayAccount) ProtoMessage() {}
+
+func (x *GatewayAccount) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GatewayAccount.ProtoReflect.Descriptor instead.
+func (*GatewayAccount) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *GatewayAccount) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GatewayAccount) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *GatewayAccount) GetCredentialFingerprint() string {
+	if x != nil {
+		return x.CredentialFingerprint
+	}
+	return ""
+}
+
+func (x *GatewayAccount) GetManualCapture() bool {
+	if x != nil {
+		return x.ManualCapture
+	}
+	return false
+}
+
+func (x *GatewayAccount) GetRefunds() bool {
+	if x != nil {
+		return x.Refunds
+	}
+	return false
+}
+
+func (x *GatewayAccount) GetThreeDSecure() bool {
+	if x != nil {
+		return x.ThreeDSecure
+	}
+	return false
+}
+
+func (x *GatewayAccount) GetDisputes() bool {
+	if x != nil {
+		return x.Disputes
+	}
+	return false
+}
+
+// GetRoutesRequest names the merchant.
+type GetRoutesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MerchantId    string                 `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoutesRequest) Reset() {
+	*x = GetRoutesRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoutesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoutesRequest) ProtoMessage() {}
+
+func (x *GetRoutesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoutesRequest.ProtoReflect.Descriptor instead.
+func (*GetRoutesRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *GetRoutesRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+// GetRoutesResponse is the merchant's rules and the server's accounts.
+type GetRoutesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Routes        *RouteRules            `protobuf:"bytes,1,opt,name=routes,proto3" json:"routes,omitempty"`
+	Accounts      []*GatewayAccount      `protobuf:"bytes,2,rep,name=accounts,proto3" json:"accounts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRoutesResponse) Reset() {
+	*x = GetRoutesResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRoutesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRoutesResponse) ProtoMessage() {}
+
+func (x *GetRoutesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRoutesResponse.ProtoReflect.Descriptor instead.
+func (*GetRoutesResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *GetRoutesResponse) GetRoutes() *RouteRules {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
+func (x *GetRoutesResponse) GetAccounts() []*GatewayAccount {
+	if x != nil {
+		return x.Accounts
+	}
+	return nil
+}
+
+// SetRoutesRequest is a new version of a merchant's route rules.
+type SetRoutesRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	MerchantId string                 `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// The version the change is made on (GetRoutes'; 0 for a merchant's
+	// first rules).
+	ExpectedVersion int64 `protobuf:"varint,2,opt,name=expected_version,json=expectedVersion,proto3" json:"expected_version,omitempty"`
+	// At most 32; an empty list removes every rule.
+	Rules []*RouteRule `protobuf:"bytes,3,rep,name=rules,proto3" json:"rules,omitempty"`
+	// Why, kept with the version (at most 500 bytes).
+	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoutesRequest) Reset() {
+	*x = SetRoutesRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoutesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoutesRequest) ProtoMessage() {}
+
+func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoutesRequest.ProtoReflect.Descriptor instead.
+func (*SetRoutesRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *SetRoutesRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *SetRoutesRequest) GetExpectedVersion() int64 {
+	if x != nil {
+		return x.ExpectedVersion
+	}
+	return 0
+}
+
+func (x *SetRoutesRequest) GetRules() []*RouteRule {
+	if x != nil {
+		return x.Rules
+	}
+	return nil
+}
+
+func (x *SetRoutesRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// SetRoutesResponse is the version made.
+type SetRoutesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Routes        *RouteRules            `protobuf:"bytes,1,opt,name=routes,proto3" json:"routes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SetRoutesResponse) Reset() {
+	*x = SetRoutesResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SetRoutesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SetRoutesResponse) ProtoMessage() {}
+
+func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SetRoutesResponse.ProtoReflect.Descriptor instead.
+func (*SetRoutesResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SetRoutesResponse) GetRoutes() *RouteRules {
+	if x != nil {
+		return x.Routes
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -3532,7 +4092,52 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\n" +
 	"dispute_id\x18\x01 \x01(\tR\tdisputeId\"E\n" +
 	"\x15AcceptDisputeResponse\x12,\n" +
-	"\adispute\x18\x01 \x01(\v2\x12.settle.v1.DisputeR\adispute*n\n" +
+	"\adispute\x18\x01 \x01(\v2\x12.settle.v1.DisputeR\adispute\"\x9c\x02\n" +
+	"\tRouteRule\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"currencies\x18\x02 \x03(\tR\n" +
+	"currencies\x12(\n" +
+	"\x10min_amount_minor\x18\x03 \x01(\x03R\x0eminAmountMinor\x12(\n" +
+	"\x10max_amount_minor\x18\x04 \x01(\x03R\x0emaxAmountMinor\x129\n" +
+	"\fcapture_mode\x18\x05 \x01(\x0e2\x16.settle.v1.CaptureModeR\vcaptureMode\x12\x1a\n" +
+	"\bgateways\x18\x06 \x03(\tR\bgateways\x120\n" +
+	"\x05split\x18\a \x03(\v2\x1a.settle.v1.WeightedGatewayR\x05split\"C\n" +
+	"\x0fWeightedGateway\x12\x18\n" +
+	"\agateway\x18\x01 \x01(\tR\agateway\x12\x16\n" +
+	"\x06weight\x18\x02 \x01(\x05R\x06weight\"\xda\x01\n" +
+	"\n" +
+	"RouteRules\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\x12*\n" +
+	"\x05rules\x18\x03 \x03(\v2\x14.settle.v1.RouteRuleR\x05rules\x12\x14\n" +
+	"\x05actor\x18\x04 \x01(\tR\x05actor\x12\x12\n" +
+	"\x04note\x18\x05 \x01(\tR\x04note\x12;\n" +
+	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\"\xf2\x01\n" +
+	"\x0eGatewayAccount\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x125\n" +
+	"\x16credential_fingerprint\x18\x03 \x01(\tR\x15credentialFingerprint\x12%\n" +
+	"\x0emanual_capture\x18\x04 \x01(\bR\rmanualCapture\x12\x18\n" +
+	"\arefunds\x18\x05 \x01(\bR\arefunds\x12$\n" +
+	"\x0ethree_d_secure\x18\x06 \x01(\bR\fthreeDSecure\x12\x1a\n" +
+	"\bdisputes\x18\a \x01(\bR\bdisputes\"3\n" +
+	"\x10GetRoutesRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\"y\n" +
+	"\x11GetRoutesResponse\x12-\n" +
+	"\x06routes\x18\x01 \x01(\v2\x15.settle.v1.RouteRulesR\x06routes\x125\n" +
+	"\baccounts\x18\x02 \x03(\v2\x19.settle.v1.GatewayAccountR\baccounts\"\x9e\x01\n" +
+	"\x10SetRoutesRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12)\n" +
+	"\x10expected_version\x18\x02 \x01(\x03R\x0fexpectedVersion\x12*\n" +
+	"\x05rules\x18\x03 \x03(\v2\x14.settle.v1.RouteRuleR\x05rules\x12\x12\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\"B\n" +
+	"\x11SetRoutesResponse\x12-\n" +
+	"\x06routes\x18\x01 \x01(\v2\x15.settle.v1.RouteRulesR\x06routes*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -3568,7 +4173,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15DISPUTE_STAGE_INQUIRY\x10\x01\x12\x1c\n" +
 	"\x18DISPUTE_STAGE_CHARGEBACK\x10\x02\x12!\n" +
 	"\x1dDISPUTE_STAGE_PRE_ARBITRATION\x10\x03\x12#\n" +
-	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\x83\x0f\n" +
+	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xf6\x10\n" +
 	"\n" +
 	"OpsService\x12a\n" +
 	"\n" +
@@ -3587,7 +4192,9 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\fListDisputes\x12\x1e.settle.v1.ListDisputesRequest\x1a\x1f.settle.v1.ListDisputesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/disputes\x12p\n" +
 	"\n" +
 	"GetDispute\x12\x1c.settle.v1.GetDisputeRequest\x1a\x1d.settle.v1.GetDisputeResponse\"%\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/ops/disputes/{dispute_id}\x12\x83\x01\n" +
-	"\rAcceptDispute\x12\x1f.settle.v1.AcceptDisputeRequest\x1a .settle.v1.AcceptDisputeResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/v1/ops/disputes/{dispute_id}:acceptB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"\rAcceptDispute\x12\x1f.settle.v1.AcceptDisputeRequest\x1a .settle.v1.AcceptDisputeResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/v1/ops/disputes/{dispute_id}:accept\x12v\n" +
+	"\tGetRoutes\x12\x1b.settle.v1.GetRoutesRequest\x1a\x1c.settle.v1.GetRoutesResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/ops/merchants/{merchant_id}/routes\x12y\n" +
+	"\tSetRoutes\x12\x1b.settle.v1.SetRoutesRequest\x1a\x1c.settle.v1.SetRoutesResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\x1a&/v1/ops/merchants/{merchant_id}/routesB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -3602,7 +4209,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -3649,125 +4256,146 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*GetDisputeResponse)(nil),             // 42: settle.v1.GetDisputeResponse
 	(*AcceptDisputeRequest)(nil),           // 43: settle.v1.AcceptDisputeRequest
 	(*AcceptDisputeResponse)(nil),          // 44: settle.v1.AcceptDisputeResponse
-	(OrderState)(0),                        // 45: settle.v1.OrderState
-	(*Order)(nil),                          // 46: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),          // 47: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 48: settle.v1.Attempt
-	(*Refund)(nil),                         // 49: settle.v1.Refund
-	(*Capture)(nil),                        // 50: settle.v1.Capture
-	(*Void)(nil),                           // 51: settle.v1.Void
-	(CaptureState)(0),                      // 52: settle.v1.CaptureState
-	(VoidState)(0),                         // 53: settle.v1.VoidState
-	(RefundState)(0),                       // 54: settle.v1.RefundState
-	(*Money)(nil),                          // 55: settle.v1.Money
+	(*RouteRule)(nil),                      // 45: settle.v1.RouteRule
+	(*WeightedGateway)(nil),                // 46: settle.v1.WeightedGateway
+	(*RouteRules)(nil),                     // 47: settle.v1.RouteRules
+	(*GatewayAccount)(nil),                 // 48: settle.v1.GatewayAccount
+	(*GetRoutesRequest)(nil),               // 49: settle.v1.GetRoutesRequest
+	(*GetRoutesResponse)(nil),              // 50: settle.v1.GetRoutesResponse
+	(*SetRoutesRequest)(nil),               // 51: settle.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),              // 52: settle.v1.SetRoutesResponse
+	(OrderState)(0),                        // 53: settle.v1.OrderState
+	(*Order)(nil),                          // 54: settle.v1.Order
+	(*timestamppb.Timestamp)(nil),          // 55: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 56: settle.v1.Attempt
+	(*Refund)(nil),                         // 57: settle.v1.Refund
+	(*Capture)(nil),                        // 58: settle.v1.Capture
+	(*Void)(nil),                           // 59: settle.v1.Void
+	(CaptureState)(0),                      // 60: settle.v1.CaptureState
+	(VoidState)(0),                         // 61: settle.v1.VoidState
+	(RefundState)(0),                       // 62: settle.v1.RefundState
+	(*Money)(nil),                          // 63: settle.v1.Money
+	(CaptureMode)(0),                       // 64: settle.v1.CaptureMode
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	45, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	46, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	45, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	45, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	47, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	46, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	53, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	54, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	53, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	53, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	55, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	54, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	9,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	48, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	49, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	56, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	57, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
 	13, // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	50, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	58, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
 	11, // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	51, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	59, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
 	12, // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	52, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	52, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	47, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	53, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	53, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	47, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	54, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	54, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	47, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	46, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	60, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	60, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	55, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	61, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	61, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	55, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	62, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	62, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	55, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	54, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,  // 24: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	46, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	45, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	54, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	53, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
 	19, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	47, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	55, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
 	21, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	47, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	54, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	46, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	49, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	55, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	62, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	54, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	57, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,  // 34: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	46, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	49, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	46, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	50, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	46, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	51, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	54, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	57, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	54, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	58, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	54, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	59, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
 	2,  // 41: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	47, // 42: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	55, // 42: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
 	3,  // 43: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	47, // 44: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	55, // 44: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
 	2,  // 45: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
 	32, // 46: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
 	3,  // 47: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
 	32, // 48: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	55, // 49: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	63, // 49: settle.v1.Dispute.amount:type_name -> settle.v1.Money
 	4,  // 50: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
 	5,  // 51: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	47, // 52: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	55, // 53: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	55, // 54: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	55, // 55: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	47, // 56: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	47, // 57: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	55, // 52: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	63, // 53: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	63, // 54: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	63, // 55: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	55, // 56: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	55, // 57: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
 	4,  // 58: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
 	4,  // 59: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
 	5,  // 60: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
 	5,  // 61: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	55, // 62: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	55, // 63: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	47, // 64: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	63, // 62: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	63, // 63: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	55, // 64: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
 	4,  // 65: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	47, // 66: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	55, // 66: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
 	37, // 67: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
 	37, // 68: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
 	38, // 69: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
 	37, // 70: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	6,  // 71: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	8,  // 72: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	14, // 73: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	16, // 74: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	18, // 75: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	22, // 76: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	26, // 77: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	24, // 78: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	28, // 79: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	30, // 80: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	33, // 81: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	35, // 82: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	39, // 83: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	41, // 84: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	43, // 85: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	7,  // 86: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	10, // 87: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	15, // 88: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	17, // 89: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	20, // 90: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	23, // 91: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	27, // 92: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	25, // 93: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	29, // 94: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	31, // 95: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	34, // 96: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	36, // 97: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	40, // 98: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	42, // 99: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	44, // 100: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	86, // [86:101] is the sub-list for method output_type
-	71, // [71:86] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	64, // 71: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	46, // 72: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
+	45, // 73: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
+	55, // 74: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	47, // 75: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	48, // 76: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
+	45, // 77: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
+	47, // 78: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	6,  // 79: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	8,  // 80: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	14, // 81: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	16, // 82: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	18, // 83: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	22, // 84: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	26, // 85: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	24, // 86: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	28, // 87: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	30, // 88: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	33, // 89: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	35, // 90: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	39, // 91: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	41, // 92: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	43, // 93: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	49, // 94: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	51, // 95: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	7,  // 96: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	10, // 97: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	15, // 98: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	17, // 99: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	20, // 100: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	23, // 101: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	27, // 102: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	25, // 103: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	29, // 104: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	31, // 105: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	34, // 106: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	36, // 107: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	40, // 108: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	42, // 109: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	44, // 110: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	50, // 111: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	52, // 112: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	96, // [96:113] is the sub-list for method output_type
+	79, // [79:96] is the sub-list for method input_type
+	79, // [79:79] is the sub-list for extension type_name
+	79, // [79:79] is the sub-list for extension extendee
+	0,  // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -3783,7 +4411,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   39,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -34,6 +34,8 @@ const (
 	OpsService_ListDisputes_FullMethodName      = "/settle.v1.OpsService/ListDisputes"
 	OpsService_GetDispute_FullMethodName        = "/settle.v1.OpsService/GetDispute"
 	OpsService_AcceptDispute_FullMethodName     = "/settle.v1.OpsService/AcceptDispute"
+	OpsService_GetRoutes_FullMethodName         = "/settle.v1.OpsService/GetRoutes"
+	OpsService_SetRoutes_FullMethodName         = "/settle.v1.OpsService/SetRoutes"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -90,6 +92,17 @@ type OpsServiceClient interface {
 	// is and the call is UNAVAILABLE: it may be repeated, and the gateway's
 	// next event settles the dispute either way.
 	AcceptDispute(ctx context.Context, in *AcceptDisputeRequest, opts ...grpc.CallOption) (*AcceptDisputeResponse, error)
+	// GetRoutes returns a merchant's route rules (their latest version) and
+	// the gateway accounts of this server they may name, each with its
+	// capabilities and a fingerprint of its credentials (never the
+	// credentials).
+	GetRoutes(ctx context.Context, in *GetRoutesRequest, opts ...grpc.CallOption) (*GetRoutesResponse, error)
+	// SetRoutes replaces a merchant's route rules with a new version, made
+	// on expected_version (ABORTED when another change came first). The
+	// first rule an order meets decides the order in which its routes are
+	// tried; new orders follow the change within a second on every server,
+	// and orders already created keep the routes they were given.
+	SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error)
 }
 
 type opsServiceClient struct {
@@ -250,6 +263,26 @@ func (c *opsServiceClient) AcceptDispute(ctx context.Context, in *AcceptDisputeR
 	return out, nil
 }
 
+func (c *opsServiceClient) GetRoutes(ctx context.Context, in *GetRoutesRequest, opts ...grpc.CallOption) (*GetRoutesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRoutesResponse)
+	err := c.cc.Invoke(ctx, OpsService_GetRoutes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SetRoutesResponse)
+	err := c.cc.Invoke(ctx, OpsService_SetRoutes_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -304,6 +337,17 @@ type OpsServiceServer interface {
 	// is and the call is UNAVAILABLE: it may be repeated, and the gateway's
 	// next event settles the dispute either way.
 	AcceptDispute(context.Context, *AcceptDisputeRequest) (*AcceptDisputeResponse, error)
+	// GetRoutes returns a merchant's route rules (their latest version) and
+	// the gateway accounts of this server they may name, each with its
+	// capabilities and a fingerprint of its credentials (never the
+	// credentials).
+	GetRoutes(context.Context, *GetRoutesRequest) (*GetRoutesResponse, error)
+	// SetRoutes replaces a merchant's route rules with a new version, made
+	// on expected_version (ABORTED when another change came first). The
+	// first rule an order meets decides the order in which its routes are
+	// tried; new orders follow the change within a second on every server,
+	// and orders already created keep the routes they were given.
+	SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -358,6 +402,12 @@ func (UnimplementedOpsServiceServer) GetDispute(context.Context, *GetDisputeRequ
 }
 func (UnimplementedOpsServiceServer) AcceptDispute(context.Context, *AcceptDisputeRequest) (*AcceptDisputeResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method AcceptDispute not implemented")
+}
+func (UnimplementedOpsServiceServer) GetRoutes(context.Context, *GetRoutesRequest) (*GetRoutesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRoutes not implemented")
+}
+func (UnimplementedOpsServiceServer) SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SetRoutes not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -650,6 +700,42 @@ func _OpsService_AcceptDispute_Handler(srv interface{}, ctx context.Context, dec
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_GetRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRoutesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).GetRoutes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_GetRoutes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).GetRoutes(ctx, req.(*GetRoutesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_SetRoutes_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SetRoutesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).SetRoutes(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_SetRoutes_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).SetRoutes(ctx, req.(*SetRoutesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -716,6 +802,14 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "AcceptDispute",
 			Handler:    _OpsService_AcceptDispute_Handler,
+		},
+		{
+			MethodName: "GetRoutes",
+			Handler:    _OpsService_GetRoutes_Handler,
+		},
+		{
+			MethodName: "SetRoutes",
+			Handler:    _OpsService_SetRoutes_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -811,7 +811,13 @@ type Attempt struct {
 	CascadeAfter string `protobuf:"bytes,9,opt,name=cascade_after,json=cascadeAfter,proto3" json:"cascade_after,omitempty"`
 	// The order's routes passed over for this attempt as ineligible, with
 	// why, e.g. "stripe: cannot capture MANUAL".
-	Skipped       string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Skipped string `protobuf:"bytes,10,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The merchant's route rule that placed the attempt's route, and the
+	// version of the rules (OpsService.GetRoutes); empty and 0 when the
+	// order's routes were tried in the checkout's order. Set by
+	// OpsService.GetOrderHistory.
+	RouteRule     string `protobuf:"bytes,11,opt,name=route_rule,json=routeRule,proto3" json:"route_rule,omitempty"`
+	RouteVersion  int64  `protobuf:"varint,12,opt,name=route_version,json=routeVersion,proto3" json:"route_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -914,6 +920,20 @@ func (x *Attempt) GetSkipped() string {
 		return x.Skipped
 	}
 	return ""
+}
+
+func (x *Attempt) GetRouteRule() string {
+	if x != nil {
+		return x.RouteRule
+	}
+	return ""
+}
+
+func (x *Attempt) GetRouteVersion() int64 {
+	if x != nil {
+		return x.RouteVersion
+	}
+	return 0
 }
 
 // Route is one gateway an order may be charged on, with the payment method
@@ -2901,7 +2921,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\tcapturing\x18\x12 \x01(\v2\x10.settle.v1.MoneyR\tcapturing\x12\x18\n" +
 	"\avoiding\x18\x13 \x01(\bR\avoiding\x12,\n" +
 	"\bdisputed\x18\x14 \x01(\v2\x10.settle.v1.MoneyR\bdisputed\x123\n" +
-	"\fcharged_back\x18\x15 \x01(\v2\x10.settle.v1.MoneyR\vchargedBack\"\xed\x02\n" +
+	"\fcharged_back\x18\x15 \x01(\v2\x10.settle.v1.MoneyR\vchargedBack\"\xb1\x03\n" +
 	"\aAttempt\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\border_id\x18\x02 \x01(\tR\aorderId\x12\x1d\n" +
@@ -2915,7 +2935,10 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\agateway\x18\b \x01(\tR\agateway\x12#\n" +
 	"\rcascade_after\x18\t \x01(\tR\fcascadeAfter\x12\x18\n" +
 	"\askipped\x18\n" +
-	" \x01(\tR\askipped\"H\n" +
+	" \x01(\tR\askipped\x12\x1d\n" +
+	"\n" +
+	"route_rule\x18\v \x01(\tR\trouteRule\x12#\n" +
+	"\rroute_version\x18\f \x01(\x03R\frouteVersion\"H\n" +
 	"\x05Route\x12\x18\n" +
 	"\agateway\x18\x01 \x01(\tR\agateway\x12%\n" +
 	"\x0epayment_method\x18\x02 \x01(\tR\rpaymentMethod\"\x8a\x02\n" +
