@@ -64,6 +64,10 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 		"ListDisputes":  &settlev1.ListDisputesRequest{},
 		"GetDispute":    &settlev1.GetDisputeRequest{DisputeId: o.GetId()},
 		"AcceptDispute": &settlev1.AcceptDisputeRequest{DisputeId: o.GetId()},
+		"GetRoutes":     &settlev1.GetRoutesRequest{MerchantId: "merchant-a"},
+		"SetRoutes": &settlev1.SetRoutesRequest{MerchantId: "merchant-a", Note: "prefer sim", Rules: []*settlev1.RouteRule{
+			{Name: "gbp", Currencies: []string{"GBP"}, Gateways: []string{"sim"}},
+			{Name: "rest", Split: []*settlev1.WeightedGateway{{Gateway: "sim", Weight: 1}}}}},
 	}
 	// A card number bare, in a sentence beside its expiry date, and
 	// behind a Stripe id's prefix (which a customer id must carry).
@@ -148,6 +152,11 @@ func setPath(m protoreflect.Message, path []protoreflect.FieldDescriptor, v stri
 			continue
 		}
 		m = m.Mutable(f).Message()
+	}
+	if last := path[len(path)-1]; last.IsList() {
+		// A repeated string (a rule's currencies): one more element.
+		m.Mutable(last).List().Append(protoreflect.ValueOfString(v))
+		return
 	}
 	m.Set(path[len(path)-1], protoreflect.ValueOfString(v))
 }

@@ -65,7 +65,7 @@ type RouteConfig struct {
 const (
 	MaxRouteRules  = 32
 	MaxRuleNameLen = 64
-	MaxRouteNote   = 500
+	MaxRouteNote   = 500 // characters
 	maxRouteWeight = 10_000
 )
 
@@ -98,6 +98,25 @@ type RouteStore interface {
 func (s *Service) validateRules(rules []RouteRule) error {
 	if len(rules) > MaxRouteRules {
 		return &ValidationError{Field: "rules", Reason: fmt.Sprintf("must have at most %d rules", MaxRouteRules)}
+	}
+	// No text of any rule may hold a card number, whatever else is wrong
+	// with it.
+	for i, r := range rules {
+		texts := map[string]string{fmt.Sprintf("rules[%d].name", i): r.Name}
+		for j, c := range r.Currencies {
+			texts[fmt.Sprintf("rules[%d].currencies[%d]", i, j)] = c
+		}
+		for j, g := range r.Gateways {
+			texts[fmt.Sprintf("rules[%d].gateways[%d]", i, j)] = g
+		}
+		for j, w := range r.Split {
+			texts[fmt.Sprintf("rules[%d].split[%d].gateway", i, j)] = w.Gateway
+		}
+		for _, f := range slices.Sorted(maps.Keys(texts)) {
+			if ContainsCardNumber(texts[f]) {
+				return &ValidationError{Field: f, Reason: cardNumberAdvisory}
+			}
+		}
 	}
 	for i, r := range rules {
 		f := fmt.Sprintf("rules[%d]", i)
@@ -284,8 +303,8 @@ func (s *Service) SetRoutes(ctx context.Context, merchantID string, expected int
 	if expected < 0 {
 		return RouteConfig{}, &ValidationError{Field: "expected_version", Reason: "must not be negative"}
 	}
-	if len(note) > MaxRouteNote {
-		return RouteConfig{}, &ValidationError{Field: "note", Reason: fmt.Sprintf("must be at most %d bytes", MaxRouteNote)}
+	if err := checkText("note", note, 0, MaxRouteNote); err != nil {
+		return RouteConfig{}, err
 	}
 	if err := s.validateRules(rules); err != nil {
 		return RouteConfig{}, err
