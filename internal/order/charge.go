@@ -68,6 +68,7 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 		// eligible route's (newRoutes).
 		op.routes = fresh.Routes
 		op.hop, _, _ = s.pick(fresh.Routes, 0, fresh.Capture, fresh.Amount)
+		op.hop = s.avoidOpen(op.hop, fresh.Routes, fresh.Capture, fresh.Amount)
 	}
 	return op.answer(s.cascade(ctx, &op.chargeOp, op))
 }
@@ -275,6 +276,7 @@ func (op *chargeOp) call(ctx context.Context) (Result, error) {
 	})
 	GatewayCall{Op: "charge", Gateway: name, OrderID: o.ID, AttemptID: a.ID, RequestID: op.in.RequestID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, op.s.log)
+	op.s.breakers.record(name, res.Outcome, time.Since(start))
 	return res, err
 }
 

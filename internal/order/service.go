@@ -161,6 +161,9 @@ type Config struct {
 	// has not, the setting that would configure it ("stripe":
 	// "STRIPE_SECRET_KEY"): an order for one is refused with the hint.
 	Unconfigured map[string]string
+	// Breakers are the gateways' breakers (breaker.go), shared by the
+	// process's Services; nil gives this Service its own, by default.
+	Breakers *Breakers
 }
 
 // Service charges and refunds orders, each an operation at a gateway
@@ -180,6 +183,7 @@ type Service struct {
 	cfg      Config
 	log      *slog.Logger
 	lookups  *lookupGroup
+	breakers *Breakers
 }
 
 // NewService returns a Service. gateways maps gateway names to adapters and
@@ -198,8 +202,16 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	holds, _ := store.(HoldStore)
 	reviews, _ := store.(ReviewStore)
 	disputes, _ := store.(DisputeStore)
+	breakers := cfg.Breakers
+	if breakers == nil {
+		var err error
+		breakers, err = NewBreakers(slices.Collect(maps.Keys(gateways)), BreakerConfig{SlowCall: cfg.GatewayTimeout / 2, ProbeLease: cfg.GatewayTimeout + cfg.Grace})
+		if err != nil {
+			return nil, err
+		}
+	}
 	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, gateways: gateways, cfg: cfg, log: log,
-		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
+		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}, breakers: breakers}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.
