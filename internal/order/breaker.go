@@ -265,10 +265,14 @@ func (br *breaker) record(now, start time.Time, failed bool) {
 }
 
 // set moves the breaker to state at now, forgetting the calls counted
-// before and any probe, and says so.
+// before and any probe, and says so when the state changed (an open
+// breaker opened again restarts its cool-down).
 func (br *breaker) set(state BreakerState, now time.Time) {
+	changed := state != br.state
 	br.state, br.since, br.calls, br.probeAt = state, now, nil, time.Time{}
-	br.cfg.OnState(br.name, state)
+	if changed {
+		br.cfg.OnState(br.name, state)
+	}
 }
 
 // avoidOpen returns hop h of routes, or, when h's gateway's breaker

@@ -69,6 +69,9 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 		op.routes = fresh.Routes
 		op.hop, _, _ = s.pick(fresh.Routes, 0, fresh.Capture, fresh.Amount)
 		op.hop = s.avoidOpen(op.hop, fresh.Routes, fresh.Capture, fresh.Amount)
+		// The order is created on its first attempt's route, which a
+		// breaker may have moved from newRoutes' choice.
+		op.fresh.Gateway, op.fresh.PaymentMethod = op.hop.route.Gateway, op.hop.route.PaymentMethod
 	}
 	return op.answer(s.cascade(ctx, &op.chargeOp, op))
 }
