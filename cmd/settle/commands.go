@@ -10,10 +10,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -47,6 +49,7 @@ var (
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "json-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
+		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
 		"max-keyless-connections-per-address", "keyless-grace", "address-prefix-ipv4", "address-prefix-ipv6",
@@ -101,7 +104,10 @@ type app struct {
 	// infos describes each gateway account for GetRoutes.
 	infos map[string]order.AccountInfo
 	// budgets holds the gateway accounts' request budgets by gateway.
-	budgets    map[string]*order.Budget
+	budgets map[string]*order.Budget
+	// breakers are the gateway accounts' breakers, which every Service of
+	// the process shares.
+	breakers   *order.Breakers
 	failpoints failpoint.Set
 	metrics    *telemetry.Metrics
 	tracing    *telemetry.Tracing
@@ -247,9 +253,17 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if _, ok := gateways[cfg.DefaultGateway]; !ok {
 		return nil, fmt.Errorf("configuration: default gateway %q is not configured (set SETTLE_REFPSP_URL, STRIPE_SECRET_KEY or ADYEN_API_KEY)", cfg.DefaultGateway)
 	}
+	// One breaker per gateway account, shared by the process's Services.
+	breakers, err := order.NewBreakers(slices.Collect(maps.Keys(gateways)), order.BreakerConfig{
+		FailureRate: cfg.BreakerRate, MinCalls: cfg.BreakerMinCalls, Cooldown: cfg.BreakerCooldown,
+		SlowCall: cfg.GatewayTimeout / 2, ProbeLease: cfg.GatewayTimeout + cfg.ClaimGrace, OnState: metrics.BreakerState,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
 	built = true
-	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, infos: infos, budgets: budgets,
-		failpoints: fps, metrics: metrics, tracing: tracing}
+	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, infos: infos,
+		budgets: budgets, breakers: breakers, failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
 	metrics.WatchDisputes(func(ctx context.Context) (order.DisputeCounts, error) {
@@ -440,6 +454,7 @@ func (a *app) service() (*order.Service, error) {
 		Budgets:        a.budgets,
 		Unconfigured:   a.unconfigured(),
 		Accounts:       a.infos,
+		Breakers:       a.breakers,
 	}, a.log)
 }
 

@@ -420,7 +420,7 @@ func TestComposeAlertRules(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"SettleStuckCharging", "SettleNeedsReview", "SettleGatewayUnknownRate", "SettlePossibleDoubleCharge",
-		"SettleGatewayRefusedCredentials", "SettleCommitsWaitForMissingStandby", "SettleNoStandby"} {
+		"SettleGatewayRefusedCredentials", "SettleGatewayBreakerOpen", "SettleCommitsWaitForMissingStandby", "SettleNoStandby"} {
 		if !slices.Contains(alerts, want) {
 			t.Errorf("no alert %s", want)
 		}

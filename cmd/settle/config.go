@@ -52,6 +52,9 @@ type config struct {
 	LookupShare       float64
 	RefpspRate        float64
 	StripeRate        float64
+	BreakerCooldown   time.Duration
+	BreakerRate       float64
+	BreakerMinCalls   int
 	WithReconciler    bool
 	ReviewRecheck     time.Duration
 	Failpoints        string
@@ -156,6 +159,9 @@ var options = []option{
 	{"lookup-share", "SETTLE_LOOKUP_SHARE", "0.25", "part of each gateway's request rate that lookups may use; charges keep the rest", setFloat(func(c *config) *float64 { return &c.LookupShare })},
 	{"refpsp-request-rate", "SETTLE_REFPSP_REQUEST_RATE", "100", "requests per second this process may send the refpsp gateway's account, charges and lookups together", setFloat(func(c *config) *float64 { return &c.RefpspRate })},
 	{"stripe-request-rate", "SETTLE_STRIPE_REQUEST_RATE", "", "requests per second this process may send the Stripe account (empty: 80 with a live key, 20 with a test key, under Stripe's 100 and 25); divide by the processes sharing the account", setFloat(func(c *config) *float64 { return &c.StripeRate })},
+	{"breaker-cooldown", "SETTLE_BREAKER_COOLDOWN", "10s", "how long a gateway account's open breaker sends new attempts of orders with routes to their next route, before one attempt probes the gateway", setDuration(func(c *config) *time.Duration { return &c.BreakerCooldown })},
+	{"breaker-failure-rate", "SETTLE_BREAKER_FAILURE_RATE", "0.5", "share of a gateway account's charge calls within 30s (not sent, unknown, or slower than half gateway-timeout) that opens its breaker", setFloat(func(c *config) *float64 { return &c.BreakerRate })},
+	{"breaker-min-calls", "SETTLE_BREAKER_MIN_CALLS", "10", "fewest charge calls within 30s that can open a gateway account's breaker", setInt(func(c *config) *int { return &c.BreakerMinCalls })},
 	{"with-reconciler", "SETTLE_WITH_RECONCILER", "false", "serve: also run a reconciler in-process", setBool(func(c *config) *bool { return &c.WithReconciler })},
 	{"failpoints", "SETTLE_FAILPOINTS", "", "crash tests only: failpoints that kill the process", setString(func(c *config) *string { return &c.Failpoints })},
 	{"api-keys", "SETTLE_API_KEYS", "", "API keys as `<sha256 hex> <merchant> <checkout|ops> <name>`, separated by ;. An ops key reaches its merchant's orders alone; merchant * makes it platform-wide", setString(func(c *config) *string { return &c.APIKeys })},
@@ -373,6 +379,9 @@ func (c *config) validate() error {
 	check(c.LookupWait > 0 && c.LookupWait <= c.GatewayTimeout, "lookup-wait must be positive and at most gateway-timeout")
 	check(c.LookupShare > 0 && c.LookupShare < 1, "lookup-share must be between 0 and 1 (exclusive): charges keep the rest")
 	check(c.RefpspRate > 0, "refpsp-request-rate must be positive")
+	check(c.BreakerCooldown > 0, "breaker-cooldown must be positive")
+	check(c.BreakerRate > 0 && c.BreakerRate <= 1, "breaker-failure-rate must be above 0 and at most 1")
+	check(c.BreakerMinCalls >= 1 && c.BreakerMinCalls <= 100, "breaker-min-calls must be between 1 and 100")
 	check(c.StripeRate >= 0, "stripe-request-rate must not be negative (empty: from the key's mode)")
 	check(c.NoShowHorizon > c.GatewayTimeout, "no-show-horizon must exceed gateway-timeout: a charge can arrive until the call times out")
 	check(c.RateBurst >= 1, "rate-burst must be at least 1")

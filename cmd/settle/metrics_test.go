@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -20,6 +22,7 @@ import (
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/gateway/stripe/stripetest"
+	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
@@ -410,5 +413,63 @@ func TestHoldMetricsAndAlerts(t *testing.T) {
 	}
 	if !alertFires(t, inReview, body) {
 		t.Errorf("SettleCapturesInReview (%s) does not fire on:\n%s", inReview, grepSettle(body))
+	}
+}
+
+// TestBreakerMetricsAndAlert: the app's breakers, configured by the
+// serve flags, report to /metrics: each gateway account's state from the
+// start, and, after charges to a gateway nothing listens on open its
+// breaker, its state open and the opening the alert
+// SettleGatewayBreakerOpen counts by gateway.
+func TestBreakerMetricsAndAlert(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"DATABASE_URL":             postgrestest.URL(t),
+		"SETTLE_REFPSP_URL":        "http://127.0.0.1:1",
+		"SETTLE_REFPSP_KEY":        "sk_breaker",
+		"SETTLE_NO_API_KEYS":       "true",
+		"SETTLE_BREAKER_MIN_CALLS": "2",
+	}
+	cfg, _, err := parse("serve", nil, func(k string) string { return env[k] }, io.Discard, commandOptions["serve"]...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := newApp(context.Background(), cfg, slog.New(slog.NewTextHandler(io.Discard, nil)), "refpsp", nil, func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.pool.Close)
+	srv := httptest.NewServer(a.metrics.Handler(func(context.Context) error { return nil }))
+	t.Cleanup(srv.Close)
+	body := scrape(t, srv.URL+"/metrics")
+	for _, want := range []string{`settle_gateway_breaker_state{gateway="refpsp"} 0`, `settle_gateway_breaker_openings_total{gateway="refpsp"} 0`} {
+		if !strings.Contains(body, want+"\n") {
+			t.Fatalf("/metrics lacks %s:\n%s", want, grepSettle(body))
+		}
+	}
+	svc, err := a.service()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 2 {
+		o, err := svc.Create(ctx, order.DefaultMerchant, order.NewOrder{MerchantReference: fmt.Sprintf("breaker-%d", i),
+			Amount: order.Money{Currency: "GBP", AmountMinor: 100}, PaymentMethod: "tok_ok"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if o, _, err = svc.Charge(ctx, order.DefaultMerchant, order.ChargeInput{OrderID: o.ID, RequestID: fmt.Sprintf("breaker-req-%d", i)}); err != nil || o.State != order.StatePending {
+			t.Fatalf("charge to a gateway nothing listens on: %s, %v; want PENDING (not sent)", o.State, err)
+		}
+	}
+	body = scrape(t, srv.URL+"/metrics")
+	for _, want := range []string{`settle_gateway_breaker_state{gateway="refpsp"} 2`, `settle_gateway_breaker_openings_total{gateway="refpsp"} 1`} {
+		if !strings.Contains(body, want+"\n") {
+			t.Fatalf("/metrics lacks %s:\n%s", want, grepSettle(body))
+		}
+	}
+	expr := alertExpr(t, "SettleGatewayBreakerOpen")
+	if !strings.Contains(expr, "increase(settle_gateway_breaker_openings_total[") || !strings.Contains(expr, "by (gateway)") {
+		t.Errorf("alert expression %q does not count the openings by gateway", expr)
 	}
 }

@@ -68,6 +68,10 @@ func (s *Service) CreateAndCharge(ctx context.Context, merchantID string, n NewO
 		// eligible route's (newRoutes).
 		op.routes = fresh.Routes
 		op.hop, _, _ = s.pick(fresh.Routes, 0, fresh.Capture, fresh.Amount)
+		op.hop = s.avoidOpen(op.hop, fresh.Routes, fresh.Capture, fresh.Amount)
+		// The order is created on its first attempt's route, which a
+		// breaker may have moved from newRoutes' choice.
+		op.fresh.Gateway, op.fresh.PaymentMethod = op.hop.route.Gateway, op.hop.route.PaymentMethod
 	}
 	return op.answer(s.cascade(ctx, &op.chargeOp, op))
 }
@@ -275,6 +279,7 @@ func (op *chargeOp) call(ctx context.Context) (Result, error) {
 	})
 	GatewayCall{Op: "charge", Gateway: name, OrderID: o.ID, AttemptID: a.ID, RequestID: op.in.RequestID,
 		Outcome: res.Outcome, Latency: time.Since(start), Err: err}.Log(ctx, op.s.log)
+	op.s.breakers.record(name, res.Outcome, time.Since(start))
 	return res, err
 }
 

@@ -198,7 +198,7 @@ func (op *chargeOp) route(ctx context.Context) error {
 		if r.Last.Gateway == r.Routes[from].Gateway && CascadeAfter(r.Last.Outcome, r.Last.DeclineCode) == CascadeNext {
 			if h, _, ok := op.s.pick(r.Routes, from+1, r.Capture, r.Amount); ok {
 				h.cascadeAfter = provenOutcome(*r.Last)
-				op.hop = h
+				op.hop = op.s.avoidOpen(h, r.Routes, r.Capture, r.Amount)
 				return nil
 			}
 		}
@@ -210,6 +210,8 @@ func (op *chargeOp) route(ctx context.Context) error {
 			// the call says so, having sent nothing.
 			h = hop{index: from, route: r.Routes[from]}
 		}
+	} else if r.Last == nil {
+		h = op.s.avoidOpen(h, r.Routes, r.Capture, r.Amount)
 	}
 	op.hop = h
 	return nil
@@ -249,6 +251,7 @@ func (op *chargeOp) next(ctx context.Context, err error, hops int) *chargeOp {
 	if !ok {
 		return nil
 	}
+	h = op.s.avoidOpen(h, op.routes, op.o.Capture, op.o.Amount)
 	h.cascadeAfter, h.follows = provenOutcome(op.a), op.a.ID
 	root := cmp.Or(op.root, op.in.RequestID)
 	in := op.in

@@ -165,6 +165,9 @@ type Config struct {
 	// its kind and credentials' fingerprint; a gateway not named has
 	// none to show.
 	Accounts map[string]AccountInfo
+	// Breakers are the gateways' breakers (breaker.go), shared by the
+	// process's Services; nil gives this Service its own, by default.
+	Breakers *Breakers
 }
 
 // Service charges and refunds orders, each an operation at a gateway
@@ -188,6 +191,7 @@ type Service struct {
 	cfg      Config
 	log      *slog.Logger
 	lookups  *lookupGroup
+	breakers *Breakers
 }
 
 // NewService returns a Service. gateways maps gateway names to adapters and
@@ -207,8 +211,16 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 	reviews, _ := store.(ReviewStore)
 	disputes, _ := store.(DisputeStore)
 	routes, _ := store.(RouteStore)
-	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, routes: routes, gateways: gateways, cfg: cfg, log: log,
-		lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}}, nil
+	breakers := cfg.Breakers
+	if breakers == nil {
+		var err error
+		breakers, err = NewBreakers(slices.Collect(maps.Keys(gateways)), BreakerConfig{SlowCall: cfg.GatewayTimeout / 2, ProbeLease: cfg.GatewayTimeout + cfg.Grace})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, routes: routes, gateways: gateways,
+		cfg: cfg, log: log, lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}, breakers: breakers}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.

@@ -43,6 +43,8 @@ type Metrics struct {
 	gatewayEvents   *prometheus.CounterVec
 	reviewItems     *prometheus.CounterVec
 	eventToSettled  prometheus.Histogram
+	breakerState    *prometheus.GaugeVec
+	breakerOpenings *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -100,9 +102,15 @@ func NewMetrics() *Metrics {
 			Name: "settle_event_to_settled_seconds", Help: "Time from a gateway event making an order due to the reconciler settling it.",
 			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
 		}),
+		breakerState: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "settle_gateway_breaker_state", Help: "State of each gateway account's breaker in this process: 0 closed, 1 half-open (one attempt probes the gateway), 2 open (new attempts of orders with routes go to another route).",
+		}, []string{"gateway"}),
+		breakerOpenings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_gateway_breaker_openings_total", Help: "Times each gateway account's breaker opened in this process (from closed, or again after a failed probe).",
+		}, []string{"gateway"}),
 	}
 	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.connsClosed, m.malformed,
-		m.gatewayEvents, m.reviewItems, m.eventToSettled,
+		m.gatewayEvents, m.reviewItems, m.eventToSettled, m.breakerState, m.breakerOpenings,
 		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbWaitsStandby, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -126,6 +134,18 @@ func (m *Metrics) GatewayEvent(gateway, eventType, result string) {
 		order.EventDisputeStale:
 		// No item raised; the listener's own results (bad_signature, …)
 		// are no GatewayEventResult.
+	}
+}
+
+// BreakerState records gateway's breaker entering state
+// (order.BreakerConfig.OnState), counting each opening.
+func (m *Metrics) BreakerState(gateway string, state order.BreakerState) {
+	m.breakerState.WithLabelValues(gateway).Set(float64(state))
+	if state == order.BreakerOpen {
+		m.breakerOpenings.WithLabelValues(gateway).Inc()
+	} else {
+		// The series exists from the start, at 0.
+		m.breakerOpenings.WithLabelValues(gateway).Add(0)
 	}
 }
 
