@@ -452,7 +452,7 @@ proven non-charge (here sim's processing_error) cascades to the next (docs/api.m
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1002","amount":{"currency":"GBP","amount_minor":1250},"routes":[{"gateway":"sim","payment_method":"tok_decline_processing_error"},{"gateway":"sim2","payment_method":"tok_ok"},{"gateway":"adyen","payment_method":"tok_ok"}],"request_id":"checkout-1002-a"}' %[1]s settle.v1.OrderService/CreateAndChargeOrder
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" -d '{"order_id":"<id from above>"}' %[1]s settle.v1.OpsService/GetOrderHistory
 
-Payment method tokens of the simulator (any other is declined "unknown_token"):
+Payment method tokens of the simulators, sim and sim2 (any other is declined "unknown_token"):
   %[2]s
 Tokens of the fake Adyen ("gateway":"adyen"; every payment is authorized, then captured by Settle):
   %[4]s
@@ -483,6 +483,7 @@ var devAdyenTokens = []string{
 var devTokens = []string{
 	"tok_ok                  paid",
 	"tok_decline             declined card_declined",
+	"tok_decline_<code>      declined <code>; a technical one (tok_decline_processing_error) cascades to an order's next route",
 	"tok_3ds                 3-D Secure: REQUIRES_ACTION with a page to open (customer_present: true)",
 	"tok_timeout             charged, answers after the deadline: CHARGING, then the simulator's event settles it",
 	"tok_timeout_silent      charged, answers after the deadline, no event: the reconciler settles it",
