@@ -42,7 +42,7 @@ import (
 
 var (
 	dbFlags      = []string{"database-url", "db-max-conns", "log-format", "metrics-listen", "pprof", "allow-unsafe-database"}
-	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "gateway-timeout",
+	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "refpsp-accounts", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window", "stripe-multicapture",
 		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait",
 		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password"}

@@ -97,6 +97,12 @@ func TestRefpspAccountsAreCheckedAtStart(t *testing.T) {
 			t.Errorf("serve with refpsp-accounts %q = %v; want refused with %q", v, err, want)
 		}
 	}
+	// The flag, too.
+	err := run(context.Background(), []string{"serve", "-refpsp-accounts", "Sim/2=http://127.0.0.1:1"},
+		mapEnv(map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_REFPSP_URL": "http://127.0.0.1:1"}), io.Discard, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), `refpsp-accounts (SETTLE_REFPSP_ACCOUNTS): account 1 of 1 is named "Sim/2"`) {
+		t.Errorf("serve -refpsp-accounts Sim/2=… = %v; want refused naming the account", err)
+	}
 	good := config{RefpspAccounts: []string{"sim2=http://127.0.0.1:1", "eu-acq_1=https://psp.example/v1"}}
 	got, err := good.refpspAccounts()
 	if err != nil || len(got) != 2 || got[1] != (refpspAccount{"eu-acq_1", "https://psp.example/v1"}) {

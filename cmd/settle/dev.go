@@ -41,7 +41,8 @@ var devDefaults = map[string]string{
 }
 
 // runDev runs everything in one process: a throwaway PostgreSQL, the
-// migrations, the gateway simulator, the gRPC API and a reconciler. Every
+// migrations, two gateway simulators (sim, and sim2: another account with
+// its own ledger, for routes), the gRPC API and a reconciler. Every
 // listener is bound before anything starts, so a taken port ends dev at
 // once; the banner is printed once every one of them serves.
 func runDev(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -51,6 +52,7 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	standby := fs.Bool("standby", false, "also start a synchronous standby streaming from the throwaway PostgreSQL, and connect to both (the production topology, on one machine)")
 	citus := fs.Bool("citus", false, "run on a throwaway Citus cluster (a coordinator and two workers, tables distributed by merchant) instead; needs scripts/citus-install")
 	simAddr := fs.String("sim-addr", "127.0.0.1:0", "listen address of the gateway simulator")
+	sim2Addr := fs.String("sim2-addr", "127.0.0.1:0", "listen address of the second gateway simulator, another account with its own ledger and the same -sim-* faults (orders with \"gateway\":\"sim2\", or routes over sim and sim2)")
 	simOpts := simFlags(fs)
 	adyenAddr := fs.String("adyen-addr", "127.0.0.1:0", "listen address of the fake Adyen (orders with \"gateway\":\"adyen\"); none when ADYEN_API_KEY names a real account")
 	hookAddr := fs.String("event-receiver-addr", "127.0.0.1:0", "listen address of the development receiver of events out (the default merchant's endpoint)")
@@ -59,8 +61,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	// reconciler.
 	devFlags := slices.DeleteFunc(concat([]string{"metrics-listen", "pprof"}, gatewayFlags, reconcileFlags, serveFlags, webhookFlags, deliveryFlags),
 		func(n string) bool {
-			// dev's gateway is the simulator, at the address it binds.
-			return n == "no-api-keys" || n == "with-reconciler" || n == "default-gateway" || n == "refpsp-url" || n == "refpsp-key"
+			// dev's gateways are the simulators, at the addresses it binds.
+			return n == "no-api-keys" || n == "with-reconciler" || n == "default-gateway" || n == "refpsp-url" || n == "refpsp-key" || n == "refpsp-accounts"
 		})
 	load := bindConfig(fs, getenv, devDefaults, devFlags...)
 	if err := fs.Parse(args); err != nil {
@@ -123,6 +125,11 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer simLis.Close()
+	sim2Lis, err := bind(ctx, "second simulator", *sim2Addr, "sim2-addr")
+	if err != nil {
+		return err
+	}
+	defer sim2Lis.Close()
 	// The fake Adyen, unless the user brought a real account.
 	var adyenLis net.Listener
 	var fakeAdyen adyenfake.Config
@@ -145,6 +152,12 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	if simOpts.Events.URL == "" {
 		simOpts.Events.URL = "http://" + ls.webhooks.Addr().String() + "/webhooks/refpsp"
 	}
+	// sim2 is a refpsp account of its own name: its events come to
+	// /webhooks/sim2, signed with the same secrets. The accounts are dev's,
+	// as refpsp-url is: SETTLE_REFPSP_ACCOUNTS does not reach dev.
+	cfg.RefpspAccounts = []string{"sim2=http://" + sim2Lis.Addr().String()}
+	sim2Opts := *simOpts
+	sim2Opts.Events.URL = "http://" + ls.webhooks.Addr().String() + "/webhooks/sim2"
 	fakeAdyen.NotifyURL = "http://" + ls.webhooks.Addr().String() + "/webhooks/adyen"
 	hookURL := "http://" + hookLis.Addr().String() + "/events"
 	if !customEvents {
@@ -186,14 +199,20 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		}
 	}()
 	defer hookSrv.Close()
-	simDone := make(chan struct{})
-	go func() {
-		defer close(simDone)
-		if err := sim.New(*simOpts).Serve(ctx, simLis); err != nil && ctx.Err() == nil {
-			fail(fmt.Errorf("simulator %s: %w", simLis.Addr(), err))
-		}
-	}()
-	defer func() { fail(nil); <-simDone }()
+	for _, s := range []struct {
+		name string
+		opts sim.Options
+		lis  net.Listener
+	}{{"simulator", *simOpts, simLis}, {"second simulator", sim2Opts, sim2Lis}} {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			if err := sim.New(s.opts).Serve(ctx, s.lis); err != nil && ctx.Err() == nil {
+				fail(fmt.Errorf("%s %s: %w", s.name, s.lis.Addr(), err))
+			}
+		}()
+		defer func() { fail(nil); <-done }()
+	}
 	if adyenLis != nil {
 		fakeAdyen.Log = log.With("component", "fake-adyen")
 		fa, err := adyenfake.New(fakeAdyen)
@@ -262,7 +281,8 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 	defer a.close()
 	err = a.serve(ctx, &ls, true, opts, func(ls *listeners) {
 		b := devBanner{
-			GRPC: ls.grpc.Addr().String(), JSON: ls.json.Addr().String(), SimURL: cfg.RefpspURL, DatabaseURL: cfg.DatabaseURL,
+			GRPC: ls.grpc.Addr().String(), JSON: ls.json.Addr().String(), DatabaseURL: cfg.DatabaseURL,
+			SimURL: cfg.RefpspURL, Sim2URL: "http://" + sim2Lis.Addr().String(),
 			Webhooks: ls.webhooks.Addr().String(), WebhookSecret: cfg.RefpspWebhookSecrets[0], EventsURL: hookURL,
 			Keys: keys, KeysFile: *keysFile, Metrics: ls.metrics.Addr().String(), Stripe: a.gateways["stripe"] != nil,
 		}
@@ -360,6 +380,8 @@ func readDevKeys(path string) (devKeys, error) {
 // devBanner is what dev prints once every listener serves.
 type devBanner struct {
 	GRPC, SimURL, DatabaseURL string
+	// Sim2URL is the second simulator's, the gateway sim2.
+	Sim2URL string
 	// JSON is the JSON over HTTP listener's address.
 	JSON                    string
 	Webhooks, WebhookSecret string
@@ -383,12 +405,13 @@ func (b devBanner) print(w io.Writer) {
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
   json:      http://%[7]s   (JSON over HTTP; OpenAPI: curl http://%[7]s/v1/openapi.json)
-  gateway:   %[2]s   (simulator; ledger: curl %[2]s/v1/ledger)
+  gateway:   %[2]s   (simulator, "gateway":"sim", the default; ledger: curl %[2]s/v1/ledger)
+  sim2:      %[8]s   (a second simulator, another account: "gateway":"sim2"; ledger: curl %[8]s/v1/ledger)
   database:  %[3]s
-  webhooks:  http://%[4]s/webhooks/refpsp   (the simulator pushes its events here)
+  webhooks:  http://%[4]s/webhooks/refpsp   (the simulator pushes its events here; sim2 to /webhooks/sim2)
   export SETTLE_REFPSP_WEBHOOK_SECRET=%[5]s   # signs refpsp events (see docs/api.md: webhooks)
   metrics:   http://%[6]s/metrics   (also /healthz and /readyz; pick the address with -metrics-listen)
-`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics, b.JSON)
+`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics, b.JSON, b.Sim2URL)
 	if b.Stripe {
 		fmt.Fprintln(w, `  stripe:    configured from STRIPE_SECRET_KEY: create orders with "gateway":"stripe"`)
 	} else {
@@ -424,7 +447,12 @@ Create an order, charge it, look at it:
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1001"}' %[1]s settle.v1.OrderService/GetOrder
   grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" %[1]s settle.v1.OpsService/Stats
 
-Payment method tokens of the simulator (any other is declined "unknown_token"):
+Route an order over sim, sim2 and adyen: the charge goes to the first route, and only a
+proven non-charge (here sim's processing_error) cascades to the next (docs/api.md: routes):
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_KEY" -d '{"merchant_reference":"order-1002","amount":{"currency":"GBP","amount_minor":1250},"routes":[{"gateway":"sim","payment_method":"tok_decline_processing_error"},{"gateway":"sim2","payment_method":"tok_ok"},{"gateway":"adyen","payment_method":"tok_ok"}],"request_id":"checkout-1002-a"}' %[1]s settle.v1.OrderService/CreateAndChargeOrder
+  grpcurl -plaintext -H "authorization: Bearer $SETTLE_OPS_KEY" -d '{"order_id":"<id from above>"}' %[1]s settle.v1.OpsService/GetOrderHistory
+
+Payment method tokens of the simulators, sim and sim2 (any other is declined "unknown_token"):
   %[2]s
 Tokens of the fake Adyen ("gateway":"adyen"; every payment is authorized, then captured by Settle):
   %[4]s
@@ -455,6 +483,7 @@ var devAdyenTokens = []string{
 var devTokens = []string{
 	"tok_ok                  paid",
 	"tok_decline             declined card_declined",
+	"tok_decline_<code>      declined <code>; a technical one (tok_decline_processing_error) cascades to an order's next route",
 	"tok_3ds                 3-D Secure: REQUIRES_ACTION with a page to open (customer_present: true)",
 	"tok_timeout             charged, answers after the deadline: CHARGING, then the simulator's event settles it",
 	"tok_timeout_silent      charged, answers after the deadline, no event: the reconciler settles it",

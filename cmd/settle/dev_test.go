@@ -10,11 +10,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
@@ -33,6 +36,7 @@ func TestDevPortTaken(t *testing.T) {
 		{"webhook-listen", "webhook"},
 		{"metrics-listen", "metrics"},
 		{"sim-addr", "simulator"},
+		{"sim2-addr", "second simulator"},
 		{"event-receiver-addr", "events receiver"},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
@@ -43,7 +47,7 @@ func TestDevPortTaken(t *testing.T) {
 			}
 			defer taken.Close()
 			addrs := map[string]string{"listen": freeAddr(t), "json-listen": freeAddr(t), "webhook-listen": freeAddr(t), "metrics-listen": freeAddr(t),
-				"sim-addr": "127.0.0.1:0", "event-receiver-addr": "127.0.0.1:0"}
+				"sim-addr": "127.0.0.1:0", "sim2-addr": "127.0.0.1:0", "event-receiver-addr": "127.0.0.1:0"}
 			addrs[tc.flag] = taken.Addr().String()
 			args := []string{"dev", "-keys-file", filepath.Join(t.TempDir(), "keys")}
 			for f, a := range addrs {
@@ -210,8 +214,9 @@ func TestDevKeysFile(t *testing.T) {
 
 // TestDevBannerAndAPIKeys: dev started twice on one keys file prints the
 // same keys, which work, and where they are kept; the banner lists every
-// token and the metrics address, which answers. With -api-keys, dev's keys
-// give way to the given ones.
+// token, the metrics address, which answers, and the second simulator,
+// sim2, on which an order routed over sim and sim2 is paid after sim's
+// technical decline. With -api-keys, dev's keys give way to the given ones.
 func TestDevBannerAndAPIKeys(t *testing.T) {
 	t.Parallel()
 	keysFile := filepath.Join(t.TempDir(), "dev-keys")
@@ -244,7 +249,7 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 	if key != bannerValue(t, first, "export SETTLE_KEY=") {
 		t.Fatalf("dev's key changed across restarts:\n%s\n%s", first, second)
 	}
-	for _, want := range []string{"kept in " + keysFile, "tok_3ds ", "tok_timeout_silent ", "tok_lookup_fails ", "tok_refund_lookup_fails", `"unknown_token"`, "metrics:   http://127.0.0.1:", "STRIPE_SECRET_KEY"} {
+	for _, want := range []string{"kept in " + keysFile, "sim2:      http://127.0.0.1:", "/webhooks/sim2", `"gateway":"sim2"`, "tok_3ds ", "tok_timeout_silent ", "tok_lookup_fails ", "tok_refund_lookup_fails", `"unknown_token"`, "metrics:   http://127.0.0.1:", "STRIPE_SECRET_KEY"} {
 		if !strings.Contains(second, want) {
 			t.Errorf("banner lacks %q:\n%s", want, second)
 		}
@@ -272,6 +277,7 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 			t.Errorf("GET %s/v1/orders?merchant_reference=banner-1 with dev's key: %d %s", jsonURL, resp.StatusCode, body)
 		}
 	}
+	devCascade(t, second)
 	stop()
 
 	mine := "sk_mine_0123456789abcdef0123"
@@ -299,4 +305,52 @@ func bannerValue(t *testing.T, banner, prefix string) string {
 		t.Fatalf("no %q in the banner:\n%s", prefix, banner)
 	}
 	return strings.Fields(rest)[0]
+}
+
+// devCascade charges an order routed over sim and sim2 on the dev whose
+// banner is given: sim declines processing_error, a proven non-charge, so
+// the same call cascades to sim2, which charges it in its own ledger.
+func devCascade(t *testing.T, banner string) {
+	t.Helper()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+bannerValue(t, banner, "export SETTLE_KEY="))
+	conn, err := grpc.NewClient(bannerValue(t, banner, "gRPC:      "), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	routes := []*settlev1.Route{{Gateway: "sim", PaymentMethod: "tok_decline_processing_error"}, {Gateway: "sim2", PaymentMethod: "tok_ok"}}
+	res, err := settlev1.NewOrderServiceClient(conn).CreateAndChargeOrder(ctx, &settlev1.CreateAndChargeOrderRequest{MerchantReference: "cascade-1",
+		Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 700}, Routes: routes, RequestId: "cascade-1-click-1"})
+	if err != nil {
+		t.Fatalf("CreateAndChargeOrder routed over sim and sim2: %v", err)
+	}
+	if o := res.GetOrder(); o.GetState() != settlev1.OrderState_ORDER_STATE_PAID || o.GetGateway() != "sim2" {
+		t.Fatalf("order routed over sim and sim2: %s on %q, want PAID on sim2", o.GetState(), o.GetGateway())
+	}
+	opsCtx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+bannerValue(t, banner, "export SETTLE_OPS_KEY="))
+	h, err := settlev1.NewOpsServiceClient(conn).GetOrderHistory(opsCtx, &settlev1.GetOrderHistoryRequest{OrderId: res.GetOrder().GetId()})
+	if err != nil {
+		t.Fatalf("GetOrderHistory: %v", err)
+	}
+	var path []string
+	for _, a := range h.GetAttempts() {
+		path = append(path, fmt.Sprintf("%s %s %s (%s)", a.GetGateway(), a.GetOutcome(), a.GetDeclineCode(), a.GetCascadeAfter()))
+	}
+	want := []string{"sim ATTEMPT_OUTCOME_DECLINED processing_error ()", "sim2 ATTEMPT_OUTCOME_SUCCEEDED  (sim declined: processing_error)"}
+	if !slices.Equal(path, want) {
+		t.Errorf("attempts of the cascaded order:\n%s\nwant\n%s", strings.Join(path, "\n"), strings.Join(want, "\n"))
+	}
+	// Each simulator is an account of its own: the charge is in sim2's
+	// ledger only.
+	for _, l := range []struct{ url, want string }{{bannerValue(t, banner, "gateway:   "), `"status":"declined"`}, {bannerValue(t, banner, "sim2:      "), `"status":"succeeded"`}} {
+		resp, err := http.Get(l.url + "/v1/ledger")
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if n := strings.Count(string(body), `"description":"cascade-1"`); n != 1 || !strings.Contains(string(body), l.want) {
+			t.Errorf("ledger of %s: %d charges of cascade-1, want 1 (%s):\n%s", l.url, n, l.want, body)
+		}
+	}
 }

@@ -191,9 +191,9 @@ func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	addr, jsonAddr, webhookAddr, eventsAddr, simAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
+	addr, jsonAddr, webhookAddr, eventsAddr, simAddr, sim2Addr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	args := append([]string{"dev"}, devFlags(recipes)...)
-	args = append(args, "--listen", addr, "--json-listen", jsonAddr, "--sim-addr", simAddr,
+	args = append(args, "--listen", addr, "--json-listen", jsonAddr, "--sim-addr", simAddr, "--sim2-addr", sim2Addr,
 		"--event-receiver-addr", eventsAddr, "--webhook-listen", webhookAddr)
 	var out lockedBuffer
 	done := make(chan error, 1)
@@ -216,7 +216,8 @@ func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
 	}
 	banner := out.String()
 	env := []string{"PATH=" + bin + string(os.PathListSeparator) + os.Getenv("PATH"), "HOME=" + t.TempDir(), "LC_ALL=C",
-		"SETTLE_ADDR=" + addr, "SETTLE_JSON_URL=http://" + jsonAddr, "SETTLE_WEBHOOK_ADDR=" + webhookAddr, "SETTLE_EVENTS_URL=http://" + eventsAddr + "/events", "SETTLE_SIM_URL=http://" + simAddr}
+		"SETTLE_ADDR=" + addr, "SETTLE_JSON_URL=http://" + jsonAddr, "SETTLE_WEBHOOK_ADDR=" + webhookAddr, "SETTLE_EVENTS_URL=http://" + eventsAddr + "/events", "SETTLE_SIM_URL=http://" + simAddr,
+		"SETTLE_SIM2_URL=http://" + sim2Addr}
 	// The database and the metrics listener are dev's choice; the banner
 	// names them.
 	for name, re := range map[string]string{"DATABASE_URL": `database:\s+(\S+)`, "SETTLE_METRICS_ADDR": `metrics:\s+http://([^/\s]+)/metrics`} {
