@@ -86,10 +86,10 @@ func TestRefpspAccountsAreCheckedAtStart(t *testing.T) {
 	t.Parallel()
 	for v, want := range map[string]string{
 		"sim2=http://127.0.0.1:1,sim2=http://127.0.0.1:2": `account 2 of 2 is named "sim2", which names another gateway`,
-		"stripe=http://127.0.0.1:1":                        `account 1 of 1 is named "stripe", which names another gateway`,
-		"Sim/2=http://127.0.0.1:1":                         `account 1 of 1 is named "Sim/2"`,
-		"sim2=127.0.0.1:1":                                 "account 1 of 1 (sim2) has no http or https URL",
-		"sim2":                                             "account 1 of 1 (sim2) has no http or https URL",
+		"stripe=http://127.0.0.1:1":                       `account 1 of 1 is named "stripe", which names another gateway`,
+		"Sim/2=http://127.0.0.1:1":                        `account 1 of 1 is named "Sim/2"`,
+		"sim2=127.0.0.1:1":                                "account 1 of 1 (sim2) has no http or https URL",
+		"sim2":                                            "account 1 of 1 (sim2) has no http or https URL",
 	} {
 		env := map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_ACCOUNTS": v}
 		err := run(context.Background(), []string{"serve"}, mapEnv(env), io.Discard, io.Discard)
