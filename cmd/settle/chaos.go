@@ -46,6 +46,7 @@ PostgreSQL crashes, terminated backends). Rerun a failing seed with -seed.
 	fs.IntVar(&cfg.Replicas, "replicas", 3, "settle serve processes")
 	fs.IntVar(&cfg.Reconcilers, "reconcilers", 2, "settle reconcile processes")
 	fs.Float64Var(&cfg.DisputeShare, "dispute-share", 0, "share of the simulator's charges it disputes, at each of two rounds (0: the default, 0.1)")
+	fs.Float64Var(&cfg.RouteShare, "route-share", chaos.DefaultRouteShare, "share of checkouts made with routes over refpsp accounts that go down, time out and decline technically, refpsp the last (0: none)")
 	fs.Float64Var(&cfg.AdyenShare, "adyen-share", chaos.DefaultAdyenShare, "share of checkouts on a fake Adyen whose notifications are delayed, reordered, duplicated and lost (0: none)")
 	fs.BoolVar(&cfg.Citus, "citus", false, "run on a throwaway Citus cluster (a coordinator and two workers); the database restarts crash a worker; needs scripts/citus-install")
 	fs.Float64Var(&faults.KillsPerMinute, "kill-rate", faults.KillsPerMinute, "SIGKILLs of a replica or reconciler per minute")

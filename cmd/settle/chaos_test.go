@@ -52,6 +52,7 @@ func TestChaos(t *testing.T) {
 		Clients:    16,
 		Orders:     int(14 * duration.Seconds()),
 		AdyenShare: chaos.DefaultAdyenShare,
+		RouteShare: chaos.DefaultRouteShare,
 	}
 	sum := runChaosTest(t, cfg)
 	for _, v := range sum.Violations {
@@ -69,7 +70,8 @@ func TestChaos(t *testing.T) {
 	if duration >= 90*time.Second {
 		kills := int(chaos.DefaultFaults().KillsPerMinute * duration.Minutes())
 		if sum.Orders < cfg.Orders/2 || sum.Kills < kills/2 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 ||
-			sum.Actions < 10 || sum.AdyenOrders < cfg.Orders/20 || sum.TechnicalCancels < 1 {
+			sum.Actions < 10 || sum.AdyenOrders < cfg.Orders/20 || sum.TechnicalCancels < 1 ||
+			sum.Routed < cfg.Orders/10 || sum.Cascades < 5 || sum.DownStretches < 5 {
 			t.Errorf("too little happened (planned %d orders and %d kills): %s", cfg.Orders, kills, sum)
 		}
 	}
@@ -151,24 +153,26 @@ func TestChaosCatchesMutants(t *testing.T) {
 		// default), raised where only holds can show the mutant; action
 		// the share that meet 3-D Secure (0: the default), raised where
 		// only late customers can show it; adyen the share on the fake
-		// Adyen (0: none).
-		manual, action, adyen float64
+		// Adyen (0: none); routes the share made with routes (0: none).
+		manual, action, adyen, routes float64
 	}{
-		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0, 0},
-		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0, 0},
-		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0},
+		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0, 0, 0},
+		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0, 0, 0},
+		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0, 0},
 		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
-			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0, 0},
+			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0, 0, 0},
 		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
-			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0.5, 0},
+			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0.5, 0, 0},
 		{"BrokenHoldGuard", []mutant.Mutation{brokenHoldGuard}, chaos.InvCaptureHold,
-			"captures beyond the hold in a build that admits them", 0.6, 0, 0},
+			"captures beyond the hold in a build that admits them", 0.6, 0, 0, 0},
 		{"MissingNotificationIsDecline", []mutant.Mutation{missingNotificationIsDecline}, chaos.InvAdyenHold,
-			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6},
+			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6, 0},
 		{"CaptureFailedIsCaptured", []mutant.Mutation{captureFailedIsCaptured}, chaos.InvAdyenChargeSettled,
-			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6},
+			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6, 0},
 		{"RefundThroughDispute", []mutant.Mutation{refundThroughDispute}, chaos.InvDisputeRefund,
-			"refunds claimed during an open dispute in a build whose refund claim ignores disputes", 0, 0, 0},
+			"refunds claimed during an open dispute in a build whose refund claim ignores disputes", 0, 0, 0, 0},
+		{"CascadeAfterTimeout", mutant.CascadeAfterTimeout, chaos.InvCascadeWait,
+			"attempts claimed on another gateway while the one before timed out, in a build that cascades after a timeout", 0, 0, 0, 0.8},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -185,6 +189,7 @@ func TestChaosCatchesMutants(t *testing.T) {
 				ManualShare: tc.manual,
 				ActionShare: tc.action,
 				AdyenShare:  tc.adyen,
+				RouteShare:  tc.routes,
 				LogDir:      t.TempDir(), // the run is meant to fail: keep no logs
 			})
 			if !hasInvariant(sum, tc.inv) {

@@ -160,6 +160,12 @@ type Config struct {
 	// reordered, duplicated and lost (0: none; unlike the other fields,
 	// zero is no default; DefaultAdyenShare is the command's).
 	AdyenShare float64
+	// RouteShare is the share of checkouts made with routes over two or
+	// three refpsp gateway accounts that misbehave each its own way (one
+	// going down, one timing out, one declining technically; see
+	// accounts.go), "refpsp" the last (0: none, and no accounts; like
+	// AdyenShare, zero is no default; DefaultRouteShare is the command's).
+	RouteShare float64
 	// DisputeShare is the share of the simulator's charges it disputes,
 	// at each of the run's two rounds of disputes (default 0.1; see
 	// disputes.go).
@@ -247,6 +253,9 @@ func (c *Config) defaults() error {
 	}
 	if c.AdyenShare < 0 || c.AdyenShare > 1 {
 		return fmt.Errorf("chaos: the Adyen share %g is not between 0 and 1", c.AdyenShare)
+	}
+	if c.RouteShare < 0 || c.RouteShare > 1 {
+		return fmt.Errorf("chaos: the route share %g is not between 0 and 1", c.RouteShare)
 	}
 	if c.Gateway.SlowMax > gatewayTimeout/2 {
 		return fmt.Errorf("chaos: the slowest gateway answer (%s) must be well under the gateway timeout (%s)", c.Gateway.SlowMax, gatewayTimeout)

@@ -151,7 +151,29 @@ const (
 	// InvDisputeRefund: no refund was claimed while a dispute of its order
 	// was open in Settle (the order's history numbers both).
 	InvDisputeRefund = 25
+
+	// The invariants of the orders with routes (issue #30), against the
+	// ledger of every refpsp account (accounts.go).
+
+	// InvRouteOneCharge: no order has succeeded charges on two accounts,
+	// and no order with routes more than one succeeded charge over all of
+	// them.
+	InvRouteOneCharge = 26
+	// InvCascadeWait: no attempt is claimed on another gateway while the
+	// outcome of the attempt before it is unknown: in the order's history
+	// the previous attempt was settled (back to PENDING) before the next
+	// one's claim, to an outcome the cascade table takes for a proven
+	// non-charge (order.CascadeAfter answers CascadeNext).
+	InvCascadeWait = 27
+	// InvCascadeProven: every attempt that cascaded (cascade_after) follows
+	// an attempt on the gateway it names that the gateway's ledger shows
+	// as not charged (no charge, or one declined).
+	InvCascadeProven = 28
 )
+
+// cascadeRequestSep joins a request id and a hop's number in the request
+// id of the attempt of a cascade's hop (as package order's does).
+const cascadeRequestSep = "/cascade-"
 
 // adyenGateway is the gateway name of the orders on the fake Adyen.
 const adyenGateway = "adyen"
@@ -165,6 +187,7 @@ var invariantNames = map[int]string{
 	InvAdyenOneCharge: "adyen-one-charge", InvAdyenChargeSettled: "adyen-charge-settled", InvAdyenCapture: "adyen-capture",
 	InvAdyenHold: "adyen-hold", InvAdyenTechnicalCancel: "adyen-technical-cancel", InvAdyenRefunds: "adyen-refunds",
 	InvDisputes: "disputes", InvDisputeRefund: "dispute-refund",
+	InvRouteOneCharge: "route-one-charge", InvCascadeWait: "cascade-wait", InvCascadeProven: "cascade-proven",
 }
 
 // Violation is one broken invariant.
@@ -185,8 +208,10 @@ func (v Violation) String() string {
 
 type dbOrder struct {
 	id, state, currency, current, gateway string
-	amount                                int64
-	refunded, refunding                   int64
+	// routed says the order was made with routes.
+	routed              bool
+	amount              int64
+	refunded, refunding int64
 	// manual says capture MANUAL; then the hold's totals.
 	manual                          bool
 	authorized, captured, capturing int64
@@ -216,6 +241,10 @@ type dbRefund struct {
 type dbAttempt struct {
 	id, order, request, outcome, chargeID, currency string
 	amount                                          int64
+	// gateway is the gateway the attempt was sent to, declineCode its
+	// outcome's, cascadeAfter the proven outcome of the attempt it
+	// cascaded after ("" when it did not).
+	gateway, declineCode, cascadeAfter string
 }
 
 type dbEvent struct {
@@ -245,8 +274,11 @@ type snapshot struct {
 	events   []dbEvent // by order, then id
 	// refundEvents is every refund's history, by refund, then row.
 	refundEvents []dbRefundEvent
-	ledger       []sim.Charge
-	refunds      []dbRefund
+	// ledger is every refpsp account's charges; accountOf names the
+	// account of each, by its id in ledger (see mergeLedgers).
+	ledger    []sim.Charge
+	accountOf map[string]string
+	refunds   []dbRefund
 	// refundLedger is the gateway's refunds.
 	refundLedger []sim.Refund
 	// received is what the merchant's endpoint received.
@@ -275,16 +307,19 @@ type snapshot struct {
 	disputeLedger []sim.Dispute
 }
 
-func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, refundLedger []sim.Refund,
-	captureLedger []sim.Capture, voidLedger []sim.Void) (snapshot, error) {
-	s := snapshot{ledger: ledger, refundLedger: refundLedger, captureLedger: captureLedger, voidLedger: voidLedger, at: time.Now()}
+// loadSnapshot reads the end state from the database, beside the
+// ledgers of every refpsp account (the simulator "refpsp" first).
+func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledgers []accountLedger) (snapshot, error) {
+	s := snapshot{at: time.Now()}
+	s.ledger, s.refundLedger, s.captureLedger, s.voidLedger, s.accountOf = mergeLedgers(ledgers)
 	var err error
 	s.orders, err = queryAll(ctx, pool, `SELECT id::text, state, currency, coalesce(current_attempt::text, ''), gateway, amount_minor,
 		refunded_minor, refunding_minor, capture_mode = 'manual', authorized_minor, captured_minor, capturing_minor,
-		voiding, hold_closed, open_disputes, charged_back_minor FROM orders`,
+		voiding, hold_closed, open_disputes, charged_back_minor, routes IS NOT NULL FROM orders`,
 		func(r pgx.CollectableRow) (o dbOrder, err error) {
 			return o, r.Scan(&o.id, &o.state, &o.currency, &o.current, &o.gateway, &o.amount, &o.refunded, &o.refunding,
-				&o.manual, &o.authorized, &o.captured, &o.capturing, &o.voiding, &o.closed, &o.openDisputes, &o.chargedBack)
+				&o.manual, &o.authorized, &o.captured, &o.capturing, &o.voiding, &o.closed, &o.openDisputes, &o.chargedBack,
+				&o.routed)
 		})
 	if err != nil {
 		return s, err
@@ -312,9 +347,10 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledger []sim.Charge, 
 		return s, err
 	}
 	s.attempts, err = queryAll(ctx, pool, `SELECT id::text, order_id::text, request_id, coalesce(outcome, ''), gateway_charge_id,
-		currency, amount_minor FROM charge_attempts`,
+		currency, amount_minor, gateway, decline_code, cascade_after FROM charge_attempts`,
 		func(r pgx.CollectableRow) (a dbAttempt, err error) {
-			return a, r.Scan(&a.id, &a.order, &a.request, &a.outcome, &a.chargeID, &a.currency, &a.amount)
+			return a, r.Scan(&a.id, &a.order, &a.request, &a.outcome, &a.chargeID, &a.currency, &a.amount,
+				&a.gateway, &a.declineCode, &a.cascadeAfter)
 		})
 	if err != nil {
 		return s, err
@@ -404,6 +440,9 @@ func check(s snapshot, hist *history) []Violation {
 			continue
 		}
 		charges[a.order] = append(charges[a.order], c)
+		if acc := s.accountOf[c.ID]; acc != "" && a.gateway != "" && acc != a.gateway {
+			report(InvOneCharge, a.order, "gateway charge %s is in the ledger of %s; its attempt %s was sent to %s", c.ID, acc, a.id, a.gateway)
+		}
 		if c.Amount != a.amount || c.Currency != a.currency {
 			report(InvSums, a.order, "gateway charge %s is for %d %s, its attempt %s for %d %s",
 				c.ID, c.Amount, c.Currency, a.id, a.amount, a.currency)
@@ -504,7 +543,24 @@ func check(s snapshot, hist *history) []Violation {
 	}
 	for _, rid := range slices.Sorted(maps.Keys(hist.requests)) {
 		r := hist.requests[rid]
+		// An answer names the last hop of the request's cascade, whose
+		// attempt has a request id of its own (rid + cascadeRequestSep +
+		// its number): it stands for the request's attempt here, once
+		// checked to be a hop of it.
+		hops := map[string]bool{}
+		for id := range r.attempts {
+			if a, ok := attempts[id]; ok && strings.HasPrefix(a.request, rid+cascadeRequestSep) {
+				hops[id] = true
+				if a.order != r.order {
+					report(InvRequestID, r.order, "an answer to request_id %s named attempt %s, a hop of its cascade, for order %s", rid, id, a.order)
+				}
+			}
+		}
 		named := slices.Sorted(maps.Keys(r.attempts))
+		named = slices.DeleteFunc(named, func(id string) bool { return hops[id] })
+		if len(named) == 0 && len(hops) > 0 && len(byRequest[rid]) > 0 {
+			named = []string{byRequest[rid][0].id}
+		}
 		if len(named) > 1 {
 			report(InvRequestID, r.order, "the answers to request_id %s named %d attempts: %s", rid, len(named), strings.Join(named, ", "))
 		}
@@ -526,6 +582,7 @@ func check(s snapshot, hist *history) []Violation {
 	out = append(out, checkHolds(s, hist, orders, attempts)...)
 	out = append(out, checkAdyen(s, orders, attempts)...)
 	out = append(out, checkDisputes(s, orders, attempts, events)...)
+	out = append(out, checkRoutes(s, orders, attemptsOf, events)...)
 	slices.SortStableFunc(out, func(a, b Violation) int { return cmp.Compare(a.Invariant, b.Invariant) })
 	return out
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +144,126 @@ func cleanWorld() (snapshot, *history) {
 	h.refundReqs["rf1"] = &refundRequest{order: "o3", refunds: map[string]int{"f1": 1}}
 	h.refunded["f1"] = true
 	return s, h
+}
+
+// withRoutes adds to a world order o8, made with routes over the account
+// "flaky" and "refpsp": its attempt a80 on flaky was declined
+// processing_error, and a81, which cascaded after it, paid on refpsp.
+func withRoutes(s *snapshot) {
+	s.orders = append(s.orders, dbOrder{id: "o8", state: "PAID", currency: "GBP", current: "a81", gateway: "refpsp", amount: 300, routed: true})
+	s.attempts = append(s.attempts,
+		dbAttempt{id: "a80", order: "o8", request: "r8", outcome: "declined", declineCode: "processing_error", currency: "GBP",
+			amount: 300, gateway: "flaky"},
+		dbAttempt{id: "a81", order: "o8", request: "r8/cascade-1", outcome: "succeeded", chargeID: "ch_8", currency: "GBP",
+			amount: 300, gateway: "refpsp", cascadeAfter: "flaky declined: processing_error"})
+	s.events = append(s.events,
+		dbEvent{id: 60, order: "o8", to: "PENDING", event: "create"},
+		dbEvent{id: 61, order: "o8", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a80"},
+		dbEvent{id: 62, order: "o8", from: "CHARGING", to: "PENDING", event: "fail", attempt: "a80", typ: "order.payment_failed", delivered: true},
+		dbEvent{id: 63, order: "o8", from: "PENDING", to: "CHARGING", event: "charge", attempt: "a81"},
+		dbEvent{id: 64, order: "o8", from: "CHARGING", to: "PAID", event: "succeed", attempt: "a81", typ: "order.paid", delivered: true})
+	s.received = append(s.received,
+		receiver.Delivery{EventID: "evt_62", Type: "order.payment_failed", OrderID: "o8", State: "PENDING", Verified: true},
+		receiver.Delivery{EventID: "evt_64", Type: "order.paid", OrderID: "o8", State: "PAID", Verified: true})
+	s.ledger = append(s.ledger,
+		sim.Charge{ID: "flaky/ch_1", Reference: "a80", Amount: 300, Currency: "GBP", Status: "declined", DeclineCode: "processing_error"},
+		sim.Charge{ID: "ch_8", Reference: "a81", Amount: 300, Currency: "GBP", Status: "succeeded"})
+	s.accountOf = map[string]string{"flaky/ch_1": "flaky", "ch_8": "refpsp"}
+}
+
+// ledgerCharge returns the charge of world s's ledger for reference ref.
+func ledgerCharge(s *snapshot, ref string) *sim.Charge {
+	for i := range s.ledger {
+		if s.ledger[i].Reference == ref {
+			return &s.ledger[i]
+		}
+	}
+	panic("no charge for " + ref)
+}
+
+// TestCheckRoutes checks the invariants of the orders with routes: each
+// case must report its invariant, and a clean cascade none.
+func TestCheckRoutes(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		breakIt func(*snapshot)
+		want    int // the invariant broken; 0: none
+	}{
+		{"clean cascade", func(*snapshot) {}, 0},
+		{"clean cascade after not sent", func(s *snapshot) {
+			s.attempts[len(s.attempts)-2].outcome, s.attempts[len(s.attempts)-2].declineCode = "not_sent", ""
+			s.ledger = slices.DeleteFunc(s.ledger, func(c sim.Charge) bool { return c.Reference == "a80" }) // never reached flaky
+			s.attempts[len(s.attempts)-1].cascadeAfter = "flaky not_sent"
+		}, 0},
+		{"charged on two gateways", func(s *snapshot) {
+			c := ledgerCharge(s, "a80")
+			c.Status, c.DeclineCode = "succeeded", ""
+		}, InvRouteOneCharge},
+		{"an order with routes charged twice on one gateway", func(s *snapshot) {
+			s.ledger = append(s.ledger, sim.Charge{ID: "ch_9", Reference: "a81", Amount: 300, Currency: "GBP", Status: "succeeded"})
+			s.accountOf["ch_9"] = "refpsp"
+		}, InvRouteOneCharge},
+		{"a single order charged on two gateways", func(s *snapshot) {
+			s.orders[len(s.orders)-1].routed = false
+			c := ledgerCharge(s, "a80")
+			c.Status, c.DeclineCode = "succeeded", ""
+		}, InvRouteOneCharge},
+		{"charge in another gateway's ledger", func(s *snapshot) { s.accountOf["ch_8"] = "slow" }, InvOneCharge},
+		{"claimed on another gateway before the settle", func(s *snapshot) {
+			n := len(s.events)
+			s.events[n-3].id, s.events[n-2].id = 63, 62 // a81 claimed, then a80 failed
+			s.events[n-3], s.events[n-2] = s.events[n-2], s.events[n-3]
+		}, InvCascadeWait},
+		{"claimed on another gateway while unknown", func(s *snapshot) {
+			s.attempts[len(s.attempts)-2].outcome, s.attempts[len(s.attempts)-2].declineCode = "unknown", ""
+		}, InvCascadeWait},
+		{"claimed on another gateway after an issuer's decline", func(s *snapshot) {
+			s.attempts[len(s.attempts)-2].declineCode = "insufficient_funds"
+		}, InvCascadeWait},
+		{"claimed on another gateway, previous never settled", func(s *snapshot) {
+			s.events = slices.DeleteFunc(s.events, func(e dbEvent) bool { return e.id == 62 })
+		}, InvCascadeWait},
+		{"cascade after a charge", func(s *snapshot) {
+			// What a build that cascades after a timeout leaves: the slow
+			// gateway charged the attempt it took for failed.
+			s.attempts[len(s.attempts)-2].gateway, s.attempts[len(s.attempts)-2].outcome = "slow", "unknown"
+			s.attempts[len(s.attempts)-1].cascadeAfter = "slow unknown"
+			c := ledgerCharge(s, "a80")
+			c.Status, c.DeclineCode = "succeeded", ""
+			s.accountOf[c.ID] = "slow"
+		}, InvCascadeProven},
+		{"cascade after an attempt the gateway still holds", func(s *snapshot) {
+			c := ledgerCharge(s, "a80")
+			c.Status, c.DeclineCode = "requires_action", ""
+		}, InvCascadeProven},
+		{"cascade after another gateway's attempt", func(s *snapshot) {
+			s.attempts[len(s.attempts)-1].cascadeAfter = "down not_sent"
+		}, InvCascadeProven},
+		{"answer naming the cascade's hop", func(s *snapshot) {}, 0},
+		{"answer naming a hop of another request", func(s *snapshot) {
+			s.attempts[len(s.attempts)-1].request = "r1/cascade-1"
+		}, InvRequestID},
+		{"cascade from the first attempt", func(s *snapshot) {
+			s.attempts[len(s.attempts)-2].cascadeAfter = "refpsp not_sent"
+		}, InvCascadeProven},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s, h := cleanWorld()
+			withRoutes(&s)
+			h.requests["r8"] = &request{order: "o8", attempts: map[string]int{"a81": 1}, answers: 1}
+			tt.breakIt(&s)
+			got := check(s, h)
+			if tt.want == 0 {
+				for _, v := range got {
+					t.Errorf("unexpected violation: %s", v)
+				}
+				return
+			}
+			if !slices.ContainsFunc(got, func(v Violation) bool { return v.Invariant == tt.want }) {
+				t.Errorf("want a violation of invariant %d, got %v", tt.want, got)
+			}
+		})
+	}
 }
 
 func TestCheck(t *testing.T) {

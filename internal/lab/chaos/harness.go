@@ -193,8 +193,21 @@ func (h *harness) run(ctx context.Context) error {
 	go func() { _ = hookSrv.Serve(hookLis) }()
 	defer hookSrv.Close()
 
+	// More refpsp gateway accounts, each a simulator of its own, for the
+	// orders with routes (accounts.go).
+	var accounts []*account
+	if cfg.RouteShare > 0 {
+		if accounts, err = startAccounts(cfg.Seed, hookAddrs); err != nil {
+			return err
+		}
+		defer stopAccounts(accounts)
+	}
+
 	key := apiKey()
 	env := h.env("http://"+simLis.Addr().String(), key, "http://"+hookLis.Addr().String()+"/events")
+	if len(accounts) > 0 {
+		env = append(env, accountsEnv(accounts))
+	}
 	if ady != nil {
 		env = append(env, "ADYEN_API_KEY="+adyenAPIKey, "ADYEN_MERCHANT_ACCOUNT="+adyenAccount,
 			"ADYEN_HMAC_KEYS="+adyenHMACKey, "ADYEN_URL="+ady.url+"/v71")
@@ -245,13 +258,23 @@ func (h *harness) run(ctx context.Context) error {
 		actionExpiry: actionExpiry,
 		manualShare:  cfg.ManualShare,
 		actionShare:  cfg.ActionShare,
-		adyenShare:   cfg.AdyenShare}
+		adyenShare:   cfg.AdyenShare,
+		routeShare:   cfg.RouteShare}
+	for _, a := range accounts {
+		w.routeGateways = append(w.routeGateways, a.name)
+	}
 	stopClients := make(chan struct{})
 	var clientsDone sync.WaitGroup
 	for i := range cfg.Clients {
 		clientsDone.Go(func() { w.client(ctx, i, stopClients) })
 	}
 	clientsDone.Go(func() { h.openDisputes(gw, stopClients) })
+	for _, a := range accounts {
+		if a.name == accountDown {
+			clientsDone.Go(func() { h.flap(ctx, a, stopClients) })
+		}
+	}
+	clientsDone.Go(func() { w.changeRoutes(ctx, cfg.Duration, stopClients) })
 	h.inject(ctx, schedule)
 	if cfg.Faults.FailpointRounds > 0 {
 		h.topUpFailpoints(ctx)
@@ -283,8 +306,14 @@ func (h *harness) run(ctx context.Context) error {
 	// Stop the simulator only once the processes are gone, so that the
 	// ledger is final.
 	stopGateway()
+	ledgers := []accountLedger{ledgerOf(refpspGateway, gw)}
+	for _, a := range accounts {
+		a.stop()
+		ledgers = append(ledgers, ledgerOf(a.name, a.gw))
+		h.count(func(s *Summary) { s.DownStretches += a.downs })
+	}
 
-	snap, err := loadSnapshot(ctx, h.pool, gw.Ledger(), gw.Refunds(), gw.Captures(), gw.Voids())
+	snap, err := loadSnapshot(ctx, h.pool, ledgers)
 	if err != nil {
 		return fmt.Errorf("read the end state: %w", err)
 	}

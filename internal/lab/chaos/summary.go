@@ -56,6 +56,11 @@ type Summary struct {
 	AdyenOrders, AdyenNotified, TechnicalCancels int
 	AdyenStates                                  map[string]int
 	AdyenLost                                    map[string]int
+	// Routed counts the orders made with routes, Cascaded those charged on
+	// more than one gateway, and Cascades the attempts that cascaded
+	// after another's proven non-charge; DownStretches the times the
+	// account "down" was taken down.
+	Routed, Cascaded, Cascades, DownStretches int
 	// Violations are the broken invariants: the run failed.
 	Violations []Violation
 	// Problems are what else went wrong: a failpoint that never fired, a
@@ -92,6 +97,9 @@ func (s Summary) String() string {
 		line += fmt.Sprintf(" adyen_orders=%d adyen_notified=%d adyen_lost=%d technical_cancels=%d",
 			s.AdyenOrders, s.AdyenNotified, lost, s.TechnicalCancels)
 	}
+	if s.Routed > 0 {
+		line += fmt.Sprintf(" routed=%d cascaded=%d cascades=%d down_stretches=%d", s.Routed, s.Cascaded, s.Cascades, s.DownStretches)
+	}
 	if s.Failovers > 0 {
 		line += fmt.Sprintf(" failovers=%d no_primary_median=%s serve_again_median=%s",
 			s.Failovers, median(s.NoPrimary).Round(time.Millisecond), median(s.ServeAgain).Round(time.Millisecond))
@@ -120,6 +128,7 @@ func (h *harness) report(snap snapshot, hist *history, violations []Violation) {
 			s.AdyenStates[o.state]++
 		}
 	}
+	s.Routed, s.Cascaded, s.Cascades = routeCounts(snap)
 	s.AdyenNotified, s.AdyenLost = snap.adyen.sent, snap.adyen.lost
 	for _, tc := range snap.adyen.techCancels {
 		if tc.Status == adyenfake.ModSucceeded {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -266,6 +267,10 @@ type workload struct {
 	// actionShare is the share of the simulator's checkouts paid with its
 	// 3-D Secure card.
 	actionShare float64
+	// routeShare is the share of the checkouts made with routes over
+	// routeGateways (the harness's more refpsp accounts) and "refpsp".
+	routeShare    float64
+	routeGateways []string
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -300,6 +305,9 @@ type checkout struct {
 	// adyen says the order is on the fake Adyen, whose 3-D Secure page
 	// takes ?result=authorised or ?result=refused.
 	adyen bool
+	// routes are the order's, when it was made with routes: its charges
+	// then name no payment method.
+	routes []*settlev1.Route
 }
 
 func (c *checkout) stopped() bool {
@@ -324,6 +332,13 @@ func (c *checkout) run(ctx context.Context, n int) {
 	c.adyen = c.w.adyenShare > 0 && c.rng.Float64() < c.w.adyenShare
 	if c.adyen {
 		c.runAdyen(ctx, n)
+		return
+	}
+	// A share with routes (drawn only when there are routes, so that runs
+	// without them keep their course).
+	c.routes = nil
+	if c.w.routeShare > 0 && len(c.w.routeGateways) > 0 && c.rng.Float64() < c.w.routeShare {
+		c.runRoutes(ctx, n)
 		return
 	}
 	token := "tok_ok" // with random faults at the simulator
@@ -377,6 +392,63 @@ func (c *checkout) runAdyen(ctx context.Context, n int) {
 	c.pay(ctx, n, "adyen", token, capture)
 }
 
+// runRoutes is a checkout with routes: one or two of the accounts, in a
+// random order, then "refpsp". A charge on "down" while it is down is
+// refused (not sent) and cascades; on "slow" it may time out after
+// charging, and the order must wait there for the reconciler; on "flaky"
+// half the checkouts are declined processing_error, a technical decline
+// after which the charge cascades, and some charges answered 503 before
+// anything is charged (unknown until the reconciler proves it).
+func (c *checkout) runRoutes(ctx context.Context, n int) {
+	names := slices.Clone(c.w.routeGateways)
+	c.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	names = names[:1+c.rng.IntN(min(2, len(names)))]
+	var routes []*settlev1.Route
+	for _, g := range names {
+		token := "tok_random" // under the account's random faults
+		if g == accountFlaky && c.rng.Float64() < 0.5 {
+			token = "tok_decline_processing_error"
+		}
+		routes = append(routes, &settlev1.Route{Gateway: g, PaymentMethod: token})
+	}
+	c.routes = append(routes, &settlev1.Route{Gateway: refpspGateway, PaymentMethod: "tok_ok"})
+	c.pay(ctx, n, "", "", settlev1.CaptureMode_CAPTURE_MODE_AUTOMATIC)
+}
+
+// routeChanges is how many times changeRoutes changes the merchant's
+// routing rules in a run, at even intervals.
+const routeChanges = 3
+
+// changeRoutes is where the merchant's routing rules are to change while
+// the checkouts run (issue #30: "routes changed while it runs"), at
+// routeChanges even instants of the run d, until stop is closed. Settle
+// has no call that changes them yet: OpsService's SetRoutes (routing
+// rules in the database) is being added, and the change of each instant
+// (setRoutes) with it. Orders made with routes carry their own, which no
+// rule changes.
+func (w *workload) changeRoutes(ctx context.Context, d time.Duration, stop <-chan struct{}) {
+	if w.routeShare == 0 {
+		return
+	}
+	start := time.Now()
+	for i := range routeChanges {
+		at := start.Add(d * time.Duration(i+1) / (routeChanges + 1))
+		select {
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		case <-time.After(time.Until(at)):
+		}
+		w.setRoutes(i)
+	}
+}
+
+// setRoutes makes change i of the run's routing rules. It does nothing
+// until OpsService has SetRoutes: then it is to set, in turn, the
+// merchant's rules to prefer another of routeGateways (or to drop one).
+func (w *workload) setRoutes(i int) { _ = i }
+
 // pay creates an order on gateway (the default when "") and clicks "pay"
 // until it is paid or the customer gives up.
 func (c *checkout) pay(ctx context.Context, n int, gateway, token string, capture settlev1.CaptureMode) {
@@ -387,6 +459,7 @@ func (c *checkout) pay(ctx context.Context, n int, gateway, token string, captur
 		PaymentMethod:     token,
 		Gateway:           gateway,
 		Capture:           capture,
+		Routes:            c.routes,
 	})
 	if o == nil {
 		return
@@ -402,7 +475,7 @@ func (c *checkout) pay(ctx context.Context, n int, gateway, token string, captur
 		}
 		requestID := fmt.Sprintf("req-%d-%d-%d", c.client, n, click)
 		pm := ""
-		if state == settlev1.OrderState_ORDER_STATE_PENDING && token != "tok_ok" && click > 0 && c.rng.Float64() < 0.7 {
+		if state == settlev1.OrderState_ORDER_STATE_PENDING && token != "tok_ok" && c.routes == nil && click > 0 && c.rng.Float64() < 0.7 {
 			pm = "tok_ok" // another card after a decline (or a failed or expired challenge)
 		}
 		var resp *settlev1.ChargeOrderResponse
