@@ -71,7 +71,7 @@ func TestChaos(t *testing.T) {
 		kills := int(chaos.DefaultFaults().KillsPerMinute * duration.Minutes())
 		if sum.Orders < cfg.Orders/2 || sum.Kills < kills/2 || sum.DBRestarts < 2 || sum.Freezes < 1 || sum.BackendKills < 1 ||
 			sum.Actions < 10 || sum.AdyenOrders < cfg.Orders/20 || sum.TechnicalCancels < 1 ||
-			sum.Routed < cfg.Orders/10 || sum.Cascades < 5 || sum.DownStretches < 5 {
+			sum.Routed < cfg.Orders/10 || sum.Cascades < 5 || sum.DownStretches < 5 || sum.RouteChanges < 1 {
 			t.Errorf("too little happened (planned %d orders and %d kills): %s", cfg.Orders, kills, sum)
 		}
 	}

@@ -22,12 +22,17 @@ func apiKey() string {
 	return "sk_chaos_" + hex.EncodeToString(b)
 }
 
-// keyLine is the SETTLE_API_KEYS entry of the clients' key: its hash, the
-// merchant, the checkout role, a name.
+// keyLine is the SETTLE_API_KEYS entries of the clients' key and of the
+// operator's (opsKey): each key's hash, the merchant, the role, a name.
 func keyLine(key string) string {
-	sum := sha256.Sum256([]byte(key))
-	return hex.EncodeToString(sum[:]) + " " + merchant + " checkout chaos-checkout"
+	sum, ops := sha256.Sum256([]byte(key)), sha256.Sum256([]byte(opsKey(key)))
+	return hex.EncodeToString(sum[:]) + " " + merchant + " checkout chaos-checkout; " +
+		hex.EncodeToString(ops[:]) + " " + merchant + " ops chaos-ops"
 }
+
+// opsKey is the operator's key that goes with the clients' key: it
+// changes the merchant's route rules during the run.
+func opsKey(key string) string { return key + "_ops" }
 
 // bearer sends an API key with every call, over plaintext loopback.
 type bearer string

@@ -221,7 +221,10 @@ func (h *harness) run(ctx context.Context) error {
 			c.Close()
 		}
 	}()
-	var clients []settlev1.OrderServiceClient
+	var (
+		clients []settlev1.OrderServiceClient
+		ops     []settlev1.OpsServiceClient
+	)
 	for i := range cfg.Replicas {
 		addr, err := freePort()
 		if err != nil {
@@ -233,8 +236,13 @@ func (h *harness) run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		conns = append(conns, conn)
+		opsConn, err := dial(addr, opsKey(key))
+		if err != nil {
+			return err
+		}
+		conns = append(conns, conn, opsConn)
 		clients = append(clients, settlev1.NewOrderServiceClient(conn))
+		ops = append(ops, settlev1.NewOpsServiceClient(opsConn))
 	}
 	for i := range cfg.Reconcilers {
 		h.recons = append(h.recons, newProcess(h, fmt.Sprintf("reconcile-%d", i), env, "reconcile"))
@@ -252,7 +260,7 @@ func (h *harness) run(ctx context.Context) error {
 	h.start.Store(time.Now().UnixNano())
 	h.logf("clients start")
 	hist := newHistory()
-	w := &workload{seed: cfg.Seed, clients: clients, hist: hist,
+	w := &workload{seed: cfg.Seed, clients: clients, ops: ops, hist: hist,
 		interval:     time.Duration(float64(cfg.Duration) * float64(cfg.Clients) / float64(cfg.Orders)),
 		web:          &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }},
 		actionExpiry: actionExpiry,
@@ -281,6 +289,7 @@ func (h *harness) run(ctx context.Context) error {
 	}
 	close(stopClients)
 	clientsDone.Wait()
+	h.count(func(s *Summary) { s.RouteChanges = int(w.routeVersions.Load()) })
 	h.logf("clients stopped")
 	if err := ctx.Err(); err != nil {
 		return err

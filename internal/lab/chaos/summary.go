@@ -61,6 +61,9 @@ type Summary struct {
 	// after another's proven non-charge; DownStretches the times the
 	// account "down" was taken down.
 	Routed, Cascaded, Cascades, DownStretches int
+	// RouteChanges counts the changes of the merchant's route rules made
+	// while the checkouts ran.
+	RouteChanges int
 	// Violations are the broken invariants: the run failed.
 	Violations []Violation
 	// Problems are what else went wrong: a failpoint that never fired, a
@@ -98,7 +101,8 @@ func (s Summary) String() string {
 			s.AdyenOrders, s.AdyenNotified, lost, s.TechnicalCancels)
 	}
 	if s.Routed > 0 {
-		line += fmt.Sprintf(" routed=%d cascaded=%d cascades=%d down_stretches=%d", s.Routed, s.Cascaded, s.Cascades, s.DownStretches)
+		line += fmt.Sprintf(" routed=%d cascaded=%d cascades=%d down_stretches=%d route_changes=%d", s.Routed, s.Cascaded,
+			s.Cascades, s.DownStretches, s.RouteChanges)
 	}
 	if s.Failovers > 0 {
 		line += fmt.Sprintf(" failovers=%d no_primary_median=%s serve_again_median=%s",

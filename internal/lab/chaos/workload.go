@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc/codes"
@@ -255,6 +256,7 @@ func (h *history) failed(err error) {
 type workload struct {
 	seed     uint64
 	clients  []settlev1.OrderServiceClient // one per replica
+	ops      []settlev1.OpsServiceClient   // one per replica
 	hist     *history
 	interval time.Duration // between the checkouts of one client
 	// web is the customers' browser, for the simulator's challenge pages.
@@ -271,6 +273,8 @@ type workload struct {
 	// routeGateways (the harness's more refpsp accounts) and "refpsp".
 	routeShare    float64
 	routeGateways []string
+	// routeVersions counts the changes of route rules that landed.
+	routeVersions atomic.Int64
 }
 
 // client runs checkouts, one after another, at the workload's pace (or as
@@ -419,13 +423,11 @@ func (c *checkout) runRoutes(ctx context.Context, n int) {
 // routing rules in a run, at even intervals.
 const routeChanges = 3
 
-// changeRoutes is where the merchant's routing rules are to change while
-// the checkouts run (issue #30: "routes changed while it runs"), at
-// routeChanges even instants of the run d, until stop is closed. Settle
-// has no call that changes them yet: OpsService's SetRoutes (routing
-// rules in the database) is being added, and the change of each instant
-// (setRoutes) with it. Orders made with routes carry their own, which no
-// rule changes.
+// changeRoutes changes the merchant's route rules while the checkouts
+// run (issue #30: "routes changed while it runs"), at routeChanges even
+// instants of the run d, until stop is closed: each change moves the
+// orders created after it, never one already created, and the
+// invariants hold across them.
 func (w *workload) changeRoutes(ctx context.Context, d time.Duration, stop <-chan struct{}) {
 	if w.routeShare == 0 {
 		return
@@ -440,14 +442,42 @@ func (w *workload) changeRoutes(ctx context.Context, d time.Duration, stop <-cha
 			return
 		case <-time.After(time.Until(at)):
 		}
-		w.setRoutes(i)
+		w.setRoutes(ctx, i)
 	}
 }
 
-// setRoutes makes change i of the run's routing rules. It does nothing
-// until OpsService has SetRoutes: then it is to set, in turn, the
-// merchant's rules to prefer another of routeGateways (or to drop one).
-func (w *workload) setRoutes(i int) { _ = i }
+// setRoutes makes change i of the run's route rules, through one replica
+// after another until one takes it (replicas are killed and frozen): a
+// weighted split over the accounts, then "refpsp" first for large
+// amounts, then no rules (each checkout's order). A change lost to a
+// fault is not made again: the run goes on with the rules it has.
+func (w *workload) setRoutes(ctx context.Context, i int) {
+	var rules []*settlev1.RouteRule
+	switch i % routeChanges {
+	case 0:
+		split := []*settlev1.WeightedGateway{{Gateway: refpspGateway, Weight: 1}}
+		for k, g := range w.routeGateways {
+			split = append(split, &settlev1.WeightedGateway{Gateway: g, Weight: int32(k + 2)})
+		}
+		rules = []*settlev1.RouteRule{{Name: "split", Split: split}}
+	case 1:
+		rules = []*settlev1.RouteRule{{Name: "large-to-refpsp", MinAmountMinor: 25_000, Gateways: []string{refpspGateway}}}
+	}
+	for k := range 2 * len(w.ops) {
+		ops := w.ops[(i+k)%len(w.ops)]
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		cur, err := ops.GetRoutes(cctx, &settlev1.GetRoutesRequest{MerchantId: merchant})
+		if err == nil {
+			_, err = ops.SetRoutes(cctx, &settlev1.SetRoutesRequest{MerchantId: merchant,
+				ExpectedVersion: cur.GetRoutes().GetVersion(), Rules: rules, Note: fmt.Sprintf("chaos change %d", i+1)})
+		}
+		cancel()
+		if err == nil {
+			w.routeVersions.Add(1)
+			return
+		}
+	}
+}
 
 // pay creates an order on gateway (the default when "") and clicks "pay"
 // until it is paid or the customer gives up.
