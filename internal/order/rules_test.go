@@ -1,6 +1,7 @@
 package order
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -125,16 +126,10 @@ func TestValidateRules(t *testing.T) {
 	} {
 		err := s.validateRules(rules)
 		var v *ValidationError
-		if !asValidation(err, &v) || v.Field != field {
+		if !errors.As(err, &v) || v.Field != field {
 			t.Errorf("rules %+v: %v, want a ValidationError of %s", rules, err, field)
 		}
 	}
-}
-
-func asValidation(err error, v **ValidationError) bool {
-	e, ok := err.(*ValidationError)
-	*v = e
-	return ok
 }
 
 // BenchmarkApplyRules is the routing decision's cost per order: the
