@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,6 +25,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 
 	"github.com/settlepay/settle/internal/delivery"
 	"github.com/settlepay/settle/internal/failpoint"
@@ -49,7 +53,7 @@ var (
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
 	serveFlags     = []string{"listen", "json-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
-		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls",
+		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls", "routes-file",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
 		"max-keyless-connections-per-address", "keyless-grace", "address-prefix-ipv4", "address-prefix-ipv6",
@@ -103,6 +107,9 @@ type app struct {
 	accounts map[string]string
 	// infos describes each gateway account for GetRoutes.
 	infos map[string]order.AccountInfo
+	// routeSeeds are the route rules serve makes the merchants' at start
+	// (routes-file; settle dev's default route).
+	routeSeeds []routeSeed
 	// budgets holds the gateway accounts' request budgets by gateway.
 	budgets map[string]*order.Budget
 	// breakers are the gateway accounts' breakers, which every Service of
@@ -261,8 +268,12 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 	if err != nil {
 		return nil, fmt.Errorf("configuration: %w", err)
 	}
+	seeds, err := cfg.routeSeeds()
+	if err != nil {
+		return nil, fmt.Errorf("configuration: %w", err)
+	}
 	built = true
-	a := &app{cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, infos: infos,
+	a := &app{routeSeeds: seeds, cfg: cfg, log: log, pool: pool, store: store, gateways: gateways, receivers: receivers, accounts: accounts, infos: infos,
 		budgets: budgets, breakers: breakers, failpoints: fps, metrics: metrics, tracing: tracing}
 	// The metrics count every merchant's orders.
 	metrics.WatchStore(func(ctx context.Context) (order.Stats, error) { return a.store.Stats(ctx, order.AnyMerchant) }, pool)
@@ -270,6 +281,55 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return a.store.CountDisputes(ctx, order.DisputeDueWithin)
 	})
 	return a, nil
+}
+
+// routeSeed is one merchant's route rules to seed at start.
+type routeSeed struct {
+	merchant, note, actor string
+	rules                 []order.RouteRule
+}
+
+// routeSeeds reads routes-file: a JSON list of SetRoutes requests (their
+// expected_version unused).
+func (c *config) routeSeeds() ([]routeSeed, error) {
+	if c.RoutesFile == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(c.RoutesFile)
+	if err != nil {
+		return nil, fmt.Errorf("routes-file: %w", err)
+	}
+	var raw []json.RawMessage
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("routes-file %s: want a JSON list of SetRoutes requests: %w", c.RoutesFile, err)
+	}
+	var out []routeSeed
+	for i, r := range raw {
+		var req settlev1.SetRoutesRequest
+		if err := protojson.Unmarshal(r, &req); err != nil {
+			return nil, fmt.Errorf("routes-file %s: entry %d: %w", c.RoutesFile, i+1, err)
+		}
+		rules, err := grpcapi.RouteRulesFromProto(req.GetRules())
+		if err != nil {
+			return nil, fmt.Errorf("routes-file %s: entry %d: %w", c.RoutesFile, i+1, err)
+		}
+		out = append(out, routeSeed{merchant: req.GetMerchantId(), note: req.GetNote(), actor: "routes-file", rules: rules})
+	}
+	return out, nil
+}
+
+// seedRoutes makes each seed's rules its merchant's, unless they are.
+func (a *app) seedRoutes(ctx context.Context, svc *order.Service) error {
+	for _, r := range a.routeSeeds {
+		made, err := svc.SeedRoutes(ctx, r.merchant, r.rules, r.actor, r.note)
+		if err != nil {
+			return fmt.Errorf("route rules of merchant %q: %w", r.merchant, err)
+		}
+		if made {
+			a.log.InfoContext(ctx, "route rules seeded", "merchant_id", r.merchant, "rules", len(r.rules), "actor", r.actor)
+		}
+	}
+	return nil
 }
 
 // fingerprint is what the API shows of a credential: the first 12 hex
@@ -553,6 +613,9 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 	}
 	a.serveMetrics(bgCtx, ls.metrics, ready, fail)
 	if err := a.waitForDatabase(ctx); err != nil {
+		return err
+	}
+	if err := a.seedRoutes(ctx, svc); err != nil {
 		return err
 	}
 	if err := ls.bindServer(ctx, a.cfg); err != nil {

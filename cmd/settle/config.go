@@ -38,6 +38,7 @@ type config struct {
 	RefpspURL         string
 	RefpspKey         string
 	RefpspAccounts    []string
+	RoutesFile        string
 	GatewayTimeout    time.Duration
 	ClaimGrace        time.Duration
 	Schedule          []time.Duration
@@ -144,6 +145,7 @@ var options = []option{
 	{"refpsp-url", "SETTLE_REFPSP_URL", "", "base URL of the refpsp gateway", setString(func(c *config) *string { return &c.RefpspURL })},
 	{"refpsp-key", "SETTLE_REFPSP_KEY", "", "API key of the refpsp gateway (prefer the environment)", setString(func(c *config) *string { return &c.RefpspKey })},
 	{"refpsp-accounts", "SETTLE_REFPSP_ACCOUNTS", "", "more refpsp gateway accounts, comma-separated name=URL: each is a gateway of its own name, with the key in SETTLE_REFPSP_KEY_<NAME> (else refpsp-key) and its events at /webhooks/<name>", setList(func(c *config) *[]string { return &c.RefpspAccounts })},
+	{"routes-file", "SETTLE_ROUTES_FILE", "", "JSON file of merchants' route rules, a list of SetRoutes requests ({\"merchant_id\", \"rules\", \"note\"}): at start each merchant's rules become these, as a new version, unless they already are", setString(func(c *config) *string { return &c.RoutesFile })},
 	{"gateway-timeout", "SETTLE_GATEWAY_TIMEOUT", "10s", "deadline of one gateway call", setDuration(func(c *config) *time.Duration { return &c.GatewayTimeout })},
 	{"claim-grace", "SETTLE_CLAIM_GRACE", "5s", "added to the gateway timeout before the reconciler may look at a claimed order", setDuration(func(c *config) *time.Duration { return &c.ClaimGrace })},
 	{"reconcile-schedule", "SETTLE_RECONCILE_SCHEDULE", durationsString(reconcile.DefaultSchedule), "waits before each check of an unknown outcome; NEEDS_REVIEW after the last", setDurations(func(c *config) *[]time.Duration { return &c.Schedule })},

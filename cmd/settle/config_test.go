@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/settlepay/settle/internal/gateway/refpsp"
+	"github.com/settlepay/settle/internal/order"
 )
 
 // TestDocsConfigTable keeps the operator's guide's configuration table
@@ -110,5 +111,41 @@ func TestRefpspAccountsAreCheckedAtStart(t *testing.T) {
 	}
 	if k := refpspAccountKey("eu-acq_1"); k != "SETTLE_REFPSP_KEY_EU_ACQ_1" {
 		t.Errorf("key variable of eu-acq_1 = %s", k)
+	}
+}
+
+// TestRoutesFile: routes-file is a JSON list of SetRoutes requests, read
+// into each merchant's rules; a file that is not one is refused at start,
+// naming the file and the entry.
+func TestRoutesFile(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := dir + "/routes.json"
+	if err := os.WriteFile(good, []byte(`[
+  {"merchant_id": "shop-a", "note": "from the repo", "rules": [
+    {"name": "eur", "currencies": ["EUR"], "gateways": ["adyen", "refpsp"]},
+    {"name": "rest", "split": [{"gateway": "refpsp", "weight": 9}, {"gateway": "stripe", "weight": 1}], "capture_mode": "CAPTURE_MODE_MANUAL"}]},
+  {"merchant_id": "shop-b", "rules": []}
+]`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	seeds, err := (&config{RoutesFile: good}).routeSeeds()
+	if err != nil || len(seeds) != 2 || seeds[0].merchant != "shop-a" || seeds[0].note != "from the repo" ||
+		len(seeds[0].rules) != 2 || seeds[0].rules[1].Split[1] != (order.WeightedGateway{Gateway: "stripe", Weight: 1}) ||
+		seeds[0].rules[1].Capture != order.CaptureManual || seeds[1].merchant != "shop-b" || len(seeds[1].rules) != 0 {
+		t.Fatalf("routeSeeds = %+v, %v", seeds, err)
+	}
+	for body, want := range map[string]string{
+		`{"merchant_id": "shop-a"}`:                    "want a JSON list of SetRoutes requests",
+		`[{"merchant_id": "shop-a", "rulez": []}]`:     "entry 1",
+		`[{}, {"rules": [{"capture_mode": "LATER"}]}]`: "entry 2",
+	} {
+		bad := dir + "/bad.json"
+		if err := os.WriteFile(bad, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := (&config{RoutesFile: bad}).routeSeeds(); err == nil || !strings.Contains(err.Error(), bad) || !strings.Contains(err.Error(), want) {
+			t.Errorf("routes-file %s: %v, want refused naming the file and %q", body, err, want)
+		}
 	}
 }

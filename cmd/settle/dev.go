@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/settlepay/settle/internal/gateway/adyen"
 	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
@@ -279,6 +280,15 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		return err
 	}
 	defer a.close()
+	// The default route over dev's accounts: an order with routes to
+	// several tries sim, then sim2, then the fake Adyen, whatever order
+	// the checkout gave (docs/api.md, "Route rules").
+	dflt := []string{"sim", "sim2"}
+	if a.gateways[adyen.DefaultName] != nil {
+		dflt = append(dflt, adyen.DefaultName)
+	}
+	a.routeSeeds = append(a.routeSeeds, routeSeed{merchant: order.DefaultMerchant, actor: "dev", note: "settle dev's default route",
+		rules: []order.RouteRule{{Name: "dev-default", Gateways: dflt}}})
 	err = a.serve(ctx, &ls, true, opts, func(ls *listeners) {
 		b := devBanner{
 			GRPC: ls.grpc.Addr().String(), JSON: ls.json.Addr().String(), DatabaseURL: cfg.DatabaseURL,

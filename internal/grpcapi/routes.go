@@ -40,20 +40,9 @@ func (s *opsServer) SetRoutes(ctx context.Context, req *settlev1.SetRoutesReques
 	if err := routesMerchant(ctx, req.GetMerchantId()); err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
-	rules := make([]order.RouteRule, len(req.GetRules()))
-	for i, r := range req.GetRules() {
-		capture := order.CaptureMode("")
-		if m := r.GetCaptureMode(); m != settlev1.CaptureMode_CAPTURE_MODE_UNSPECIFIED {
-			var err error
-			if capture, err = captureModeFromProto(m); err != nil {
-				return nil, toStatus(ctx, s.log, err)
-			}
-		}
-		rules[i] = order.RouteRule{Name: r.GetName(), Currencies: r.GetCurrencies(), MinAmount: r.GetMinAmountMinor(),
-			MaxAmount: r.GetMaxAmountMinor(), Capture: capture, Gateways: r.GetGateways()}
-		for _, w := range r.GetSplit() {
-			rules[i].Split = append(rules[i].Split, order.WeightedGateway{Gateway: w.GetGateway(), Weight: int(w.GetWeight())})
-		}
+	rules, err := RouteRulesFromProto(req.GetRules())
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
 	}
 	c, err := s.svc.SetRoutes(ctx, req.GetMerchantId(), req.GetExpectedVersion(), rules, string(operator(ctx)), req.GetNote())
 	if err != nil {
@@ -62,6 +51,27 @@ func (s *opsServer) SetRoutes(ctx context.Context, req *settlev1.SetRoutesReques
 	s.log.InfoContext(ctx, "route rules changed", "merchant_id", c.MerchantID, "version", c.Version, "rules", len(c.Rules),
 		"actor", c.Actor)
 	return &settlev1.SetRoutesResponse{Routes: routeRulesToProto(c)}, nil
+}
+
+// RouteRulesFromProto is route rules as the domain takes them (the
+// domain validates them): SetRoutes' and the routes file's.
+func RouteRulesFromProto(in []*settlev1.RouteRule) ([]order.RouteRule, error) {
+	rules := make([]order.RouteRule, len(in))
+	for i, r := range in {
+		capture := order.CaptureMode("")
+		if m := r.GetCaptureMode(); m != settlev1.CaptureMode_CAPTURE_MODE_UNSPECIFIED {
+			var err error
+			if capture, err = captureModeFromProto(m); err != nil {
+				return nil, err
+			}
+		}
+		rules[i] = order.RouteRule{Name: r.GetName(), Currencies: r.GetCurrencies(), MinAmount: r.GetMinAmountMinor(),
+			MaxAmount: r.GetMaxAmountMinor(), Capture: capture, Gateways: r.GetGateways()}
+		for _, w := range r.GetSplit() {
+			rules[i].Split = append(rules[i].Split, order.WeightedGateway{Gateway: w.GetGateway(), Weight: int(w.GetWeight())})
+		}
+	}
+	return rules, nil
 }
 
 // routeRulesToProto is a version of route rules as the API shows it.

@@ -349,3 +349,36 @@ func (s *Service) GatewayAccounts() []GatewayAccount {
 	}
 	return out
 }
+
+// SeedRoutes makes rules the merchant's route rules unless they are
+// already its latest (a deployment that keeps its configuration in files
+// seeds them at every start, and a restart makes no new version). A
+// change that races another server's seeding reads the rules again. It
+// reports whether it made a version.
+func (s *Service) SeedRoutes(ctx context.Context, merchantID string, rules []RouteRule, actor, note string) (bool, error) {
+	if err := CheckMerchantID("merchant_id", merchantID); err != nil {
+		return false, err
+	}
+	for range 3 {
+		cur, err := s.Routes(ctx, merchantID)
+		if err != nil {
+			return false, err
+		}
+		if slices.EqualFunc(cur.Rules, rules, sameRule) {
+			return false, nil
+		}
+		_, err = s.SetRoutes(ctx, merchantID, cur.Version, rules, actor, note)
+		var verr *RoutesVersionError
+		if !errors.As(err, &verr) {
+			return err == nil, err
+		}
+	}
+	return false, fmt.Errorf("seed merchant %s route rules: other changes kept coming first", merchantID)
+}
+
+// sameRule reports whether a and b are the same rule.
+func sameRule(a, b RouteRule) bool {
+	return a.Name == b.Name && slices.Equal(a.Currencies, b.Currencies) && a.MinAmount == b.MinAmount &&
+		a.MaxAmount == b.MaxAmount && a.Capture == b.Capture && slices.Equal(a.Gateways, b.Gateways) &&
+		slices.Equal(a.Split, b.Split)
+}
