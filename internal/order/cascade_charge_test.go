@@ -223,8 +223,17 @@ func TestCascadeAfterProvenNonCharge(t *testing.T) {
 				t.Errorf("path %q, want %q", paths(got), tt.path)
 			}
 			// The call answers with its last hop's attempt, the order's.
-			if last := got[len(got)-1]; a == nil || a.ID != last.ID || o.CurrentAttempt != last.ID || o.Gateway != last.Gateway {
+			last := got[len(got)-1]
+			if a == nil || a.ID != last.ID || o.CurrentAttempt != last.ID || o.Gateway != last.Gateway {
 				t.Errorf("answered attempt %+v, order on %s, want the last hop %s on %s", a, o.Gateway, last.ID, last.Gateway)
+			} else if a.CascadeAfter != last.CascadeAfter || a.Skipped != last.Skipped {
+				t.Errorf("answered attempt's cascade %q, skipped %q; want the stored %q, %q", a.CascadeAfter, a.Skipped, last.CascadeAfter, last.Skipped)
+			}
+			// A replay of the request answers its last hop's attempt, with
+			// the cascade it followed.
+			if _, ra, err := f.svc.Charge(ctx, merchant, order.ChargeInput{OrderID: o.ID, RequestID: fmt.Sprintf("cascade-req-%d", i)}); err != nil ||
+				ra == nil || ra.ID != last.ID || ra.CascadeAfter != last.CascadeAfter {
+				t.Errorf("replay answered %+v, %v; want attempt %s with cascade %q", ra, err, last.ID, last.CascadeAfter)
 			}
 			for j := 1; j < len(got); j++ {
 				if want := paths(got[j-1 : j])[0]; got[j].CascadeAfter != want {

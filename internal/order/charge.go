@@ -177,12 +177,14 @@ func (s *Service) chargeClaim(merchantID, orderID string, in ChargeInput) Claim 
 }
 
 func (op *chargeOp) claim(ctx context.Context) (bool, error) {
-	c, err := op.s.store.Claim(ctx, op.chargeClaim(op.in.OrderID))
+	cl := op.chargeClaim(op.in.OrderID)
+	c, err := op.s.store.Claim(ctx, cl)
 	for tries := 0; err == nil && op.rerouted(c) && tries < 3; tries++ {
 		// Another request's attempt was settled since the route was
 		// chosen: it is chosen again, after that attempt.
 		if err = op.route(ctx); err == nil {
-			c, err = op.s.store.Claim(ctx, op.chargeClaim(op.in.OrderID))
+			cl = op.chargeClaim(op.in.OrderID)
+			c, err = op.s.store.Claim(ctx, cl)
 		}
 	}
 	if err != nil {
@@ -192,6 +194,9 @@ func (op *chargeOp) claim(ctx context.Context) (bool, error) {
 		return false, op.replay(ctx, c)
 	}
 	op.o, op.a = c.Order, *c.Attempt
+	// The claim's statement answers without the attempt's cascade and
+	// skipped routes: they are the claim's.
+	op.a.CascadeAfter, op.a.Skipped = cl.CascadeAfter, cl.Skipped
 	op.att = &op.a
 	op.claimedNow = true
 	return true, nil
@@ -340,7 +345,8 @@ type newChargeOp struct {
 }
 
 func (op *newChargeOp) claim(ctx context.Context) (bool, error) {
-	o, a, created, err := op.s.store.CreateClaimed(ctx, op.fresh, op.chargeClaim(op.fresh.ID))
+	cl := op.chargeClaim(op.fresh.ID)
+	o, a, created, err := op.s.store.CreateClaimed(ctx, op.fresh, cl)
 	if err != nil {
 		return false, fmt.Errorf("create and claim order: %w", err)
 	}
@@ -350,6 +356,7 @@ func (op *newChargeOp) claim(ctx context.Context) (bool, error) {
 		return false, err
 	}
 	op.o, op.a = o, a
+	op.a.Skipped = cl.Skipped // as in chargeOp.claim
 	op.att = &op.a
 	op.claimedNow = true
 	return true, nil

@@ -71,9 +71,9 @@ var attemptByIDSQL string
 
 // Attempt implements order.Store.
 func (s *Store) Attempt(ctx context.Context, merchantID, id string) (order.Attempt, error) {
-	var r attemptRow
+	var r historyAttemptRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[attemptRow](ctx, s.pool, attemptByIDSQL,
+		r, err = queryOne[historyAttemptRow](ctx, s.pool, attemptByIDSQL,
 			pgx.StrictNamedArgs{"merchant_id": merchantID, "id": id})
 		return err
 	})
