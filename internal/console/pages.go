@@ -85,8 +85,6 @@ func (c *Console) done(w http.ResponseWriter, r *http.Request, s *session, to, f
 
 // ---- login
 
-type loginData struct{ Limited bool }
-
 func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.showLogin(w, r, http.StatusOK, "")
 }
@@ -169,12 +167,17 @@ func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session)
 	for _, it := range resp.GetItems() {
 		row := reviewRow{Item: it, Kind: trimEnum(it.GetKind().String())}
 		switch it.GetKind() {
-		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE, settlev1.ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED:
+		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE, settlev1.ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED,
+			settlev1.ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED:
 			row.Form, row.Decisions = "item", []string{"CHARGED", "NOT_CHARGED"}
 		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_ORDER:
 			row.Form, row.Decisions = "order", []string{"PAID", "PENDING", "CANCELED"}
 		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_REFUND:
 			row.Form, row.Decisions = "refund", []string{"SUCCEEDED", "FAILED"}
+		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE, settlev1.ReviewItemKind_REVIEW_ITEM_KIND_VOID,
+			settlev1.ReviewItemKind_REVIEW_ITEM_KIND_UNSPECIFIED:
+			// The API resolves a capture or a void by reconciling it: the
+			// order's page has the action.
 		}
 		rows = append(rows, row)
 	}

@@ -25,7 +25,9 @@ func TestFindOrdersWithinScope(t *testing.T) {
 		}
 		return resp.GetOrders()
 	}
-	one := func(got []*settlev1.Order, want *settlev1.Order) bool { return len(got) == 1 && got[0].GetId() == want.GetId() }
+	one := func(got []*settlev1.Order, want *settlev1.Order) bool {
+		return len(got) == 1 && got[0].GetId() == want.GetId()
+	}
 	for _, q := range []string{a.GetId(), "find-a"} {
 		if got := find(keyAop, q, ""); !one(got, a) {
 			t.Errorf("merchant-a's ops key finds %q: %v", q, got)
