@@ -52,7 +52,7 @@ var (
 		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
-	serveFlags     = []string{"listen", "json-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
+	serveFlags     = []string{"listen", "json-listen", "console-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls", "routes-file",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
@@ -377,7 +377,7 @@ func bind(ctx context.Context, what, addr, flagName string) (net.Listener, error
 // when not configured). A server binds every one of them before it says
 // it is serving.
 type listeners struct {
-	grpc, json, webhooks, metrics net.Listener
+	grpc, json, console, webhooks, metrics net.Listener
 }
 
 // bindMetrics binds the metrics listener, when an address is configured
@@ -390,7 +390,8 @@ func (ls *listeners) bindMetrics(ctx context.Context, cfg *config) (err error) {
 }
 
 // bindServer binds the gRPC listener and, when their addresses are
-// configured, the JSON and webhook listeners, unless bound already.
+// configured, the JSON, console and webhook listeners, unless bound
+// already.
 func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
 	if ls.grpc == nil {
 		if ls.grpc, err = bind(ctx, "gRPC", cfg.Listen, "listen"); err != nil {
@@ -399,6 +400,11 @@ func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
 	}
 	if ls.json == nil && cfg.JSONListen != "" {
 		if ls.json, err = bind(ctx, "JSON", cfg.JSONListen, "json-listen"); err != nil {
+			return err
+		}
+	}
+	if ls.console == nil && cfg.ConsoleListen != "" {
+		if ls.console, err = bind(ctx, "console", cfg.ConsoleListen, "console-listen"); err != nil {
 			return err
 		}
 	}
@@ -411,7 +417,7 @@ func (ls *listeners) bindServer(ctx context.Context, cfg *config) (err error) {
 // close closes every bound listener; closing one a server has closed
 // already does no harm.
 func (ls *listeners) close() {
-	for _, l := range []net.Listener{ls.grpc, ls.json, ls.webhooks, ls.metrics} {
+	for _, l := range []net.Listener{ls.grpc, ls.json, ls.console, ls.webhooks, ls.metrics} {
 		if l != nil {
 			l.Close()
 		}
@@ -665,6 +671,36 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 			return fmt.Errorf("serve JSON over HTTP: %w", err)
 		})
 	}
+	if ls.console != nil {
+		cs, err := a.console(srv, ls.console)
+		if err != nil {
+			return fmt.Errorf("configuration: %w", err)
+		}
+		bg.Go(func() { cs.console.Run(bgCtx) })
+		g.Go(func() error {
+			err := cs.serve(ls.console)
+			select {
+			case <-gctx.Done():
+				return nil // stopped as asked
+			default:
+			}
+			if err == nil {
+				err = errors.New("stopped unasked")
+			}
+			return fmt.Errorf("serve the console: %w", err)
+		})
+		// The console's pages are answered before the API stops: its
+		// actions are API calls.
+		g.Go(func() error {
+			<-gctx.Done()
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), a.cfg.ShutdownTimeout)
+			defer cancel()
+			if err := cs.http.Shutdown(sctx); err != nil {
+				cs.http.Close()
+			}
+			return nil
+		})
+	}
 	g.Go(func() error {
 		<-gctx.Done()
 		a.log.Info("shutting down: letting in-flight calls finish", "timeout", a.cfg.ShutdownTimeout)
@@ -682,6 +718,9 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 	a.log.Info("serving gRPC", "addr", lis.Addr().String(), "reconciler", withReconciler)
 	if ls.json != nil {
 		a.log.Info("serving JSON over HTTP", "addr", ls.json.Addr().String(), "tls", opts.JSON.TLS != nil)
+	}
+	if ls.console != nil {
+		a.log.Info("serving the console", "addr", ls.console.Addr().String())
 	}
 	if serving != nil {
 		serving(ls)

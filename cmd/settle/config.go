@@ -31,6 +31,7 @@ type config struct {
 	DBMaxConns        int
 	Listen            string
 	JSONListen        string
+	ConsoleListen     string
 	ShutdownTimeout   time.Duration
 	LogFormat         string
 	LogLevel          slog.Level
@@ -138,6 +139,7 @@ var options = []option{
 	{"db-max-conns", "SETTLE_DB_MAX_CONNS", "16", "most database connections in the pool (opened as needed; each order holds one only while a statement runs)", setInt(func(c *config) *int { return &c.DBMaxConns })},
 	{"listen", "SETTLE_LISTEN", "127.0.0.1:50051", "gRPC listen address", setString(func(c *config) *string { return &c.Listen })},
 	{"json-listen", "SETTLE_JSON_LISTEN", "", "HTTP address for JSON over HTTP (POST /v1/orders, …, the OpenAPI document at /v1/openapi.json), through the gRPC API's keys, limits and TLS (empty: none)", setString(func(c *config) *string { return &c.JSONListen })},
+	{"console-listen", "SETTLE_CONSOLE_LISTEN", "", "HTTP address of the operator's console (HTML pages behind an ops key), through the gRPC API's keys and TLS (empty: none)", setString(func(c *config) *string { return &c.ConsoleListen })},
 	{"shutdown-timeout", "SETTLE_SHUTDOWN_TIMEOUT", "15s", "how long in-flight calls may finish after SIGTERM", setDuration(func(c *config) *time.Duration { return &c.ShutdownTimeout })},
 	{"log-format", "SETTLE_LOG_FORMAT", "json", "json or text", setString(func(c *config) *string { return &c.LogFormat })},
 	{"log-level", "SETTLE_LOG_LEVEL", "info", "debug, info, warn or error; successful RPCs log at debug, transitions and gateway calls at info", setLevel(func(c *config) *slog.Level { return &c.LogLevel })},
@@ -360,6 +362,11 @@ func (c *config) validate() error {
 	if c.JSONListen != "" {
 		if _, _, err := net.SplitHostPort(c.JSONListen); err != nil {
 			errs = append(errs, fmt.Errorf("json-listen %q is not host:port", c.JSONListen))
+		}
+	}
+	if c.ConsoleListen != "" {
+		if _, _, err := net.SplitHostPort(c.ConsoleListen); err != nil {
+			errs = append(errs, fmt.Errorf("console-listen %q is not host:port", c.ConsoleListen))
 		}
 	}
 	check(c.ShutdownTimeout > 0, "shutdown-timeout must be positive")

@@ -164,7 +164,7 @@ func TestDevStandby(t *testing.T) {
 	done := make(chan error, 1)
 	// Every listener on a free port: dev's webhook listener defaults to
 	// 127.0.0.1:8090, which another process (or another test) may hold.
-	args := []string{"dev", "--standby", "--keys-file", filepath.Join(t.TempDir(), "keys"), "--listen", "127.0.0.1:0", "--json-listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0",
+	args := []string{"dev", "--standby", "--keys-file", filepath.Join(t.TempDir(), "keys"), "--listen", "127.0.0.1:0", "--json-listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--sim-addr", "127.0.0.1:0",
 		"--event-receiver-addr", "127.0.0.1:0", "--webhook-listen", freeAddr(t)}
 	go func() {
 		done <- run(ctx, args, mapEnv(nil), &out, &out)

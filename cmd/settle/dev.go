@@ -32,6 +32,9 @@ var devDefaults = map[string]string{
 	// JSON over HTTP beside gRPC; -json-listen 127.0.0.1:0 picks a free
 	// port, which the banner names.
 	"json-listen": "127.0.0.1:8091",
+	// The operator's console, logged in with the ops key the banner
+	// prints; -console-listen 127.0.0.1:0 picks a free port.
+	"console-listen": "127.0.0.1:8092",
 	// Metrics on a free port; the banner says which.
 	"metrics-listen": "127.0.0.1:0",
 	// Events out reach the development receiver within a blink.
@@ -299,6 +302,9 @@ func runDev(ctx context.Context, args []string, getenv func(string) string, stdo
 		if adyenLis != nil {
 			b.FakeAdyen = cfg.AdyenURL
 		}
+		if ls.console != nil {
+			b.Console = ls.console.Addr().String()
+		}
 		if customEvents {
 			b.EventsURL = ""
 		}
@@ -393,7 +399,9 @@ type devBanner struct {
 	// Sim2URL is the second simulator's, the gateway sim2.
 	Sim2URL string
 	// JSON is the JSON over HTTP listener's address.
-	JSON                    string
+	JSON string
+	// Console is the console's address; empty when it is off.
+	Console                 string
 	Webhooks, WebhookSecret string
 	// EventsURL is the development receiver of events out; empty when
 	// the user configured endpoints of their own.
@@ -410,18 +418,26 @@ type devBanner struct {
 	FakeAdyen string
 }
 
+// consoleLine is the banner's console line, ending in a newline.
+func (b devBanner) consoleLine() string {
+	if b.Console == "" {
+		return "  console:   off   (-console-listen 127.0.0.1:8092 turns it on)\n"
+	}
+	return "  console:   http://" + b.Console + "/   (log in with the ops key below)\n"
+}
+
 func (b devBanner) print(w io.Writer) {
 	fmt.Fprintf(w, `
 Settle is running (Ctrl-C stops everything).
   gRPC:      %[1]s   (reflection on; try: grpcurl -plaintext %[1]s list)
   json:      http://%[7]s   (JSON over HTTP; OpenAPI: curl http://%[7]s/v1/openapi.json)
-  gateway:   %[2]s   (simulator, "gateway":"sim", the default; ledger: curl %[2]s/v1/ledger)
+%[9]s  gateway:   %[2]s   (simulator, "gateway":"sim", the default; ledger: curl %[2]s/v1/ledger)
   sim2:      %[8]s   (a second simulator, another account: "gateway":"sim2"; ledger: curl %[8]s/v1/ledger)
   database:  %[3]s
   webhooks:  http://%[4]s/webhooks/refpsp   (the simulator pushes its events here; sim2 to /webhooks/sim2)
   export SETTLE_REFPSP_WEBHOOK_SECRET=%[5]s   # signs refpsp events (see docs/api.md: webhooks)
   metrics:   http://%[6]s/metrics   (also /healthz and /readyz; pick the address with -metrics-listen)
-`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics, b.JSON, b.Sim2URL)
+`, b.GRPC, b.SimURL, b.DatabaseURL, b.Webhooks, b.WebhookSecret, b.Metrics, b.JSON, b.Sim2URL, b.consoleLine())
 	if b.Stripe {
 		fmt.Fprintln(w, `  stripe:    configured from STRIPE_SECRET_KEY: create orders with "gateway":"stripe"`)
 	} else {

@@ -33,6 +33,7 @@ func TestDevPortTaken(t *testing.T) {
 	for _, tc := range []struct{ flag, what string }{
 		{"listen", "gRPC"},
 		{"json-listen", "JSON"},
+		{"console-listen", "console"},
 		{"webhook-listen", "webhook"},
 		{"metrics-listen", "metrics"},
 		{"sim-addr", "simulator"},
@@ -46,7 +47,7 @@ func TestDevPortTaken(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer taken.Close()
-			addrs := map[string]string{"listen": freeAddr(t), "json-listen": freeAddr(t), "webhook-listen": freeAddr(t), "metrics-listen": freeAddr(t),
+			addrs := map[string]string{"listen": freeAddr(t), "json-listen": freeAddr(t), "console-listen": freeAddr(t), "webhook-listen": freeAddr(t), "metrics-listen": freeAddr(t),
 				"sim-addr": "127.0.0.1:0", "sim2-addr": "127.0.0.1:0", "event-receiver-addr": "127.0.0.1:0"}
 			addrs[tc.flag] = taken.Addr().String()
 			args := []string{"dev", "-keys-file", filepath.Join(t.TempDir(), "keys")}
@@ -224,7 +225,7 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		var out lockedBuffer
 		done := make(chan error, 1)
-		args := append([]string{"dev", "-keys-file", keysFile, "--listen", freeAddr(t), "--json-listen", "127.0.0.1:0", "--webhook-listen", freeAddr(t)}, extra...)
+		args := append([]string{"dev", "-keys-file", keysFile, "--listen", freeAddr(t), "--json-listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--webhook-listen", freeAddr(t)}, extra...)
 		go func() {
 			done <- run(ctx, args, mapEnv(map[string]string{"SETTLE_ALLOW_UNSAFE_DATABASE": "true"}), &out, &out)
 		}()
@@ -275,6 +276,18 @@ func TestDevBannerAndAPIKeys(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"merchantReference":"banner-1"`) {
 			t.Errorf("GET %s/v1/orders?merchant_reference=banner-1 with dev's key: %d %s", jsonURL, resp.StatusCode, body)
+		}
+	}
+	// The banner's console: line is the console, on a free port here,
+	// whose login page answers.
+	consoleURL := bannerValue(t, second, "console:   ")
+	if resp, err := http.Get(consoleURL + "login"); err != nil {
+		t.Errorf("GET the console's login page: %v", err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `<form id="login"`) {
+			t.Errorf("GET %slogin: %d %.500s", consoleURL, resp.StatusCode, body)
 		}
 	}
 	devCascade(t, second)

@@ -193,7 +193,7 @@ func runRecipes(t *testing.T, path, bin string, recipes []recipe) {
 	defer cancel()
 	addr, jsonAddr, webhookAddr, eventsAddr, simAddr, sim2Addr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	args := append([]string{"dev"}, devFlags(recipes)...)
-	args = append(args, "--listen", addr, "--json-listen", jsonAddr, "--sim-addr", simAddr, "--sim2-addr", sim2Addr,
+	args = append(args, "--listen", addr, "--json-listen", jsonAddr, "--console-listen", "127.0.0.1:0", "--sim-addr", simAddr, "--sim2-addr", sim2Addr,
 		"--event-receiver-addr", eventsAddr, "--webhook-listen", webhookAddr)
 	var out lockedBuffer
 	done := make(chan error, 1)

@@ -56,26 +56,12 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 		return opts, err
 	}
 	opts.Keys = keys
-	var tlsCfg *tls.Config
-	if c.TLSCert != "" {
-		cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
-		if err != nil {
-			return opts, fmt.Errorf("load TLS certificate and key: %w", err)
-		}
-		cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-		if c.TLSClientCA != "" {
-			pem, err := os.ReadFile(c.TLSClientCA)
-			if err != nil {
-				return opts, fmt.Errorf("read client CA: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return opts, errors.New("client CA file holds no PEM certificate")
-			}
-			cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-		}
-		opts.Creds = credentials.NewTLS(cfg)
-		tlsCfg = cfg
+	tlsCfg, err := c.apiTLS()
+	if err != nil {
+		return opts, err
+	}
+	if tlsCfg != nil {
+		opts.Creds = credentials.NewTLS(tlsCfg)
 	}
 	if c.JSONListen != "" {
 		// JSON over HTTP is the same API: the same keys, limits and
@@ -106,7 +92,61 @@ func (c *config) serverOptions() (grpcapi.Options, error) {
 	case !c.NoAPIKeys && len(keys) == 0:
 		return opts, errors.New("no API keys: set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE (or, for tests on a loopback address, --no-api-keys)")
 	}
+	if _, err := c.consoleTLS(); err != nil {
+		return opts, err
+	}
 	return opts, nil
+}
+
+// apiTLS returns the API's TLS settings (the certificate, and client
+// certificates when a client CA is set), nil for plaintext. The JSON
+// listener and the console use them too.
+func (c *config) apiTLS() (*tls.Config, error) {
+	if c.TLSCert == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS certificate and key: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if c.TLSClientCA != "" {
+		pem, err := os.ReadFile(c.TLSClientCA)
+		if err != nil {
+			return nil, fmt.Errorf("read client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, errors.New("client CA file holds no PEM certificate")
+		}
+		cfg.ClientCAs, cfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// consoleTLS returns the console's TLS settings, the API's, and refuses
+// what would expose it: plain HTTP off loopback needs --plaintext (behind
+// a proxy that terminates TLS), and a server without API keys has no ops
+// key to log in with.
+func (c *config) consoleTLS() (*tls.Config, error) {
+	if c.ConsoleListen == "" {
+		return nil, nil
+	}
+	if c.NoAPIKeys {
+		return nil, errors.New("refusing console-listen with --no-api-keys: the console logs in with an ops key; set SETTLE_API_KEYS or SETTLE_API_KEYS_FILE")
+	}
+	cfg, err := c.apiTLS()
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil && !c.Plaintext && !isLoopback(c.ConsoleListen) {
+		return nil, fmt.Errorf("refusing to serve the console over plain HTTP on console-listen %s, which is not a loopback address: set --tls-cert and --tls-key, or --plaintext behind a proxy that terminates TLS", c.ConsoleListen)
+	}
+	if cfg != nil {
+		cfg = cfg.Clone()
+		cfg.NextProtos = []string{"h2", "http/1.1"}
+	}
+	return cfg, nil
 }
 
 // webhookTLS returns the webhook listener's TLS settings, nil for plain

@@ -43,6 +43,11 @@ func TestServeTransportAndKeyRefusals(t *testing.T) {
 		{"JSON --no-api-keys on 0.0.0.0", []string{"--listen", "127.0.0.1:0", "--json-listen", "0.0.0.0:0", "--plaintext", "--no-api-keys"}, "", "refusing --no-api-keys on 0.0.0.0:0"},
 		{"JSON not host:port", []string{"--listen", "127.0.0.1:0", "--json-listen", "8091"}, keys, "json-listen \"8091\" is not host:port"},
 		{"JSON on loopback", []string{"--listen", "127.0.0.1:0", "--json-listen", "127.0.0.1:0"}, keys, ""},
+		{"console plaintext on 0.0.0.0", []string{"--listen", "127.0.0.1:0", "--console-listen", "0.0.0.0:0"}, keys, "refusing to serve the console over plain HTTP on console-listen 0.0.0.0:0"},
+		{"console --plaintext with keys", []string{"--listen", "127.0.0.1:0", "--console-listen", "0.0.0.0:0", "--plaintext"}, keys, ""},
+		{"console --no-api-keys", []string{"--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0", "--no-api-keys"}, "", "refusing console-listen with --no-api-keys"},
+		{"console not host:port", []string{"--listen", "127.0.0.1:0", "--console-listen", "8092"}, keys, "console-listen \"8092\" is not host:port"},
+		{"console on loopback", []string{"--listen", "127.0.0.1:0", "--console-listen", "127.0.0.1:0"}, keys, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			env := map[string]string{"DATABASE_URL": "postgres://127.0.0.1:1/unused?connect_timeout=1", "SETTLE_REFPSP_URL": "http://127.0.0.1:1",

@@ -65,6 +65,7 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 		"GetDispute":    &settlev1.GetDisputeRequest{DisputeId: o.GetId()},
 		"AcceptDispute": &settlev1.AcceptDisputeRequest{DisputeId: o.GetId()},
 		"GetRoutes":     &settlev1.GetRoutesRequest{MerchantId: "merchant-a"},
+		"FindOrders":    &settlev1.FindOrdersRequest{Query: "fields-1", MerchantId: "merchant-a"},
 		"SetRoutes": &settlev1.SetRoutesRequest{MerchantId: "merchant-a", Note: "prefer sim", Rules: []*settlev1.RouteRule{
 			{Name: "gbp", Currencies: []string{"GBP"}, Gateways: []string{"sim"}},
 			{Name: "rest", Split: []*settlev1.WeightedGateway{{Gateway: "sim", Weight: 1}}}}},

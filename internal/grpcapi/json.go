@@ -77,22 +77,7 @@ type jsonServer struct {
 // connection places, per address and keyless, the same header size, the
 // same message size, a handshake and header timeout of HandshakeTimeout,
 // and an idle connection closed after MaxConnectionIdle.
-func newJSONServer(gs *grpc.Server, conn ConnLimits, opts JSONOptions, onClose func(string)) (*jsonServer, error) {
-	codec := func(res vanguard.TypeResolver) vanguard.Codec {
-		return jsonCodec{vanguard.JSONCodec{
-			MarshalOptions: protojson.MarshalOptions{Resolver: res, EmitUnpopulated: true},
-			// An unknown field is refused (400), not dropped: a misspelt
-			// request_id must not become a charge without one.
-			UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},
-		}}
-	}
-	tc, err := vanguardgrpc.NewTranscoder(gs,
-		vanguard.WithCodec(codec),
-		vanguard.WithUnknownHandler(http.HandlerFunc(notFound)),
-		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(MaxMessageBytes)))
-	if err != nil {
-		return nil, fmt.Errorf("JSON transcoder: %w", err)
-	}
+func newJSONServer(tc http.Handler, conn ConnLimits, opts JSONOptions, onClose func(string)) *jsonServer {
 	write := opts.WriteTimeout
 	if write <= 0 {
 		write = DefaultJSONWriteTimeout
@@ -120,8 +105,39 @@ func newJSONServer(gs *grpc.Server, conn ConnLimits, opts JSONOptions, onClose f
 			return conns.TagConn(ctx, &stats.ConnTagInfo{RemoteAddr: c.RemoteAddr(), LocalAddr: c.LocalAddr()})
 		},
 	}
-	return &jsonServer{http: hs, conns: conns, tls: cfg}, nil
+	return &jsonServer{http: hs, conns: conns, tls: cfg}
 }
+
+// newTranscoder returns Vanguard's transcoder in front of gs, whose
+// services must all be registered: the REST paths and the Connect
+// protocol's, with JSON bodies.
+func newTranscoder(gs *grpc.Server) (http.Handler, error) {
+	codec := func(res vanguard.TypeResolver) vanguard.Codec {
+		return jsonCodec{vanguard.JSONCodec{
+			MarshalOptions: protojson.MarshalOptions{Resolver: res, EmitUnpopulated: true},
+			// An unknown field is refused (400), not dropped: a misspelt
+			// request_id must not become a charge without one.
+			UnmarshalOptions: protojson.UnmarshalOptions{Resolver: res},
+		}}
+	}
+	tc, err := vanguardgrpc.NewTranscoder(gs,
+		vanguard.WithCodec(codec),
+		vanguard.WithUnknownHandler(http.HandlerFunc(notFound)),
+		vanguard.WithDefaultServiceOptions(vanguard.WithMaxMessageBufferBytes(MaxMessageBytes)))
+	if err != nil {
+		return nil, fmt.Errorf("JSON transcoder: %w", err)
+	}
+	return tc, nil
+}
+
+// InProcess returns a handler of the API's calls for a client in the
+// same process (the console): the Connect protocol's unary calls with
+// JSON bodies (POST /settle.v1.OpsService/ListReviewItems, …) and the
+// REST paths, handed to the gRPC server itself, so that each call goes
+// through the same interceptors as any other: its Authorization header
+// is checked, its role, merchant scope and limits applied, and it is
+// logged and counted. The request's RemoteAddr is the caller's address.
+func (s *Server) InProcess() http.Handler { return s.transcoder }
 
 // jsonCodec is Vanguard's JSON codec, except that a body it cannot read
 // is the client's mistake, INVALID_ARGUMENT (400), where Vanguard would

@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"runtime/debug"
 	"time"
 
@@ -45,6 +46,8 @@ type Server struct {
 	fails  *authFailures
 	conns  *connTracker
 	json   *jsonServer // nil without Options.JSON
+	// transcoder serves JSON calls in process (see InProcess).
+	transcoder http.Handler
 }
 
 // Options are the server's security settings.
@@ -80,7 +83,7 @@ type Options struct {
 // are authenticated by API key and limited per key; a panic in a handler
 // becomes Internal and is logged.
 //
-// With Options.JSON, the JSON listener's routes are built from the
+// The JSON routes (ServeJSON, InProcess) are built from the
 // services' google.api.http annotations, which are compiled in: routes
 // that cannot be built are a defect of the build, and NewServer panics.
 func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logger, opts Options) *Server {
@@ -163,13 +166,13 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	if opts.Metrics != nil {
 		opts.Metrics.GRPC.InitializeMetrics(gs)
 	}
-	srv := &Server{Server: gs, Health: h, hub: hub, fails: fails, conns: conns}
+	tc, err := newTranscoder(gs)
+	if err != nil {
+		panic(err)
+	}
+	srv := &Server{Server: gs, Health: h, hub: hub, fails: fails, conns: conns, transcoder: tc}
 	if opts.JSON != nil {
-		js, err := newJSONServer(gs, conn, *opts.JSON, countClosed)
-		if err != nil {
-			panic(err)
-		}
-		srv.json = js
+		srv.json = newJSONServer(tc, conn, *opts.JSON, countClosed)
 	}
 	return srv
 }

@@ -386,6 +386,107 @@ func (DisputeStage) EnumDescriptor() ([]byte, []int) {
 	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
 }
 
+// FindOrdersRequest is an operator's search.
+type FindOrdersRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An order id or a merchant reference.
+	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
+	// Whose merchant reference: empty for the key's own merchant. An ops
+	// key of one merchant that names another finds nothing.
+	MerchantId    string `protobuf:"bytes,2,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindOrdersRequest) Reset() {
+	*x = FindOrdersRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindOrdersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindOrdersRequest) ProtoMessage() {}
+
+func (x *FindOrdersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindOrdersRequest.ProtoReflect.Descriptor instead.
+func (*FindOrdersRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *FindOrdersRequest) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *FindOrdersRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+// FindOrdersResponse is the orders found, within the key's scope.
+type FindOrdersResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Orders        []*Order               `protobuf:"bytes,1,rep,name=orders,proto3" json:"orders,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FindOrdersResponse) Reset() {
+	*x = FindOrdersResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FindOrdersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FindOrdersResponse) ProtoMessage() {}
+
+func (x *FindOrdersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FindOrdersResponse.ProtoReflect.Descriptor instead.
+func (*FindOrdersResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *FindOrdersResponse) GetOrders() []*Order {
+	if x != nil {
+		return x.Orders
+	}
+	return nil
+}
+
 // ListOrdersRequest filters and pages orders.
 type ListOrdersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -403,7 +504,7 @@ type ListOrdersRequest struct {
 
 func (x *ListOrdersRequest) Reset() {
 	*x = ListOrdersRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[0]
+	mi := &file_settle_v1_ops_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -415,7 +516,7 @@ func (x *ListOrdersRequest) String() string {
 func (*ListOrdersRequest) ProtoMessage() {}
 
 func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[0]
+	mi := &file_settle_v1_ops_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -428,7 +529,7 @@ func (x *ListOrdersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersRequest.ProtoReflect.Descriptor instead.
 func (*ListOrdersRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{0}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ListOrdersRequest) GetState() OrderState {
@@ -471,7 +572,7 @@ type ListOrdersResponse struct {
 
 func (x *ListOrdersResponse) Reset() {
 	*x = ListOrdersResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[1]
+	mi := &file_settle_v1_ops_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +584,7 @@ func (x *ListOrdersResponse) String() string {
 func (*ListOrdersResponse) ProtoMessage() {}
 
 func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[1]
+	mi := &file_settle_v1_ops_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +597,7 @@ func (x *ListOrdersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrdersResponse.ProtoReflect.Descriptor instead.
 func (*ListOrdersResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{1}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListOrdersResponse) GetOrders() []*Order {
@@ -528,7 +629,7 @@ type GetOrderHistoryRequest struct {
 
 func (x *GetOrderHistoryRequest) Reset() {
 	*x = GetOrderHistoryRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[2]
+	mi := &file_settle_v1_ops_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -540,7 +641,7 @@ func (x *GetOrderHistoryRequest) String() string {
 func (*GetOrderHistoryRequest) ProtoMessage() {}
 
 func (x *GetOrderHistoryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[2]
+	mi := &file_settle_v1_ops_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -553,7 +654,7 @@ func (x *GetOrderHistoryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderHistoryRequest.ProtoReflect.Descriptor instead.
 func (*GetOrderHistoryRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{2}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *GetOrderHistoryRequest) GetOrderId() string {
@@ -599,7 +700,7 @@ type OrderEvent struct {
 
 func (x *OrderEvent) Reset() {
 	*x = OrderEvent{}
-	mi := &file_settle_v1_ops_proto_msgTypes[3]
+	mi := &file_settle_v1_ops_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +712,7 @@ func (x *OrderEvent) String() string {
 func (*OrderEvent) ProtoMessage() {}
 
 func (x *OrderEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[3]
+	mi := &file_settle_v1_ops_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +725,7 @@ func (x *OrderEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OrderEvent.ProtoReflect.Descriptor instead.
 func (*OrderEvent) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{3}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *OrderEvent) GetFromState() OrderState {
@@ -730,7 +831,7 @@ type GetOrderHistoryResponse struct {
 
 func (x *GetOrderHistoryResponse) Reset() {
 	*x = GetOrderHistoryResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[4]
+	mi := &file_settle_v1_ops_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -742,7 +843,7 @@ func (x *GetOrderHistoryResponse) String() string {
 func (*GetOrderHistoryResponse) ProtoMessage() {}
 
 func (x *GetOrderHistoryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[4]
+	mi := &file_settle_v1_ops_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -755,7 +856,7 @@ func (x *GetOrderHistoryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrderHistoryResponse.ProtoReflect.Descriptor instead.
 func (*GetOrderHistoryResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{4}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetOrderHistoryResponse) GetOrder() *Order {
@@ -859,7 +960,7 @@ type CaptureEvent struct {
 
 func (x *CaptureEvent) Reset() {
 	*x = CaptureEvent{}
-	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	mi := &file_settle_v1_ops_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -871,7 +972,7 @@ func (x *CaptureEvent) String() string {
 func (*CaptureEvent) ProtoMessage() {}
 
 func (x *CaptureEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[5]
+	mi := &file_settle_v1_ops_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -884,7 +985,7 @@ func (x *CaptureEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CaptureEvent.ProtoReflect.Descriptor instead.
 func (*CaptureEvent) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{5}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CaptureEvent) GetCaptureId() string {
@@ -953,7 +1054,7 @@ type VoidEvent struct {
 
 func (x *VoidEvent) Reset() {
 	*x = VoidEvent{}
-	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	mi := &file_settle_v1_ops_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -965,7 +1066,7 @@ func (x *VoidEvent) String() string {
 func (*VoidEvent) ProtoMessage() {}
 
 func (x *VoidEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[6]
+	mi := &file_settle_v1_ops_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -978,7 +1079,7 @@ func (x *VoidEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VoidEvent.ProtoReflect.Descriptor instead.
 func (*VoidEvent) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{6}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *VoidEvent) GetVoidId() string {
@@ -1046,7 +1147,7 @@ type RefundEvent struct {
 
 func (x *RefundEvent) Reset() {
 	*x = RefundEvent{}
-	mi := &file_settle_v1_ops_proto_msgTypes[7]
+	mi := &file_settle_v1_ops_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1159,7 @@ func (x *RefundEvent) String() string {
 func (*RefundEvent) ProtoMessage() {}
 
 func (x *RefundEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[7]
+	mi := &file_settle_v1_ops_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1172,7 @@ func (x *RefundEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundEvent.ProtoReflect.Descriptor instead.
 func (*RefundEvent) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{7}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RefundEvent) GetRefundId() string {
@@ -1133,7 +1234,7 @@ type ReconcileOrderRequest struct {
 
 func (x *ReconcileOrderRequest) Reset() {
 	*x = ReconcileOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[8]
+	mi := &file_settle_v1_ops_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1145,7 +1246,7 @@ func (x *ReconcileOrderRequest) String() string {
 func (*ReconcileOrderRequest) ProtoMessage() {}
 
 func (x *ReconcileOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[8]
+	mi := &file_settle_v1_ops_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1158,7 +1259,7 @@ func (x *ReconcileOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileOrderRequest.ProtoReflect.Descriptor instead.
 func (*ReconcileOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{8}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReconcileOrderRequest) GetOrderId() string {
@@ -1178,7 +1279,7 @@ type ReconcileOrderResponse struct {
 
 func (x *ReconcileOrderResponse) Reset() {
 	*x = ReconcileOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[9]
+	mi := &file_settle_v1_ops_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1190,7 +1291,7 @@ func (x *ReconcileOrderResponse) String() string {
 func (*ReconcileOrderResponse) ProtoMessage() {}
 
 func (x *ReconcileOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[9]
+	mi := &file_settle_v1_ops_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1203,7 +1304,7 @@ func (x *ReconcileOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReconcileOrderResponse.ProtoReflect.Descriptor instead.
 func (*ReconcileOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{9}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ReconcileOrderResponse) GetOrder() *Order {
@@ -1228,7 +1329,7 @@ type ResolveOrderRequest struct {
 
 func (x *ResolveOrderRequest) Reset() {
 	*x = ResolveOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[10]
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1240,7 +1341,7 @@ func (x *ResolveOrderRequest) String() string {
 func (*ResolveOrderRequest) ProtoMessage() {}
 
 func (x *ResolveOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[10]
+	mi := &file_settle_v1_ops_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1253,7 +1354,7 @@ func (x *ResolveOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOrderRequest.ProtoReflect.Descriptor instead.
 func (*ResolveOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{10}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ResolveOrderRequest) GetOrderId() string {
@@ -1294,7 +1395,7 @@ type ResolveOrderResponse struct {
 
 func (x *ResolveOrderResponse) Reset() {
 	*x = ResolveOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[11]
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1306,7 +1407,7 @@ func (x *ResolveOrderResponse) String() string {
 func (*ResolveOrderResponse) ProtoMessage() {}
 
 func (x *ResolveOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[11]
+	mi := &file_settle_v1_ops_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1319,7 +1420,7 @@ func (x *ResolveOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveOrderResponse.ProtoReflect.Descriptor instead.
 func (*ResolveOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{11}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ResolveOrderResponse) GetOrder() *Order {
@@ -1338,7 +1439,7 @@ type StatsRequest struct {
 
 func (x *StatsRequest) Reset() {
 	*x = StatsRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	mi := &file_settle_v1_ops_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1451,7 @@ func (x *StatsRequest) String() string {
 func (*StatsRequest) ProtoMessage() {}
 
 func (x *StatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[12]
+	mi := &file_settle_v1_ops_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1464,7 @@ func (x *StatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsRequest.ProtoReflect.Descriptor instead.
 func (*StatsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{12}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{14}
 }
 
 // StateCount is how many orders are in a state.
@@ -1377,7 +1478,7 @@ type StateCount struct {
 
 func (x *StateCount) Reset() {
 	*x = StateCount{}
-	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	mi := &file_settle_v1_ops_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1490,7 @@ func (x *StateCount) String() string {
 func (*StateCount) ProtoMessage() {}
 
 func (x *StateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[13]
+	mi := &file_settle_v1_ops_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1503,7 @@ func (x *StateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateCount.ProtoReflect.Descriptor instead.
 func (*StateCount) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{13}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *StateCount) GetState() OrderState {
@@ -1438,7 +1539,7 @@ type StatsResponse struct {
 
 func (x *StatsResponse) Reset() {
 	*x = StatsResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[14]
+	mi := &file_settle_v1_ops_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1551,7 @@ func (x *StatsResponse) String() string {
 func (*StatsResponse) ProtoMessage() {}
 
 func (x *StatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[14]
+	mi := &file_settle_v1_ops_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1564,7 @@ func (x *StatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatsResponse.ProtoReflect.Descriptor instead.
 func (*StatsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{14}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *StatsResponse) GetStates() []*StateCount {
@@ -1519,7 +1620,7 @@ type RefundStateCount struct {
 
 func (x *RefundStateCount) Reset() {
 	*x = RefundStateCount{}
-	mi := &file_settle_v1_ops_proto_msgTypes[15]
+	mi := &file_settle_v1_ops_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1531,7 +1632,7 @@ func (x *RefundStateCount) String() string {
 func (*RefundStateCount) ProtoMessage() {}
 
 func (x *RefundStateCount) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[15]
+	mi := &file_settle_v1_ops_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1544,7 +1645,7 @@ func (x *RefundStateCount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RefundStateCount.ProtoReflect.Descriptor instead.
 func (*RefundStateCount) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{15}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RefundStateCount) GetState() RefundState {
@@ -1577,7 +1678,7 @@ type OpsServiceRefundOrderRequest struct {
 
 func (x *OpsServiceRefundOrderRequest) Reset() {
 	*x = OpsServiceRefundOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[16]
+	mi := &file_settle_v1_ops_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1589,7 +1690,7 @@ func (x *OpsServiceRefundOrderRequest) String() string {
 func (*OpsServiceRefundOrderRequest) ProtoMessage() {}
 
 func (x *OpsServiceRefundOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[16]
+	mi := &file_settle_v1_ops_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1602,7 +1703,7 @@ func (x *OpsServiceRefundOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceRefundOrderRequest.ProtoReflect.Descriptor instead.
 func (*OpsServiceRefundOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{16}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OpsServiceRefundOrderRequest) GetOrderId() string {
@@ -1644,7 +1745,7 @@ type OpsServiceRefundOrderResponse struct {
 
 func (x *OpsServiceRefundOrderResponse) Reset() {
 	*x = OpsServiceRefundOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[17]
+	mi := &file_settle_v1_ops_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1656,7 +1757,7 @@ func (x *OpsServiceRefundOrderResponse) String() string {
 func (*OpsServiceRefundOrderResponse) ProtoMessage() {}
 
 func (x *OpsServiceRefundOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[17]
+	mi := &file_settle_v1_ops_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1669,7 +1770,7 @@ func (x *OpsServiceRefundOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceRefundOrderResponse.ProtoReflect.Descriptor instead.
 func (*OpsServiceRefundOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{17}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OpsServiceRefundOrderResponse) GetOrder() *Order {
@@ -1698,7 +1799,7 @@ type ResendEventRequest struct {
 
 func (x *ResendEventRequest) Reset() {
 	*x = ResendEventRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[18]
+	mi := &file_settle_v1_ops_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1811,7 @@ func (x *ResendEventRequest) String() string {
 func (*ResendEventRequest) ProtoMessage() {}
 
 func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[18]
+	mi := &file_settle_v1_ops_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1824,7 @@ func (x *ResendEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendEventRequest.ProtoReflect.Descriptor instead.
 func (*ResendEventRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{18}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ResendEventRequest) GetMerchantId() string {
@@ -1749,7 +1850,7 @@ type ResendEventResponse struct {
 
 func (x *ResendEventResponse) Reset() {
 	*x = ResendEventResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[19]
+	mi := &file_settle_v1_ops_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1862,7 @@ func (x *ResendEventResponse) String() string {
 func (*ResendEventResponse) ProtoMessage() {}
 
 func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[19]
+	mi := &file_settle_v1_ops_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1875,7 @@ func (x *ResendEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResendEventResponse.ProtoReflect.Descriptor instead.
 func (*ResendEventResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{19}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{21}
 }
 
 // ResolveRefundRequest records an operator's decision for a refund.
@@ -1793,7 +1894,7 @@ type ResolveRefundRequest struct {
 
 func (x *ResolveRefundRequest) Reset() {
 	*x = ResolveRefundRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[20]
+	mi := &file_settle_v1_ops_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1805,7 +1906,7 @@ func (x *ResolveRefundRequest) String() string {
 func (*ResolveRefundRequest) ProtoMessage() {}
 
 func (x *ResolveRefundRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[20]
+	mi := &file_settle_v1_ops_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1818,7 +1919,7 @@ func (x *ResolveRefundRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRefundRequest.ProtoReflect.Descriptor instead.
 func (*ResolveRefundRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{20}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ResolveRefundRequest) GetOrderId() string {
@@ -1867,7 +1968,7 @@ type ResolveRefundResponse struct {
 
 func (x *ResolveRefundResponse) Reset() {
 	*x = ResolveRefundResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[21]
+	mi := &file_settle_v1_ops_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +1980,7 @@ func (x *ResolveRefundResponse) String() string {
 func (*ResolveRefundResponse) ProtoMessage() {}
 
 func (x *ResolveRefundResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[21]
+	mi := &file_settle_v1_ops_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +1993,7 @@ func (x *ResolveRefundResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveRefundResponse.ProtoReflect.Descriptor instead.
 func (*ResolveRefundResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{21}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResolveRefundResponse) GetOrder() *Order {
@@ -1927,7 +2028,7 @@ type OpsServiceCaptureOrderRequest struct {
 
 func (x *OpsServiceCaptureOrderRequest) Reset() {
 	*x = OpsServiceCaptureOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[22]
+	mi := &file_settle_v1_ops_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2040,7 @@ func (x *OpsServiceCaptureOrderRequest) String() string {
 func (*OpsServiceCaptureOrderRequest) ProtoMessage() {}
 
 func (x *OpsServiceCaptureOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[22]
+	mi := &file_settle_v1_ops_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2053,7 @@ func (x *OpsServiceCaptureOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceCaptureOrderRequest.ProtoReflect.Descriptor instead.
 func (*OpsServiceCaptureOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{22}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OpsServiceCaptureOrderRequest) GetOrderId() string {
@@ -2001,7 +2102,7 @@ type OpsServiceCaptureOrderResponse struct {
 
 func (x *OpsServiceCaptureOrderResponse) Reset() {
 	*x = OpsServiceCaptureOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[23]
+	mi := &file_settle_v1_ops_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2114,7 @@ func (x *OpsServiceCaptureOrderResponse) String() string {
 func (*OpsServiceCaptureOrderResponse) ProtoMessage() {}
 
 func (x *OpsServiceCaptureOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[23]
+	mi := &file_settle_v1_ops_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2127,7 @@ func (x *OpsServiceCaptureOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceCaptureOrderResponse.ProtoReflect.Descriptor instead.
 func (*OpsServiceCaptureOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{23}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *OpsServiceCaptureOrderResponse) GetOrder() *Order {
@@ -2057,7 +2158,7 @@ type OpsServiceVoidOrderRequest struct {
 
 func (x *OpsServiceVoidOrderRequest) Reset() {
 	*x = OpsServiceVoidOrderRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[24]
+	mi := &file_settle_v1_ops_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2170,7 @@ func (x *OpsServiceVoidOrderRequest) String() string {
 func (*OpsServiceVoidOrderRequest) ProtoMessage() {}
 
 func (x *OpsServiceVoidOrderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[24]
+	mi := &file_settle_v1_ops_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2183,7 @@ func (x *OpsServiceVoidOrderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceVoidOrderRequest.ProtoReflect.Descriptor instead.
 func (*OpsServiceVoidOrderRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{24}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *OpsServiceVoidOrderRequest) GetOrderId() string {
@@ -2117,7 +2218,7 @@ type OpsServiceVoidOrderResponse struct {
 
 func (x *OpsServiceVoidOrderResponse) Reset() {
 	*x = OpsServiceVoidOrderResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[25]
+	mi := &file_settle_v1_ops_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2129,7 +2230,7 @@ func (x *OpsServiceVoidOrderResponse) String() string {
 func (*OpsServiceVoidOrderResponse) ProtoMessage() {}
 
 func (x *OpsServiceVoidOrderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[25]
+	mi := &file_settle_v1_ops_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2142,7 +2243,7 @@ func (x *OpsServiceVoidOrderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpsServiceVoidOrderResponse.ProtoReflect.Descriptor instead.
 func (*OpsServiceVoidOrderResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{25}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *OpsServiceVoidOrderResponse) GetOrder() *Order {
@@ -2210,7 +2311,7 @@ type ReviewItem struct {
 
 func (x *ReviewItem) Reset() {
 	*x = ReviewItem{}
-	mi := &file_settle_v1_ops_proto_msgTypes[26]
+	mi := &file_settle_v1_ops_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2222,7 +2323,7 @@ func (x *ReviewItem) String() string {
 func (*ReviewItem) ProtoMessage() {}
 
 func (x *ReviewItem) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[26]
+	mi := &file_settle_v1_ops_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2235,7 +2336,7 @@ func (x *ReviewItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReviewItem.ProtoReflect.Descriptor instead.
 func (*ReviewItem) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{26}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ReviewItem) GetKind() ReviewItemKind {
@@ -2411,7 +2512,7 @@ type ListReviewItemsRequest struct {
 
 func (x *ListReviewItemsRequest) Reset() {
 	*x = ListReviewItemsRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[27]
+	mi := &file_settle_v1_ops_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2423,7 +2524,7 @@ func (x *ListReviewItemsRequest) String() string {
 func (*ListReviewItemsRequest) ProtoMessage() {}
 
 func (x *ListReviewItemsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[27]
+	mi := &file_settle_v1_ops_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2436,7 +2537,7 @@ func (x *ListReviewItemsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewItemsRequest.ProtoReflect.Descriptor instead.
 func (*ListReviewItemsRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{27}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListReviewItemsRequest) GetKind() ReviewItemKind {
@@ -2479,7 +2580,7 @@ type ListReviewItemsResponse struct {
 
 func (x *ListReviewItemsResponse) Reset() {
 	*x = ListReviewItemsResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[28]
+	mi := &file_settle_v1_ops_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2491,7 +2592,7 @@ func (x *ListReviewItemsResponse) String() string {
 func (*ListReviewItemsResponse) ProtoMessage() {}
 
 func (x *ListReviewItemsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[28]
+	mi := &file_settle_v1_ops_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2504,7 +2605,7 @@ func (x *ListReviewItemsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListReviewItemsResponse.ProtoReflect.Descriptor instead.
 func (*ListReviewItemsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{28}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListReviewItemsResponse) GetItems() []*ReviewItem {
@@ -2538,7 +2639,7 @@ type ResolveReviewItemRequest struct {
 
 func (x *ResolveReviewItemRequest) Reset() {
 	*x = ResolveReviewItemRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[29]
+	mi := &file_settle_v1_ops_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2651,7 @@ func (x *ResolveReviewItemRequest) String() string {
 func (*ResolveReviewItemRequest) ProtoMessage() {}
 
 func (x *ResolveReviewItemRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[29]
+	mi := &file_settle_v1_ops_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2664,7 @@ func (x *ResolveReviewItemRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveReviewItemRequest.ProtoReflect.Descriptor instead.
 func (*ResolveReviewItemRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{29}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ResolveReviewItemRequest) GetOrderId() string {
@@ -2604,7 +2705,7 @@ type ResolveReviewItemResponse struct {
 
 func (x *ResolveReviewItemResponse) Reset() {
 	*x = ResolveReviewItemResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[30]
+	mi := &file_settle_v1_ops_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2616,7 +2717,7 @@ func (x *ResolveReviewItemResponse) String() string {
 func (*ResolveReviewItemResponse) ProtoMessage() {}
 
 func (x *ResolveReviewItemResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[30]
+	mi := &file_settle_v1_ops_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2629,7 +2730,7 @@ func (x *ResolveReviewItemResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResolveReviewItemResponse.ProtoReflect.Descriptor instead.
 func (*ResolveReviewItemResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{30}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ResolveReviewItemResponse) GetItem() *ReviewItem {
@@ -2672,7 +2773,7 @@ type Dispute struct {
 
 func (x *Dispute) Reset() {
 	*x = Dispute{}
-	mi := &file_settle_v1_ops_proto_msgTypes[31]
+	mi := &file_settle_v1_ops_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2785,7 @@ func (x *Dispute) String() string {
 func (*Dispute) ProtoMessage() {}
 
 func (x *Dispute) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[31]
+	mi := &file_settle_v1_ops_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2798,7 @@ func (x *Dispute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispute.ProtoReflect.Descriptor instead.
 func (*Dispute) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{31}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Dispute) GetId() string {
@@ -2841,7 +2942,7 @@ type DisputeEvent struct {
 
 func (x *DisputeEvent) Reset() {
 	*x = DisputeEvent{}
-	mi := &file_settle_v1_ops_proto_msgTypes[32]
+	mi := &file_settle_v1_ops_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +2954,7 @@ func (x *DisputeEvent) String() string {
 func (*DisputeEvent) ProtoMessage() {}
 
 func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[32]
+	mi := &file_settle_v1_ops_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +2967,7 @@ func (x *DisputeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DisputeEvent.ProtoReflect.Descriptor instead.
 func (*DisputeEvent) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{32}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DisputeEvent) GetFromStatus() DisputeStatus {
@@ -2960,7 +3061,7 @@ type ListDisputesRequest struct {
 
 func (x *ListDisputesRequest) Reset() {
 	*x = ListDisputesRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[33]
+	mi := &file_settle_v1_ops_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2972,7 +3073,7 @@ func (x *ListDisputesRequest) String() string {
 func (*ListDisputesRequest) ProtoMessage() {}
 
 func (x *ListDisputesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[33]
+	mi := &file_settle_v1_ops_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2985,7 +3086,7 @@ func (x *ListDisputesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDisputesRequest.ProtoReflect.Descriptor instead.
 func (*ListDisputesRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{33}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListDisputesRequest) GetStatus() DisputeStatus {
@@ -3035,7 +3136,7 @@ type ListDisputesResponse struct {
 
 func (x *ListDisputesResponse) Reset() {
 	*x = ListDisputesResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[34]
+	mi := &file_settle_v1_ops_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3148,7 @@ func (x *ListDisputesResponse) String() string {
 func (*ListDisputesResponse) ProtoMessage() {}
 
 func (x *ListDisputesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[34]
+	mi := &file_settle_v1_ops_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3161,7 @@ func (x *ListDisputesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListDisputesResponse.ProtoReflect.Descriptor instead.
 func (*ListDisputesResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{34}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListDisputesResponse) GetDisputes() []*Dispute {
@@ -3087,7 +3188,7 @@ type GetDisputeRequest struct {
 
 func (x *GetDisputeRequest) Reset() {
 	*x = GetDisputeRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[35]
+	mi := &file_settle_v1_ops_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3099,7 +3200,7 @@ func (x *GetDisputeRequest) String() string {
 func (*GetDisputeRequest) ProtoMessage() {}
 
 func (x *GetDisputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[35]
+	mi := &file_settle_v1_ops_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3112,7 +3213,7 @@ func (x *GetDisputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDisputeRequest.ProtoReflect.Descriptor instead.
 func (*GetDisputeRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{35}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetDisputeRequest) GetDisputeId() string {
@@ -3133,7 +3234,7 @@ type GetDisputeResponse struct {
 
 func (x *GetDisputeResponse) Reset() {
 	*x = GetDisputeResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[36]
+	mi := &file_settle_v1_ops_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3145,7 +3246,7 @@ func (x *GetDisputeResponse) String() string {
 func (*GetDisputeResponse) ProtoMessage() {}
 
 func (x *GetDisputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[36]
+	mi := &file_settle_v1_ops_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3158,7 +3259,7 @@ func (x *GetDisputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetDisputeResponse.ProtoReflect.Descriptor instead.
 func (*GetDisputeResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{36}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetDisputeResponse) GetDispute() *Dispute {
@@ -3185,7 +3286,7 @@ type AcceptDisputeRequest struct {
 
 func (x *AcceptDisputeRequest) Reset() {
 	*x = AcceptDisputeRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[37]
+	mi := &file_settle_v1_ops_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3197,7 +3298,7 @@ func (x *AcceptDisputeRequest) String() string {
 func (*AcceptDisputeRequest) ProtoMessage() {}
 
 func (x *AcceptDisputeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[37]
+	mi := &file_settle_v1_ops_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3210,7 +3311,7 @@ func (x *AcceptDisputeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptDisputeRequest.ProtoReflect.Descriptor instead.
 func (*AcceptDisputeRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{37}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AcceptDisputeRequest) GetDisputeId() string {
@@ -3230,7 +3331,7 @@ type AcceptDisputeResponse struct {
 
 func (x *AcceptDisputeResponse) Reset() {
 	*x = AcceptDisputeResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[38]
+	mi := &file_settle_v1_ops_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3242,7 +3343,7 @@ func (x *AcceptDisputeResponse) String() string {
 func (*AcceptDisputeResponse) ProtoMessage() {}
 
 func (x *AcceptDisputeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[38]
+	mi := &file_settle_v1_ops_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3255,7 +3356,7 @@ func (x *AcceptDisputeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcceptDisputeResponse.ProtoReflect.Descriptor instead.
 func (*AcceptDisputeResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{38}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AcceptDisputeResponse) GetDispute() *Dispute {
@@ -3291,7 +3392,7 @@ type RouteRule struct {
 
 func (x *RouteRule) Reset() {
 	*x = RouteRule{}
-	mi := &file_settle_v1_ops_proto_msgTypes[39]
+	mi := &file_settle_v1_ops_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3303,7 +3404,7 @@ func (x *RouteRule) String() string {
 func (*RouteRule) ProtoMessage() {}
 
 func (x *RouteRule) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[39]
+	mi := &file_settle_v1_ops_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3316,7 +3417,7 @@ func (x *RouteRule) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRule.ProtoReflect.Descriptor instead.
 func (*RouteRule) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{39}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RouteRule) GetName() string {
@@ -3380,7 +3481,7 @@ type WeightedGateway struct {
 
 func (x *WeightedGateway) Reset() {
 	*x = WeightedGateway{}
-	mi := &file_settle_v1_ops_proto_msgTypes[40]
+	mi := &file_settle_v1_ops_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3392,7 +3493,7 @@ func (x *WeightedGateway) String() string {
 func (*WeightedGateway) ProtoMessage() {}
 
 func (x *WeightedGateway) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[40]
+	mi := &file_settle_v1_ops_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3405,7 +3506,7 @@ func (x *WeightedGateway) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WeightedGateway.ProtoReflect.Descriptor instead.
 func (*WeightedGateway) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{40}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WeightedGateway) GetGateway() string {
@@ -3440,7 +3541,7 @@ type RouteRules struct {
 
 func (x *RouteRules) Reset() {
 	*x = RouteRules{}
-	mi := &file_settle_v1_ops_proto_msgTypes[41]
+	mi := &file_settle_v1_ops_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3452,7 +3553,7 @@ func (x *RouteRules) String() string {
 func (*RouteRules) ProtoMessage() {}
 
 func (x *RouteRules) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[41]
+	mi := &file_settle_v1_ops_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3465,7 +3566,7 @@ func (x *RouteRules) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RouteRules.ProtoReflect.Descriptor instead.
 func (*RouteRules) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{41}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RouteRules) GetMerchantId() string {
@@ -3532,7 +3633,7 @@ type GatewayAccount struct {
 
 func (x *GatewayAccount) Reset() {
 	*x = GatewayAccount{}
-	mi := &file_settle_v1_ops_proto_msgTypes[42]
+	mi := &file_settle_v1_ops_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3544,7 +3645,7 @@ func (x *GatewayAccount) String() string {
 func (*GatewayAccount) ProtoMessage() {}
 
 func (x *GatewayAccount) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[42]
+	mi := &file_settle_v1_ops_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3557,7 +3658,7 @@ func (x *GatewayAccount) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GatewayAccount.ProtoReflect.Descriptor instead.
 func (*GatewayAccount) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{42}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *GatewayAccount) GetName() string {
@@ -3619,7 +3720,7 @@ type GetRoutesRequest struct {
 
 func (x *GetRoutesRequest) Reset() {
 	*x = GetRoutesRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[43]
+	mi := &file_settle_v1_ops_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3631,7 +3732,7 @@ func (x *GetRoutesRequest) String() string {
 func (*GetRoutesRequest) ProtoMessage() {}
 
 func (x *GetRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[43]
+	mi := &file_settle_v1_ops_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3644,7 +3745,7 @@ func (x *GetRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutesRequest.ProtoReflect.Descriptor instead.
 func (*GetRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{43}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *GetRoutesRequest) GetMerchantId() string {
@@ -3665,7 +3766,7 @@ type GetRoutesResponse struct {
 
 func (x *GetRoutesResponse) Reset() {
 	*x = GetRoutesResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[44]
+	mi := &file_settle_v1_ops_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3677,7 +3778,7 @@ func (x *GetRoutesResponse) String() string {
 func (*GetRoutesResponse) ProtoMessage() {}
 
 func (x *GetRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[44]
+	mi := &file_settle_v1_ops_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3690,7 +3791,7 @@ func (x *GetRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetRoutesResponse.ProtoReflect.Descriptor instead.
 func (*GetRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{44}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *GetRoutesResponse) GetRoutes() *RouteRules {
@@ -3724,7 +3825,7 @@ type SetRoutesRequest struct {
 
 func (x *SetRoutesRequest) Reset() {
 	*x = SetRoutesRequest{}
-	mi := &file_settle_v1_ops_proto_msgTypes[45]
+	mi := &file_settle_v1_ops_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3837,7 @@ func (x *SetRoutesRequest) String() string {
 func (*SetRoutesRequest) ProtoMessage() {}
 
 func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[45]
+	mi := &file_settle_v1_ops_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3850,7 @@ func (x *SetRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesRequest.ProtoReflect.Descriptor instead.
 func (*SetRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{45}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *SetRoutesRequest) GetMerchantId() string {
@@ -3790,7 +3891,7 @@ type SetRoutesResponse struct {
 
 func (x *SetRoutesResponse) Reset() {
 	*x = SetRoutesResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[46]
+	mi := &file_settle_v1_ops_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3802,7 +3903,7 @@ func (x *SetRoutesResponse) String() string {
 func (*SetRoutesResponse) ProtoMessage() {}
 
 func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[46]
+	mi := &file_settle_v1_ops_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3815,7 +3916,7 @@ func (x *SetRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SetRoutesResponse.ProtoReflect.Descriptor instead.
 func (*SetRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{46}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SetRoutesResponse) GetRoutes() *RouteRules {
@@ -3829,7 +3930,13 @@ var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
 	"\n" +
-	"\x13settle/v1/ops.proto\x12\tsettle.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15settle/v1/order.proto\"\xa4\x01\n" +
+	"\x13settle/v1/ops.proto\x12\tsettle.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x15settle/v1/order.proto\"J\n" +
+	"\x11FindOrdersRequest\x12\x14\n" +
+	"\x05query\x18\x01 \x01(\tR\x05query\x12\x1f\n" +
+	"\vmerchant_id\x18\x02 \x01(\tR\n" +
+	"merchantId\">\n" +
+	"\x12FindOrdersResponse\x12(\n" +
+	"\x06orders\x18\x01 \x03(\v2\x10.settle.v1.OrderR\x06orders\"\xa4\x01\n" +
 	"\x11ListOrdersRequest\x12+\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x15.settle.v1.OrderStateR\x05state\x12&\n" +
 	"\x0fmin_age_seconds\x18\x02 \x01(\x03R\rminAgeSeconds\x12\x1b\n" +
@@ -4173,7 +4280,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15DISPUTE_STAGE_INQUIRY\x10\x01\x12\x1c\n" +
 	"\x18DISPUTE_STAGE_CHARGEBACK\x10\x02\x12!\n" +
 	"\x1dDISPUTE_STAGE_PRE_ARBITRATION\x10\x03\x12#\n" +
-	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xf6\x10\n" +
+	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xde\x11\n" +
 	"\n" +
 	"OpsService\x12a\n" +
 	"\n" +
@@ -4194,7 +4301,9 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"GetDispute\x12\x1c.settle.v1.GetDisputeRequest\x1a\x1d.settle.v1.GetDisputeResponse\"%\x82\xd3\xe4\x93\x02\x1f\x12\x1d/v1/ops/disputes/{dispute_id}\x12\x83\x01\n" +
 	"\rAcceptDispute\x12\x1f.settle.v1.AcceptDisputeRequest\x1a .settle.v1.AcceptDisputeResponse\"/\x82\xd3\xe4\x93\x02):\x01*\"$/v1/ops/disputes/{dispute_id}:accept\x12v\n" +
 	"\tGetRoutes\x12\x1b.settle.v1.GetRoutesRequest\x1a\x1c.settle.v1.GetRoutesResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/ops/merchants/{merchant_id}/routes\x12y\n" +
-	"\tSetRoutes\x12\x1b.settle.v1.SetRoutesRequest\x1a\x1c.settle.v1.SetRoutesResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\x1a&/v1/ops/merchants/{merchant_id}/routesB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"\tSetRoutes\x12\x1b.settle.v1.SetRoutesRequest\x1a\x1c.settle.v1.SetRoutesResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\x1a&/v1/ops/merchants/{merchant_id}/routes\x12f\n" +
+	"\n" +
+	"FindOrders\x12\x1c.settle.v1.FindOrdersRequest\x1a\x1d.settle.v1.FindOrdersResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/ops/orders:findB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -4209,7 +4318,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -4217,185 +4326,190 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(ReviewDecision)(0),                    // 3: settle.v1.ReviewDecision
 	(DisputeStatus)(0),                     // 4: settle.v1.DisputeStatus
 	(DisputeStage)(0),                      // 5: settle.v1.DisputeStage
-	(*ListOrdersRequest)(nil),              // 6: settle.v1.ListOrdersRequest
-	(*ListOrdersResponse)(nil),             // 7: settle.v1.ListOrdersResponse
-	(*GetOrderHistoryRequest)(nil),         // 8: settle.v1.GetOrderHistoryRequest
-	(*OrderEvent)(nil),                     // 9: settle.v1.OrderEvent
-	(*GetOrderHistoryResponse)(nil),        // 10: settle.v1.GetOrderHistoryResponse
-	(*CaptureEvent)(nil),                   // 11: settle.v1.CaptureEvent
-	(*VoidEvent)(nil),                      // 12: settle.v1.VoidEvent
-	(*RefundEvent)(nil),                    // 13: settle.v1.RefundEvent
-	(*ReconcileOrderRequest)(nil),          // 14: settle.v1.ReconcileOrderRequest
-	(*ReconcileOrderResponse)(nil),         // 15: settle.v1.ReconcileOrderResponse
-	(*ResolveOrderRequest)(nil),            // 16: settle.v1.ResolveOrderRequest
-	(*ResolveOrderResponse)(nil),           // 17: settle.v1.ResolveOrderResponse
-	(*StatsRequest)(nil),                   // 18: settle.v1.StatsRequest
-	(*StateCount)(nil),                     // 19: settle.v1.StateCount
-	(*StatsResponse)(nil),                  // 20: settle.v1.StatsResponse
-	(*RefundStateCount)(nil),               // 21: settle.v1.RefundStateCount
-	(*OpsServiceRefundOrderRequest)(nil),   // 22: settle.v1.OpsServiceRefundOrderRequest
-	(*OpsServiceRefundOrderResponse)(nil),  // 23: settle.v1.OpsServiceRefundOrderResponse
-	(*ResendEventRequest)(nil),             // 24: settle.v1.ResendEventRequest
-	(*ResendEventResponse)(nil),            // 25: settle.v1.ResendEventResponse
-	(*ResolveRefundRequest)(nil),           // 26: settle.v1.ResolveRefundRequest
-	(*ResolveRefundResponse)(nil),          // 27: settle.v1.ResolveRefundResponse
-	(*OpsServiceCaptureOrderRequest)(nil),  // 28: settle.v1.OpsServiceCaptureOrderRequest
-	(*OpsServiceCaptureOrderResponse)(nil), // 29: settle.v1.OpsServiceCaptureOrderResponse
-	(*OpsServiceVoidOrderRequest)(nil),     // 30: settle.v1.OpsServiceVoidOrderRequest
-	(*OpsServiceVoidOrderResponse)(nil),    // 31: settle.v1.OpsServiceVoidOrderResponse
-	(*ReviewItem)(nil),                     // 32: settle.v1.ReviewItem
-	(*ListReviewItemsRequest)(nil),         // 33: settle.v1.ListReviewItemsRequest
-	(*ListReviewItemsResponse)(nil),        // 34: settle.v1.ListReviewItemsResponse
-	(*ResolveReviewItemRequest)(nil),       // 35: settle.v1.ResolveReviewItemRequest
-	(*ResolveReviewItemResponse)(nil),      // 36: settle.v1.ResolveReviewItemResponse
-	(*Dispute)(nil),                        // 37: settle.v1.Dispute
-	(*DisputeEvent)(nil),                   // 38: settle.v1.DisputeEvent
-	(*ListDisputesRequest)(nil),            // 39: settle.v1.ListDisputesRequest
-	(*ListDisputesResponse)(nil),           // 40: settle.v1.ListDisputesResponse
-	(*GetDisputeRequest)(nil),              // 41: settle.v1.GetDisputeRequest
-	(*GetDisputeResponse)(nil),             // 42: settle.v1.GetDisputeResponse
-	(*AcceptDisputeRequest)(nil),           // 43: settle.v1.AcceptDisputeRequest
-	(*AcceptDisputeResponse)(nil),          // 44: settle.v1.AcceptDisputeResponse
-	(*RouteRule)(nil),                      // 45: settle.v1.RouteRule
-	(*WeightedGateway)(nil),                // 46: settle.v1.WeightedGateway
-	(*RouteRules)(nil),                     // 47: settle.v1.RouteRules
-	(*GatewayAccount)(nil),                 // 48: settle.v1.GatewayAccount
-	(*GetRoutesRequest)(nil),               // 49: settle.v1.GetRoutesRequest
-	(*GetRoutesResponse)(nil),              // 50: settle.v1.GetRoutesResponse
-	(*SetRoutesRequest)(nil),               // 51: settle.v1.SetRoutesRequest
-	(*SetRoutesResponse)(nil),              // 52: settle.v1.SetRoutesResponse
-	(OrderState)(0),                        // 53: settle.v1.OrderState
-	(*Order)(nil),                          // 54: settle.v1.Order
-	(*timestamppb.Timestamp)(nil),          // 55: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 56: settle.v1.Attempt
-	(*Refund)(nil),                         // 57: settle.v1.Refund
-	(*Capture)(nil),                        // 58: settle.v1.Capture
-	(*Void)(nil),                           // 59: settle.v1.Void
-	(CaptureState)(0),                      // 60: settle.v1.CaptureState
-	(VoidState)(0),                         // 61: settle.v1.VoidState
-	(RefundState)(0),                       // 62: settle.v1.RefundState
-	(*Money)(nil),                          // 63: settle.v1.Money
-	(CaptureMode)(0),                       // 64: settle.v1.CaptureMode
+	(*FindOrdersRequest)(nil),              // 6: settle.v1.FindOrdersRequest
+	(*FindOrdersResponse)(nil),             // 7: settle.v1.FindOrdersResponse
+	(*ListOrdersRequest)(nil),              // 8: settle.v1.ListOrdersRequest
+	(*ListOrdersResponse)(nil),             // 9: settle.v1.ListOrdersResponse
+	(*GetOrderHistoryRequest)(nil),         // 10: settle.v1.GetOrderHistoryRequest
+	(*OrderEvent)(nil),                     // 11: settle.v1.OrderEvent
+	(*GetOrderHistoryResponse)(nil),        // 12: settle.v1.GetOrderHistoryResponse
+	(*CaptureEvent)(nil),                   // 13: settle.v1.CaptureEvent
+	(*VoidEvent)(nil),                      // 14: settle.v1.VoidEvent
+	(*RefundEvent)(nil),                    // 15: settle.v1.RefundEvent
+	(*ReconcileOrderRequest)(nil),          // 16: settle.v1.ReconcileOrderRequest
+	(*ReconcileOrderResponse)(nil),         // 17: settle.v1.ReconcileOrderResponse
+	(*ResolveOrderRequest)(nil),            // 18: settle.v1.ResolveOrderRequest
+	(*ResolveOrderResponse)(nil),           // 19: settle.v1.ResolveOrderResponse
+	(*StatsRequest)(nil),                   // 20: settle.v1.StatsRequest
+	(*StateCount)(nil),                     // 21: settle.v1.StateCount
+	(*StatsResponse)(nil),                  // 22: settle.v1.StatsResponse
+	(*RefundStateCount)(nil),               // 23: settle.v1.RefundStateCount
+	(*OpsServiceRefundOrderRequest)(nil),   // 24: settle.v1.OpsServiceRefundOrderRequest
+	(*OpsServiceRefundOrderResponse)(nil),  // 25: settle.v1.OpsServiceRefundOrderResponse
+	(*ResendEventRequest)(nil),             // 26: settle.v1.ResendEventRequest
+	(*ResendEventResponse)(nil),            // 27: settle.v1.ResendEventResponse
+	(*ResolveRefundRequest)(nil),           // 28: settle.v1.ResolveRefundRequest
+	(*ResolveRefundResponse)(nil),          // 29: settle.v1.ResolveRefundResponse
+	(*OpsServiceCaptureOrderRequest)(nil),  // 30: settle.v1.OpsServiceCaptureOrderRequest
+	(*OpsServiceCaptureOrderResponse)(nil), // 31: settle.v1.OpsServiceCaptureOrderResponse
+	(*OpsServiceVoidOrderRequest)(nil),     // 32: settle.v1.OpsServiceVoidOrderRequest
+	(*OpsServiceVoidOrderResponse)(nil),    // 33: settle.v1.OpsServiceVoidOrderResponse
+	(*ReviewItem)(nil),                     // 34: settle.v1.ReviewItem
+	(*ListReviewItemsRequest)(nil),         // 35: settle.v1.ListReviewItemsRequest
+	(*ListReviewItemsResponse)(nil),        // 36: settle.v1.ListReviewItemsResponse
+	(*ResolveReviewItemRequest)(nil),       // 37: settle.v1.ResolveReviewItemRequest
+	(*ResolveReviewItemResponse)(nil),      // 38: settle.v1.ResolveReviewItemResponse
+	(*Dispute)(nil),                        // 39: settle.v1.Dispute
+	(*DisputeEvent)(nil),                   // 40: settle.v1.DisputeEvent
+	(*ListDisputesRequest)(nil),            // 41: settle.v1.ListDisputesRequest
+	(*ListDisputesResponse)(nil),           // 42: settle.v1.ListDisputesResponse
+	(*GetDisputeRequest)(nil),              // 43: settle.v1.GetDisputeRequest
+	(*GetDisputeResponse)(nil),             // 44: settle.v1.GetDisputeResponse
+	(*AcceptDisputeRequest)(nil),           // 45: settle.v1.AcceptDisputeRequest
+	(*AcceptDisputeResponse)(nil),          // 46: settle.v1.AcceptDisputeResponse
+	(*RouteRule)(nil),                      // 47: settle.v1.RouteRule
+	(*WeightedGateway)(nil),                // 48: settle.v1.WeightedGateway
+	(*RouteRules)(nil),                     // 49: settle.v1.RouteRules
+	(*GatewayAccount)(nil),                 // 50: settle.v1.GatewayAccount
+	(*GetRoutesRequest)(nil),               // 51: settle.v1.GetRoutesRequest
+	(*GetRoutesResponse)(nil),              // 52: settle.v1.GetRoutesResponse
+	(*SetRoutesRequest)(nil),               // 53: settle.v1.SetRoutesRequest
+	(*SetRoutesResponse)(nil),              // 54: settle.v1.SetRoutesResponse
+	(*Order)(nil),                          // 55: settle.v1.Order
+	(OrderState)(0),                        // 56: settle.v1.OrderState
+	(*timestamppb.Timestamp)(nil),          // 57: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 58: settle.v1.Attempt
+	(*Refund)(nil),                         // 59: settle.v1.Refund
+	(*Capture)(nil),                        // 60: settle.v1.Capture
+	(*Void)(nil),                           // 61: settle.v1.Void
+	(CaptureState)(0),                      // 62: settle.v1.CaptureState
+	(VoidState)(0),                         // 63: settle.v1.VoidState
+	(RefundState)(0),                       // 64: settle.v1.RefundState
+	(*Money)(nil),                          // 65: settle.v1.Money
+	(CaptureMode)(0),                       // 66: settle.v1.CaptureMode
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	53, // 0: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	54, // 1: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	53, // 2: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	53, // 3: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	55, // 4: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	54, // 5: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
-	9,  // 6: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	56, // 7: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	57, // 8: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
-	13, // 9: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	58, // 10: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
-	11, // 11: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	59, // 12: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
-	12, // 13: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	60, // 14: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	60, // 15: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	55, // 16: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	61, // 17: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	61, // 18: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	55, // 19: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	62, // 20: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	62, // 21: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	55, // 22: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	54, // 23: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
-	0,  // 24: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	54, // 25: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	53, // 26: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	19, // 27: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	55, // 28: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	21, // 29: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	55, // 30: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	62, // 31: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	54, // 32: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	57, // 33: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
-	1,  // 34: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	54, // 35: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	57, // 36: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	54, // 37: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	58, // 38: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	54, // 39: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	59, // 40: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
-	2,  // 41: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	55, // 42: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
-	3,  // 43: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	55, // 44: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
-	2,  // 45: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
-	32, // 46: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
-	3,  // 47: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
-	32, // 48: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	63, // 49: settle.v1.Dispute.amount:type_name -> settle.v1.Money
-	4,  // 50: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
-	5,  // 51: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	55, // 52: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	63, // 53: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	63, // 54: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	63, // 55: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	55, // 56: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	55, // 57: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 58: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
-	4,  // 59: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
-	5,  // 60: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
-	5,  // 61: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	63, // 62: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	63, // 63: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	55, // 64: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
-	4,  // 65: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	55, // 66: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
-	37, // 67: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
-	37, // 68: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	38, // 69: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
-	37, // 70: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	64, // 71: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
-	46, // 72: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
-	45, // 73: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
-	55, // 74: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
-	47, // 75: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	48, // 76: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
-	45, // 77: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
-	47, // 78: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	6,  // 79: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	8,  // 80: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	14, // 81: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	16, // 82: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	18, // 83: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	22, // 84: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	26, // 85: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	24, // 86: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	28, // 87: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	30, // 88: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	33, // 89: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	35, // 90: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	39, // 91: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	41, // 92: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	43, // 93: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	49, // 94: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
-	51, // 95: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
-	7,  // 96: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	10, // 97: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	15, // 98: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	17, // 99: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	20, // 100: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	23, // 101: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	27, // 102: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	25, // 103: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	29, // 104: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	31, // 105: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	34, // 106: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	36, // 107: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	40, // 108: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	42, // 109: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	44, // 110: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	50, // 111: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
-	52, // 112: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
-	96, // [96:113] is the sub-list for method output_type
-	79, // [79:96] is the sub-list for method input_type
-	79, // [79:79] is the sub-list for extension type_name
-	79, // [79:79] is the sub-list for extension extendee
-	0,  // [0:79] is the sub-list for field type_name
+	55, // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
+	56, // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	55, // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	56, // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	56, // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	57, // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	55, // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	11, // 7: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
+	58, // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	59, // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	15, // 10: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	60, // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	13, // 12: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
+	61, // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	14, // 14: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
+	62, // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	62, // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	57, // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	63, // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	63, // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	57, // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	64, // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	64, // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	57, // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	55, // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	0,  // 25: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
+	55, // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	56, // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	21, // 28: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	57, // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	23, // 30: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	57, // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	64, // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	55, // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	59, // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	1,  // 35: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
+	55, // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	59, // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	55, // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	60, // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	55, // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	61, // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	2,  // 42: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
+	57, // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	3,  // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
+	57, // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	2,  // 46: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
+	34, // 47: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
+	3,  // 48: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
+	34, // 49: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
+	65, // 50: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	4,  // 51: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
+	5,  // 52: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
+	57, // 53: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	65, // 54: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	65, // 55: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	65, // 56: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	57, // 57: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	57, // 58: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 59: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
+	4,  // 60: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
+	5,  // 61: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
+	5,  // 62: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
+	65, // 63: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	65, // 64: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	57, // 65: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	4,  // 66: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
+	57, // 67: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	39, // 68: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
+	39, // 69: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	40, // 70: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
+	39, // 71: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	66, // 72: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	48, // 73: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
+	47, // 74: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
+	57, // 75: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	49, // 76: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	50, // 77: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
+	47, // 78: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
+	49, // 79: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	8,  // 80: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	10, // 81: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	16, // 82: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	18, // 83: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	20, // 84: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	24, // 85: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	28, // 86: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	26, // 87: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	30, // 88: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	32, // 89: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	35, // 90: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	37, // 91: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	41, // 92: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	43, // 93: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	45, // 94: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	51, // 95: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	53, // 96: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	6,  // 97: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
+	9,  // 98: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	12, // 99: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	17, // 100: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	19, // 101: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	22, // 102: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	25, // 103: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	29, // 104: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	27, // 105: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31, // 106: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	33, // 107: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	36, // 108: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	38, // 109: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	42, // 110: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	44, // 111: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	46, // 112: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	52, // 113: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	54, // 114: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	7,  // 115: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
+	98, // [98:116] is the sub-list for method output_type
+	80, // [80:98] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -4404,14 +4518,14 @@ func file_settle_v1_ops_proto_init() {
 		return
 	}
 	file_settle_v1_order_proto_init()
-	file_settle_v1_ops_proto_msgTypes[22].OneofWrappers = []any{}
+	file_settle_v1_ops_proto_msgTypes[24].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   47,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -36,6 +36,7 @@ const (
 	OpsService_AcceptDispute_FullMethodName     = "/settle.v1.OpsService/AcceptDispute"
 	OpsService_GetRoutes_FullMethodName         = "/settle.v1.OpsService/GetRoutes"
 	OpsService_SetRoutes_FullMethodName         = "/settle.v1.OpsService/SetRoutes"
+	OpsService_FindOrders_FullMethodName        = "/settle.v1.OpsService/FindOrders"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -103,6 +104,11 @@ type OpsServiceClient interface {
 	// tried; new orders follow the change within a second on every server,
 	// and orders already created keep the routes they were given.
 	SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error)
+	// FindOrders finds the orders an operator's search names: an order by
+	// its id, or by its merchant reference (the key's merchant's; an ops
+	// key of every merchant names the merchant in merchant_id). Nothing
+	// found is an empty list, never NOT_FOUND.
+	FindOrders(ctx context.Context, in *FindOrdersRequest, opts ...grpc.CallOption) (*FindOrdersResponse, error)
 }
 
 type opsServiceClient struct {
@@ -283,6 +289,16 @@ func (c *opsServiceClient) SetRoutes(ctx context.Context, in *SetRoutesRequest, 
 	return out, nil
 }
 
+func (c *opsServiceClient) FindOrders(ctx context.Context, in *FindOrdersRequest, opts ...grpc.CallOption) (*FindOrdersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FindOrdersResponse)
+	err := c.cc.Invoke(ctx, OpsService_FindOrders_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -348,6 +364,11 @@ type OpsServiceServer interface {
 	// tried; new orders follow the change within a second on every server,
 	// and orders already created keep the routes they were given.
 	SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error)
+	// FindOrders finds the orders an operator's search names: an order by
+	// its id, or by its merchant reference (the key's merchant's; an ops
+	// key of every merchant names the merchant in merchant_id). Nothing
+	// found is an empty list, never NOT_FOUND.
+	FindOrders(context.Context, *FindOrdersRequest) (*FindOrdersResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -408,6 +429,9 @@ func (UnimplementedOpsServiceServer) GetRoutes(context.Context, *GetRoutesReques
 }
 func (UnimplementedOpsServiceServer) SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SetRoutes not implemented")
+}
+func (UnimplementedOpsServiceServer) FindOrders(context.Context, *FindOrdersRequest) (*FindOrdersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method FindOrders not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -736,6 +760,24 @@ func _OpsService_SetRoutes_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_FindOrders_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FindOrdersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).FindOrders(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_FindOrders_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).FindOrders(ctx, req.(*FindOrdersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -810,6 +852,10 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "SetRoutes",
 			Handler:    _OpsService_SetRoutes_Handler,
+		},
+		{
+			MethodName: "FindOrders",
+			Handler:    _OpsService_FindOrders_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

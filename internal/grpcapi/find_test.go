@@ -1,0 +1,51 @@
+package grpcapi_test
+
+import (
+	"testing"
+
+	"google.golang.org/grpc/codes"
+
+	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+)
+
+// TestFindOrdersWithinScope: an ops key finds its merchant's order by id
+// (in any case) and by merchant reference, finds nothing of another
+// merchant's, and the platform's key finds another merchant's reference
+// when it names the merchant.
+func TestFindOrdersWithinScope(t *testing.T) {
+	t.Parallel()
+	s := reviewStack(t)
+	a := s.chargeWith(t, keyA, "find-a", "tok_ok")
+	b := s.chargeWith(t, keyB, "find-b", "tok_ok")
+	find := func(key, q, merchant string) []*settlev1.Order {
+		t.Helper()
+		resp, err := s.ops.FindOrders(with(key), &settlev1.FindOrdersRequest{Query: q, MerchantId: merchant})
+		if err != nil {
+			t.Fatalf("FindOrders(%q, %q): %v", q, merchant, err)
+		}
+		return resp.GetOrders()
+	}
+	one := func(got []*settlev1.Order, want *settlev1.Order) bool {
+		return len(got) == 1 && got[0].GetId() == want.GetId()
+	}
+	for _, q := range []string{a.GetId(), "find-a"} {
+		if got := find(keyAop, q, ""); !one(got, a) {
+			t.Errorf("merchant-a's ops key finds %q: %v", q, got)
+		}
+	}
+	for _, c := range []struct{ q, merchant string }{{b.GetId(), ""}, {"find-b", ""}, {"find-b", "merchant-b"}, {"nothing", ""}} {
+		if got := find(keyAop, c.q, c.merchant); len(got) != 0 {
+			t.Errorf("merchant-a's ops key finds %q of %q: %v", c.q, c.merchant, got)
+		}
+	}
+	if got := find(keyPlatform, b.GetId(), ""); !one(got, b) {
+		t.Errorf("the platform's key finds b by id: %v", got)
+	}
+	if got := find(keyPlatform, "find-b", "merchant-b"); !one(got, b) {
+		t.Errorf("the platform's key finds b's reference: %v", got)
+	}
+	_, err := s.ops.FindOrders(with(keyAop), &settlev1.FindOrdersRequest{})
+	wantCode(t, err, codes.InvalidArgument)
+	_, err = s.ops.FindOrders(with(keyA), &settlev1.FindOrdersRequest{Query: "find-a"})
+	wantCode(t, err, codes.PermissionDenied)
+}
