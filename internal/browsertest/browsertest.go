@@ -177,6 +177,22 @@ func Attr(ctx context.Context, t testing.TB, sel, name string) (string, bool) {
 	return res.Value, res.Exists
 }
 
+// Attrs returns the attribute name of every element sel finds now, in
+// document order ("" for one without it); none is an answer, not a
+// timeout.
+func Attrs(ctx context.Context, t testing.TB, sel, name string) []string {
+	t.Helper()
+	nodes, err := chromedp.Run(ctx, chromedp.Nodes(chromedp.CSSAll(sel), chromedp.AtLeast(0)))
+	if err != nil {
+		t.Fatalf("attribute %s of %s: %v", name, sel, err)
+	}
+	out := make([]string, len(nodes))
+	for i, n := range nodes {
+		out[i] = n.AttributeValue(name)
+	}
+	return out
+}
+
 // WaitVisible waits until the first element sel finds is visible.
 func WaitVisible(ctx context.Context, t testing.TB, sel string) {
 	t.Helper()
