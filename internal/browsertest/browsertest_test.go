@@ -82,6 +82,10 @@ func TestBrowserSubmitsAForm(t *testing.T) {
 	if got := browsertest.Attrs(ctx, t, "form#greet input, form#greet select, form#greet textarea", "name"); strings.Join(got, " ") != "csrf name decision note" {
 		t.Fatalf("the form's fields: %q, want csrf name decision note", got)
 	}
+	// The selector cmd/settle's console test counts POST forms with.
+	if n := browsertest.Count(ctx, t, "form[method=POST i] input[type=hidden][name=csrf]"); n != 1 {
+		t.Fatalf("%d POST forms with a csrf input, want 1", n)
+	}
 	browsertest.Fill(ctx, t, "input[name=name]", "<b>x</b><script>alert(1)</script>")
 	browsertest.Fill(ctx, t, "select[name=decision]", "not_charged")
 	browsertest.Fill(ctx, t, "textarea[name=note]", "looked at the ledger")
