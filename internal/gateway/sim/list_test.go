@@ -259,7 +259,7 @@ func TestDiscrepancies(t *testing.T) {
 		// do injects into s, whose charges att_a and att_b succeeded and
 		// att_a was refunded 200; want is what the listing becomes of
 		// before.
-		do func(t *testing.T, s *stack) error
+		do   func(t *testing.T, s *stack) error
 		want func(before listing) listing
 	}{
 		{"Foreign", func(t *testing.T, s *stack) error {
