@@ -1,7 +1,8 @@
 // Package sim is a payment gateway simulator: a real HTTP server that speaks
 // the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=,
-// and the same for /v1/refunds: see refunds.go; authorizations, /v1/captures
-// and /v1/voids: see holds.go; disputes, /v1/disputes: see disputes.go)
+// and the same for /v1/refunds: see refunds.go; listings of both by created
+// window: see list.go; authorizations, /v1/captures and /v1/voids: see
+// holds.go; disputes, /v1/disputes: see disputes.go)
 // and misbehaves on request, so that tests and local runs can see what a
 // gateway's faults do to Settle. It keeps a ledger of every charge it made,
 // which is the truth to check "charged exactly once" against.
@@ -86,6 +87,9 @@
 // or not; an authorization as it stands (captured, voided, lapsed).
 // Sim.Disputes and GET /v1/dispute-ledger list the disputes opened, each
 // with its status and the amounts withdrawn and reinstated (disputes.go).
+// The audit's discrepancies (a foreign charge, a duplicate, an altered
+// amount, a hidden charge, an extra refund) are made by the methods of
+// discrepancy.go.
 package sim
 
 import (
