@@ -23,6 +23,11 @@ const (
 	// Call.AttemptID is the gateway's dispute id.
 	OpGetDispute    = "get_dispute"
 	OpAcceptDispute = "accept_dispute"
+	// OpListCharges and OpListRefunds are the reads of one page of a
+	// gateway's charges or refunds (an order.ChargeLister), for the
+	// audit; their Call names no order and no attempt.
+	OpListCharges = "list_charges"
+	OpListRefunds = "list_refunds"
 )
 
 // Call is one operation of an adapter at its gateway, as it is observed.

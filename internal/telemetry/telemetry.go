@@ -361,11 +361,13 @@ type GatewayObserver struct {
 
 var _ gateway.Observer = (*GatewayObserver)(nil)
 
-// isLookup says whether op asks about an earlier call, whose error means
-// the gateway could not say (counted as outcome "error").
+// isLookup says whether op asks about an earlier call, or reads a page of
+// the gateway's records, whose error means the gateway could not say
+// (counted as outcome "error").
 func isLookup(op string) bool {
 	switch op {
-	case gateway.OpLookup, gateway.OpLookupRefund, gateway.OpLookupCapture, gateway.OpLookupVoid:
+	case gateway.OpLookup, gateway.OpLookupRefund, gateway.OpLookupCapture, gateway.OpLookupVoid,
+		gateway.OpListCharges, gateway.OpListRefunds:
 		return true
 	}
 	return false

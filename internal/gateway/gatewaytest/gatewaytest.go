@@ -28,8 +28,9 @@
 //   - every call is reported to the adapter's observer, once, with its
 //     ids and its result.
 //
-// Refunds (refunds.go), authorize, capture and void (captures.go) and the
-// reads of disputes (disputes.go) have cases of their own.
+// Refunds (refunds.go), authorize, capture and void (captures.go), the
+// reads of disputes (disputes.go) and the listings of charges and refunds
+// (listing.go) have cases of their own.
 //
 // A Lookup never moves money. Two capabilities differ between gateways and
 // are declared in the Harness: whether a repeated Charge of one attempt is
@@ -147,6 +148,10 @@ type Harness struct {
 	OpenDispute    func(t *testing.T, chargeID string, amount int64) string
 	DecideDispute  func(t *testing.T, id string, won bool)
 	UnknownDispute string
+	// Lister, when set, is the adapter configured to read its listings in
+	// small pages (two records, say), so that a listing takes several;
+	// the suite's listing cases (listing.go) run against it.
+	Lister order.ChargeLister
 }
 
 // Entry is one charge (successful or declined) in a fake's ledger.
@@ -211,6 +216,19 @@ func Run(t *testing.T, newHarness func(t *testing.T) Harness) {
 				t.Fatal("gatewaytest: a harness of a gateway whose disputes can be read must set OpenDispute, DecideDispute and UnknownDispute")
 			}
 			tt.run(t, h, g)
+		})
+	}
+	for _, tt := range listingTests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t)
+			if why, ok := h.Skip[tt.name]; ok {
+				t.Skip(why)
+			}
+			if h.Lister == nil {
+				t.Skip("the harness lists nothing (no Lister)")
+			}
+			tt.run(t, h, h.Lister)
 		})
 	}
 	for _, tt := range captureTests {

@@ -39,8 +39,8 @@ func (r *recorder) Start(ctx context.Context, call gateway.Call) (context.Contex
 }
 
 // testObserved: the adapter reports each of its calls (charge and lookup,
-// a refunder's refund and refund lookup, and a capturer's capture, void
-// and their lookups) to its observer once, with
+// a refunder's refund and refund lookup, a capturer's capture, void and
+// their lookups, and a lister's pages) to its observer once, with
 // the order's and the attempt's (or the refund's) ids and what the call
 // returned, so that telemetry needs no wrapper around it.
 func testObserved(t *testing.T, h Harness) {
@@ -88,6 +88,14 @@ func testObserved(t *testing.T, h Harness) {
 		want = append(want, observed{gateway.Call{Op: gateway.OpVoid, OrderID: areq.OrderID, AttemptID: vreq.VoidID}, vres.Outcome, err, 1})
 		vres, err = c.LookupVoid(ctx, vreq)
 		want = append(want, observed{gateway.Call{Op: gateway.OpLookupVoid, OrderID: areq.OrderID, AttemptID: vreq.VoidID}, vres.Outcome, err, 1})
+	}
+	if l, ok := gw.(order.ChargeLister); ok {
+		// A listing of a few records is one page, one call.
+		from, to := time.Now().Add(-time.Minute), time.Now().Add(time.Minute)
+		err := l.ListCharges(ctx, from, to, func(order.GatewayCharge) error { return nil })
+		want = append(want, observed{gateway.Call{Op: gateway.OpListCharges}, order.OutcomeSucceeded, err, 1})
+		err = l.ListRefunds(ctx, from, to, func(order.GatewayRefund) error { return nil })
+		want = append(want, observed{gateway.Call{Op: gateway.OpListRefunds}, order.OutcomeSucceeded, err, 1})
 	}
 	// A call refused before anything is sent is observed too.
 	bad := request(h.OK)

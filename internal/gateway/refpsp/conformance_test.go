@@ -81,6 +81,7 @@ func TestConformance(t *testing.T) {
 						}
 					},
 					UnknownDispute: "dp_sim_999999",
+					Lister:         newLister(t, srv.URL, callTimeout),
 					RefundLedger: func(refundID string) []gatewaytest.Entry {
 						var out []gatewaytest.Entry
 						for _, r := range s.Refunds() {
@@ -94,4 +95,15 @@ func TestConformance(t *testing.T) {
 			})
 		})
 	}
+}
+
+// newLister returns a client of the gateway at url that lists two records
+// a page, so that a listing takes several.
+func newLister(t *testing.T, url string, timeout time.Duration) *refpsp.Client {
+	t.Helper()
+	c, err := refpsp.New(refpsp.Config{BaseURL: url, APIKey: apiKey, Timeout: timeout, ListPageSize: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

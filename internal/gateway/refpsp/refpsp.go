@@ -35,7 +35,9 @@
 // authorizes; its captures (POST /v1/captures) and voids (POST /v1/voids)
 // follow the same rules too, and capture.go describes them. Disputes of a
 // succeeded charge come as events, and are read and accepted at
-// /v1/disputes/{id}: dispute.go describes them.
+// /v1/disputes/{id}: dispute.go describes them. GET /v1/charges and GET
+// /v1/refunds without a reference list the charges and refunds created in
+// a window, for the audit: list.go describes them.
 //
 // # Outcomes
 //
@@ -103,6 +105,9 @@ type Config struct {
 	// EventTolerance bounds how far an event signature's timestamp may lie
 	// from now, either way. Zero means DefaultEventTolerance.
 	EventTolerance time.Duration
+	// ListPageSize is the limit of each page ListCharges and ListRefunds
+	// read, from 1 to MaxListLimit. Zero means MaxListLimit.
+	ListPageSize int
 }
 
 // Client charges and looks up charges at the reference gateway. It
@@ -121,6 +126,8 @@ type Client struct {
 	// The events' signing secrets and tolerance (events.go).
 	eventSecrets   []string
 	eventTolerance time.Duration
+	// pageSize is the limit of a listing's pages (list.go).
+	pageSize int
 }
 
 var _ order.Gateway = (*Client)(nil)
@@ -162,6 +169,12 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Observer == nil {
 		cfg.Observer = gateway.Unobserved
 	}
+	if cfg.ListPageSize < 0 || cfg.ListPageSize > MaxListLimit {
+		return nil, fmt.Errorf("refpsp: list page size %d must be from 1 to %d (0 for %[2]d)", cfg.ListPageSize, MaxListLimit)
+	}
+	if cfg.ListPageSize == 0 {
+		cfg.ListPageSize = MaxListLimit
+	}
 
 	var hc http.Client
 	if cfg.HTTPClient != nil {
@@ -187,6 +200,7 @@ func New(cfg Config) (*Client, error) {
 
 		eventSecrets:   cfg.EventSecrets,
 		eventTolerance: cfg.EventTolerance,
+		pageSize:       cfg.ListPageSize,
 	}, nil
 }
 

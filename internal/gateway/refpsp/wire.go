@@ -205,3 +205,38 @@ type VoidObject struct {
 	// Charge is the authorization as it stands when the answer is made.
 	Charge ChargeObject `json:"charge"`
 }
+
+// Listings
+//
+// GET /v1/charges and GET /v1/refunds without a reference list the
+// records created in a window, a page at a time (see list.go).
+
+// MaxListLimit is the most records a page of a listing holds, and the
+// page size when the request names none.
+const MaxListLimit = 100
+
+// ListedCharge is a charge as a page of GET /v1/charges lists it: the
+// charge object, when the gateway created it, and what its succeeded
+// refunds gave back.
+type ListedCharge struct {
+	ChargeObject
+	Created        time.Time `json:"created"`
+	AmountRefunded int64     `json:"amount_refunded,omitempty"`
+}
+
+// ListedRefund is a refund as a page of GET /v1/refunds lists it: the
+// refund object, the refunded charge's id, and when the gateway created
+// it.
+type ListedRefund struct {
+	RefundObject
+	ChargeID string    `json:"charge_id"`
+	Created  time.Time `json:"created"`
+}
+
+// Page is one page of a listing. NextCursor, when HasMore, is the
+// starting_after of the next page.
+type Page[T any] struct {
+	Data       []T    `json:"data"`
+	HasMore    bool   `json:"has_more"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}

@@ -54,8 +54,10 @@ type Refund struct {
 	ID              string `json:"id"`
 	Reference       string `json:"reference"`
 	ChargeReference string `json:"charge_reference"`
-	Amount          int64  `json:"amount"`
-	Currency        string `json:"currency"`
+	// ChargeID is the refunded charge's id.
+	ChargeID string `json:"charge_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
 	// Status is refpsp.RefundSucceeded or refpsp.RefundFailed, as it
 	// ends; a refund that fails later is listed failed from the start.
 	Status      string    `json:"status"`
@@ -171,10 +173,11 @@ func (s *Sim) acceptRefund(in refpsp.RefundBody) (refundPlan, int, string) {
 		return refundPlan{plan: p.plan}, 0, ""
 	default: // the refund is made, and answered as its fault says
 	}
+	now = s.stampLocked()
 	rec := refundRecord{
 		Refund: Refund{
 			ID: fmt.Sprintf("re_sim_%06d", len(s.refunds)+1), Reference: in.Reference, ChargeReference: in.ChargeReference,
-			Amount: in.Amount, Currency: in.Currency, Status: refpsp.RefundSucceeded, Created: now,
+			ChargeID: charge.ID, Amount: in.Amount, Currency: in.Currency, Status: refpsp.RefundSucceeded, Created: now,
 		},
 		visibleAt:   now,
 		lookupFails: charge.PaymentMethod == tokRefundLookupFails,
@@ -239,6 +242,10 @@ func (r refundRecord) wire(now time.Time) refpsp.RefundObject {
 }
 
 func (s *Sim) handleRefundLookup(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("reference") {
+		s.handleRefundList(w, r)
+		return
+	}
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "missing or wrong API key")
 		return

@@ -1,7 +1,8 @@
 // Package sim is a payment gateway simulator: a real HTTP server that speaks
 // the protocol of package refpsp (POST /v1/charges, GET /v1/charges?reference=,
-// and the same for /v1/refunds: see refunds.go; authorizations, /v1/captures
-// and /v1/voids: see holds.go; disputes, /v1/disputes: see disputes.go)
+// and the same for /v1/refunds: see refunds.go; listings of both by created
+// window: see list.go; authorizations, /v1/captures and /v1/voids: see
+// holds.go; disputes, /v1/disputes: see disputes.go)
 // and misbehaves on request, so that tests and local runs can see what a
 // gateway's faults do to Settle. It keeps a ledger of every charge it made,
 // which is the truth to check "charged exactly once" against.
@@ -86,6 +87,9 @@
 // or not; an authorization as it stands (captured, voided, lapsed).
 // Sim.Disputes and GET /v1/dispute-ledger list the disputes opened, each
 // with its status and the amounts withdrawn and reinstated (disputes.go).
+// The audit's discrepancies (a foreign charge, a duplicate, an altered
+// amount, a hidden charge, an extra refund) are made by the methods of
+// discrepancy.go.
 package sim
 
 import (
@@ -230,6 +234,9 @@ type record struct {
 	// lapsed says it has lapsed (holds.go).
 	lifetime time.Duration
 	lapsed   bool
+	// hidden keeps the charge from lookups and listings for good
+	// (Sim.Hide), though the ledger lists it.
+	hidden bool
 }
 
 // Sim is the simulator, an http.Handler. It is safe for concurrent use.
@@ -249,6 +256,9 @@ type Sim struct {
 	// disputeRng draws which charges DisputeSome disputes and how
 	// ResolveOpenDisputes decides them; guarded by mu.
 	disputeRng *rand.Rand
+	// created is the latest creation time given a charge or a refund
+	// (stampLocked); guarded by mu.
+	created time.Time
 
 	// Event deliveries run until the simulator stops (Close, or the end
 	// of Serve), which waits for them.
@@ -333,7 +343,8 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // Requests counts the protocol requests the simulator has served, as a
 // gateway account's rate limit counts them: every charge, lookup,
-// cancel, refund, capture and void, but not the ledgers (a test's) nor
+// cancel, refund, capture, void and page of a listing, but not the
+// ledgers (a test's) nor
 // the customers' authentication pages.
 func (s *Sim) Requests() int { return int(s.requests.Load()) }
 
@@ -544,7 +555,7 @@ func (s *Sim) accept(in refpsp.ChargeBody, base string) plan {
 		return p
 	default: // the charge is made, and answered as its fault says
 	}
-	now := time.Now().UTC()
+	now := s.stampLocked()
 	rec := record{
 		Charge: Charge{
 			ID:            fmt.Sprintf("ch_sim_%06d", len(s.records)+1),
@@ -689,7 +700,7 @@ func (s *Sim) latestLocked(reference string, visible bool) (Charge, bool) {
 	now := time.Now()
 	for i := len(s.records) - 1; i >= 0; i-- {
 		r := s.records[i]
-		if r.Reference != reference || (visible && r.visibleAt.After(now)) {
+		if r.Reference != reference || (visible && (r.visibleAt.After(now) || r.hidden)) {
 			continue
 		}
 		s.lapseLocked(i, now)
@@ -699,6 +710,10 @@ func (s *Sim) latestLocked(reference string, visible bool) (Charge, bool) {
 }
 
 func (s *Sim) handleLookup(w http.ResponseWriter, r *http.Request) {
+	if !r.URL.Query().Has("reference") {
+		s.handleChargeList(w, r)
+		return
+	}
 	s.lookups.Add(1)
 	if !s.authorized(r) {
 		writeError(w, http.StatusUnauthorized, "missing or wrong API key")
