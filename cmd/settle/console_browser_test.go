@@ -282,8 +282,8 @@ func TestConsoleInBrowser(t *testing.T) {
 
 	// The order's page: the reference as text, not markup.
 	checkLayout(ctx, t, "/orders/{id}")
-	if got := browsertest.Text(ctx, t, "h1#order-title"); got != consoleRef {
-		t.Errorf("h1#order-title = %q, want the reference as text %q", got, consoleRef)
+	if got := browsertest.Text(ctx, t, "h1#order-title"); got != "Order "+consoleRef {
+		t.Errorf("h1#order-title = %q, want the reference as text %q", got, "Order "+consoleRef)
 	}
 	if n := browsertest.Count(ctx, t, "h1#order-title *"); n != 0 {
 		t.Errorf("h1#order-title has %d elements: the reference became markup", n)

@@ -33,6 +33,10 @@ type page struct {
 func parsePages() (map[string]*template.Template, error) {
 	funcs := template.FuncMap{
 		"money": money, "when": when, "trim": trimEnum, "age": age,
+		// words is an enum value as words (POSSIBLE_DOUBLE_CHARGE: possible
+		// double charge); short is an id's first eight characters.
+		"words": func(s string) string { return strings.ToLower(strings.ReplaceAll(s, "_", " ")) },
+		"short": func(s string) string { return s[:min(8, len(s))] },
 	}
 	pages := map[string]*template.Template{}
 	for _, name := range []string{"login", "error", "review", "search", "order", "health"} {
@@ -293,6 +297,11 @@ func (c *Console) orderPage(w http.ResponseWriter, r *http.Request, s *session) 
 			Title:  fmt.Sprintf("Dispute %s: %s, %s", dp.GetId(), trimEnum(dp.GetStatus().String()), money(dp.GetAmount())),
 			Detail: strings.TrimSpace(dp.GetReason() + " " + dp.GetNetworkReasonCode())})
 	}
+	events := &settlev1.ListOrderEventsResponse{}
+	if err := c.call(ctx, r.RemoteAddr, s.key, "ListOrderEvents", &settlev1.ListOrderEventsRequest{OrderId: o.GetId()}, events); err != nil {
+		d.Partial = strings.TrimSpace(d.Partial + " Events could not be read: " + explain(err))
+	}
+	d.Timeline = append(d.Timeline, eventEntries(events.GetEvents())...)
 	sort.SliceStable(d.Timeline, func(i, j int) bool { return d.Timeline[i].Time.Before(d.Timeline[j].Time) })
 	c.show(w, s, "order", "Order "+o.GetMerchantReference(), d)
 }
@@ -343,12 +352,45 @@ func (c *Console) disputes(ctx context.Context, r *http.Request, s *session, o *
 	return out, nil
 }
 
+// eventEntries are an order's events out, each with its resend form, and
+// where each one's delivery stands (its tries so far, their last answer).
+func eventEntries(events []*settlev1.OrderEventDelivery) []entry {
+	var t []entry
+	for _, e := range events {
+		t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "event", Title: e.GetType() + " " + e.GetEventId(), EventID: e.GetEventId()})
+		if e.GetAttempts() == 0 {
+			continue
+		}
+		tries := fmt.Sprintf("%d %s, last answer HTTP %d", e.GetAttempts(), plural(int(e.GetAttempts()), "try", "tries"), e.GetLastStatus())
+		if e.GetLastStatus() == 0 {
+			tries = fmt.Sprintf("%d %s, last without an answer", e.GetAttempts(), plural(int(e.GetAttempts()), "try", "tries"))
+		}
+		switch {
+		case e.GetDeliveredTime() != nil:
+			t = append(t, entry{Time: ts(e.GetDeliveredTime()), Kind: "delivery", Title: "Delivered " + e.GetEventId(), Detail: tries})
+		case e.GetFailedTime() != nil:
+			t = append(t, entry{Time: ts(e.GetFailedTime()), Kind: "delivery", Title: "Failed " + e.GetEventId() + ": retries ran out", Detail: tries})
+		default:
+			t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "delivery", Title: "Delivering " + e.GetEventId(),
+				Detail: tries + "; next try " + when(ts(e.GetNextTryTime()))})
+		}
+	}
+	return t
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // timeline turns an order's history into entries.
 func timeline(h *settlev1.GetOrderHistoryResponse) []entry {
 	var t []entry
 	for _, e := range h.GetEvents() {
 		t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "transition", Actor: e.GetActor(), Detail: e.GetReason(),
-			Title: fmt.Sprintf("%s → %s (%s)", trimEnum(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
+			Title: fmt.Sprintf("%s → %s (%s)", fromState(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
 	}
 	for _, a := range h.GetAttempts() {
 		title := fmt.Sprintf("Attempt %s at %s: %s", a.GetId(), a.GetGateway(), trimEnum(a.GetOutcome().String()))
@@ -373,7 +415,7 @@ func timeline(h *settlev1.GetOrderHistoryResponse) []entry {
 	}
 	for _, e := range h.GetRefundEvents() {
 		t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "refund", Actor: e.GetActor(), Detail: e.GetReason(),
-			Title: fmt.Sprintf("Refund %s: %s → %s (%s)", e.GetRefundId(), trimEnum(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
+			Title: fmt.Sprintf("Refund %s: %s → %s (%s)", e.GetRefundId(), fromState(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
 	}
 	for _, cp := range h.GetCaptures() {
 		t = append(t, entry{Time: ts(cp.GetCreateTime()), Kind: "capture", Actor: cp.GetActor(),
@@ -381,7 +423,7 @@ func timeline(h *settlev1.GetOrderHistoryResponse) []entry {
 	}
 	for _, e := range h.GetCaptureEvents() {
 		t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "capture", Actor: e.GetActor(), Detail: e.GetReason(),
-			Title: fmt.Sprintf("Capture %s: %s → %s (%s)", e.GetCaptureId(), trimEnum(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
+			Title: fmt.Sprintf("Capture %s: %s → %s (%s)", e.GetCaptureId(), fromState(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
 	}
 	for _, v := range h.GetVoids() {
 		t = append(t, entry{Time: ts(v.GetCreateTime()), Kind: "void", Actor: v.GetActor(), Detail: v.GetReason(),
@@ -389,7 +431,7 @@ func timeline(h *settlev1.GetOrderHistoryResponse) []entry {
 	}
 	for _, e := range h.GetVoidEvents() {
 		t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "void", Actor: e.GetActor(), Detail: e.GetReason(),
-			Title: fmt.Sprintf("Void %s: %s → %s (%s)", e.GetVoidId(), trimEnum(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
+			Title: fmt.Sprintf("Void %s: %s → %s (%s)", e.GetVoidId(), fromState(e.GetFromState().String()), trimEnum(e.GetToState().String()), e.GetEvent())})
 	}
 	return t
 }
@@ -549,4 +591,12 @@ func age(t *timestamppb.Timestamp) string {
 	default:
 		return fmt.Sprintf("%dd", int(d.Hours()/24))
 	}
+}
+
+// fromState is a transition's first state as words: "new" for a creation.
+func fromState(s string) string {
+	if t := trimEnum(s); t != "UNSPECIFIED" {
+		return t
+	}
+	return "new"
 }

@@ -15,6 +15,9 @@ import (
 type EventStore interface {
 	ListEvents(ctx context.Context, merchant string, after order.EventCursor, limit int) ([]order.Notification, error)
 	ResendEvent(ctx context.Context, merchant string, num int64) error
+	// OrderEventDeliveries returns an order's events out and where each
+	// one's delivery stands.
+	OrderEventDeliveries(ctx context.Context, merchant, orderID string) ([]order.EventDelivery, error)
 }
 
 // Event pages: a larger page size is taken as the maximum.
@@ -89,4 +92,31 @@ func decodeCursor(s string) (order.EventCursor, bool) {
 		return order.EventCursor{}, false
 	}
 	return c, true
+}
+
+func (s *opsServer) ListOrderEvents(ctx context.Context, req *settlev1.ListOrderEventsRequest) (*settlev1.ListOrderEventsResponse, error) {
+	o, err := s.svc.Get(ctx, opsScope(ctx), canonicalID(req.GetOrderId()))
+	if err != nil {
+		return nil, toStatus(ctx, s.log, fieldName(err, "order_id"))
+	}
+	ds, err := s.events.OrderEventDeliveries(ctx, o.MerchantID, o.ID)
+	if err != nil {
+		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &settlev1.ListOrderEventsResponse{}
+	for _, d := range ds {
+		e := &settlev1.OrderEventDelivery{EventId: order.EventID(d.Num), Type: d.Type, CreateTime: timestamp(d.CreatedAt),
+			Attempts: int32(d.Attempts), LastStatus: int32(d.LastStatus)}
+		if !d.DeliveredAt.IsZero() {
+			e.DeliveredTime = timestamp(d.DeliveredAt)
+		}
+		if !d.FailedAt.IsZero() {
+			e.FailedTime = timestamp(d.FailedAt)
+		}
+		if !d.NextTry.IsZero() && d.DeliveredAt.IsZero() && d.FailedAt.IsZero() {
+			e.NextTryTime = timestamp(d.NextTry)
+		}
+		resp.Events = append(resp.Events, e)
+	}
+	return resp, nil
 }

@@ -212,3 +212,15 @@ type DeliveryBacklog struct {
 	// Oldest is the age of the oldest undelivered event (0 with none).
 	Oldest time.Duration
 }
+
+// EventDelivery is an event out of an order and where its delivery to
+// the merchant's webhook stands.
+type EventDelivery struct {
+	Num        int64
+	Type       string
+	CreatedAt  time.Time
+	Attempts   int
+	LastStatus int
+	// DeliveredAt, FailedAt and NextTry are zero when not set.
+	DeliveredAt, FailedAt, NextTry time.Time
+}

@@ -204,3 +204,43 @@ func (s *Store) DeliveryBacklog(ctx context.Context, merchants []string) ([]orde
 	})
 	return out, err
 }
+
+//go:embed sql/order_events_out.sql
+var orderEventsOutSQL string
+
+// OrderEventDeliveries returns the events out of a merchant's order and
+// where each one's delivery stands, oldest first.
+func (s *Store) OrderEventDeliveries(ctx context.Context, merchant, orderID string) ([]order.EventDelivery, error) {
+	type row struct {
+		Num         int64      `db:"event_num"`
+		Type        string     `db:"type"`
+		CreatedAt   time.Time  `db:"created_at"`
+		Attempts    int        `db:"delivery_attempts"`
+		LastStatus  int        `db:"last_status"`
+		DeliveredAt *time.Time `db:"delivered_at"`
+		FailedAt    *time.Time `db:"failed_at"`
+		DeliverAt   *time.Time `db:"deliver_at"`
+	}
+	var rows []row
+	err := retry(ctx, func() (err error) {
+		rows, err = queryAll[row](ctx, s.pool, orderEventsOutSQL, pgx.StrictNamedArgs{"merchant_id": merchant, "order_id": orderID})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list order %s events: %w", orderID, err)
+	}
+	out := make([]order.EventDelivery, len(rows))
+	for i, r := range rows {
+		d := order.EventDelivery{Num: r.Num, Type: r.Type, CreatedAt: r.CreatedAt, Attempts: r.Attempts, LastStatus: r.LastStatus}
+		for _, t := range []struct {
+			from *time.Time
+			to   *time.Time
+		}{{r.DeliveredAt, &d.DeliveredAt}, {r.FailedAt, &d.FailedAt}, {r.DeliverAt, &d.NextTry}} {
+			if t.from != nil {
+				*t.to = *t.from
+			}
+		}
+		out[i] = d
+	}
+	return out, nil
+}

@@ -3926,6 +3926,205 @@ func (x *SetRoutesResponse) GetRoutes() *RouteRules {
 	return nil
 }
 
+// ListOrderEventsRequest names the order.
+type ListOrderEventsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	OrderId       string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOrderEventsRequest) Reset() {
+	*x = ListOrderEventsRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOrderEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOrderEventsRequest) ProtoMessage() {}
+
+func (x *ListOrderEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOrderEventsRequest.ProtoReflect.Descriptor instead.
+func (*ListOrderEventsRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *ListOrderEventsRequest) GetOrderId() string {
+	if x != nil {
+		return x.OrderId
+	}
+	return ""
+}
+
+// OrderEventDelivery is one event out of an order and where its delivery
+// stands.
+type OrderEventDelivery struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// evt_..., as ListEvents and the webhook name it (ResendEvent takes it).
+	EventId    string                 `protobuf:"bytes,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	Type       string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Delivery tries made so far.
+	Attempts int32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	// The HTTP status of the last try; 0 for no answer (or no try yet).
+	LastStatus int32 `protobuf:"varint,5,opt,name=last_status,json=lastStatus,proto3" json:"last_status,omitempty"`
+	// Set once the endpoint took it.
+	DeliveredTime *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=delivered_time,json=deliveredTime,proto3" json:"delivered_time,omitempty"`
+	// Set when the tries ran out (ResendEvent starts them again).
+	FailedTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=failed_time,json=failedTime,proto3" json:"failed_time,omitempty"`
+	// When the next try is due, while neither delivered nor failed.
+	NextTryTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_try_time,json=nextTryTime,proto3" json:"next_try_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OrderEventDelivery) Reset() {
+	*x = OrderEventDelivery{}
+	mi := &file_settle_v1_ops_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OrderEventDelivery) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OrderEventDelivery) ProtoMessage() {}
+
+func (x *OrderEventDelivery) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OrderEventDelivery.ProtoReflect.Descriptor instead.
+func (*OrderEventDelivery) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *OrderEventDelivery) GetEventId() string {
+	if x != nil {
+		return x.EventId
+	}
+	return ""
+}
+
+func (x *OrderEventDelivery) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *OrderEventDelivery) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *OrderEventDelivery) GetAttempts() int32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *OrderEventDelivery) GetLastStatus() int32 {
+	if x != nil {
+		return x.LastStatus
+	}
+	return 0
+}
+
+func (x *OrderEventDelivery) GetDeliveredTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DeliveredTime
+	}
+	return nil
+}
+
+func (x *OrderEventDelivery) GetFailedTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FailedTime
+	}
+	return nil
+}
+
+func (x *OrderEventDelivery) GetNextTryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextTryTime
+	}
+	return nil
+}
+
+// ListOrderEventsResponse is the order's events out, oldest first (at
+// most 500).
+type ListOrderEventsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Events        []*OrderEventDelivery  `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListOrderEventsResponse) Reset() {
+	*x = ListOrderEventsResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListOrderEventsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListOrderEventsResponse) ProtoMessage() {}
+
+func (x *ListOrderEventsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListOrderEventsResponse.ProtoReflect.Descriptor instead.
+func (*ListOrderEventsResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *ListOrderEventsResponse) GetEvents() []*OrderEventDelivery {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -4244,7 +4443,23 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x05rules\x18\x03 \x03(\v2\x14.settle.v1.RouteRuleR\x05rules\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\"B\n" +
 	"\x11SetRoutesResponse\x12-\n" +
-	"\x06routes\x18\x01 \x01(\v2\x15.settle.v1.RouteRulesR\x06routes*n\n" +
+	"\x06routes\x18\x01 \x01(\v2\x15.settle.v1.RouteRulesR\x06routes\"3\n" +
+	"\x16ListOrderEventsRequest\x12\x19\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\"\xfd\x02\n" +
+	"\x12OrderEventDelivery\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
+	"\x04type\x18\x02 \x01(\tR\x04type\x12;\n" +
+	"\vcreate_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\x05R\battempts\x12\x1f\n" +
+	"\vlast_status\x18\x05 \x01(\x05R\n" +
+	"lastStatus\x12A\n" +
+	"\x0edelivered_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rdeliveredTime\x12;\n" +
+	"\vfailed_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"failedTime\x12>\n" +
+	"\rnext_try_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextTryTime\"P\n" +
+	"\x17ListOrderEventsResponse\x125\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.settle.v1.OrderEventDeliveryR\x06events*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -4280,7 +4495,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15DISPUTE_STAGE_INQUIRY\x10\x01\x12\x1c\n" +
 	"\x18DISPUTE_STAGE_CHARGEBACK\x10\x02\x12!\n" +
 	"\x1dDISPUTE_STAGE_PRE_ARBITRATION\x10\x03\x12#\n" +
-	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xde\x11\n" +
+	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xe3\x12\n" +
 	"\n" +
 	"OpsService\x12a\n" +
 	"\n" +
@@ -4303,7 +4518,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\tGetRoutes\x12\x1b.settle.v1.GetRoutesRequest\x1a\x1c.settle.v1.GetRoutesResponse\".\x82\xd3\xe4\x93\x02(\x12&/v1/ops/merchants/{merchant_id}/routes\x12y\n" +
 	"\tSetRoutes\x12\x1b.settle.v1.SetRoutesRequest\x1a\x1c.settle.v1.SetRoutesResponse\"1\x82\xd3\xe4\x93\x02+:\x01*\x1a&/v1/ops/merchants/{merchant_id}/routes\x12f\n" +
 	"\n" +
-	"FindOrders\x12\x1c.settle.v1.FindOrdersRequest\x1a\x1d.settle.v1.FindOrdersResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/ops/orders:findB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
+	"FindOrders\x12\x1c.settle.v1.FindOrdersRequest\x1a\x1d.settle.v1.FindOrdersResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/v1/ops/orders:find\x12\x82\x01\n" +
+	"\x0fListOrderEvents\x12!.settle.v1.ListOrderEventsRequest\x1a\".settle.v1.ListOrderEventsResponse\"(\x82\xd3\xe4\x93\x02\"\x12 /v1/ops/orders/{order_id}/eventsB4Z2github.com/settlepay/settle/gen/settle/v1;settlev1b\x06proto3"
 
 var (
 	file_settle_v1_ops_proto_rawDescOnce sync.Once
@@ -4318,7 +4534,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -4375,141 +4591,151 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*GetRoutesResponse)(nil),              // 52: settle.v1.GetRoutesResponse
 	(*SetRoutesRequest)(nil),               // 53: settle.v1.SetRoutesRequest
 	(*SetRoutesResponse)(nil),              // 54: settle.v1.SetRoutesResponse
-	(*Order)(nil),                          // 55: settle.v1.Order
-	(OrderState)(0),                        // 56: settle.v1.OrderState
-	(*timestamppb.Timestamp)(nil),          // 57: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 58: settle.v1.Attempt
-	(*Refund)(nil),                         // 59: settle.v1.Refund
-	(*Capture)(nil),                        // 60: settle.v1.Capture
-	(*Void)(nil),                           // 61: settle.v1.Void
-	(CaptureState)(0),                      // 62: settle.v1.CaptureState
-	(VoidState)(0),                         // 63: settle.v1.VoidState
-	(RefundState)(0),                       // 64: settle.v1.RefundState
-	(*Money)(nil),                          // 65: settle.v1.Money
-	(CaptureMode)(0),                       // 66: settle.v1.CaptureMode
+	(*ListOrderEventsRequest)(nil),         // 55: settle.v1.ListOrderEventsRequest
+	(*OrderEventDelivery)(nil),             // 56: settle.v1.OrderEventDelivery
+	(*ListOrderEventsResponse)(nil),        // 57: settle.v1.ListOrderEventsResponse
+	(*Order)(nil),                          // 58: settle.v1.Order
+	(OrderState)(0),                        // 59: settle.v1.OrderState
+	(*timestamppb.Timestamp)(nil),          // 60: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 61: settle.v1.Attempt
+	(*Refund)(nil),                         // 62: settle.v1.Refund
+	(*Capture)(nil),                        // 63: settle.v1.Capture
+	(*Void)(nil),                           // 64: settle.v1.Void
+	(CaptureState)(0),                      // 65: settle.v1.CaptureState
+	(VoidState)(0),                         // 66: settle.v1.VoidState
+	(RefundState)(0),                       // 67: settle.v1.RefundState
+	(*Money)(nil),                          // 68: settle.v1.Money
+	(CaptureMode)(0),                       // 69: settle.v1.CaptureMode
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	55, // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
-	56, // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	55, // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	56, // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	56, // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	57, // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	55, // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
-	11, // 7: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	58, // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	59, // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
-	15, // 10: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	60, // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
-	13, // 12: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	61, // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
-	14, // 14: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	62, // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	62, // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	57, // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	63, // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	63, // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	57, // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	64, // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	64, // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	57, // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	55, // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
-	0,  // 25: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	55, // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	56, // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
-	21, // 28: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	57, // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
-	23, // 30: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	57, // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	64, // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	55, // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	59, // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
-	1,  // 35: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	55, // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	59, // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	55, // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	60, // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	55, // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	61, // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
-	2,  // 42: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	57, // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
-	3,  // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	57, // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
-	2,  // 46: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
-	34, // 47: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
-	3,  // 48: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
-	34, // 49: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	65, // 50: settle.v1.Dispute.amount:type_name -> settle.v1.Money
-	4,  // 51: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
-	5,  // 52: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	57, // 53: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	65, // 54: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	65, // 55: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	65, // 56: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	57, // 57: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	57, // 58: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
-	4,  // 59: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
-	4,  // 60: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
-	5,  // 61: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
-	5,  // 62: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	65, // 63: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	65, // 64: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	57, // 65: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
-	4,  // 66: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	57, // 67: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
-	39, // 68: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
-	39, // 69: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	40, // 70: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
-	39, // 71: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	66, // 72: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
-	48, // 73: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
-	47, // 74: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
-	57, // 75: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
-	49, // 76: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	50, // 77: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
-	47, // 78: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
-	49, // 79: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	8,  // 80: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	10, // 81: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	16, // 82: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	18, // 83: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	20, // 84: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	24, // 85: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	28, // 86: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	26, // 87: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	30, // 88: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	32, // 89: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	35, // 90: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	37, // 91: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	41, // 92: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	43, // 93: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	45, // 94: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	51, // 95: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
-	53, // 96: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
-	6,  // 97: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
-	9,  // 98: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	12, // 99: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	17, // 100: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	19, // 101: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	22, // 102: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	25, // 103: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	29, // 104: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	27, // 105: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	31, // 106: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	33, // 107: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	36, // 108: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	38, // 109: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	42, // 110: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	44, // 111: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	46, // 112: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	52, // 113: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
-	54, // 114: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
-	7,  // 115: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
-	98, // [98:116] is the sub-list for method output_type
-	80, // [80:98] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	58,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
+	59,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	58,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	59,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	59,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	60,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	58,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	11,  // 7: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
+	61,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	62,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	15,  // 10: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
+	63,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	13,  // 12: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
+	64,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	14,  // 14: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
+	65,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	65,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	60,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	66,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	66,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	60,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	67,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	60,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	58,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	0,   // 25: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
+	58,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	59,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	21,  // 28: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
+	60,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	23,  // 30: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
+	60,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	67,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	58,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	62,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	1,   // 35: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
+	58,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	62,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	58,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	63,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	58,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	64,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	2,   // 42: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
+	60,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	3,   // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
+	60,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	2,   // 46: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
+	34,  // 47: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
+	3,   // 48: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
+	34,  // 49: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
+	68,  // 50: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	4,   // 51: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
+	5,   // 52: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
+	60,  // 53: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	68,  // 54: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	68,  // 55: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	68,  // 56: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	60,  // 57: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	60,  // 58: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	4,   // 59: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
+	4,   // 60: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
+	5,   // 61: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
+	5,   // 62: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
+	68,  // 63: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	68,  // 64: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	60,  // 65: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	4,   // 66: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
+	60,  // 67: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	39,  // 68: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
+	39,  // 69: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	40,  // 70: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
+	39,  // 71: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	69,  // 72: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	48,  // 73: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
+	47,  // 74: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
+	60,  // 75: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	49,  // 76: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	50,  // 77: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
+	47,  // 78: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
+	49,  // 79: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	60,  // 80: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
+	60,  // 81: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
+	60,  // 82: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
+	60,  // 83: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
+	56,  // 84: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
+	8,   // 85: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	10,  // 86: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	16,  // 87: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	18,  // 88: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	20,  // 89: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	24,  // 90: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	28,  // 91: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	26,  // 92: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	30,  // 93: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	32,  // 94: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	35,  // 95: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	37,  // 96: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	41,  // 97: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	43,  // 98: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	45,  // 99: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	51,  // 100: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	53,  // 101: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	6,   // 102: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
+	55,  // 103: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
+	9,   // 104: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	12,  // 105: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	17,  // 106: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	19,  // 107: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	22,  // 108: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	25,  // 109: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	29,  // 110: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	27,  // 111: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31,  // 112: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	33,  // 113: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	36,  // 114: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	38,  // 115: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	42,  // 116: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	44,  // 117: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	46,  // 118: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	52,  // 119: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	54,  // 120: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	7,   // 121: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
+	57,  // 122: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
+	104, // [104:123] is the sub-list for method output_type
+	85,  // [85:104] is the sub-list for method input_type
+	85,  // [85:85] is the sub-list for extension type_name
+	85,  // [85:85] is the sub-list for extension extendee
+	0,   // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -4525,7 +4751,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   49,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -37,6 +37,7 @@ const (
 	OpsService_GetRoutes_FullMethodName         = "/settle.v1.OpsService/GetRoutes"
 	OpsService_SetRoutes_FullMethodName         = "/settle.v1.OpsService/SetRoutes"
 	OpsService_FindOrders_FullMethodName        = "/settle.v1.OpsService/FindOrders"
+	OpsService_ListOrderEvents_FullMethodName   = "/settle.v1.OpsService/ListOrderEvents"
 )
 
 // OpsServiceClient is the client API for OpsService service.
@@ -109,6 +110,10 @@ type OpsServiceClient interface {
 	// key of every merchant names the merchant in merchant_id). Nothing
 	// found is an empty list, never NOT_FOUND.
 	FindOrders(ctx context.Context, in *FindOrdersRequest, opts ...grpc.CallOption) (*FindOrdersResponse, error)
+	// ListOrderEvents lists the events out of one order (its own and its
+	// refunds'), oldest first, each with where its delivery to the
+	// merchant's webhook stands.
+	ListOrderEvents(ctx context.Context, in *ListOrderEventsRequest, opts ...grpc.CallOption) (*ListOrderEventsResponse, error)
 }
 
 type opsServiceClient struct {
@@ -299,6 +304,16 @@ func (c *opsServiceClient) FindOrders(ctx context.Context, in *FindOrdersRequest
 	return out, nil
 }
 
+func (c *opsServiceClient) ListOrderEvents(ctx context.Context, in *ListOrderEventsRequest, opts ...grpc.CallOption) (*ListOrderEventsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListOrderEventsResponse)
+	err := c.cc.Invoke(ctx, OpsService_ListOrderEvents_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // OpsServiceServer is the server API for OpsService service.
 // All implementations must embed UnimplementedOpsServiceServer
 // for forward compatibility.
@@ -369,6 +384,10 @@ type OpsServiceServer interface {
 	// key of every merchant names the merchant in merchant_id). Nothing
 	// found is an empty list, never NOT_FOUND.
 	FindOrders(context.Context, *FindOrdersRequest) (*FindOrdersResponse, error)
+	// ListOrderEvents lists the events out of one order (its own and its
+	// refunds'), oldest first, each with where its delivery to the
+	// merchant's webhook stands.
+	ListOrderEvents(context.Context, *ListOrderEventsRequest) (*ListOrderEventsResponse, error)
 	mustEmbedUnimplementedOpsServiceServer()
 }
 
@@ -432,6 +451,9 @@ func (UnimplementedOpsServiceServer) SetRoutes(context.Context, *SetRoutesReques
 }
 func (UnimplementedOpsServiceServer) FindOrders(context.Context, *FindOrdersRequest) (*FindOrdersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method FindOrders not implemented")
+}
+func (UnimplementedOpsServiceServer) ListOrderEvents(context.Context, *ListOrderEventsRequest) (*ListOrderEventsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListOrderEvents not implemented")
 }
 func (UnimplementedOpsServiceServer) mustEmbedUnimplementedOpsServiceServer() {}
 func (UnimplementedOpsServiceServer) testEmbeddedByValue()                    {}
@@ -778,6 +800,24 @@ func _OpsService_FindOrders_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_ListOrderEvents_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListOrderEventsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ListOrderEvents(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ListOrderEvents_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ListOrderEvents(ctx, req.(*ListOrderEventsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // OpsService_ServiceDesc is the grpc.ServiceDesc for OpsService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -856,6 +896,10 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "FindOrders",
 			Handler:    _OpsService_FindOrders_Handler,
+		},
+		{
+			MethodName: "ListOrderEvents",
+			Handler:    _OpsService_ListOrderEvents_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
