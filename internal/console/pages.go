@@ -182,6 +182,8 @@ func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session)
 			settlev1.ReviewItemKind_REVIEW_ITEM_KIND_UNSPECIFIED:
 			// The API resolves a capture or a void by reconciling it: the
 			// order's page has the action.
+		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE:
+			// Answered at the gateway, with the merchant's evidence.
 		}
 		rows = append(rows, row)
 	}

@@ -146,3 +146,77 @@ func TestDisputeOpsCalls(t *testing.T) {
 		t.Fatalf("history after accept: %v %v", hist, err)
 	}
 }
+
+// TestDisputesNearDueInReviewQueue: a dispute waiting on the merchant's
+// evidence enters the review queue when it is due within 72 hours (raised
+// 72 hours before it is due), a later one does not, and one the gateway
+// reports answered leaves it; the operator finds the order by the
+// dispute's gateway id.
+func TestDisputesNearDueInReviewQueue(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	gsim := sim.New(sim.Options{ClientTimeout: 2 * gatewayTimeout})
+	hs := httptest.NewServer(gsim)
+	t.Cleanup(hs.Close)
+	client, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"word": wordGateway{client, client}})
+	store := postgres.NewStore(s.pool)
+	dispute := func(ref string, due time.Duration, status order.DisputeStatus) string {
+		t.Helper()
+		o, err := s.orders.CreateOrder(ctx, &settlev1.CreateOrderRequest{MerchantReference: ref,
+			Amount: &settlev1.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_ok", Gateway: "word"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		att := s.charge(t, o.GetOrder().GetId(), ref+"-charge").GetAttempt().GetId()
+		d := openDispute("dp_" + ref)
+		d.DueBy, d.Status = time.Now().Add(due), status
+		a, err := store.ApplyDispute(ctx, order.DisputeChange{Actor: order.ActorGateway, Dispute: d,
+			Event: order.GatewayEvent{Gateway: "word", ID: "evt_" + ref, Type: "dispute", AttemptID: att, Dispute: &d}})
+		if err != nil || a.Dispute == nil {
+			t.Fatalf("apply %s: %+v %v", ref, a, err)
+		}
+		return a.Dispute.ID
+	}
+	near := dispute("due-near", 48*time.Hour, order.DisputeNeedsResponse)
+	overdue := dispute("due-overdue", -time.Hour, order.DisputeNeedsResponse)
+	dispute("due-later", 10*24*time.Hour, order.DisputeNeedsResponse)
+	dispute("due-answered", time.Hour, order.DisputeUnderReview)
+
+	q, err := s.ops.ListReviewItems(ctx, &settlev1.ListReviewItemsRequest{Kind: settlev1.ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, it := range q.GetItems() {
+		got = append(got, it.GetDisputeId())
+		want := time.Now().Add(48 * time.Hour)
+		if it.GetDisputeId() == overdue {
+			want = time.Now().Add(-time.Hour)
+		}
+		if d := it.GetDueTime().AsTime().Sub(want); d > time.Minute || d < -time.Minute ||
+			it.GetRaiseTime().AsTime() != it.GetDueTime().AsTime().Add(-order.DisputeDueWithin) ||
+			!strings.Contains(it.GetReason(), "fraudulent") || it.GetId() != it.GetDisputeId() {
+			t.Errorf("item %v", it)
+		}
+	}
+	if len(got) != 2 || got[0] != overdue || got[1] != near {
+		t.Fatalf("disputes in the queue: %v, want %s (overdue) then %s (due in 48 h)", got, overdue, near)
+	}
+	// Every kind at once keeps them, among the rest, by raise time.
+	all, err := s.ops.ListReviewItems(ctx, &settlev1.ListReviewItemsRequest{PageSize: 1})
+	if err != nil || len(all.GetItems()) != 1 || all.GetItems()[0].GetDisputeId() != overdue {
+		t.Fatalf("first of the whole queue: %v %v", all, err)
+	}
+	next, err := s.ops.ListReviewItems(ctx, &settlev1.ListReviewItemsRequest{PageSize: 1, PageToken: all.GetNextPageToken()})
+	if err != nil || len(next.GetItems()) != 1 || next.GetItems()[0].GetDisputeId() != near {
+		t.Fatalf("second page: %v %v", next, err)
+	}
+	found, err := s.ops.FindOrders(ctx, &settlev1.FindOrdersRequest{Query: "dp_due-near"})
+	if err != nil || len(found.GetOrders()) != 1 || found.GetOrders()[0].GetMerchantReference() != "due-near" {
+		t.Fatalf("FindOrders by the dispute's gateway id: %v %v", found, err)
+	}
+}

@@ -9,11 +9,13 @@ import (
 )
 
 // FindOrders finds the orders an operator's search names, within the
-// key's scope: the order of that id, and the order of that merchant
-// reference. An ops key of every merchant looks references up in
-// merchant_id's orders, or the default merchant's when it names none. What
-// is not found, or is another merchant's, is left out: a search learns
-// nothing of another merchant.
+// key's scope: the order of that id (any merchant's, for an ops key of
+// every merchant), and the orders of the reference merchant (merchant_id,
+// the key's own, or the default merchant's for a key of every merchant
+// that names none) that the query names by merchant reference or by the
+// id, request key or gateway id of an attempt, refund, capture, void or
+// dispute (order.Service.Find). What is not found, or is another
+// merchant's, is left out: a search learns nothing of another merchant.
 func (s *opsServer) FindOrders(ctx context.Context, req *settlev1.FindOrdersRequest) (*settlev1.FindOrdersResponse, error) {
 	// An id is text a reference may be too: the query is held to a
 	// reference's rules, which refuse card numbers.
@@ -34,27 +36,27 @@ func (s *opsServer) FindOrders(ctx context.Context, req *settlev1.FindOrdersRequ
 	} else if scope.IsAnyMerchant() {
 		refMerchant = order.DefaultMerchant
 	}
-	resp := &settlev1.FindOrdersResponse{}
-	seen := map[string]bool{}
-	add := func(o order.Order, err error) error {
+	var found []order.Order
+	if id := canonicalID(q); order.CheckID("query", id) == nil {
+		o, err := s.svc.Get(ctx, scope, id)
 		switch {
-		case errors.Is(err, order.ErrNotFound):
-			return nil
-		case err != nil:
-			return err
-		case !seen[o.ID]:
-			seen[o.ID] = true
-			resp.Orders = append(resp.Orders, orderToProto(o))
-		}
-		return nil
-	}
-	if err := order.CheckID("query", canonicalID(q)); err == nil {
-		if err := add(s.svc.Get(ctx, scope, canonicalID(q))); err != nil {
+		case err == nil:
+			found = append(found, o)
+		case !errors.Is(err, order.ErrNotFound):
 			return nil, toStatus(ctx, s.log, err)
 		}
 	}
-	if err := add(s.svc.GetByReference(ctx, refMerchant, q)); err != nil {
+	named, err := s.svc.Find(ctx, refMerchant, q)
+	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
+	}
+	resp := &settlev1.FindOrdersResponse{}
+	seen := map[string]bool{}
+	for _, o := range append(found, named...) {
+		if !seen[o.ID] {
+			seen[o.ID] = true
+			resp.Orders = append(resp.Orders, orderToProto(o))
+		}
 	}
 	return resp, nil
 }

@@ -18,6 +18,7 @@ var reviewKindToProto = map[order.ReviewKind]settlev1.ReviewItemKind{
 	order.ReviewPossibleDoubleCharge: settlev1.ReviewItemKind_REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE,
 	order.ReviewCaptureFailed:        settlev1.ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED,
 	order.ReviewRefundFailed:         settlev1.ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED,
+	order.ReviewDispute:              settlev1.ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE,
 }
 
 var protoToReviewKind = func() map[settlev1.ReviewItemKind]order.ReviewKind {
@@ -121,6 +122,8 @@ func reviewItemToProto(it order.ReviewItem) *settlev1.ReviewItem {
 		p.CaptureId = it.OperationID
 	case order.ReviewVoid:
 		p.VoidId = it.OperationID
+	case order.ReviewDispute:
+		p.DisputeId, p.DueTime = it.OperationID, timestamp(it.DueBy)
 	case order.ReviewOrder, order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed, order.ReviewRefundFailed:
 	}
 	return p

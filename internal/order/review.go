@@ -13,8 +13,9 @@ type ReviewKind string
 
 // The kinds of the review queue. The first four are operations in
 // NEEDS_REVIEW, resolved by their own calls (Resolve, ResolveRefund); the
-// last two are review items raised by a gateway's event, resolved by
-// ResolveReviewItem.
+// next three are review items raised by a gateway's event, resolved by
+// ResolveReviewItem; the last is a dispute near its deadline, answered at
+// the gateway.
 const (
 	// ReviewOrder: an order whose charge the reconciler could not learn.
 	ReviewOrder ReviewKind = "order"
@@ -33,10 +34,16 @@ const (
 	// ReviewRefundFailed: the gateway reported a failure for a refund
 	// Settle had settled as succeeded (Adyen's REFUND_FAILED).
 	ReviewRefundFailed ReviewKind = "refund_failed"
+	// ReviewDispute: a dispute waiting on the merchant's evidence
+	// (NEEDS_RESPONSE) due within DisputeDueWithin, or overdue. It enters
+	// the queue DisputeDueWithin before its due_by and leaves it when the
+	// gateway reports the response or the dispute's end.
+	ReviewDispute ReviewKind = "dispute"
 )
 
 // ReviewKinds lists the kinds, in the queue's order of kinds.
-var ReviewKinds = []ReviewKind{ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid, ReviewPossibleDoubleCharge, ReviewCaptureFailed, ReviewRefundFailed}
+var ReviewKinds = []ReviewKind{ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid, ReviewPossibleDoubleCharge, ReviewCaptureFailed,
+	ReviewRefundFailed, ReviewDispute}
 
 // IsItem reports whether items of kind k are review items (review_items),
 // resolved by ResolveReviewItem.
@@ -69,7 +76,8 @@ type ReviewItem struct {
 	// AttemptID is the attempt concerned: the review item's, or the
 	// order's current one ("" for a refund).
 	AttemptID string
-	// OperationID is the refund's, capture's or void's id for those kinds.
+	// OperationID is the refund's, capture's, void's or dispute's id for
+	// those kinds.
 	OperationID string
 	Gateway     string
 	// RaisedAt is when the item entered review: the operation's last
@@ -85,9 +93,11 @@ type ReviewItem struct {
 	Outcome     Outcome
 	DeclineCode string
 	// EventID and EventType name the gateway event that raised a review
-	// item.
+	// item; for a dispute, the gateway's id of the dispute and its stage.
 	EventID   string
 	EventType string
+	// DueBy is when a dispute's evidence is due.
+	DueBy time.Time
 	// The resolution of a resolved review item: the decision, who made
 	// it, their note, when, and what the gateway answered when asked
 	// first ("" when it could not say).
@@ -110,6 +120,9 @@ func (r ReviewItem) Reason() string {
 	case ReviewRefundFailed:
 		return fmt.Sprintf("gateway event %s (%s) reported a failure for a refund of the order that Settle had settled as succeeded: the money did not go back",
 			r.EventID, r.EventType)
+	case ReviewDispute:
+		return fmt.Sprintf("dispute %s (%s, reason %q) waits on the merchant's evidence, due by %s: answer it at the gateway",
+			r.EventID, r.EventType, r.DeclineCode, r.DueBy.UTC().Format(time.RFC3339))
 	case ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid:
 	}
 	if r.LastError == "" {

@@ -25,6 +25,9 @@ type Store interface {
 	Order(ctx context.Context, scope Scope, id string) (Order, error)
 	// OrderByReference returns a merchant's order by merchant reference.
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
+	// FindOrders returns the ids of a merchant's orders that query names
+	// (see Service.Find), at most 20.
+	FindOrders(ctx context.Context, merchantID, query string) ([]string, error)
 	// Attempt returns a merchant's attempt by id.
 	Attempt(ctx context.Context, merchantID, id string) (Attempt, error)
 	// OrderAttempt returns a merchant's order and its attempt attemptID as
@@ -318,6 +321,33 @@ func (s *Service) GetByReference(ctx context.Context, merchantID, ref string) (O
 		return Order{}, err
 	}
 	return s.store.OrderByReference(ctx, merchantID, ref)
+}
+
+// Find returns merchantID's orders that an operator's query names: by the
+// order's id or merchant reference; by the id (our reference at the
+// gateway), request key or gateway id of one of its attempts, refunds,
+// captures or voids; or by a dispute's gateway id. A query that is no
+// valid reference (a card number among them) is refused.
+func (s *Service) Find(ctx context.Context, merchantID, query string) ([]Order, error) {
+	if err := CheckReference("query", query); err != nil {
+		return nil, err
+	}
+	ids, err := s.store.FindOrders(ctx, merchantID, query)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Order, 0, len(ids))
+	for _, id := range ids {
+		o, err := s.store.Order(ctx, ForMerchant(merchantID), id)
+		if errors.Is(err, ErrNotFound) {
+			continue // gone between the two reads: orders are never deleted, but be safe
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, o)
+	}
+	return out, nil
 }
 
 // Cancel moves merchantID's PENDING order to CANCELED.

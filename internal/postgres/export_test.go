@@ -11,7 +11,8 @@ import (
 // CheckoutStatementsOnCitus are the statements of the checkout path as the
 // store runs them on Citus, by name: the writes as calls of the functions
 // of migrations 00016 and 00019, the reads as they are everywhere, and the
-// reconciler's leases of one due capture, void or hold.
+// reconciler's leases of one due capture, void or hold, and the
+// operator's search of one merchant's orders.
 var CheckoutStatementsOnCitus = map[string]string{
 	"create_order":         citusCreateOrderSQL,
 	"claim":                citusClaimSQL,
@@ -23,6 +24,7 @@ var CheckoutStatementsOnCitus = map[string]string{
 	"record_gateway_event": citusRecordGatewayEventSQL,
 	"order_by_id":          orderByIDSQL,
 	"order_by_reference":   orderByReferenceSQL,
+	"find_orders":          findOrdersSQL,
 	"attempt_by_id":        attemptByIDSQL,
 	"order_attempt":        orderAttemptSQL,
 	"order_routing":        orderRoutingSQL,

@@ -33,6 +33,7 @@ type reviewRow struct {
 	Note           string     `db:"note"`
 	GatewayOutcome string     `db:"gateway_outcome"`
 	ResolvedAt     *time.Time `db:"resolved_at"`
+	DueBy          *time.Time `db:"due_by"`
 }
 
 func (r reviewRow) item() order.ReviewItem {
@@ -46,6 +47,9 @@ func (r reviewRow) item() order.ReviewItem {
 	if r.ResolvedAt != nil {
 		it.ResolvedAt = *r.ResolvedAt
 	}
+	if r.DueBy != nil {
+		it.DueBy = *r.DueBy
+	}
 	return it
 }
 
@@ -55,7 +59,7 @@ var listReviewItemsSQL string
 // ReviewItems implements order.ReviewStore.
 func (s *Store) ReviewItems(ctx context.Context, f order.ReviewFilter) ([]order.ReviewItem, error) {
 	args := scopeArgs(f.Scope)
-	args["kind"], args["limit"] = string(f.Kind), f.Limit
+	args["kind"], args["limit"], args["due_within"] = string(f.Kind), f.Limit, order.DisputeDueWithin
 	args["after_at"], args["after_kind"], args["after_id"] = f.After.RaisedAt, string(f.After.Kind), f.After.ID
 	var out []order.ReviewItem
 	err := retry(ctx, func() error {

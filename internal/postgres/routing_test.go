@@ -90,6 +90,7 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		"lease_hold":         {"merchant_id": m, "id": id, "lease": time.Minute},
 		"order_by_id":        {"id": id, "any_merchant": false, "merchant_id": m},
 		"order_by_reference": {"merchant_id": m, "merchant_reference": "r"},
+		"find_orders":        {"merchant_id": m, "query": "r", "uuid": id},
 		"attempt_by_id":      {"merchant_id": m, "id": att},
 		"order_attempt":      {"merchant_id": m, "order_id": id, "attempt_id": att},
 		"order_routing":      {"merchant_id": m, "order_id": id},

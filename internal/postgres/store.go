@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -64,6 +65,30 @@ func (s *Store) OrderByReference(ctx context.Context, merchantID, ref string) (o
 		return err
 	})
 	return r.order(), err
+}
+
+//go:embed sql/find_orders.sql
+var findOrdersSQL string
+
+// FindOrders implements order.Store.
+func (s *Store) FindOrders(ctx context.Context, merchantID, query string) ([]string, error) {
+	var asUUID *string
+	if u, err := uuid.Parse(query); err == nil {
+		canonical := u.String()
+		asUUID = &canonical
+	}
+	var ids []string
+	err := retry(ctx, func() error {
+		rows, err := queryAll[struct {
+			OrderID string `db:"order_id"`
+		}](ctx, s.pool, findOrdersSQL, pgx.StrictNamedArgs{"merchant_id": merchantID, "query": query, "uuid": asUUID})
+		ids = ids[:0]
+		for _, r := range rows {
+			ids = append(ids, r.OrderID)
+		}
+		return err
+	})
+	return ids, err
 }
 
 //go:embed sql/attempt_by_id.sql

@@ -158,6 +158,12 @@ const (
 	// refund stays SUCCEEDED. Resolved with ResolveReviewItem, the order's
 	// charge asked about.
 	ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED ReviewItemKind = 7
+	// A dispute waiting on the merchant's evidence (NEEDS_RESPONSE) whose
+	// due_time is within 72 hours or has passed; it enters the queue 72
+	// hours before it is due (raise_time). It is answered at the gateway,
+	// not with ResolveReviewItem, and leaves the queue when the gateway
+	// reports the response (UNDER_REVIEW) or the dispute's end.
+	ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE ReviewItemKind = 9
 )
 
 // Enum value maps for ReviewItemKind.
@@ -171,6 +177,7 @@ var (
 		5: "REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE",
 		6: "REVIEW_ITEM_KIND_CAPTURE_FAILED",
 		7: "REVIEW_ITEM_KIND_REFUND_FAILED",
+		9: "REVIEW_ITEM_KIND_DISPUTE",
 	}
 	ReviewItemKind_value = map[string]int32{
 		"REVIEW_ITEM_KIND_UNSPECIFIED":            0,
@@ -181,6 +188,7 @@ var (
 		"REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE": 5,
 		"REVIEW_ITEM_KIND_CAPTURE_FAILED":         6,
 		"REVIEW_ITEM_KIND_REFUND_FAILED":          7,
+		"REVIEW_ITEM_KIND_DISPUTE":                9,
 	}
 )
 
@@ -389,7 +397,9 @@ func (DisputeStage) EnumDescriptor() ([]byte, []int) {
 // FindOrdersRequest is an operator's search.
 type FindOrdersRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// An order id or a merchant reference.
+	// An order id, a merchant reference, or an id, request key or gateway
+	// id of one of an order's operations. Held to a merchant reference's
+	// rules (a card number is refused).
 	Query string `protobuf:"bytes,1,opt,name=query,proto3" json:"query,omitempty"`
 	// Whose merchant reference: empty for the key's own merchant. An ops
 	// key of one merchant that names another finds nothing.
@@ -2305,8 +2315,12 @@ type ReviewItem struct {
 	Note                   string                 `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	ResolveTime            *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
 	ResolvedGatewayOutcome string                 `protobuf:"bytes,22,opt,name=resolved_gateway_outcome,json=resolvedGatewayOutcome,proto3" json:"resolved_gateway_outcome,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// The dispute's id (Dispute.id), for REVIEW_ITEM_KIND_DISPUTE, and
+	// when the merchant's evidence is due.
+	DisputeId     string                 `protobuf:"bytes,23,opt,name=dispute_id,json=disputeId,proto3" json:"dispute_id,omitempty"`
+	DueTime       *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReviewItem) Reset() {
@@ -2491,6 +2505,20 @@ func (x *ReviewItem) GetResolvedGatewayOutcome() string {
 		return x.ResolvedGatewayOutcome
 	}
 	return ""
+}
+
+func (x *ReviewItem) GetDisputeId() string {
+	if x != nil {
+		return x.DisputeId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetDueTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.DueTime
+	}
+	return nil
 }
 
 // ListReviewItemsRequest filters and pages the review queue.
@@ -4285,7 +4313,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
 	"\x1bOpsServiceVoidOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12#\n" +
-	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\x90\x06\n" +
+	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\xe6\x06\n" +
 	"\n" +
 	"ReviewItem\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x0e\n" +
@@ -4316,7 +4344,10 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x05actor\x18\x13 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\x14 \x01(\tR\x04note\x12=\n" +
 	"\fresolve_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x128\n" +
-	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\"\xa4\x01\n" +
+	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\x12\x1d\n" +
+	"\n" +
+	"dispute_id\x18\x17 \x01(\tR\tdisputeId\x125\n" +
+	"\bdue_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\"\xa4\x01\n" +
 	"\x16ListReviewItemsRequest\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x1f\n" +
 	"\vmerchant_id\x18\x02 \x01(\tR\n" +
@@ -4469,7 +4500,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x10RefundResolution\x12!\n" +
 	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
-	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\x9a\x02\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\xb8\x02\n" +
 	"\x0eReviewItemKind\x12 \n" +
 	"\x1cREVIEW_ITEM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REVIEW_ITEM_KIND_ORDER\x10\x01\x12\x1b\n" +
@@ -4478,7 +4509,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15REVIEW_ITEM_KIND_VOID\x10\x04\x12+\n" +
 	"'REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE\x10\x05\x12#\n" +
 	"\x1fREVIEW_ITEM_KIND_CAPTURE_FAILED\x10\x06\x12\"\n" +
-	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a*o\n" +
+	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a\x12\x1c\n" +
+	"\x18REVIEW_ITEM_KIND_DISPUTE\x10\t*o\n" +
 	"\x0eReviewDecision\x12\x1f\n" +
 	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REVIEW_DECISION_CHARGED\x10\x01\x12\x1f\n" +
@@ -4654,88 +4686,89 @@ var file_settle_v1_ops_proto_depIdxs = []int32{
 	60,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
 	3,   // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
 	60,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
-	2,   // 46: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
-	34,  // 47: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
-	3,   // 48: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
-	34,  // 49: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	68,  // 50: settle.v1.Dispute.amount:type_name -> settle.v1.Money
-	4,   // 51: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
-	5,   // 52: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	60,  // 53: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	68,  // 54: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	68,  // 55: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	68,  // 56: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	60,  // 57: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 58: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
-	4,   // 59: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
-	4,   // 60: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
-	5,   // 61: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
-	5,   // 62: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	68,  // 63: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	68,  // 64: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	60,  // 65: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
-	4,   // 66: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	60,  // 67: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
-	39,  // 68: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
-	39,  // 69: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	40,  // 70: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
-	39,  // 71: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	69,  // 72: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
-	48,  // 73: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
-	47,  // 74: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
-	60,  // 75: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
-	49,  // 76: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	50,  // 77: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
-	47,  // 78: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
-	49,  // 79: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	60,  // 80: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 81: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
-	60,  // 82: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
-	60,  // 83: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
-	56,  // 84: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
-	8,   // 85: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	10,  // 86: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	16,  // 87: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	18,  // 88: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	20,  // 89: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	24,  // 90: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	28,  // 91: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	26,  // 92: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	30,  // 93: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	32,  // 94: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	35,  // 95: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	37,  // 96: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	41,  // 97: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	43,  // 98: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	45,  // 99: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	51,  // 100: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
-	53,  // 101: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
-	6,   // 102: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
-	55,  // 103: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
-	9,   // 104: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	12,  // 105: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	17,  // 106: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	19,  // 107: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	22,  // 108: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	25,  // 109: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	29,  // 110: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	27,  // 111: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	31,  // 112: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	33,  // 113: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	36,  // 114: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	38,  // 115: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	42,  // 116: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	44,  // 117: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	46,  // 118: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	52,  // 119: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
-	54,  // 120: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
-	7,   // 121: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
-	57,  // 122: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
-	104, // [104:123] is the sub-list for method output_type
-	85,  // [85:104] is the sub-list for method input_type
-	85,  // [85:85] is the sub-list for extension type_name
-	85,  // [85:85] is the sub-list for extension extendee
-	0,   // [0:85] is the sub-list for field type_name
+	60,  // 46: settle.v1.ReviewItem.due_time:type_name -> google.protobuf.Timestamp
+	2,   // 47: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
+	34,  // 48: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
+	3,   // 49: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
+	34,  // 50: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
+	68,  // 51: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	4,   // 52: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
+	5,   // 53: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
+	60,  // 54: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	68,  // 55: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	68,  // 56: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	68,  // 57: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	60,  // 58: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	60,  // 59: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	4,   // 60: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
+	4,   // 61: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
+	5,   // 62: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
+	5,   // 63: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
+	68,  // 64: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	68,  // 65: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	60,  // 66: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	4,   // 67: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
+	60,  // 68: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	39,  // 69: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
+	39,  // 70: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	40,  // 71: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
+	39,  // 72: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
+	69,  // 73: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	48,  // 74: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
+	47,  // 75: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
+	60,  // 76: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	49,  // 77: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	50,  // 78: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
+	47,  // 79: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
+	49,  // 80: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
+	60,  // 81: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
+	60,  // 82: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
+	60,  // 83: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
+	60,  // 84: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
+	56,  // 85: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
+	8,   // 86: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	10,  // 87: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	16,  // 88: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	18,  // 89: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	20,  // 90: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	24,  // 91: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	28,  // 92: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	26,  // 93: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	30,  // 94: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	32,  // 95: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	35,  // 96: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	37,  // 97: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	41,  // 98: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	43,  // 99: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	45,  // 100: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	51,  // 101: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	53,  // 102: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	6,   // 103: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
+	55,  // 104: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
+	9,   // 105: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	12,  // 106: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	17,  // 107: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	19,  // 108: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	22,  // 109: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	25,  // 110: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	29,  // 111: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	27,  // 112: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31,  // 113: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	33,  // 114: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	36,  // 115: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	38,  // 116: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	42,  // 117: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	44,  // 118: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	46,  // 119: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	52,  // 120: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	54,  // 121: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	7,   // 122: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
+	57,  // 123: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
+	105, // [105:124] is the sub-list for method output_type
+	86,  // [86:105] is the sub-list for method input_type
+	86,  // [86:86] is the sub-list for extension type_name
+	86,  // [86:86] is the sub-list for extension extendee
+	0,   // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }

@@ -106,8 +106,11 @@ type OpsServiceClient interface {
 	// and orders already created keep the routes they were given.
 	SetRoutes(ctx context.Context, in *SetRoutesRequest, opts ...grpc.CallOption) (*SetRoutesResponse, error)
 	// FindOrders finds the orders an operator's search names: an order by
-	// its id, or by its merchant reference (the key's merchant's; an ops
-	// key of every merchant names the merchant in merchant_id). Nothing
+	// its id, or (among the key's merchant's orders; an ops key of every
+	// merchant names the merchant in merchant_id) by its merchant
+	// reference, or by the id, request key or gateway id of one of its
+	// attempts (an attempt's id is Settle's reference at the gateway),
+	// refunds, captures or voids, or by a dispute's gateway id. Nothing
 	// found is an empty list, never NOT_FOUND.
 	FindOrders(ctx context.Context, in *FindOrdersRequest, opts ...grpc.CallOption) (*FindOrdersResponse, error)
 	// ListOrderEvents lists the events out of one order (its own and its
@@ -380,8 +383,11 @@ type OpsServiceServer interface {
 	// and orders already created keep the routes they were given.
 	SetRoutes(context.Context, *SetRoutesRequest) (*SetRoutesResponse, error)
 	// FindOrders finds the orders an operator's search names: an order by
-	// its id, or by its merchant reference (the key's merchant's; an ops
-	// key of every merchant names the merchant in merchant_id). Nothing
+	// its id, or (among the key's merchant's orders; an ops key of every
+	// merchant names the merchant in merchant_id) by its merchant
+	// reference, or by the id, request key or gateway id of one of its
+	// attempts (an attempt's id is Settle's reference at the gateway),
+	// refunds, captures or voids, or by a dispute's gateway id. Nothing
 	// found is an empty list, never NOT_FOUND.
 	FindOrders(context.Context, *FindOrdersRequest) (*FindOrdersResponse, error)
 	// ListOrderEvents lists the events out of one order (its own and its

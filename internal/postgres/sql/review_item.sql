@@ -5,7 +5,8 @@ SELECT i.kind, i.merchant_id, i.id::text, i.order_id::text, i.attempt_id::text, 
 	i.created_at AS raised_at, 0 AS reconcile_count, ''::text AS last_error,
 	coalesce(nullif(e.outcome, ''), CASE WHEN e.succeeded THEN 'succeeded' ELSE '' END) AS outcome,
 	coalesce(e.decline_code, '') AS decline_code, i.event_id, coalesce(e.event_type, '') AS event_type,
-	coalesce(i.decision, '') AS decision, i.actor, i.note, i.gateway_outcome, i.resolved_at
+	coalesce(i.decision, '') AS decision, i.actor, i.note, i.gateway_outcome, i.resolved_at,
+	NULL::timestamptz AS due_by
 FROM review_items i
 LEFT JOIN gateway_events e ON e.merchant_id = i.merchant_id AND e.gateway = i.gateway AND e.event_id = i.event_id
 WHERE i.merchant_id = @merchant_id AND i.id = @id::uuid;
