@@ -284,6 +284,25 @@ func TestSearchOrderPageAndRefund(t *testing.T) {
 	if r := b.get("/search?q=nothing-like-it"); r.code != http.StatusOK || !strings.Contains(r.body, `<p id="none">`) {
 		t.Errorf("search for nothing: %d\n%.1500s", r.code, r.body)
 	}
+	for _, q := range []string{resp.GetAttempt().GetId(), resp.GetAttempt().GetGatewayChargeId(), "console-charge"} {
+		if r := b.get("/search?q=" + url.QueryEscape(q)); r.code != http.StatusSeeOther || r.location != "/orders/"+id {
+			t.Errorf("search by %q: %d %q", q, r.code, r.location)
+		}
+	}
+
+	// A failed delivery try of the order's first event is in its timeline.
+	evs, err := s.ops.ListOrderEvents(as(opsKey), &settlev1.ListOrderEventsRequest{OrderId: id})
+	if err != nil || len(evs.GetEvents()) == 0 {
+		t.Fatalf("events out: %v, %v", evs, err)
+	}
+	num, err := order.ParseEventID(evs.GetEvents()[0].GetEventId())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.store.RecordDeliveries(context.Background(), []order.Delivery{{MerchantID: order.DefaultMerchant, Num: num,
+		Outcome: order.DeliveryRetry, Status: 503, Backoff: time.Hour, Attempt: 1, Error: "endpoint answered 503"}}, 24*time.Hour); err != nil {
+		t.Fatal(err)
+	}
 
 	page := b.get("/orders/" + id)
 	if page.code != http.StatusOK {
@@ -293,6 +312,7 @@ func TestSearchOrderPageAndRefund(t *testing.T) {
 		t.Errorf("the reference is not escaped text:\n%.2000s", page.body)
 	}
 	for _, want := range []string{`<dl id="order-summary">`, `<ol id="timeline">`, `data-kind="transition"`, `data-kind="attempt"`,
+		"Try 1 of " + evs.GetEvents()[0].GetEventId() + " failed: HTTP 503", "endpoint answered 503",
 		`<section id="actions"`, `<form id="reconcile"`, `<form id="refund"`, `name="amount_minor"`, `name="request_id"`} {
 		if !strings.Contains(page.body, want) {
 			t.Errorf("the order page has no %s", want)

@@ -354,12 +354,21 @@ func (c *Console) disputes(ctx context.Context, r *http.Request, s *session, o *
 	return out, nil
 }
 
-// eventEntries are an order's events out, each with its resend form, and
-// where each one's delivery stands (its tries so far, their last answer).
+// eventEntries are an order's events out, each with its resend form,
+// every failed try of its delivery, and where its delivery stands (its
+// tries so far, their last answer).
 func eventEntries(events []*settlev1.OrderEventDelivery) []entry {
 	var t []entry
 	for _, e := range events {
 		t = append(t, entry{Time: ts(e.GetCreateTime()), Kind: "event", Title: e.GetType() + " " + e.GetEventId(), EventID: e.GetEventId()})
+		for _, f := range e.GetFailedTries() {
+			answer := fmt.Sprintf("HTTP %d", f.GetStatus())
+			if f.GetStatus() == 0 {
+				answer = "no answer"
+			}
+			t = append(t, entry{Time: ts(f.GetTryTime()), Kind: "delivery",
+				Title: fmt.Sprintf("Try %d of %s failed: %s", f.GetAttempt(), e.GetEventId(), answer), Detail: f.GetError()})
+		}
 		if e.GetAttempts() == 0 {
 			continue
 		}

@@ -136,7 +136,7 @@ func runOnce(t *testing.T, d *delivery.Deliverer) int {
 
 // TestRecoveredEndpointGetsTheEvent: an endpoint that answers 500 gets the
 // event again, with the same id, and once it answers 200 the event is
-// delivered and sent no more.
+// delivered and sent no more; the event's story keeps the failed try.
 func TestRecoveredEndpointGetsTheEvent(t *testing.T) {
 	t.Parallel()
 	s := postgres.NewStore(postgrestest.Pool(t))
@@ -146,7 +146,7 @@ func TestRecoveredEndpointGetsTheEvent(t *testing.T) {
 		}
 		return http.StatusOK
 	})
-	canceledOrder(t, s, "m1", "ref-1")
+	id := canceledOrder(t, s, "m1", "ref-1")
 	d := newDeliverer(t, s, delivery.Config{Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}}})
 	if n := runOnce(t, d); n != 0 {
 		t.Fatalf("delivered %d on a 500", n)
@@ -162,6 +162,16 @@ func TestRecoveredEndpointGetsTheEvent(t *testing.T) {
 	ids := rc.received()
 	if len(ids) != 2 || ids[0] != ids[1] || rc.types[0] != "order.canceled" {
 		t.Fatalf("received %v %v, want one event twice", ids, rc.types)
+	}
+	story, err := s.OrderEventDeliveries(context.Background(), "m1", id)
+	if err != nil || len(story) != 1 {
+		t.Fatalf("events out: %+v, %v", story, err)
+	}
+	tries := story[0].FailedTries
+	if story[0].Attempts != 2 || story[0].DeliveredAt.IsZero() || len(tries) != 1 || tries[0].Attempt != 1 ||
+		tries[0].Status != http.StatusInternalServerError || tries[0].Error != "endpoint answered 500" ||
+		!tries[0].At.Before(story[0].DeliveredAt) {
+		t.Fatalf("the event's story: %+v", story[0])
 	}
 }
 

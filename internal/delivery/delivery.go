@@ -270,7 +270,7 @@ func (d *Deliverer) deliverLane(ctx context.Context, lane []order.Notification) 
 			}
 			failed = true
 			backoff = d.backoff(e.Attempts)
-			del.Outcome, del.Backoff = order.DeliveryRetry, backoff
+			del.Outcome, del.Backoff, del.Attempt, del.Error = order.DeliveryRetry, backoff, e.Attempts, err.Error()
 			// The endpoint's answer is its own text: only the status and
 			// the kind of failure are logged, never a body or the URL.
 			d.log.InfoContext(ctx, "event delivery failed", "merchant", e.MerchantID, "event_id", e.ID(),

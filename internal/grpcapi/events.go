@@ -116,6 +116,10 @@ func (s *opsServer) ListOrderEvents(ctx context.Context, req *settlev1.ListOrder
 		if !d.NextTry.IsZero() && d.DeliveredAt.IsZero() && d.FailedAt.IsZero() {
 			e.NextTryTime = timestamp(d.NextTry)
 		}
+		for _, t := range d.FailedTries {
+			e.FailedTries = append(e.FailedTries, &settlev1.DeliveryTry{TryTime: timestamp(t.At), Attempt: int32(t.Attempt),
+				Status: int32(t.Status), Error: t.Error})
+		}
 		resp.Events = append(resp.Events, e)
 	}
 	return resp, nil

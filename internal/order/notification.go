@@ -191,6 +191,11 @@ type Delivery struct {
 	Status int
 	// Backoff is the wait before the next try (retry, untried).
 	Backoff time.Duration
+	// Attempt is the try's number (the event's Attempts); Error says, in
+	// Settle's words, why a retried try failed (never the endpoint's body
+	// or URL).
+	Attempt int
+	Error   string
 }
 
 // DeliveryRecord is what recording a delivery made of its event.
@@ -223,4 +228,15 @@ type EventDelivery struct {
 	LastStatus int
 	// DeliveredAt, FailedAt and NextTry are zero when not set.
 	DeliveredAt, FailedAt, NextTry time.Time
+	// FailedTries are the tries that failed, oldest first.
+	FailedTries []DeliveryTry
+}
+
+// DeliveryTry is one failed try of an event's delivery.
+type DeliveryTry struct {
+	At      time.Time
+	Attempt int
+	// Status is the endpoint's HTTP status, 0 for no answer.
+	Status int
+	Error  string
 }

@@ -180,7 +180,63 @@ func (s *Store) RecordDeliveries(ctx context.Context, ds []order.Delivery, giveU
 	if err != nil {
 		return nil, fmt.Errorf("record deliveries: %w", err)
 	}
-	return out, nil
+	return out, s.recordDeliveryTries(ctx, ds)
+}
+
+//go:embed sql/order_delivery_tries.sql
+var orderDeliveryTriesSQL string
+
+// deliveryTries returns the failed delivery tries of a merchant's events
+// nums, by event.
+func (s *Store) deliveryTries(ctx context.Context, merchant string, nums []int64) (map[int64][]order.DeliveryTry, error) {
+	type row struct {
+		Num     int64     `db:"event_num"`
+		At      time.Time `db:"tried_at"`
+		Attempt int       `db:"attempt"`
+		Status  int       `db:"status"`
+		Error   string    `db:"error"`
+	}
+	var rows []row
+	err := retry(ctx, func() (err error) {
+		rows, err = queryAll[row](ctx, s.pool, orderDeliveryTriesSQL, pgx.StrictNamedArgs{"merchant_id": merchant, "event_nums": nums})
+		return err
+	})
+	out := map[int64][]order.DeliveryTry{}
+	for _, r := range rows {
+		out[r.Num] = append(out[r.Num], order.DeliveryTry{At: r.At, Attempt: r.Attempt, Status: r.Status, Error: r.Error})
+	}
+	return out, err
+}
+
+//go:embed sql/record_delivery_tries.sql
+var recordDeliveryTriesSQL string
+
+// recordDeliveryTries keeps the failed tries among ds, for their events'
+// story; a round with none costs nothing. It runs after the round's
+// results are recorded: a crash between the two loses a line of history,
+// never a delivery.
+func (s *Store) recordDeliveryTries(ctx context.Context, ds []order.Delivery) error {
+	var merchants, errs []string
+	var nums []int64
+	var attempts, statuses []int32
+	for _, d := range ds {
+		if d.Outcome == order.DeliveryRetry {
+			merchants, nums, errs = append(merchants, d.MerchantID), append(nums, d.Num), append(errs, d.Error)
+			attempts, statuses = append(attempts, int32(d.Attempt)), append(statuses, int32(d.Status))
+		}
+	}
+	if len(nums) == 0 {
+		return nil
+	}
+	err := retry(ctx, func() error {
+		_, err := s.pool.Exec(ctx, recordDeliveryTriesSQL, namedArgs(pgx.StrictNamedArgs{"merchant_id": merchants,
+			"event_num": nums, "attempt": attempts, "status": statuses, "error": errs}))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record delivery tries: %w", err)
+	}
+	return nil
 }
 
 //go:embed sql/delivery_backlog.sql
@@ -229,9 +285,18 @@ func (s *Store) OrderEventDeliveries(ctx context.Context, merchant, orderID stri
 	if err != nil {
 		return nil, fmt.Errorf("list order %s events: %w", orderID, err)
 	}
+	nums := make([]int64, len(rows))
+	for i, r := range rows {
+		nums[i] = r.Num
+	}
+	tries, err := s.deliveryTries(ctx, merchant, nums)
+	if err != nil {
+		return nil, fmt.Errorf("list order %s events: %w", orderID, err)
+	}
 	out := make([]order.EventDelivery, len(rows))
 	for i, r := range rows {
-		d := order.EventDelivery{Num: r.Num, Type: r.Type, CreatedAt: r.CreatedAt, Attempts: r.Attempts, LastStatus: r.LastStatus}
+		d := order.EventDelivery{Num: r.Num, Type: r.Type, CreatedAt: r.CreatedAt, Attempts: r.Attempts, LastStatus: r.LastStatus,
+			FailedTries: tries[r.Num]}
 		for _, t := range []struct {
 			from *time.Time
 			to   *time.Time

@@ -137,6 +137,18 @@ func reviewQueue(t *testing.T, s *postgres.Store, merchant string) map[order.Rev
 		ObjectID: "re", AttemptID: rf.Refund.ID, About: order.EventAboutRefund, Outcome: order.OutcomeDeclined},
 		order.EventReviewRefundFailed)
 	out[order.ReviewRefundFailed] = a
+
+	// A dispute waiting on the merchant's evidence, due in two days.
+	o, a = claim(create("dispute", ""), "dispute")
+	settle(o, a, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "ch"}, order.EventSucceed, order.StatePaid, "")
+	d := order.GatewayDispute{ID: merchant + "-dp", Status: order.DisputeNeedsResponse, Stage: order.DisputeChargeback,
+		Amount: order.Money{Currency: "GBP", AmountMinor: 1250}, Reason: "fraudulent", DueBy: time.Now().Add(48 * time.Hour)}
+	ap, err := s.ApplyDispute(ctx, order.DisputeChange{Actor: order.ActorGateway, Dispute: d,
+		Event: order.GatewayEvent{Gateway: "sim", ID: merchant + "-evt-dispute", Type: "dispute", AttemptID: a, Dispute: &d}})
+	if err != nil || ap.Dispute == nil {
+		t.Fatalf("apply dispute: %+v, %v", ap, err)
+	}
+	out[order.ReviewDispute] = ap.Dispute.ID
 	return out
 }
 
@@ -204,6 +216,12 @@ func testReviewQueue(t *testing.T, db storeDB) {
 		case order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed, order.ReviewRefundFailed:
 			if it.AttemptID != id || it.EventID == "" || it.EventType == "" || it.Outcome == "" {
 				t.Errorf("%s: %+v, want attempt %s and its event", kind, it, id)
+			}
+		case order.ReviewDispute:
+			if it.ID != id || it.OperationID != id || it.AttemptID == "" || it.EventID != "merchant-a-dp" ||
+				it.EventType != string(order.DisputeChargeback) || it.DeclineCode != "fraudulent" ||
+				!it.RaisedAt.Equal(it.DueBy.Add(-order.DisputeDueWithin)) {
+				t.Errorf("dispute: %+v, want %s with its gateway id, stage, reason and due time", it, id)
 			}
 		}
 	}

@@ -4016,7 +4016,10 @@ type OrderEventDelivery struct {
 	// Set when the tries ran out (ResendEvent starts them again).
 	FailedTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=failed_time,json=failedTime,proto3" json:"failed_time,omitempty"`
 	// When the next try is due, while neither delivered nor failed.
-	NextTryTime   *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_try_time,json=nextTryTime,proto3" json:"next_try_time,omitempty"`
+	NextTryTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=next_try_time,json=nextTryTime,proto3" json:"next_try_time,omitempty"`
+	// Every try that failed, oldest first (a delivered try is
+	// delivered_time).
+	FailedTries   []*DeliveryTry `protobuf:"bytes,9,rep,name=failed_tries,json=failedTries,proto3" json:"failed_tries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4107,6 +4110,86 @@ func (x *OrderEventDelivery) GetNextTryTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *OrderEventDelivery) GetFailedTries() []*DeliveryTry {
+	if x != nil {
+		return x.FailedTries
+	}
+	return nil
+}
+
+// DeliveryTry is one failed try of an event's delivery.
+type DeliveryTry struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	TryTime *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=try_time,json=tryTime,proto3" json:"try_time,omitempty"`
+	// The try's number among the event's tries (from 1 again after a
+	// ResendEvent).
+	Attempt int32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The endpoint's HTTP status; 0 for no answer.
+	Status int32 `protobuf:"varint,3,opt,name=status,proto3" json:"status,omitempty"`
+	// Why it failed, in Settle's words (never the endpoint's body or URL).
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeliveryTry) Reset() {
+	*x = DeliveryTry{}
+	mi := &file_settle_v1_ops_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeliveryTry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeliveryTry) ProtoMessage() {}
+
+func (x *DeliveryTry) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeliveryTry.ProtoReflect.Descriptor instead.
+func (*DeliveryTry) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *DeliveryTry) GetTryTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.TryTime
+	}
+	return nil
+}
+
+func (x *DeliveryTry) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *DeliveryTry) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *DeliveryTry) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // ListOrderEventsResponse is the order's events out, oldest first (at
 // most 500).
 type ListOrderEventsResponse struct {
@@ -4118,7 +4201,7 @@ type ListOrderEventsResponse struct {
 
 func (x *ListOrderEventsResponse) Reset() {
 	*x = ListOrderEventsResponse{}
-	mi := &file_settle_v1_ops_proto_msgTypes[51]
+	mi := &file_settle_v1_ops_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4130,7 +4213,7 @@ func (x *ListOrderEventsResponse) String() string {
 func (*ListOrderEventsResponse) ProtoMessage() {}
 
 func (x *ListOrderEventsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_settle_v1_ops_proto_msgTypes[51]
+	mi := &file_settle_v1_ops_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4143,7 +4226,7 @@ func (x *ListOrderEventsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListOrderEventsResponse.ProtoReflect.Descriptor instead.
 func (*ListOrderEventsResponse) Descriptor() ([]byte, []int) {
-	return file_settle_v1_ops_proto_rawDescGZIP(), []int{51}
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListOrderEventsResponse) GetEvents() []*OrderEventDelivery {
@@ -4476,7 +4559,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x11SetRoutesResponse\x12-\n" +
 	"\x06routes\x18\x01 \x01(\v2\x15.settle.v1.RouteRulesR\x06routes\"3\n" +
 	"\x16ListOrderEventsRequest\x12\x19\n" +
-	"\border_id\x18\x01 \x01(\tR\aorderId\"\xfd\x02\n" +
+	"\border_id\x18\x01 \x01(\tR\aorderId\"\xb8\x03\n" +
 	"\x12OrderEventDelivery\x12\x19\n" +
 	"\bevent_id\x18\x01 \x01(\tR\aeventId\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12;\n" +
@@ -4488,7 +4571,13 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x0edelivered_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\rdeliveredTime\x12;\n" +
 	"\vfailed_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"failedTime\x12>\n" +
-	"\rnext_try_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextTryTime\"P\n" +
+	"\rnext_try_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextTryTime\x129\n" +
+	"\ffailed_tries\x18\t \x03(\v2\x16.settle.v1.DeliveryTryR\vfailedTries\"\x8c\x01\n" +
+	"\vDeliveryTry\x125\n" +
+	"\btry_time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\atryTime\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\x05R\aattempt\x12\x16\n" +
+	"\x06status\x18\x03 \x01(\x05R\x06status\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"P\n" +
 	"\x17ListOrderEventsResponse\x125\n" +
 	"\x06events\x18\x01 \x03(\v2\x1d.settle.v1.OrderEventDeliveryR\x06events*n\n" +
 	"\n" +
@@ -4566,7 +4655,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -4625,150 +4714,153 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*SetRoutesResponse)(nil),              // 54: settle.v1.SetRoutesResponse
 	(*ListOrderEventsRequest)(nil),         // 55: settle.v1.ListOrderEventsRequest
 	(*OrderEventDelivery)(nil),             // 56: settle.v1.OrderEventDelivery
-	(*ListOrderEventsResponse)(nil),        // 57: settle.v1.ListOrderEventsResponse
-	(*Order)(nil),                          // 58: settle.v1.Order
-	(OrderState)(0),                        // 59: settle.v1.OrderState
-	(*timestamppb.Timestamp)(nil),          // 60: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 61: settle.v1.Attempt
-	(*Refund)(nil),                         // 62: settle.v1.Refund
-	(*Capture)(nil),                        // 63: settle.v1.Capture
-	(*Void)(nil),                           // 64: settle.v1.Void
-	(CaptureState)(0),                      // 65: settle.v1.CaptureState
-	(VoidState)(0),                         // 66: settle.v1.VoidState
-	(RefundState)(0),                       // 67: settle.v1.RefundState
-	(*Money)(nil),                          // 68: settle.v1.Money
-	(CaptureMode)(0),                       // 69: settle.v1.CaptureMode
+	(*DeliveryTry)(nil),                    // 57: settle.v1.DeliveryTry
+	(*ListOrderEventsResponse)(nil),        // 58: settle.v1.ListOrderEventsResponse
+	(*Order)(nil),                          // 59: settle.v1.Order
+	(OrderState)(0),                        // 60: settle.v1.OrderState
+	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 62: settle.v1.Attempt
+	(*Refund)(nil),                         // 63: settle.v1.Refund
+	(*Capture)(nil),                        // 64: settle.v1.Capture
+	(*Void)(nil),                           // 65: settle.v1.Void
+	(CaptureState)(0),                      // 66: settle.v1.CaptureState
+	(VoidState)(0),                         // 67: settle.v1.VoidState
+	(RefundState)(0),                       // 68: settle.v1.RefundState
+	(*Money)(nil),                          // 69: settle.v1.Money
+	(CaptureMode)(0),                       // 70: settle.v1.CaptureMode
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	58,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
-	59,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	58,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	59,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	59,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	60,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	58,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	59,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
+	60,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	59,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	60,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	60,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	61,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	59,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	11,  // 7: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	61,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	62,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	62,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	63,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
 	15,  // 10: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	63,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	64,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
 	13,  // 12: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	64,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	65,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
 	14,  // 14: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	65,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	65,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	60,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	66,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	66,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	60,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	67,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	67,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	60,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	58,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	66,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	66,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	61,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	67,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	61,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	68,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	68,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	61,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	59,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,   // 25: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	58,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	59,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	59,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	60,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
 	21,  // 28: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	60,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	61,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
 	23,  // 30: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	60,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	67,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	58,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	62,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	61,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	68,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	59,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	63,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,   // 35: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	58,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	62,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	58,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	63,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	58,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	64,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	59,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	63,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	59,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	64,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	59,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	65,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
 	2,   // 42: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	60,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	61,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
 	3,   // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	60,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
-	60,  // 46: settle.v1.ReviewItem.due_time:type_name -> google.protobuf.Timestamp
+	61,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	61,  // 46: settle.v1.ReviewItem.due_time:type_name -> google.protobuf.Timestamp
 	2,   // 47: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
 	34,  // 48: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
 	3,   // 49: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
 	34,  // 50: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	68,  // 51: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	69,  // 51: settle.v1.Dispute.amount:type_name -> settle.v1.Money
 	4,   // 52: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
 	5,   // 53: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	60,  // 54: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	68,  // 55: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	68,  // 56: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	68,  // 57: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	60,  // 58: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 59: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	61,  // 54: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	69,  // 55: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	69,  // 56: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	69,  // 57: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	61,  // 58: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	61,  // 59: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
 	4,   // 60: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
 	4,   // 61: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
 	5,   // 62: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
 	5,   // 63: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	68,  // 64: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	68,  // 65: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	60,  // 66: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	69,  // 64: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	69,  // 65: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	61,  // 66: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
 	4,   // 67: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	60,  // 68: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	61,  // 68: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
 	39,  // 69: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
 	39,  // 70: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
 	40,  // 71: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
 	39,  // 72: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	69,  // 73: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	70,  // 73: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
 	48,  // 74: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
 	47,  // 75: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
-	60,  // 76: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	61,  // 76: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
 	49,  // 77: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
 	50,  // 78: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
 	47,  // 79: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
 	49,  // 80: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	60,  // 81: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 82: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
-	60,  // 83: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
-	60,  // 84: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
-	56,  // 85: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
-	8,   // 86: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	10,  // 87: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	16,  // 88: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	18,  // 89: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	20,  // 90: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	24,  // 91: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	28,  // 92: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	26,  // 93: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	30,  // 94: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	32,  // 95: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	35,  // 96: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	37,  // 97: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	41,  // 98: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	43,  // 99: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	45,  // 100: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	51,  // 101: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
-	53,  // 102: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
-	6,   // 103: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
-	55,  // 104: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
-	9,   // 105: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	12,  // 106: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	17,  // 107: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	19,  // 108: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	22,  // 109: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	25,  // 110: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	29,  // 111: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	27,  // 112: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	31,  // 113: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	33,  // 114: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	36,  // 115: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	38,  // 116: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	42,  // 117: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	44,  // 118: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	46,  // 119: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	52,  // 120: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
-	54,  // 121: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
-	7,   // 122: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
-	57,  // 123: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
-	105, // [105:124] is the sub-list for method output_type
-	86,  // [86:105] is the sub-list for method input_type
-	86,  // [86:86] is the sub-list for extension type_name
-	86,  // [86:86] is the sub-list for extension extendee
-	0,   // [0:86] is the sub-list for field type_name
+	61,  // 81: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
+	61,  // 82: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
+	61,  // 83: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
+	61,  // 84: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
+	57,  // 85: settle.v1.OrderEventDelivery.failed_tries:type_name -> settle.v1.DeliveryTry
+	61,  // 86: settle.v1.DeliveryTry.try_time:type_name -> google.protobuf.Timestamp
+	56,  // 87: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
+	8,   // 88: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	10,  // 89: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	16,  // 90: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	18,  // 91: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	20,  // 92: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	24,  // 93: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	28,  // 94: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	26,  // 95: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	30,  // 96: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	32,  // 97: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	35,  // 98: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	37,  // 99: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	41,  // 100: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	43,  // 101: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	45,  // 102: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	51,  // 103: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	53,  // 104: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	6,   // 105: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
+	55,  // 106: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
+	9,   // 107: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	12,  // 108: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	17,  // 109: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	19,  // 110: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	22,  // 111: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	25,  // 112: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	29,  // 113: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	27,  // 114: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31,  // 115: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	33,  // 116: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	36,  // 117: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	38,  // 118: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	42,  // 119: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	44,  // 120: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	46,  // 121: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	52,  // 122: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	54,  // 123: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	7,   // 124: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
+	58,  // 125: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
+	107, // [107:126] is the sub-list for method output_type
+	88,  // [88:107] is the sub-list for method input_type
+	88,  // [88:88] is the sub-list for extension type_name
+	88,  // [88:88] is the sub-list for extension extendee
+	0,   // [0:88] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -4784,7 +4876,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   52,
+			NumMessages:   53,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
