@@ -351,3 +351,37 @@ func TestOpenWindowRefused(t *testing.T) {
 		t.Fatalf("got %v, want ErrWindowOpen", err)
 	}
 }
+
+// TestSchedule: the scheduler audits each gateway account over the latest
+// closed window first, then over each window closed since, following the
+// last with no gap; an account with no listing is recorded not covered.
+func TestSchedule(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.pay(t, 3)
+	now := time.Now()
+	clock := func() time.Time { return now }
+	a, err := audit.New(f.store, map[string]order.Gateway{"sim": f.gw, "nolist": struct{ order.Gateway }{f.gw}},
+		audit.Config{Margin: margin, Now: clock}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := audit.NewScheduler(a, audit.Schedule{Merchants: []string{order.DefaultMerchant}, Window: time.Hour, Interval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	runs, err := s.RunOnce(ctx)
+	if err != nil || len(runs) != 2 || runs[0].Gateway != "nolist" || runs[0].Covered || !runs[1].Clean() {
+		t.Fatalf("first round: %v %+v", err, runs)
+	}
+	first := runs[1].Window
+	if again, err := s.RunOnce(ctx); err != nil || len(again) != 0 {
+		t.Fatalf("a round with no window closed since: %v %+v", err, again)
+	}
+	now = now.Add(time.Hour)
+	runs, err = s.RunOnce(ctx)
+	if err != nil || len(runs) != 2 || !runs[1].Window.From.Equal(first.To) || !runs[1].Window.To.Equal(first.To.Add(time.Hour)) {
+		t.Fatalf("next round: %v %+v, want the hour after %v", err, runs, first)
+	}
+}

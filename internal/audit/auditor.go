@@ -29,6 +29,9 @@ type Config struct {
 	// Observe, when set, is told what each step of a run found (the
 	// metrics' counters).
 	Observe func(r Run, found []Found)
+	// Finished, when set, is told of each run that finished, covered or
+	// not.
+	Finished func(r Run)
 }
 
 // Auditor runs audits.
@@ -97,6 +100,7 @@ func (a *Auditor) Audit(ctx context.Context, merchantID, gateway string, w Windo
 	if !r.Covered {
 		a.log.LogAttrs(ctx, slog.LevelWarn, "audit not covered", slog.String("merchant_id", merchantID),
 			slog.String("gateway", gateway), slog.String("reason", r.NotCovered))
+		a.finished(r)
 		return r, nil
 	}
 	if r, err = a.run(ctx, lister, r); err != nil {
@@ -105,6 +109,7 @@ func (a *Auditor) Audit(ctx context.Context, merchantID, gateway string, w Windo
 	a.log.LogAttrs(ctx, slog.LevelInfo, "audit finished", slog.String("merchant_id", merchantID),
 		slog.String("gateway", gateway), slog.String("run_id", r.ID), slog.Time("from", w.From), slog.Time("to", w.To),
 		slog.Int64("seen", r.Seen), slog.Any("counts", r.Counts))
+	a.finished(r)
 	return r, nil
 }
 
@@ -207,6 +212,12 @@ func (a *Auditor) resumeAt(r Run) time.Time {
 		return r.Listed().From
 	}
 	return r.Cursor.Created
+}
+
+func (a *Auditor) finished(r Run) {
+	if a.cfg.Finished != nil {
+		a.cfg.Finished(r)
+	}
 }
 
 func (a *Auditor) observe(r Run, found []Found) {
