@@ -385,3 +385,48 @@ func TestSchedule(t *testing.T) {
 		t.Fatalf("next round: %v %+v, want the hour after %v", err, runs, first)
 	}
 }
+
+// TestFindingsInTheReviewQueue: a finding waits in the review queue with
+// both sides until an operator resolves it with a note, which is kept with
+// the operator's name; a finding with no order is resolved by its
+// merchant.
+func TestFindingsInTheReviewQueue(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	refs := f.pay(t, 2)
+	must(t)(f.sim.Duplicate(refs[0]))
+	f.sim.Foreign(990, "GBP")
+	ctx := context.Background()
+	if _, err := f.auditor(t, nil).Audit(ctx, order.DefaultMerchant, "sim", f.window(), "test"); err != nil {
+		t.Fatal(err)
+	}
+	queue := func() []order.ReviewItem {
+		t.Helper()
+		items, err := f.store.ReviewItems(ctx, order.ReviewFilter{Scope: order.AnyMerchant, Kind: order.ReviewAuditFinding, Limit: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return items
+	}
+	items := queue()
+	if len(items) != 2 {
+		t.Fatalf("queue %+v, want the two findings", items)
+	}
+	for _, it := range items {
+		if it.GatewayRecordID == "" || it.GatewaySide == "null" || (it.AuditClass == string(audit.Duplicate)) != (it.OrderID != "") ||
+			(it.OrderID != "") != (it.SettleSide != "null") {
+			t.Errorf("item %+v: want the gateway's record, and Settle's side where Settle has the order", it)
+		}
+		orderID, merchant := it.OrderID, ""
+		if orderID == "" {
+			merchant = order.DefaultMerchant
+		}
+		got, err := f.svc.ResolveAuditFinding(ctx, order.AnyMerchant, merchant, orderID, it.ID, "refunded at the gateway", "ops:alice")
+		if err != nil || got.ResolvedAt.IsZero() || got.Actor != "ops:alice" || got.Note != "refunded at the gateway" {
+			t.Errorf("resolve %s: %+v, %v", it.AuditClass, got, err)
+		}
+	}
+	if left := queue(); len(left) != 0 {
+		t.Fatalf("resolved findings still queued: %+v", left)
+	}
+}

@@ -158,6 +158,11 @@ const (
 	// refund stays SUCCEEDED. Resolved with ResolveReviewItem, the order's
 	// charge asked about.
 	ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED ReviewItemKind = 7
+	// The gateway audit found the gateway's records and Settle's in
+	// disagreement (audit_class says how; settle_side and gateway_side show
+	// both). Never fixed automatically: resolved with ResolveReviewItem, a
+	// note and no decision, once a person has dealt with it.
+	ReviewItemKind_REVIEW_ITEM_KIND_AUDIT_FINDING ReviewItemKind = 8
 )
 
 // Enum value maps for ReviewItemKind.
@@ -171,6 +176,7 @@ var (
 		5: "REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE",
 		6: "REVIEW_ITEM_KIND_CAPTURE_FAILED",
 		7: "REVIEW_ITEM_KIND_REFUND_FAILED",
+		8: "REVIEW_ITEM_KIND_AUDIT_FINDING",
 	}
 	ReviewItemKind_value = map[string]int32{
 		"REVIEW_ITEM_KIND_UNSPECIFIED":            0,
@@ -181,6 +187,7 @@ var (
 		"REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE": 5,
 		"REVIEW_ITEM_KIND_CAPTURE_FAILED":         6,
 		"REVIEW_ITEM_KIND_REFUND_FAILED":          7,
+		"REVIEW_ITEM_KIND_AUDIT_FINDING":          8,
 	}
 )
 
@@ -2305,8 +2312,17 @@ type ReviewItem struct {
 	Note                   string                 `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	ResolveTime            *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
 	ResolvedGatewayOutcome string                 `protobuf:"bytes,22,opt,name=resolved_gateway_outcome,json=resolvedGatewayOutcome,proto3" json:"resolved_gateway_outcome,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// For REVIEW_ITEM_KIND_AUDIT_FINDING: the finding's class (DUPLICATE,
+	// MISSING_IN_SETTLE, MISSING_ON_GATEWAY, AMOUNT_MISMATCH,
+	// CURRENCY_MISMATCH, STATUS_MISMATCH, REFUND_MISMATCH, FOREIGN), the
+	// gateway's record concerned, and the two sides as the audit read them:
+	// Settle's and the gateway's, each a JSON object (or null).
+	AuditClass      string `protobuf:"bytes,23,opt,name=audit_class,json=auditClass,proto3" json:"audit_class,omitempty"`
+	GatewayRecordId string `protobuf:"bytes,24,opt,name=gateway_record_id,json=gatewayRecordId,proto3" json:"gateway_record_id,omitempty"`
+	SettleSide      string `protobuf:"bytes,25,opt,name=settle_side,json=settleSide,proto3" json:"settle_side,omitempty"`
+	GatewaySide     string `protobuf:"bytes,26,opt,name=gateway_side,json=gatewaySide,proto3" json:"gateway_side,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ReviewItem) Reset() {
@@ -2493,6 +2509,34 @@ func (x *ReviewItem) GetResolvedGatewayOutcome() string {
 	return ""
 }
 
+func (x *ReviewItem) GetAuditClass() string {
+	if x != nil {
+		return x.AuditClass
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetGatewayRecordId() string {
+	if x != nil {
+		return x.GatewayRecordId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetSettleSide() string {
+	if x != nil {
+		return x.SettleSide
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetGatewaySide() string {
+	if x != nil {
+		return x.GatewaySide
+	}
+	return ""
+}
+
 // ListReviewItemsRequest filters and pages the review queue.
 type ListReviewItemsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2625,14 +2669,20 @@ func (x *ListReviewItemsResponse) GetNextPageToken() string {
 // ResolveReviewItemRequest records an operator's decision about a review
 // item.
 type ResolveReviewItemRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's order; may be empty for an audit finding that names none
+	// (merchant_id then says whose it is).
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// The review item's id (ReviewItem.id).
-	ReviewItemId string         `protobuf:"bytes,2,opt,name=review_item_id,json=reviewItemId,proto3" json:"review_item_id,omitempty"`
-	Decision     ReviewDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=settle.v1.ReviewDecision" json:"decision,omitempty"`
+	ReviewItemId string `protobuf:"bytes,2,opt,name=review_item_id,json=reviewItemId,proto3" json:"review_item_id,omitempty"`
+	// Required, except for an audit finding, which takes none.
+	Decision ReviewDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=settle.v1.ReviewDecision" json:"decision,omitempty"`
 	// Why; required, recorded with the resolution. It must not hold a card
 	// number.
-	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// The merchant of an audit finding with no order_id; an ops key of one
+	// merchant may leave it empty.
+	MerchantId    string `protobuf:"bytes,5,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2691,6 +2741,13 @@ func (x *ResolveReviewItemRequest) GetDecision() ReviewDecision {
 func (x *ResolveReviewItemRequest) GetNote() string {
 	if x != nil {
 		return x.Note
+	}
+	return ""
+}
+
+func (x *ResolveReviewItemRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
 	}
 	return ""
 }
@@ -4285,7 +4342,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
 	"\x1bOpsServiceVoidOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12#\n" +
-	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\x90\x06\n" +
+	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\xa1\a\n" +
 	"\n" +
 	"ReviewItem\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x0e\n" +
@@ -4316,7 +4373,13 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x05actor\x18\x13 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\x14 \x01(\tR\x04note\x12=\n" +
 	"\fresolve_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x128\n" +
-	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\"\xa4\x01\n" +
+	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\x12\x1f\n" +
+	"\vaudit_class\x18\x17 \x01(\tR\n" +
+	"auditClass\x12*\n" +
+	"\x11gateway_record_id\x18\x18 \x01(\tR\x0fgatewayRecordId\x12\x1f\n" +
+	"\vsettle_side\x18\x19 \x01(\tR\n" +
+	"settleSide\x12!\n" +
+	"\fgateway_side\x18\x1a \x01(\tR\vgatewaySide\"\xa4\x01\n" +
 	"\x16ListReviewItemsRequest\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x1f\n" +
 	"\vmerchant_id\x18\x02 \x01(\tR\n" +
@@ -4326,12 +4389,14 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"n\n" +
 	"\x17ListReviewItemsResponse\x12+\n" +
 	"\x05items\x18\x01 \x03(\v2\x15.settle.v1.ReviewItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa6\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x01\n" +
 	"\x18ResolveReviewItemRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12$\n" +
 	"\x0ereview_item_id\x18\x02 \x01(\tR\freviewItemId\x125\n" +
 	"\bdecision\x18\x03 \x01(\x0e2\x19.settle.v1.ReviewDecisionR\bdecision\x12\x12\n" +
-	"\x04note\x18\x04 \x01(\tR\x04note\"F\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x12\x1f\n" +
+	"\vmerchant_id\x18\x05 \x01(\tR\n" +
+	"merchantId\"F\n" +
 	"\x19ResolveReviewItemResponse\x12)\n" +
 	"\x04item\x18\x01 \x01(\v2\x15.settle.v1.ReviewItemR\x04item\"\xc6\x05\n" +
 	"\aDispute\x12\x0e\n" +
@@ -4469,7 +4534,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x10RefundResolution\x12!\n" +
 	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
-	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\x9a\x02\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\xbe\x02\n" +
 	"\x0eReviewItemKind\x12 \n" +
 	"\x1cREVIEW_ITEM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REVIEW_ITEM_KIND_ORDER\x10\x01\x12\x1b\n" +
@@ -4478,7 +4543,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15REVIEW_ITEM_KIND_VOID\x10\x04\x12+\n" +
 	"'REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE\x10\x05\x12#\n" +
 	"\x1fREVIEW_ITEM_KIND_CAPTURE_FAILED\x10\x06\x12\"\n" +
-	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a*o\n" +
+	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a\x12\"\n" +
+	"\x1eREVIEW_ITEM_KIND_AUDIT_FINDING\x10\b*o\n" +
 	"\x0eReviewDecision\x12\x1f\n" +
 	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17REVIEW_DECISION_CHARGED\x10\x01\x12\x1f\n" +

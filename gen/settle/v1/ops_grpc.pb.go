@@ -80,8 +80,10 @@ type OpsServiceClient interface {
 	// ResolveReviewItem records an operator's decision about a review item
 	// (REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE or
 	// REVIEW_ITEM_KIND_CAPTURE_FAILED), after asking the gateway about its
-	// attempt. The other kinds are resolved with ResolveOrder and
-	// ResolveRefund.
+	// attempt; or records, with a note and no decision, that a person dealt
+	// with an audit finding (REVIEW_ITEM_KIND_AUDIT_FINDING), which Settle
+	// never fixes by itself. The other kinds are resolved with ResolveOrder
+	// and ResolveRefund.
 	ResolveReviewItem(ctx context.Context, in *ResolveReviewItemRequest, opts ...grpc.CallOption) (*ResolveReviewItemResponse, error)
 	// ListDisputes lists disputes, oldest first, optionally only those in one
 	// status or due before a time.
@@ -354,8 +356,10 @@ type OpsServiceServer interface {
 	// ResolveReviewItem records an operator's decision about a review item
 	// (REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE or
 	// REVIEW_ITEM_KIND_CAPTURE_FAILED), after asking the gateway about its
-	// attempt. The other kinds are resolved with ResolveOrder and
-	// ResolveRefund.
+	// attempt; or records, with a note and no decision, that a person dealt
+	// with an audit finding (REVIEW_ITEM_KIND_AUDIT_FINDING), which Settle
+	// never fixes by itself. The other kinds are resolved with ResolveOrder
+	// and ResolveRefund.
 	ResolveReviewItem(context.Context, *ResolveReviewItemRequest) (*ResolveReviewItemResponse, error)
 	// ListDisputes lists disputes, oldest first, optionally only those in one
 	// status or due before a time.

@@ -1,21 +1,24 @@
 -- The review queue, oldest first: orders, refunds, captures and voids in
--- NEEDS_REVIEW, and the open review items, each with what Settle recorded
+-- NEEDS_REVIEW, the open review items and the open findings of the
+-- gateway audit (migration 00027), each with what Settle recorded
 -- of the gateway's answer. Only items of @kind (every kind when ''),
 -- within a scope as in order_by_id.sql (every merchant's with
 -- @any_merchant, otherwise only @merchant_id's), after the page that
 -- ended with (@after_at, @after_kind, @after_id): the queue's order is
 -- when an item entered review, then its kind, then its id. Each kind is
--- read apart, from its own partial index in that order (migration 00021),
+-- read apart, from its own partial index in that order (migrations 00021, 00027),
 -- at most @limit of each; the union's first @limit are the page.
 SELECT kind, merchant_id, id, order_id, attempt_id, operation_id, gateway, raised_at, reconcile_count, last_error,
-	outcome, decline_code, event_id, event_type, decision, actor, note, gateway_outcome, resolved_at
+	outcome, decline_code, event_id, event_type, decision, actor, note, gateway_outcome, resolved_at, audit_class,
+	gateway_record_id, settle_side, gateway_side
 FROM (
 	(SELECT 'order'::text AS kind, o.merchant_id, o.id::text AS id, o.id::text AS order_id,
 		coalesce(o.current_attempt::text, '') AS attempt_id, ''::text AS operation_id, o.gateway,
 		o.updated_at AS raised_at, o.reconcile_count, o.last_error, coalesce(a.outcome, '') AS outcome,
 		coalesce(a.decline_code, '') AS decline_code, ''::text AS event_id, ''::text AS event_type,
 		''::text AS decision, ''::text AS actor, ''::text AS note, ''::text AS gateway_outcome,
-		NULL::timestamptz AS resolved_at
+		NULL::timestamptz AS resolved_at, ''::text AS audit_class, ''::text AS gateway_record_id,
+		''::text AS settle_side, ''::text AS gateway_side
 	FROM orders o
 	LEFT JOIN charge_attempts a ON a.merchant_id = o.merchant_id AND a.id = o.current_attempt
 	WHERE o.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR o.merchant_id = nullif(@merchant_id, ''))
@@ -26,7 +29,7 @@ FROM (
 	UNION ALL
 	(SELECT 'refund', r.merchant_id, r.id::text, r.order_id::text, '', r.id::text, o.gateway,
 		r.updated_at, r.reconcile_count, r.last_error, coalesce(r.outcome, ''), r.decline_code, '', '',
-		'', '', '', '', NULL
+		'', '', '', '', NULL, '', '', '', ''
 	FROM refunds r
 	JOIN orders o ON o.merchant_id = r.merchant_id AND o.id = r.order_id
 	WHERE r.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR r.merchant_id = nullif(@merchant_id, ''))
@@ -37,7 +40,7 @@ FROM (
 	UNION ALL
 	(SELECT 'capture', c.merchant_id, c.id::text, c.order_id::text, coalesce(o.current_attempt::text, ''),
 		c.id::text, o.gateway, c.updated_at, c.reconcile_count, c.last_error, coalesce(c.outcome, ''),
-		c.decline_code, '', '', '', '', '', '', NULL
+		c.decline_code, '', '', '', '', '', '', NULL, '', '', '', ''
 	FROM captures c
 	JOIN orders o ON o.merchant_id = c.merchant_id AND o.id = c.order_id
 	WHERE c.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR c.merchant_id = nullif(@merchant_id, ''))
@@ -48,7 +51,7 @@ FROM (
 	UNION ALL
 	(SELECT 'void', v.merchant_id, v.id::text, v.order_id::text, coalesce(o.current_attempt::text, ''),
 		v.id::text, o.gateway, v.updated_at, v.reconcile_count, v.last_error, coalesce(v.outcome, ''),
-		v.decline_code, '', '', '', '', '', '', NULL
+		v.decline_code, '', '', '', '', '', '', NULL, '', '', '', ''
 	FROM voids v
 	JOIN orders o ON o.merchant_id = v.merchant_id AND o.id = v.order_id
 	WHERE v.state = 'NEEDS_REVIEW' AND (@any_merchant::bool OR v.merchant_id = nullif(@merchant_id, ''))
@@ -59,13 +62,23 @@ FROM (
 	UNION ALL
 	(SELECT i.kind, i.merchant_id, i.id::text, i.order_id::text, i.attempt_id::text, '', i.gateway,
 		i.created_at, 0, '', coalesce(nullif(e.outcome, ''), CASE WHEN e.succeeded THEN 'succeeded' ELSE '' END),
-		coalesce(e.decline_code, ''), i.event_id, coalesce(e.event_type, ''), '', '', '', '', NULL
+		coalesce(e.decline_code, ''), i.event_id, coalesce(e.event_type, ''), '', '', '', '', NULL, '', '', '', ''
 	FROM review_items i
 	LEFT JOIN gateway_events e ON e.merchant_id = i.merchant_id AND e.gateway = i.gateway AND e.event_id = i.event_id
 	WHERE i.resolved_at IS NULL AND (@any_merchant::bool OR i.merchant_id = nullif(@merchant_id, ''))
 		AND @kind IN ('', i.kind) AND i.created_at >= @after_at::timestamptz
 		AND (i.created_at, i.kind, i.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
 	ORDER BY i.created_at, i.kind, i.id
+	LIMIT @limit)
+	UNION ALL
+	(SELECT 'audit_finding', f.merchant_id, f.id::text, coalesce(f.order_id::text, ''), coalesce(f.attempt_id::text, ''),
+		'', f.gateway, f.created_at, 0, '', '', '', '', '', '', '', '', '', NULL, f.class, f.gateway_record_id,
+		coalesce(f.settle::text, 'null'), coalesce(f.gateway_record::text, 'null')
+	FROM audit_findings f
+	WHERE f.resolved_at IS NULL AND (@any_merchant::bool OR f.merchant_id = nullif(@merchant_id, ''))
+		AND @kind IN ('', 'audit_finding') AND f.created_at >= @after_at::timestamptz
+		AND (f.created_at, 'audit_finding'::text, f.id::text) > (@after_at::timestamptz, @after_kind::text, @after_id::text)
+	ORDER BY f.created_at, f.id
 	LIMIT @limit)
 ) q
 ORDER BY raised_at, kind, id
