@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/settlepay/settle/internal/audit"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
@@ -31,6 +33,7 @@ const margin = 20 * time.Millisecond
 // fixture is a Settle (service and store on a fresh database) charging a
 // simulator over HTTP through the refpsp adapter, and an auditor of it.
 type fixture struct {
+	pool  *pgxpool.Pool
 	store *postgres.Store
 	sim   *sim.Sim
 	gw    *refpsp.Client
@@ -41,7 +44,7 @@ type fixture struct {
 func newFixture(t testing.TB) *fixture {
 	t.Helper()
 	pool := postgrestest.Pool(t)
-	f := &fixture{store: postgres.NewStore(pool), sim: sim.New(sim.Options{})}
+	f := &fixture{pool: pool, store: postgres.NewStore(pool), sim: sim.New(sim.Options{})}
 	hs := httptest.NewServer(f.sim)
 	t.Cleanup(hs.Close)
 	var err error
