@@ -600,6 +600,9 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 			return fmt.Errorf("configuration: %w", err)
 		}
 	}
+	if opts.Auditor, err = a.auditor(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 
 	// The background loops run on their own context, which ends only once

@@ -225,3 +225,8 @@ func (a *Auditor) observe(r Run, found []Found) {
 		a.cfg.Observe(r, found)
 	}
 }
+
+// Runs returns merchantID's runs, the latest first, at most limit.
+func (a *Auditor) Runs(ctx context.Context, merchantID string, limit int) ([]Run, error) {
+	return a.store.Runs(ctx, merchantID, limit)
+}

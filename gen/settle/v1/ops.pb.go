@@ -4182,6 +4182,378 @@ func (x *ListOrderEventsResponse) GetEvents() []*OrderEventDelivery {
 	return nil
 }
 
+// AuditRun is one audit of a merchant's gateway account over a window.
+type AuditRun struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	MerchantId string                 `protobuf:"bytes,2,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Gateway    string                 `protobuf:"bytes,3,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// The window: the attempts Settle made in [start_time, end_time).
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Where the run stands: charges, refunds, missing or done.
+	Phase string `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The gateway's records the run matched.
+	RecordsSeen int64 `protobuf:"varint,7,opt,name=records_seen,json=recordsSeen,proto3" json:"records_seen,omitempty"`
+	// What the run found, by class (DUPLICATE, MISSING_IN_SETTLE, ...).
+	Counts map[string]int64 `protobuf:"bytes,8,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// False when the gateway offers no listing: not_covered_reason says
+	// so, and the run is not clean.
+	Covered          bool   `protobuf:"varint,9,opt,name=covered,proto3" json:"covered,omitempty"`
+	NotCoveredReason string `protobuf:"bytes,10,opt,name=not_covered_reason,json=notCoveredReason,proto3" json:"not_covered_reason,omitempty"`
+	// True for a finished, covered run with no finding.
+	Clean         bool                   `protobuf:"varint,11,opt,name=clean,proto3" json:"clean,omitempty"`
+	Actor         string                 `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	FinishTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRun) Reset() {
+	*x = AuditRun{}
+	mi := &file_settle_v1_ops_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRun) ProtoMessage() {}
+
+func (x *AuditRun) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRun.ProtoReflect.Descriptor instead.
+func (*AuditRun) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *AuditRun) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AuditRun) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *AuditRun) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *AuditRun) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *AuditRun) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *AuditRun) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *AuditRun) GetRecordsSeen() int64 {
+	if x != nil {
+		return x.RecordsSeen
+	}
+	return 0
+}
+
+func (x *AuditRun) GetCounts() map[string]int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *AuditRun) GetCovered() bool {
+	if x != nil {
+		return x.Covered
+	}
+	return false
+}
+
+func (x *AuditRun) GetNotCoveredReason() string {
+	if x != nil {
+		return x.NotCoveredReason
+	}
+	return ""
+}
+
+func (x *AuditRun) GetClean() bool {
+	if x != nil {
+		return x.Clean
+	}
+	return false
+}
+
+func (x *AuditRun) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditRun) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *AuditRun) GetFinishTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishTime
+	}
+	return nil
+}
+
+// RunAuditRequest names the account and the window to audit.
+type RunAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The merchant; an ops key of one merchant may leave it empty.
+	MerchantId string `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// The gateway account (refpsp, stripe, ...).
+	Gateway       string                 `protobuf:"bytes,2,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunAuditRequest) Reset() {
+	*x = RunAuditRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunAuditRequest) ProtoMessage() {}
+
+func (x *RunAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunAuditRequest.ProtoReflect.Descriptor instead.
+func (*RunAuditRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *RunAuditRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *RunAuditRequest) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *RunAuditRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *RunAuditRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+// RunAuditResponse is the finished run.
+type RunAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           *AuditRun              `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunAuditResponse) Reset() {
+	*x = RunAuditResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunAuditResponse) ProtoMessage() {}
+
+func (x *RunAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunAuditResponse.ProtoReflect.Descriptor instead.
+func (*RunAuditResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RunAuditResponse) GetRun() *AuditRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+// ListAuditRunsRequest names the merchant whose runs are listed.
+type ListAuditRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The merchant; an ops key of one merchant may leave it empty.
+	MerchantId string `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// At most this many runs (default 50, at most 500).
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRunsRequest) Reset() {
+	*x = ListAuditRunsRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRunsRequest) ProtoMessage() {}
+
+func (x *ListAuditRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRunsRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *ListAuditRunsRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *ListAuditRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ListAuditRunsResponse is the merchant's latest runs.
+type ListAuditRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Runs          []*AuditRun            `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRunsResponse) Reset() {
+	*x = ListAuditRunsResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRunsResponse) ProtoMessage() {}
+
+func (x *ListAuditRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditRunsResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListAuditRunsResponse) GetRuns() []*AuditRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -4524,7 +4896,45 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"failedTime\x12>\n" +
 	"\rnext_try_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\vnextTryTime\"P\n" +
 	"\x17ListOrderEventsResponse\x125\n" +
-	"\x06events\x18\x01 \x03(\v2\x1d.settle.v1.OrderEventDeliveryR\x06events*n\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.settle.v1.OrderEventDeliveryR\x06events\"\xe2\x04\n" +
+	"\bAuditRun\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vmerchant_id\x18\x02 \x01(\tR\n" +
+	"merchantId\x12\x18\n" +
+	"\agateway\x18\x03 \x01(\tR\agateway\x129\n" +
+	"\n" +
+	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12!\n" +
+	"\frecords_seen\x18\a \x01(\x03R\vrecordsSeen\x127\n" +
+	"\x06counts\x18\b \x03(\v2\x1f.settle.v1.AuditRun.CountsEntryR\x06counts\x12\x18\n" +
+	"\acovered\x18\t \x01(\bR\acovered\x12,\n" +
+	"\x12not_covered_reason\x18\n" +
+	" \x01(\tR\x10notCoveredReason\x12\x14\n" +
+	"\x05clean\x18\v \x01(\bR\x05clean\x12\x14\n" +
+	"\x05actor\x18\f \x01(\tR\x05actor\x12;\n" +
+	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vfinish_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishTime\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xbe\x01\n" +
+	"\x0fRunAuditRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12\x18\n" +
+	"\agateway\x18\x02 \x01(\tR\agateway\x129\n" +
+	"\n" +
+	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"9\n" +
+	"\x10RunAuditResponse\x12%\n" +
+	"\x03run\x18\x01 \x01(\v2\x13.settle.v1.AuditRunR\x03run\"T\n" +
+	"\x14ListAuditRunsRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"@\n" +
+	"\x15ListAuditRunsResponse\x12'\n" +
+	"\x04runs\x18\x01 \x03(\v2\x13.settle.v1.AuditRunR\x04runs*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -4561,7 +4971,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15DISPUTE_STAGE_INQUIRY\x10\x01\x12\x1c\n" +
 	"\x18DISPUTE_STAGE_CHARGEBACK\x10\x02\x12!\n" +
 	"\x1dDISPUTE_STAGE_PRE_ARBITRATION\x10\x03\x12#\n" +
-	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xe3\x12\n" +
+	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xb7\x14\n" +
 	"\n" +
 	"OpsService\x12a\n" +
 	"\n" +
@@ -4574,7 +4984,9 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\"@\x82\xd3\xe4\x93\x02::\x01*\"5/v1/ops/orders/{order_id}/refunds/{refund_id}:resolve\x12y\n" +
 	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/ops/events/{event_id}:resend\x12\x91\x01\n" +
 	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/ops/orders/{order_id}:capture\x12\x85\x01\n" +
-	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/ops/orders/{order_id}:void\x12v\n" +
+	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/ops/orders/{order_id}:void\x12b\n" +
+	"\bRunAudit\x12\x1a.settle.v1.RunAuditRequest\x1a\x1b.settle.v1.RunAuditResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/ops/audit-runs\x12n\n" +
+	"\rListAuditRuns\x12\x1f.settle.v1.ListAuditRunsRequest\x1a .settle.v1.ListAuditRunsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/ops/audit-runs\x12v\n" +
 	"\x0fListReviewItems\x12!.settle.v1.ListReviewItemsRequest\x1a\".settle.v1.ListReviewItemsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/ops/review-items\x12\x98\x01\n" +
 	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/v1/ops/review-items/{review_item_id}:resolve\x12i\n" +
 	"\fListDisputes\x12\x1e.settle.v1.ListDisputesRequest\x1a\x1f.settle.v1.ListDisputesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/disputes\x12p\n" +
@@ -4600,7 +5012,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 58)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -4660,148 +5072,167 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*ListOrderEventsRequest)(nil),         // 55: settle.v1.ListOrderEventsRequest
 	(*OrderEventDelivery)(nil),             // 56: settle.v1.OrderEventDelivery
 	(*ListOrderEventsResponse)(nil),        // 57: settle.v1.ListOrderEventsResponse
-	(*Order)(nil),                          // 58: settle.v1.Order
-	(OrderState)(0),                        // 59: settle.v1.OrderState
-	(*timestamppb.Timestamp)(nil),          // 60: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 61: settle.v1.Attempt
-	(*Refund)(nil),                         // 62: settle.v1.Refund
-	(*Capture)(nil),                        // 63: settle.v1.Capture
-	(*Void)(nil),                           // 64: settle.v1.Void
-	(CaptureState)(0),                      // 65: settle.v1.CaptureState
-	(VoidState)(0),                         // 66: settle.v1.VoidState
-	(RefundState)(0),                       // 67: settle.v1.RefundState
-	(*Money)(nil),                          // 68: settle.v1.Money
-	(CaptureMode)(0),                       // 69: settle.v1.CaptureMode
+	(*AuditRun)(nil),                       // 58: settle.v1.AuditRun
+	(*RunAuditRequest)(nil),                // 59: settle.v1.RunAuditRequest
+	(*RunAuditResponse)(nil),               // 60: settle.v1.RunAuditResponse
+	(*ListAuditRunsRequest)(nil),           // 61: settle.v1.ListAuditRunsRequest
+	(*ListAuditRunsResponse)(nil),          // 62: settle.v1.ListAuditRunsResponse
+	nil,                                    // 63: settle.v1.AuditRun.CountsEntry
+	(*Order)(nil),                          // 64: settle.v1.Order
+	(OrderState)(0),                        // 65: settle.v1.OrderState
+	(*timestamppb.Timestamp)(nil),          // 66: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 67: settle.v1.Attempt
+	(*Refund)(nil),                         // 68: settle.v1.Refund
+	(*Capture)(nil),                        // 69: settle.v1.Capture
+	(*Void)(nil),                           // 70: settle.v1.Void
+	(CaptureState)(0),                      // 71: settle.v1.CaptureState
+	(VoidState)(0),                         // 72: settle.v1.VoidState
+	(RefundState)(0),                       // 73: settle.v1.RefundState
+	(*Money)(nil),                          // 74: settle.v1.Money
+	(CaptureMode)(0),                       // 75: settle.v1.CaptureMode
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	58,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
-	59,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	58,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	59,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	59,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	60,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	58,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	64,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
+	65,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	64,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	65,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	65,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	66,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	64,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	11,  // 7: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	61,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	62,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	67,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	68,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
 	15,  // 10: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	63,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	69,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
 	13,  // 12: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	64,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	70,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
 	14,  // 14: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	65,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	65,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	60,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	66,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	66,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	60,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	67,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	67,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	60,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	58,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	71,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	71,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	66,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	72,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	72,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	66,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	73,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	66,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	64,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,   // 25: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	58,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	59,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	64,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	65,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
 	21,  // 28: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	60,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	66,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
 	23,  // 30: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	60,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	67,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	58,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	62,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	66,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	73,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	64,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	68,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,   // 35: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	58,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	62,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	58,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	63,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	58,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	64,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	64,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	68,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	64,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	69,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	64,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	70,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
 	2,   // 42: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	60,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	66,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
 	3,   // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	60,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	66,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
 	2,   // 46: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
 	34,  // 47: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
 	3,   // 48: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
 	34,  // 49: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	68,  // 50: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	74,  // 50: settle.v1.Dispute.amount:type_name -> settle.v1.Money
 	4,   // 51: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
 	5,   // 52: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	60,  // 53: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	68,  // 54: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	68,  // 55: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	68,  // 56: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	60,  // 57: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 58: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	66,  // 53: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	74,  // 54: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	74,  // 55: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	74,  // 56: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	66,  // 57: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	66,  // 58: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
 	4,   // 59: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
 	4,   // 60: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
 	5,   // 61: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
 	5,   // 62: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	68,  // 63: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	68,  // 64: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	60,  // 65: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	74,  // 63: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	74,  // 64: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	66,  // 65: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
 	4,   // 66: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	60,  // 67: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	66,  // 67: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
 	39,  // 68: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
 	39,  // 69: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
 	40,  // 70: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
 	39,  // 71: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	69,  // 72: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	75,  // 72: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
 	48,  // 73: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
 	47,  // 74: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
-	60,  // 75: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	66,  // 75: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
 	49,  // 76: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
 	50,  // 77: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
 	47,  // 78: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
 	49,  // 79: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	60,  // 80: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
-	60,  // 81: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
-	60,  // 82: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
-	60,  // 83: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
+	66,  // 80: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
+	66,  // 81: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
+	66,  // 82: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
+	66,  // 83: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
 	56,  // 84: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
-	8,   // 85: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	10,  // 86: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	16,  // 87: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	18,  // 88: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	20,  // 89: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	24,  // 90: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	28,  // 91: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	26,  // 92: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	30,  // 93: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	32,  // 94: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	35,  // 95: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	37,  // 96: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	41,  // 97: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	43,  // 98: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	45,  // 99: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	51,  // 100: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
-	53,  // 101: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
-	6,   // 102: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
-	55,  // 103: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
-	9,   // 104: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	12,  // 105: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	17,  // 106: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	19,  // 107: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	22,  // 108: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	25,  // 109: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	29,  // 110: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	27,  // 111: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	31,  // 112: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	33,  // 113: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	36,  // 114: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	38,  // 115: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	42,  // 116: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	44,  // 117: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	46,  // 118: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	52,  // 119: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
-	54,  // 120: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
-	7,   // 121: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
-	57,  // 122: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
-	104, // [104:123] is the sub-list for method output_type
-	85,  // [85:104] is the sub-list for method input_type
-	85,  // [85:85] is the sub-list for extension type_name
-	85,  // [85:85] is the sub-list for extension extendee
-	0,   // [0:85] is the sub-list for field type_name
+	66,  // 85: settle.v1.AuditRun.start_time:type_name -> google.protobuf.Timestamp
+	66,  // 86: settle.v1.AuditRun.end_time:type_name -> google.protobuf.Timestamp
+	63,  // 87: settle.v1.AuditRun.counts:type_name -> settle.v1.AuditRun.CountsEntry
+	66,  // 88: settle.v1.AuditRun.create_time:type_name -> google.protobuf.Timestamp
+	66,  // 89: settle.v1.AuditRun.finish_time:type_name -> google.protobuf.Timestamp
+	66,  // 90: settle.v1.RunAuditRequest.start_time:type_name -> google.protobuf.Timestamp
+	66,  // 91: settle.v1.RunAuditRequest.end_time:type_name -> google.protobuf.Timestamp
+	58,  // 92: settle.v1.RunAuditResponse.run:type_name -> settle.v1.AuditRun
+	58,  // 93: settle.v1.ListAuditRunsResponse.runs:type_name -> settle.v1.AuditRun
+	8,   // 94: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	10,  // 95: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	16,  // 96: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	18,  // 97: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	20,  // 98: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	24,  // 99: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	28,  // 100: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	26,  // 101: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	30,  // 102: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	32,  // 103: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	59,  // 104: settle.v1.OpsService.RunAudit:input_type -> settle.v1.RunAuditRequest
+	61,  // 105: settle.v1.OpsService.ListAuditRuns:input_type -> settle.v1.ListAuditRunsRequest
+	35,  // 106: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	37,  // 107: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	41,  // 108: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	43,  // 109: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	45,  // 110: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	51,  // 111: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	53,  // 112: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	6,   // 113: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
+	55,  // 114: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
+	9,   // 115: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	12,  // 116: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	17,  // 117: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	19,  // 118: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	22,  // 119: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	25,  // 120: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	29,  // 121: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	27,  // 122: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31,  // 123: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	33,  // 124: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	60,  // 125: settle.v1.OpsService.RunAudit:output_type -> settle.v1.RunAuditResponse
+	62,  // 126: settle.v1.OpsService.ListAuditRuns:output_type -> settle.v1.ListAuditRunsResponse
+	36,  // 127: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	38,  // 128: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	42,  // 129: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	44,  // 130: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	46,  // 131: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	52,  // 132: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	54,  // 133: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	7,   // 134: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
+	57,  // 135: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
+	115, // [115:136] is the sub-list for method output_type
+	94,  // [94:115] is the sub-list for method input_type
+	94,  // [94:94] is the sub-list for extension type_name
+	94,  // [94:94] is the sub-list for extension extendee
+	0,   // [0:94] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -4817,7 +5248,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   52,
+			NumMessages:   58,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
