@@ -188,6 +188,13 @@ func TestEachDiscrepancyYieldsItsFinding(t *testing.T) {
 				t.Fatalf("charge: %v %+v", err, res)
 			}
 		}, audit.MissingInSettle},
+		{"a second charge of an attempt whose charge Settle did not record", func(t *testing.T, f *fixture, refs []string) {
+			f.exec(t, `UPDATE charge_attempts SET gateway_charge_id = '' WHERE id = $1`, refs[1])
+			must(t)(f.sim.Duplicate(refs[1]))
+		}, audit.Duplicate},
+		{"an attempt in another currency in Settle", func(t *testing.T, f *fixture, refs []string) {
+			f.exec(t, `UPDATE charge_attempts SET currency = 'EUR' WHERE id = $1`, refs[5])
+		}, audit.CurrencyMismatch},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,6 +224,40 @@ func must(t *testing.T) func(any, error) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestStatusMismatch: an attempt the gateway declined that Settle holds
+// as paying its order is a STATUS_MISMATCH, and the order, paid in Settle
+// with no succeeded charge, is MISSING_ON_GATEWAY too.
+func TestStatusMismatch(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.pay(t, 2)
+	o, a, err := f.svc.CreateAndCharge(context.Background(), order.DefaultMerchant, order.NewOrder{MerchantReference: "declined",
+		Amount: order.Money{Currency: "GBP", AmountMinor: 1250}, PaymentMethod: "tok_decline", Gateway: "sim"},
+		order.ChargeInput{RequestID: "request-declined"})
+	if err != nil || a == nil || o.State != order.StatePending {
+		t.Fatalf("declined charge: %v %+v", err, o)
+	}
+	f.exec(t, `UPDATE charge_attempts SET outcome = 'succeeded' WHERE id = $1`, a.ID)
+	f.exec(t, `UPDATE orders SET state = 'PAID', current_attempt = $2 WHERE id = $1`, o.ID, a.ID)
+	r, err := f.auditor(t, nil).Audit(context.Background(), order.DefaultMerchant, "sim", f.window(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[audit.Class]int{audit.StatusMismatch: 1, audit.MissingOnGateway: 1}
+	if got := nonzero(r.Counts); !maps.Equal(got, want) {
+		t.Fatalf("counts %v, want %v", got, want)
+	}
+}
+
+// exec runs a statement on the fixture's database: Settle's side made to
+// disagree with the gateway's.
+func (f *fixture) exec(t *testing.T, sql string, args ...any) {
+	t.Helper()
+	if _, err := f.pool.Exec(context.Background(), sql, args...); err != nil {
+		t.Fatal(err)
 	}
 }
 

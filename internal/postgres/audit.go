@@ -82,18 +82,38 @@ func (s *Store) StartRun(ctx context.Context, r audit.Run) (audit.Run, error) {
 		coverage = "not_covered"
 	}
 	var row auditRunRow
-	err := retry(ctx, func() (err error) {
-		row, err = queryOne[auditRunRow](ctx, s.pool, auditStartRunSQL, pgx.StrictNamedArgs{
+	err := withTx(ctx, s.pool, func(tx pgx.Tx) (err error) {
+		row, err = queryOne[auditRunRow](ctx, tx, auditStartRunSQL, pgx.StrictNamedArgs{
 			"merchant_id": r.MerchantID, "id": r.ID, "gateway": r.Gateway, "window_from": r.Window.From,
 			"window_to": r.Window.To, "margin": r.Margin, "phase": string(r.Phase), "coverage": coverage,
 			"coverage_reason": r.NotCovered, "actor": r.Actor,
 		})
+		if err != nil || row.Phase != string(audit.PhaseDone) {
+			return err
+		}
+		// A run that is not covered is done as it starts.
+		row.FinishedAt, err = finish(ctx, tx, r)
 		return err
 	})
 	if err != nil {
 		return audit.Run{}, err
 	}
 	return row.run()
+}
+
+//go:embed sql/audit_finish.sql
+var auditFinishSQL string
+
+// finish finishes the run r, done, in tx, and returns when.
+func finish(ctx context.Context, tx pgx.Tx, r audit.Run) (*time.Time, error) {
+	row, err := queryOne[struct {
+		ID         string    `db:"id"`
+		FinishedAt time.Time `db:"finished_at"`
+	}](ctx, tx, auditFinishSQL, pgx.StrictNamedArgs{"merchant_id": r.MerchantID, "id": r.ID})
+	if errors.Is(err, order.ErrNotFound) {
+		return nil, errRunMoved
+	}
+	return &row.FinishedAt, err
 }
 
 //go:embed sql/audit_checkpoint.sql
@@ -139,7 +159,8 @@ func advance(r audit.Run, n int, last audit.Cursor, found []audit.Found) audit.R
 }
 
 // match runs a matching statement and then the checkpoint from r to the
-// run next computes of what it found, in one transaction.
+// run next computes of what it found, in one transaction, finishing the
+// run when next is done.
 func (s *Store) match(ctx context.Context, r audit.Run, sql string, args pgx.StrictNamedArgs,
 	next func([]audit.Found) audit.Run) (audit.Run, []audit.Found, error) {
 	var (
@@ -156,7 +177,14 @@ func (s *Store) match(ctx context.Context, r audit.Run, sql string, args pgx.Str
 			found[i] = audit.Found{Class: audit.Class(f.Class), New: f.New}
 		}
 		out = next(found)
-		return checkpoint(ctx, tx, r, out)
+		if err := checkpoint(ctx, tx, r, out); err != nil || out.Phase != audit.PhaseDone {
+			return err
+		}
+		at, err := finish(ctx, tx, out)
+		if at != nil {
+			out.FinishedAt = *at
+		}
+		return err
 	})
 	if err != nil {
 		return r, nil, err
@@ -256,7 +284,6 @@ func (s *Store) FinishRun(ctx context.Context, r audit.Run, charged []order.Stat
 	}); err != nil {
 		return out, found, fmt.Errorf("forget what run %s saw: %w", r.ID, err)
 	}
-	out.FinishedAt = time.Now()
 	return out, found, nil
 }
 

@@ -8,20 +8,28 @@
 --
 -- A reference that is no UUID is no Settle reference: FOREIGN. A charge
 -- "pays" its order when the order is charged (@charged), by this attempt,
--- which succeeded with this gateway charge (or with none recorded); a
--- succeeded charge that does not pay its charged order is a second charge
--- of it: DUPLICATE. The totals compared allow for refunds and captures
--- in flight.
+-- which succeeded with this gateway charge, or, with no gateway charge
+-- recorded, when it is the attempt's first succeeded charge this run has
+-- listed (in this page, by listing order, or in an earlier one, in
+-- audit_seen); a succeeded charge that does not pay its charged order is
+-- a second charge of it: DUPLICATE. The totals compared allow for refunds
+-- and captures in flight.
 WITH g AS (
 	SELECT * FROM unnest(@id::text[], @reference::text[], @amount_minor::bigint[], @currency::text[], @outcome::text[],
-		@hold::text[], @captured_minor::bigint[], @refunded_minor::bigint[], @created::text[])
-		AS g(id, reference, amount_minor, currency, outcome, hold, captured_minor, refunded_minor, created)
+		@hold::text[], @captured_minor::bigint[], @refunded_minor::bigint[], @created::text[]) WITH ORDINALITY
+		AS g(id, reference, amount_minor, currency, outcome, hold, captured_minor, refunded_minor, created, n)
 ), m AS (
 	SELECT g.*, g.reference ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' AS settle_ref,
 		a.id AS attempt_id, o.id AS order_id, a.amount_minor AS attempt_amount, a.currency AS attempt_currency,
 		coalesce(o.state = ANY(@charged::text[]), false) AS charged,
 		coalesce(o.state = ANY(@charged::text[]) AND o.current_attempt = a.id AND a.outcome = 'succeeded'
-			AND a.gateway_charge_id IN ('', g.id), false) AS pays,
+			AND (a.gateway_charge_id = g.id OR a.gateway_charge_id = '' AND g.outcome = 'succeeded'
+				AND row_number() OVER (PARTITION BY a.id, g.outcome ORDER BY g.n) = 1
+				AND (SELECT s.attempt_id FROM audit_seen s
+					WHERE s.merchant_id = @merchant_id AND s.run_id = @run_id::uuid AND s.attempt_id = a.id
+						AND s.outcome = 'succeeded'
+					LIMIT 1) IS NULL
+			OR a.gateway_charge_id = '' AND g.outcome <> 'succeeded'), false) AS pays,
 		o.capture_mode, o.captured_minor AS order_captured, o.capturing_minor, o.refunded_minor AS order_refunded,
 		o.refunding_minor,
 		CASE WHEN a.id IS NOT NULL THEN jsonb_build_object('order_id', o.id, 'state', o.state,

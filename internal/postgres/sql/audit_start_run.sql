@@ -1,12 +1,13 @@
 -- Starts an audit run, or finds the unfinished run of the same merchant,
 -- gateway account and window (audit_runs_open_key), which the caller then
--- resumes from its checkpoint. A run that is not covered is recorded
--- finished.
+-- resumes from its checkpoint. (A run that is not covered is finished by
+-- audit_finish.sql in the same transaction: Citus takes no now() within
+-- a CASE of a write.)
 WITH ins AS (
 	INSERT INTO audit_runs (merchant_id, id, gateway, window_from, window_to, margin, phase, coverage, coverage_reason,
-		actor, finished_at)
+		actor)
 	VALUES (@merchant_id, @id::uuid, @gateway, @window_from, @window_to, @margin, @phase, @coverage, @coverage_reason,
-		@actor, CASE WHEN @phase = 'done' THEN now() END)
+		@actor)
 	ON CONFLICT (merchant_id, gateway, window_from, window_to) WHERE finished_at IS NULL DO NOTHING
 	RETURNING *
 )
