@@ -10,6 +10,10 @@
 // that a run's memory does not grow with its window and a run that stops
 // resumes after the last record it matched. The paid orders with no
 // succeeded charge are then found in SQL, against what the run saw.
+//
+// A gateway account's records are matched with one merchant's: an account
+// that serves several merchants shows each the others' charges, whose
+// references are no attempts of its own, as MISSING_IN_SETTLE.
 package audit
 
 import (
