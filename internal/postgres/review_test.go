@@ -205,6 +205,8 @@ func testReviewQueue(t *testing.T, db storeDB) {
 			if it.AttemptID != id || it.EventID == "" || it.EventType == "" || it.Outcome == "" {
 				t.Errorf("%s: %+v, want attempt %s and its event", kind, it, id)
 			}
+		case order.ReviewAuditFinding:
+			// Made by the audit's runs: internal/audit's tests.
 		}
 	}
 	if it := byKind["merchant-a/"+string(order.ReviewCaptureFailed)]; it.Outcome != order.OutcomeDeclined || it.DeclineCode != "Capture failed" {
