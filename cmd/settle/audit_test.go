@@ -32,3 +32,18 @@ func TestAuditCommand(t *testing.T) {
 		t.Fatalf("settle audit of an unknown account: %v", err)
 	}
 }
+
+// TestScheduledAuditIsConfigured: settle reconcile takes the scheduled
+// audit's settings, and refuses wrong ones at start, naming them.
+func TestScheduledAuditIsConfigured(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_REFPSP_URL": "http://127.0.0.1:1", "SETTLE_REFPSP_KEY": "k"}
+	for _, args := range [][]string{{"-audit-interval", "-1s"}, {"-audit-interval", "1h", "-audit-window", "0s"},
+		{"-audit-interval", "1h", "-audit-margin", "-1m"}} {
+		var stderr bytes.Buffer
+		err := run(context.Background(), append([]string{"reconcile"}, args...), mapEnv(env), &stderr, &stderr)
+		if err == nil || !strings.Contains(err.Error(), "configuration:") || !strings.Contains(err.Error(), strings.TrimPrefix(args[len(args)-2], "-")) {
+			t.Errorf("reconcile %v: %v, want a configuration error naming %s", args, err, args[len(args)-2])
+		}
+	}
+}
