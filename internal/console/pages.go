@@ -182,6 +182,10 @@ func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session)
 			settlev1.ReviewItemKind_REVIEW_ITEM_KIND_UNSPECIFIED:
 			// The API resolves a capture or a void by reconciling it: the
 			// order's page has the action.
+		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_AUDIT_FINDING:
+			// Shown with its reason; resolved with a note through
+			// OpsService/ResolveReviewItem once a person has dealt with
+			// it (no form here yet).
 		}
 		rows = append(rows, row)
 	}
