@@ -51,8 +51,11 @@ var (
 		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait",
 		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
-	deliveryFlags  = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
-	serveFlags     = []string{"listen", "json-listen", "console-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
+	// scheduledAuditFlags are reconcile's settings of the scheduled audit
+	// (no-show-horizon is among reconcileFlags).
+	scheduledAuditFlags = []string{"audit-interval", "audit-window", "audit-margin", "audit-merchants"}
+	deliveryFlags       = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
+	serveFlags          = []string{"listen", "json-listen", "console-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls", "routes-file",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
@@ -68,7 +71,8 @@ var (
 var commandOptions = map[string][]string{
 	"migrate":    dbFlags,
 	"serve":      concat(dbFlags, gatewayFlags, reconcileFlags, serveFlags, webhookFlags, deliveryFlags),
-	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, deliveryFlags, []string{"failpoints"}),
+	"reconcile":  concat(dbFlags, gatewayFlags, reconcileFlags, deliveryFlags, scheduledAuditFlags, []string{"failpoints"}),
+	"audit":      concat(dbFlags, gatewayFlags, auditFlags),
 	"deliver":    concat(dbFlags, deliveryFlags, []string{"failpoints"}),
 	"gatewaysim": nil,
 }
@@ -596,6 +600,9 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 			return fmt.Errorf("configuration: %w", err)
 		}
 	}
+	if opts.Auditor, err = a.auditor(); err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	srv := grpcapi.NewServer(svc, a.store, rec, a.log, opts)
 
 	// The background loops run on their own context, which ends only once
@@ -775,6 +782,10 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	if err != nil {
 		return fmt.Errorf("configuration: %w", err)
 	}
+	audits, err := a.auditScheduler()
+	if err != nil {
+		return fmt.Errorf("configuration: %w", err)
+	}
 	ctx, fail := context.WithCancelCause(ctx)
 	defer fail(nil)
 	var ls listeners
@@ -796,6 +807,9 @@ func runReconcile(ctx context.Context, args []string, getenv func(string) string
 	var g errgroup.Group
 	g.Go(func() error { return rec.Run(ctx) })
 	g.Go(func() error { return del.Run(ctx) })
+	if audits != nil {
+		g.Go(func() error { return audits.Run(ctx) })
+	}
 	err = g.Wait()
 	if f := failed(ctx); f != nil {
 		return f

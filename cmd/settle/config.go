@@ -125,6 +125,12 @@ type config struct {
 	StripeWebhookSecrets []string
 	RefpspWebhookSecrets []string
 	AdyenHMACKeys        []string
+
+	// The gateway audit: settle audit, and settle reconcile's schedule.
+	AuditInterval  time.Duration
+	AuditWindow    time.Duration
+	AuditMargin    time.Duration
+	AuditMerchants []string
 }
 
 // option is one setting: its flag, its environment variable, its default.
@@ -155,6 +161,10 @@ var options = []option{
 	{"reconcile-concurrency", "SETTLE_RECONCILE_CONCURRENCY", "8", "gateway lookups in flight per reconciler", setInt(func(c *config) *int { return &c.Concurrency })},
 	{"reconcile-poll", "SETTLE_RECONCILE_POLL", "1s", "wait between polls when nothing is due", setDuration(func(c *config) *time.Duration { return &c.PollInterval })},
 	{"no-show-horizon", "SETTLE_NO_SHOW_HORIZON", "70s", "age after which a charge the gateway has not seen can no longer arrive (gateway timeout + margin)", setDuration(func(c *config) *time.Duration { return &c.NoShowHorizon })},
+	{"audit-interval", "SETTLE_AUDIT_INTERVAL", "0s", "reconcile: how often to audit each gateway account over the windows closed since its last audit (0: never; settle audit runs one on demand)", setDuration(func(c *config) *time.Duration { return &c.AuditInterval })},
+	{"audit-window", "SETTLE_AUDIT_WINDOW", "24h", "length of each audit window; a window is audited once it ended no-show-horizon + audit-margin ago", setDuration(func(c *config) *time.Duration { return &c.AuditWindow })},
+	{"audit-margin", "SETTLE_AUDIT_MARGIN", "5m", "how far the audit's listing of a gateway's records reaches past each end of its window (the gateways' clocks); successive windows' listings overlap by it, and findings seen twice are one", setDuration(func(c *config) *time.Duration { return &c.AuditMargin })},
+	{"audit-merchants", "SETTLE_AUDIT_MERCHANTS", "default", "comma-separated merchants whose gateway accounts the scheduled audit covers", setList(func(c *config) *[]string { return &c.AuditMerchants })},
 	{"review-recheck", "SETTLE_REVIEW_RECHECK", "1h", "how often an order in NEEDS_REVIEW is looked up again; a charge found then makes it PAID", setDuration(func(c *config) *time.Duration { return &c.ReviewRecheck })},
 	{"action-expiry", "SETTLE_ACTION_EXPIRY", "1h", "how long a customer has to complete a 3-D Secure challenge (REQUIRES_ACTION) before the reconciler cancels the attempt and the order is PENDING again", setDuration(func(c *config) *time.Duration { return &c.ActionExpiry })},
 	{"action-recheck-max", "SETTLE_ACTION_RECHECK_MAX", "5m", "longest wait between two reconciler checks of an order waiting for the customer; each waits half the attempt's age, from the first schedule step up to this", setDuration(func(c *config) *time.Duration { return &c.ActionRecheckMax })},
@@ -382,6 +392,10 @@ func (c *config) validate() error {
 	check(c.Concurrency >= 1 && c.Concurrency <= 1000, "reconcile-concurrency must be between 1 and 1000")
 	check(c.PollInterval > 0, "reconcile-poll must be positive")
 	check(c.ReviewRecheck > 0, "review-recheck must be positive")
+	check(c.AuditInterval >= 0, "audit-interval must not be negative (0: no scheduled audit)")
+	check(c.AuditWindow > 0, "audit-window must be positive")
+	check(c.AuditMargin > 0, "audit-margin must be positive")
+	check(c.AuditInterval == 0 || len(c.AuditMerchants) > 0, "audit-merchants must name a merchant when audit-interval is set")
 	check(c.ActionExpiry > 0, "action-expiry must be positive")
 	check(c.ActionRecheckMax > 0, "action-recheck-max must be positive")
 	check(c.LookupReuse >= 0 && c.LookupReuse <= time.Minute, "lookup-reuse must be between 0 and 1m: a reused answer hides the customer's for that long")

@@ -35,6 +35,7 @@ commands:
   serve       serve the gRPC API
   reconcile   run the reconciler sidecar (and the webhook delivery worker)
   deliver     run the webhook delivery worker alone
+  audit       audit a gateway account's records against Settle's over a window
   migrate     migrate up | migrate status
   dev         everything in one process on a throwaway PostgreSQL
   gatewaysim  run the gateway simulator
@@ -70,6 +71,8 @@ func dispatch(ctx context.Context, args []string, getenv func(string) string, st
 		return runReconcile(ctx, args, getenv, stderr)
 	case "deliver":
 		return runDeliver(ctx, args, getenv, stderr)
+	case "audit":
+		return runAudit(ctx, args, getenv, stdout, stderr)
 	case "migrate":
 		return runMigrate(ctx, args, getenv, stdout, stderr)
 	case "dev":

@@ -184,6 +184,10 @@ func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session)
 			// order's page has the action.
 		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE:
 			// Answered at the gateway, with the merchant's evidence.
+		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_AUDIT_FINDING:
+			// Shown with its reason; resolved with a note through
+			// OpsService/ResolveReviewItem once a person has dealt with
+			// it (no form here yet).
 		}
 		rows = append(rows, row)
 	}

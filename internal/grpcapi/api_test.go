@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/audit"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/grpcapi"
@@ -46,6 +47,10 @@ type stack struct {
 }
 
 const gatewayTimeout = 500 * time.Millisecond
+
+// auditMargin is the stacks' audit margin: a window closes that long
+// after it ends (with no no-show horizon).
+const auditMargin = 20 * time.Millisecond
 
 func newStack(t *testing.T) *stack {
 	t.Helper()
@@ -99,6 +104,11 @@ func newStackTimeout(t *testing.T, gatewayTimeout time.Duration, opts grpcapi.Op
 	}, log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Auditor == nil {
+		if opts.Auditor, err = audit.New(store, gateways, audit.Config{Margin: auditMargin}, log); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.srv = grpcapi.NewServer(svc, store, s.rec, s.log, opts)
 	lctx, stopListening := context.WithCancel(context.Background())

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/emptypb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/grpcapi"
@@ -61,7 +63,10 @@ func TestEveryStringFieldRefusesCardNumbers(t *testing.T) {
 		"ListReviewItems": &settlev1.ListReviewItemsRequest{},
 		"ResolveReviewItem": &settlev1.ResolveReviewItemRequest{OrderId: o.GetId(), ReviewItemId: o.GetId(),
 			Decision: settlev1.ReviewDecision_REVIEW_DECISION_CHARGED, Note: "refunded at the gateway"},
-		"ListDisputes":    &settlev1.ListDisputesRequest{},
+		"ListDisputes": &settlev1.ListDisputesRequest{},
+		"RunAudit": &settlev1.RunAuditRequest{MerchantId: "merchant-a", Gateway: "sim",
+			StartTime: timestamppb.New(time.Now().Add(-2 * time.Hour)), EndTime: timestamppb.New(time.Now().Add(-time.Hour))},
+		"ListAuditRuns":   &settlev1.ListAuditRunsRequest{MerchantId: "merchant-a"},
 		"GetDispute":      &settlev1.GetDisputeRequest{DisputeId: o.GetId()},
 		"AcceptDispute":   &settlev1.AcceptDisputeRequest{DisputeId: o.GetId()},
 		"GetRoutes":       &settlev1.GetRoutesRequest{MerchantId: "merchant-a"},

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/audit"
 	"github.com/settlepay/settle/internal/order"
 )
 
@@ -43,6 +44,7 @@ type opsServer struct {
 	store   OpsStore
 	events  EventStore
 	checker Checker
+	auditor *audit.Auditor
 	log     *slog.Logger
 }
 

@@ -19,6 +19,7 @@ var reviewKindToProto = map[order.ReviewKind]settlev1.ReviewItemKind{
 	order.ReviewCaptureFailed:        settlev1.ReviewItemKind_REVIEW_ITEM_KIND_CAPTURE_FAILED,
 	order.ReviewRefundFailed:         settlev1.ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED,
 	order.ReviewDispute:              settlev1.ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE,
+	order.ReviewAuditFinding:         settlev1.ReviewItemKind_REVIEW_ITEM_KIND_AUDIT_FINDING,
 }
 
 var protoToReviewKind = func() map[settlev1.ReviewItemKind]order.ReviewKind {
@@ -97,10 +98,25 @@ func (s *opsServer) ListReviewItems(ctx context.Context, req *settlev1.ListRevie
 }
 
 // ResolveReviewItem records an operator's decision about a review item,
-// with the operator as its actor.
+// with the operator as its actor; with no decision, that the operator
+// dealt with an audit finding.
 func (s *opsServer) ResolveReviewItem(ctx context.Context, req *settlev1.ResolveReviewItemRequest) (*settlev1.ResolveReviewItemResponse, error) {
-	it, err := s.svc.ResolveReviewItem(ctx, opsScope(ctx), canonicalID(req.GetOrderId()), canonicalID(req.GetReviewItemId()),
-		reviewDecisions[req.GetDecision()], req.GetNote(), operator(ctx))
+	var (
+		it  order.ReviewItem
+		err error
+	)
+	if m := req.GetMerchantId(); m != "" {
+		if err := order.CheckMerchantID("merchant_id", m); err != nil {
+			return nil, toStatus(ctx, s.log, err)
+		}
+	}
+	if req.GetDecision() == settlev1.ReviewDecision_REVIEW_DECISION_UNSPECIFIED {
+		it, err = s.svc.ResolveAuditFinding(ctx, opsScope(ctx), req.GetMerchantId(), canonicalID(req.GetOrderId()),
+			canonicalID(req.GetReviewItemId()), req.GetNote(), operator(ctx))
+	} else {
+		it, err = s.svc.ResolveReviewItem(ctx, opsScope(ctx), canonicalID(req.GetOrderId()), canonicalID(req.GetReviewItemId()),
+			reviewDecisions[req.GetDecision()], req.GetNote(), operator(ctx))
+	}
 	if err != nil {
 		return nil, toStatus(ctx, s.log, err)
 	}
@@ -114,6 +130,7 @@ func reviewItemToProto(it order.ReviewItem) *settlev1.ReviewItem {
 		DeclineCode: it.DeclineCode, ReconcileCount: int32(it.ReconcileCount), LastError: it.LastError, EventId: it.EventID,
 		EventType: it.EventType, Decision: reviewDecisionToProto[it.Decision], Actor: string(it.Actor), Note: it.Note,
 		ResolveTime: timestamp(it.ResolvedAt), ResolvedGatewayOutcome: string(it.GatewayOutcome),
+		AuditClass: it.AuditClass, GatewayRecordId: it.GatewayRecordID, SettleSide: it.SettleSide, GatewaySide: it.GatewaySide,
 	}
 	switch it.Kind {
 	case order.ReviewRefund:
@@ -124,7 +141,8 @@ func reviewItemToProto(it order.ReviewItem) *settlev1.ReviewItem {
 		p.VoidId = it.OperationID
 	case order.ReviewDispute:
 		p.DisputeId, p.DueTime = it.OperationID, timestamp(it.DueBy)
-	case order.ReviewOrder, order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed, order.ReviewRefundFailed:
+	case order.ReviewOrder, order.ReviewPossibleDoubleCharge, order.ReviewCaptureFailed, order.ReviewRefundFailed,
+		order.ReviewAuditFinding:
 	}
 	return p
 }

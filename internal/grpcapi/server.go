@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
+	"github.com/settlepay/settle/internal/audit"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/telemetry"
 )
@@ -76,6 +77,8 @@ type Options struct {
 	// JSON, when set, makes the server able to serve JSON over HTTP as
 	// well (ServeJSON), through the same interceptors.
 	JSON *JSONOptions
+	// Auditor, when set, serves OpsService's RunAudit and ListAuditRuns.
+	Auditor *audit.Auditor
 }
 
 // NewServer returns a server with OrderService, OpsService, health and
@@ -157,7 +160,7 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 		watchLifetime = DefaultWatchLifetime
 	}
 	settlev1.RegisterOrderServiceServer(reg, &orderServer{svc: svc, hub: hub, watcher: store, events: store, log: log, watchLifetime: watchLifetime})
-	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, events: store, checker: checker, log: log})
+	settlev1.RegisterOpsServiceServer(reg, &opsServer{svc: svc, store: store, events: store, checker: checker, auditor: opts.Auditor, log: log})
 	h := health.NewServer()
 	healthpb.RegisterHealthServer(reg, h)
 	if !opts.NoReflection {

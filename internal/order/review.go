@@ -14,8 +14,9 @@ type ReviewKind string
 // The kinds of the review queue. The first four are operations in
 // NEEDS_REVIEW, resolved by their own calls (Resolve, ResolveRefund); the
 // next three are review items raised by a gateway's event, resolved by
-// ResolveReviewItem; the last is a dispute near its deadline, answered at
-// the gateway.
+// ResolveReviewItem; then a dispute near its deadline, answered at the
+// gateway; the last is a finding of the gateway audit, resolved by
+// ResolveAuditFinding.
 const (
 	// ReviewOrder: an order whose charge the reconciler could not learn.
 	ReviewOrder ReviewKind = "order"
@@ -39,16 +40,19 @@ const (
 	// the queue DisputeDueWithin before its due_by and leaves it when the
 	// gateway reports the response or the dispute's end.
 	ReviewDispute ReviewKind = "dispute"
+	// ReviewAuditFinding: the gateway audit found the gateway's records
+	// and Settle's in disagreement (internal/audit).
+	ReviewAuditFinding ReviewKind = "audit_finding"
 )
 
 // ReviewKinds lists the kinds, in the queue's order of kinds.
 var ReviewKinds = []ReviewKind{ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid, ReviewPossibleDoubleCharge, ReviewCaptureFailed,
-	ReviewRefundFailed, ReviewDispute}
+	ReviewRefundFailed, ReviewDispute, ReviewAuditFinding}
 
 // IsItem reports whether items of kind k are review items (review_items),
 // resolved by ResolveReviewItem.
 func (k ReviewKind) IsItem() bool {
-	return k == ReviewPossibleDoubleCharge || k == ReviewCaptureFailed || k == ReviewRefundFailed
+	return k == ReviewPossibleDoubleCharge || k == ReviewCaptureFailed || k == ReviewRefundFailed || k == ReviewAuditFinding
 }
 
 // ReviewDecision is an operator's decision about a review item.
@@ -106,6 +110,13 @@ type ReviewItem struct {
 	Note           string
 	ResolvedAt     time.Time
 	GatewayOutcome Outcome
+	// An audit finding's class (the audit's DUPLICATE, FOREIGN, ...), the
+	// gateway's record concerned, and the two sides as the audit read
+	// them: Settle's and the gateway's (JSON objects, or null).
+	AuditClass      string
+	GatewayRecordID string
+	SettleSide      string
+	GatewaySide     string
 }
 
 // Reason says, in Settle's words, why the item is in review.
@@ -123,6 +134,9 @@ func (r ReviewItem) Reason() string {
 	case ReviewDispute:
 		return fmt.Sprintf("dispute %s (%s, reason %q) waits on the merchant's evidence, due by %s: answer it at the gateway",
 			r.EventID, r.EventType, r.DeclineCode, r.DueBy.UTC().Format(time.RFC3339))
+	case ReviewAuditFinding:
+		return fmt.Sprintf("the audit of gateway %s found %s (gateway record %q): Settle's records and the gateway's disagree",
+			r.Gateway, r.AuditClass, r.GatewayRecordID)
 	case ReviewOrder, ReviewRefund, ReviewCapture, ReviewVoid:
 	}
 	if r.LastError == "" {
@@ -151,8 +165,10 @@ type ReviewCursor struct {
 }
 
 // ReviewResolution is an operator's decision about a merchant's review
-// item, as the store records it.
+// item, as the store records it. An audit finding (Kind
+// ReviewAuditFinding) is resolved with a note and no decision.
 type ReviewResolution struct {
+	Kind           ReviewKind
 	MerchantID     string
 	ID             string
 	Decision       ReviewDecision
@@ -240,6 +256,9 @@ func (s *Service) ResolveReviewItem(ctx context.Context, scope Scope, orderID, i
 	case err != nil:
 		return ReviewItem{}, err
 	}
+	if item.Kind == ReviewAuditFinding {
+		return ReviewItem{}, &ValidationError{Field: "decision", Reason: "an audit finding is resolved with a note and no decision"}
+	}
 	if !item.ResolvedAt.IsZero() {
 		return settledReview(item, d)
 	}
@@ -262,7 +281,7 @@ func (s *Service) ResolveReviewItem(ctx context.Context, scope Scope, orderID, i
 		// Only a proof of no charge lets a person say there was none.
 		return ReviewItem{}, &GatewayUnsureError{AttemptID: item.AttemptID, Err: fmt.Errorf("lookup answered %s", res.Outcome)}
 	}
-	ok, err := s.reviews.ResolveReviewItem(ctx, ReviewResolution{MerchantID: o.MerchantID, ID: item.ID, Decision: d, Actor: actor,
+	ok, err := s.reviews.ResolveReviewItem(ctx, ReviewResolution{Kind: item.Kind, MerchantID: o.MerchantID, ID: item.ID, Decision: d, Actor: actor,
 		Note: note, GatewayOutcome: gatewayOutcome})
 	if err != nil {
 		return ReviewItem{}, err
@@ -289,4 +308,70 @@ func settledReview(item ReviewItem, d ReviewDecision) (ReviewItem, error) {
 		return ReviewItem{}, &ReviewResolvedError{Decision: item.Decision}
 	}
 	return item, nil
+}
+
+// ResolveAuditFinding records that an operator dealt with a finding of the
+// gateway audit, with a note (required, checked like every free text) and
+// the operator as actor. Settle changes nothing else: a finding is never
+// fixed automatically, and what was done (a refund at the gateway, an
+// order resolved) was done by its own call. The finding is named by its
+// id and merchant: merchantID, which a merchant's own scope may leave
+// empty, or the order orderID's when given. Resolving a resolved finding
+// again returns it as it was resolved.
+func (s *Service) ResolveAuditFinding(ctx context.Context, scope Scope, merchantID, orderID, findingID, note string,
+	actor Actor) (ReviewItem, error) {
+	if err := CheckID("review_item_id", findingID); err != nil {
+		return ReviewItem{}, err
+	}
+	if err := CheckReason("note", note, true); err != nil {
+		return ReviewItem{}, err
+	}
+	if actor == "" {
+		return ReviewItem{}, errors.New("resolve audit finding: no operator identity")
+	}
+	if s.reviews == nil {
+		return ReviewItem{}, ErrReviewItemNotFound
+	}
+	switch {
+	case orderID != "":
+		if err := CheckID("order_id", orderID); err != nil {
+			return ReviewItem{}, err
+		}
+		o, err := s.store.Order(ctx, scope, orderID)
+		if err != nil {
+			return ReviewItem{}, err
+		}
+		merchantID = o.MerchantID
+	case !scope.IsAnyMerchant() && (merchantID == "" || merchantID == scope.MerchantID()):
+		merchantID = scope.MerchantID()
+	case !scope.IsAnyMerchant():
+		return ReviewItem{}, ErrReviewItemNotFound
+	}
+	if err := CheckMerchantID("merchant_id", merchantID); err != nil {
+		return ReviewItem{}, err
+	}
+	item, err := s.reviews.ReviewItem(ctx, merchantID, findingID)
+	switch {
+	case errors.Is(err, ErrReviewItemNotFound) || (err == nil && orderID != "" && item.OrderID != orderID):
+		return ReviewItem{}, ErrReviewItemNotFound
+	case err != nil:
+		return ReviewItem{}, err
+	case item.Kind != ReviewAuditFinding:
+		// Another kind of review item takes a decision.
+		return ReviewItem{}, &ValidationError{Field: "decision", Reason: "must be REVIEW_DECISION_CHARGED or REVIEW_DECISION_NOT_CHARGED"}
+	}
+	if !item.ResolvedAt.IsZero() {
+		return item, nil
+	}
+	if _, err := s.reviews.ResolveReviewItem(ctx, ReviewResolution{Kind: ReviewAuditFinding, MerchantID: merchantID,
+		ID: item.ID, Actor: actor, Note: note}); err != nil {
+		return ReviewItem{}, err
+	}
+	resolved, err := s.reviews.ReviewItem(ctx, merchantID, item.ID)
+	if err != nil {
+		return ReviewItem{}, err
+	}
+	s.log.LogAttrs(ctx, slog.LevelInfo, "audit finding resolved", slog.String("merchant_id", merchantID),
+		slog.String("review_item_id", item.ID), slog.String("class", item.AuditClass), slog.String("actor", string(actor)))
+	return resolved, nil
 }

@@ -34,6 +34,11 @@ type reviewRow struct {
 	GatewayOutcome string     `db:"gateway_outcome"`
 	ResolvedAt     *time.Time `db:"resolved_at"`
 	DueBy          *time.Time `db:"due_by"`
+	// An audit finding's (migration 00027).
+	AuditClass      string `db:"audit_class"`
+	GatewayRecordID string `db:"gateway_record_id"`
+	SettleSide      string `db:"settle_side"`
+	GatewaySide     string `db:"gateway_side"`
 }
 
 func (r reviewRow) item() order.ReviewItem {
@@ -42,7 +47,8 @@ func (r reviewRow) item() order.ReviewItem {
 		OperationID: r.OperationID, Gateway: r.Gateway, RaisedAt: r.RaisedAt, ReconcileCount: r.ReconcileCount,
 		LastError: r.LastError, Outcome: order.Outcome(r.Outcome), DeclineCode: r.DeclineCode, EventID: r.EventID,
 		EventType: r.EventType, Decision: order.ReviewDecision(r.Decision), Actor: order.Actor(r.Actor), Note: r.Note,
-		GatewayOutcome: order.Outcome(r.GatewayOutcome),
+		GatewayOutcome: order.Outcome(r.GatewayOutcome), AuditClass: r.AuditClass, GatewayRecordID: r.GatewayRecordID,
+		SettleSide: r.SettleSide, GatewaySide: r.GatewaySide,
 	}
 	if r.ResolvedAt != nil {
 		it.ResolvedAt = *r.ResolvedAt
@@ -92,15 +98,23 @@ func (s *Store) ReviewItem(ctx context.Context, merchantID, id string) (order.Re
 //go:embed sql/resolve_review_item.sql
 var resolveReviewItemSQL string
 
+//go:embed sql/resolve_audit_finding.sql
+var resolveAuditFindingSQL string
+
 // ResolveReviewItem implements order.ReviewStore.
 func (s *Store) ResolveReviewItem(ctx context.Context, r order.ReviewResolution) (bool, error) {
+	sql, args := resolveReviewItemSQL, pgx.StrictNamedArgs{
+		"merchant_id": r.MerchantID, "id": r.ID, "decision": string(r.Decision), "actor": string(r.Actor),
+		"note": r.Note, "gateway_outcome": string(r.GatewayOutcome),
+	}
+	if r.Kind == order.ReviewAuditFinding {
+		sql, args = resolveAuditFindingSQL, pgx.StrictNamedArgs{"merchant_id": r.MerchantID, "id": r.ID,
+			"actor": string(r.Actor), "note": r.Note}
+	}
 	err := retry(ctx, func() error {
 		_, err := queryOne[struct {
 			ID string `db:"id"`
-		}](ctx, s.pool, resolveReviewItemSQL, pgx.StrictNamedArgs{
-			"merchant_id": r.MerchantID, "id": r.ID, "decision": string(r.Decision), "actor": string(r.Actor),
-			"note": r.Note, "gateway_outcome": string(r.GatewayOutcome),
-		})
+		}](ctx, s.pool, sql, args)
 		return err
 	})
 	if errors.Is(err, order.ErrNotFound) {

@@ -183,6 +183,17 @@ func testReviewQueue(t *testing.T, db storeDB) {
 	s := postgres.NewStore(pool)
 	a := reviewQueue(t, s, "merchant-a")
 	b := reviewQueue(t, s, "merchant-b")
+	// A finding of the gateway audit (its runs make them: internal/audit's
+	// tests), here a charge made outside Settle.
+	for m, q := range map[string]map[order.ReviewKind]string{"merchant-a": a, "merchant-b": b} {
+		var id string
+		if err := pool.QueryRow(ctx, `INSERT INTO audit_findings (merchant_id, run_id, last_run_id, gateway, class,
+			gateway_record_id, record_key, gateway_record) VALUES ($1, gen_random_uuid(), gen_random_uuid(), 'sim', 'FOREIGN',
+			'ch_foreign', 'ch_foreign', '{"id": "ch_foreign"}') RETURNING id::text`, m).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		q[order.ReviewAuditFinding] = id
+	}
 
 	all := listAll(t, s, order.ReviewFilter{Scope: order.AnyMerchant, Limit: 100})
 	if len(all) != 2*len(order.ReviewKinds) {
@@ -201,7 +212,7 @@ func testReviewQueue(t *testing.T, db storeDB) {
 			t.Errorf("no %s of merchant-a in the queue", kind)
 			continue
 		}
-		if it.OrderID == "" || it.Gateway != "sim" || it.RaisedAt.IsZero() {
+		if (it.OrderID == "" && kind != order.ReviewAuditFinding) || it.Gateway != "sim" || it.RaisedAt.IsZero() {
 			t.Errorf("%s: %+v, want its order, gateway and time", kind, it)
 		}
 		switch kind {
@@ -222,6 +233,10 @@ func testReviewQueue(t *testing.T, db storeDB) {
 				it.EventType != string(order.DisputeChargeback) || it.DeclineCode != "fraudulent" ||
 				!it.RaisedAt.Equal(it.DueBy.Add(-order.DisputeDueWithin)) {
 				t.Errorf("dispute: %+v, want %s with its gateway id, stage, reason and due time", it, id)
+			}
+		case order.ReviewAuditFinding:
+			if it.ID != id || it.AuditClass != "FOREIGN" || it.GatewayRecordID != "ch_foreign" || it.GatewaySide == "" {
+				t.Errorf("audit finding: %+v, want %s with its class and the gateway's record", it, id)
 			}
 		}
 	}

@@ -45,6 +45,8 @@ type Metrics struct {
 	eventToSettled  prometheus.Histogram
 	breakerState    *prometheus.GaugeVec
 	breakerOpenings *prometheus.CounterVec
+	auditFindings   *prometheus.CounterVec
+	auditRuns       *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -108,12 +110,32 @@ func NewMetrics() *Metrics {
 		breakerOpenings: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_gateway_breaker_openings_total", Help: "Times each gateway account's breaker opened in this process (from closed, or again after a failed probe).",
 		}, []string{"gateway"}),
+		auditFindings: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_audit_findings_total", Help: "New findings of the gateway audit, by gateway account and class (DUPLICATE, MISSING_IN_SETTLE, MISSING_ON_GATEWAY, AMOUNT_MISMATCH, CURRENCY_MISMATCH, STATUS_MISMATCH, REFUND_MISMATCH, FOREIGN); a finding seen again by an overlapping window is not counted again.",
+		}, []string{"gateway", "class"}),
+		auditRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_audit_runs_total", Help: "Audit runs finished, by gateway account and result: clean, findings, or not_covered (the gateway offers no listing).",
+		}, []string{"gateway", "result"}),
 	}
-	m.Registry.MustRegister(m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.connsClosed, m.malformed,
+	m.Registry.MustRegister(m.auditFindings, m.auditRuns, m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.connsClosed, m.malformed,
 		m.gatewayEvents, m.reviewItems, m.eventToSettled, m.breakerState, m.breakerOpenings,
 		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbWaitsStandby, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// AuditFound counts the new findings of an audit step of a gateway
+// account.
+func (m *Metrics) AuditFound(gateway string, classes []string) {
+	for _, c := range classes {
+		m.auditFindings.WithLabelValues(gateway, c).Inc()
+	}
+}
+
+// AuditRun counts a finished audit run of a gateway account by its
+// result: clean, findings or not_covered.
+func (m *Metrics) AuditRun(gateway, result string) {
+	m.auditRuns.WithLabelValues(gateway, result).Inc()
 }
 
 // ReconcileCheck counts one reconciler check by its result.

@@ -158,6 +158,11 @@ const (
 	// refund stays SUCCEEDED. Resolved with ResolveReviewItem, the order's
 	// charge asked about.
 	ReviewItemKind_REVIEW_ITEM_KIND_REFUND_FAILED ReviewItemKind = 7
+	// The gateway audit found the gateway's records and Settle's in
+	// disagreement (audit_class says how; settle_side and gateway_side show
+	// both). Never fixed automatically: resolved with ResolveReviewItem, a
+	// note and no decision, once a person has dealt with it.
+	ReviewItemKind_REVIEW_ITEM_KIND_AUDIT_FINDING ReviewItemKind = 8
 	// A dispute waiting on the merchant's evidence (NEEDS_RESPONSE) whose
 	// due_time is within 72 hours or has passed; it enters the queue 72
 	// hours before it is due (raise_time). It is answered at the gateway,
@@ -177,6 +182,7 @@ var (
 		5: "REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE",
 		6: "REVIEW_ITEM_KIND_CAPTURE_FAILED",
 		7: "REVIEW_ITEM_KIND_REFUND_FAILED",
+		8: "REVIEW_ITEM_KIND_AUDIT_FINDING",
 		9: "REVIEW_ITEM_KIND_DISPUTE",
 	}
 	ReviewItemKind_value = map[string]int32{
@@ -188,6 +194,7 @@ var (
 		"REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE": 5,
 		"REVIEW_ITEM_KIND_CAPTURE_FAILED":         6,
 		"REVIEW_ITEM_KIND_REFUND_FAILED":          7,
+		"REVIEW_ITEM_KIND_AUDIT_FINDING":          8,
 		"REVIEW_ITEM_KIND_DISPUTE":                9,
 	}
 )
@@ -2315,10 +2322,19 @@ type ReviewItem struct {
 	Note                   string                 `protobuf:"bytes,20,opt,name=note,proto3" json:"note,omitempty"`
 	ResolveTime            *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=resolve_time,json=resolveTime,proto3" json:"resolve_time,omitempty"`
 	ResolvedGatewayOutcome string                 `protobuf:"bytes,22,opt,name=resolved_gateway_outcome,json=resolvedGatewayOutcome,proto3" json:"resolved_gateway_outcome,omitempty"`
+	// For REVIEW_ITEM_KIND_AUDIT_FINDING: the finding's class (DUPLICATE,
+	// MISSING_IN_SETTLE, MISSING_ON_GATEWAY, AMOUNT_MISMATCH,
+	// CURRENCY_MISMATCH, STATUS_MISMATCH, REFUND_MISMATCH, FOREIGN), the
+	// gateway's record concerned, and the two sides as the audit read them:
+	// Settle's and the gateway's, each a JSON object (or null).
+	AuditClass      string `protobuf:"bytes,23,opt,name=audit_class,json=auditClass,proto3" json:"audit_class,omitempty"`
+	GatewayRecordId string `protobuf:"bytes,24,opt,name=gateway_record_id,json=gatewayRecordId,proto3" json:"gateway_record_id,omitempty"`
+	SettleSide      string `protobuf:"bytes,25,opt,name=settle_side,json=settleSide,proto3" json:"settle_side,omitempty"`
+	GatewaySide     string `protobuf:"bytes,26,opt,name=gateway_side,json=gatewaySide,proto3" json:"gateway_side,omitempty"`
 	// The dispute's id (Dispute.id), for REVIEW_ITEM_KIND_DISPUTE, and
 	// when the merchant's evidence is due.
-	DisputeId     string                 `protobuf:"bytes,23,opt,name=dispute_id,json=disputeId,proto3" json:"dispute_id,omitempty"`
-	DueTime       *timestamppb.Timestamp `protobuf:"bytes,24,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
+	DisputeId     string                 `protobuf:"bytes,27,opt,name=dispute_id,json=disputeId,proto3" json:"dispute_id,omitempty"`
+	DueTime       *timestamppb.Timestamp `protobuf:"bytes,28,opt,name=due_time,json=dueTime,proto3" json:"due_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2507,6 +2523,34 @@ func (x *ReviewItem) GetResolvedGatewayOutcome() string {
 	return ""
 }
 
+func (x *ReviewItem) GetAuditClass() string {
+	if x != nil {
+		return x.AuditClass
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetGatewayRecordId() string {
+	if x != nil {
+		return x.GatewayRecordId
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetSettleSide() string {
+	if x != nil {
+		return x.SettleSide
+	}
+	return ""
+}
+
+func (x *ReviewItem) GetGatewaySide() string {
+	if x != nil {
+		return x.GatewaySide
+	}
+	return ""
+}
+
 func (x *ReviewItem) GetDisputeId() string {
 	if x != nil {
 		return x.DisputeId
@@ -2653,14 +2697,20 @@ func (x *ListReviewItemsResponse) GetNextPageToken() string {
 // ResolveReviewItemRequest records an operator's decision about a review
 // item.
 type ResolveReviewItemRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	OrderId string                 `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The item's order; may be empty for an audit finding that names none
+	// (merchant_id then says whose it is).
+	OrderId string `protobuf:"bytes,1,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// The review item's id (ReviewItem.id).
-	ReviewItemId string         `protobuf:"bytes,2,opt,name=review_item_id,json=reviewItemId,proto3" json:"review_item_id,omitempty"`
-	Decision     ReviewDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=settle.v1.ReviewDecision" json:"decision,omitempty"`
+	ReviewItemId string `protobuf:"bytes,2,opt,name=review_item_id,json=reviewItemId,proto3" json:"review_item_id,omitempty"`
+	// Required, except for an audit finding, which takes none.
+	Decision ReviewDecision `protobuf:"varint,3,opt,name=decision,proto3,enum=settle.v1.ReviewDecision" json:"decision,omitempty"`
 	// Why; required, recorded with the resolution. It must not hold a card
 	// number.
-	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// The merchant of an audit finding with no order_id; an ops key of one
+	// merchant may leave it empty.
+	MerchantId    string `protobuf:"bytes,5,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2719,6 +2769,13 @@ func (x *ResolveReviewItemRequest) GetDecision() ReviewDecision {
 func (x *ResolveReviewItemRequest) GetNote() string {
 	if x != nil {
 		return x.Note
+	}
+	return ""
+}
+
+func (x *ResolveReviewItemRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
 	}
 	return ""
 }
@@ -4236,6 +4293,378 @@ func (x *ListOrderEventsResponse) GetEvents() []*OrderEventDelivery {
 	return nil
 }
 
+// AuditRun is one audit of a merchant's gateway account over a window.
+type AuditRun struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	MerchantId string                 `protobuf:"bytes,2,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	Gateway    string                 `protobuf:"bytes,3,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	// The window: the attempts Settle made in [start_time, end_time).
+	StartTime *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	// Where the run stands: charges, refunds, missing or done.
+	Phase string `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	// The gateway's records the run matched.
+	RecordsSeen int64 `protobuf:"varint,7,opt,name=records_seen,json=recordsSeen,proto3" json:"records_seen,omitempty"`
+	// What the run found, by class (DUPLICATE, MISSING_IN_SETTLE, ...).
+	Counts map[string]int64 `protobuf:"bytes,8,rep,name=counts,proto3" json:"counts,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// False when the gateway offers no listing: not_covered_reason says
+	// so, and the run is not clean.
+	Covered          bool   `protobuf:"varint,9,opt,name=covered,proto3" json:"covered,omitempty"`
+	NotCoveredReason string `protobuf:"bytes,10,opt,name=not_covered_reason,json=notCoveredReason,proto3" json:"not_covered_reason,omitempty"`
+	// True for a finished, covered run with no finding.
+	Clean         bool                   `protobuf:"varint,11,opt,name=clean,proto3" json:"clean,omitempty"`
+	Actor         string                 `protobuf:"bytes,12,opt,name=actor,proto3" json:"actor,omitempty"`
+	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	FinishTime    *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=finish_time,json=finishTime,proto3" json:"finish_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRun) Reset() {
+	*x = AuditRun{}
+	mi := &file_settle_v1_ops_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRun) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRun) ProtoMessage() {}
+
+func (x *AuditRun) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRun.ProtoReflect.Descriptor instead.
+func (*AuditRun) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *AuditRun) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AuditRun) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *AuditRun) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *AuditRun) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *AuditRun) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+func (x *AuditRun) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *AuditRun) GetRecordsSeen() int64 {
+	if x != nil {
+		return x.RecordsSeen
+	}
+	return 0
+}
+
+func (x *AuditRun) GetCounts() map[string]int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *AuditRun) GetCovered() bool {
+	if x != nil {
+		return x.Covered
+	}
+	return false
+}
+
+func (x *AuditRun) GetNotCoveredReason() string {
+	if x != nil {
+		return x.NotCoveredReason
+	}
+	return ""
+}
+
+func (x *AuditRun) GetClean() bool {
+	if x != nil {
+		return x.Clean
+	}
+	return false
+}
+
+func (x *AuditRun) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *AuditRun) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *AuditRun) GetFinishTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishTime
+	}
+	return nil
+}
+
+// RunAuditRequest names the account and the window to audit.
+type RunAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The merchant; an ops key of one merchant may leave it empty.
+	MerchantId string `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// The gateway account (refpsp, stripe, ...).
+	Gateway       string                 `protobuf:"bytes,2,opt,name=gateway,proto3" json:"gateway,omitempty"`
+	StartTime     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=start_time,json=startTime,proto3" json:"start_time,omitempty"`
+	EndTime       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=end_time,json=endTime,proto3" json:"end_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunAuditRequest) Reset() {
+	*x = RunAuditRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunAuditRequest) ProtoMessage() {}
+
+func (x *RunAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunAuditRequest.ProtoReflect.Descriptor instead.
+func (*RunAuditRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *RunAuditRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *RunAuditRequest) GetGateway() string {
+	if x != nil {
+		return x.Gateway
+	}
+	return ""
+}
+
+func (x *RunAuditRequest) GetStartTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartTime
+	}
+	return nil
+}
+
+func (x *RunAuditRequest) GetEndTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndTime
+	}
+	return nil
+}
+
+// RunAuditResponse is the finished run.
+type RunAuditResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Run           *AuditRun              `protobuf:"bytes,1,opt,name=run,proto3" json:"run,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RunAuditResponse) Reset() {
+	*x = RunAuditResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RunAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RunAuditResponse) ProtoMessage() {}
+
+func (x *RunAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RunAuditResponse.ProtoReflect.Descriptor instead.
+func (*RunAuditResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *RunAuditResponse) GetRun() *AuditRun {
+	if x != nil {
+		return x.Run
+	}
+	return nil
+}
+
+// ListAuditRunsRequest names the merchant whose runs are listed.
+type ListAuditRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The merchant; an ops key of one merchant may leave it empty.
+	MerchantId string `protobuf:"bytes,1,opt,name=merchant_id,json=merchantId,proto3" json:"merchant_id,omitempty"`
+	// At most this many runs (default 50, at most 500).
+	PageSize      int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRunsRequest) Reset() {
+	*x = ListAuditRunsRequest{}
+	mi := &file_settle_v1_ops_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRunsRequest) ProtoMessage() {}
+
+func (x *ListAuditRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRunsRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRunsRequest) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *ListAuditRunsRequest) GetMerchantId() string {
+	if x != nil {
+		return x.MerchantId
+	}
+	return ""
+}
+
+func (x *ListAuditRunsRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+// ListAuditRunsResponse is the merchant's latest runs.
+type ListAuditRunsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Runs          []*AuditRun            `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRunsResponse) Reset() {
+	*x = ListAuditRunsResponse{}
+	mi := &file_settle_v1_ops_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRunsResponse) ProtoMessage() {}
+
+func (x *ListAuditRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_settle_v1_ops_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRunsResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditRunsResponse) Descriptor() ([]byte, []int) {
+	return file_settle_v1_ops_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *ListAuditRunsResponse) GetRuns() []*AuditRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
 var File_settle_v1_ops_proto protoreflect.FileDescriptor
 
 const file_settle_v1_ops_proto_rawDesc = "" +
@@ -4396,7 +4825,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\"j\n" +
 	"\x1bOpsServiceVoidOrderResponse\x12&\n" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\x12#\n" +
-	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\xe6\x06\n" +
+	"\x04void\x18\x02 \x01(\v2\x0f.settle.v1.VoidR\x04void\"\xf7\a\n" +
 	"\n" +
 	"ReviewItem\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x0e\n" +
@@ -4427,10 +4856,16 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x05actor\x18\x13 \x01(\tR\x05actor\x12\x12\n" +
 	"\x04note\x18\x14 \x01(\tR\x04note\x12=\n" +
 	"\fresolve_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\vresolveTime\x128\n" +
-	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\x12\x1d\n" +
+	"\x18resolved_gateway_outcome\x18\x16 \x01(\tR\x16resolvedGatewayOutcome\x12\x1f\n" +
+	"\vaudit_class\x18\x17 \x01(\tR\n" +
+	"auditClass\x12*\n" +
+	"\x11gateway_record_id\x18\x18 \x01(\tR\x0fgatewayRecordId\x12\x1f\n" +
+	"\vsettle_side\x18\x19 \x01(\tR\n" +
+	"settleSide\x12!\n" +
+	"\fgateway_side\x18\x1a \x01(\tR\vgatewaySide\x12\x1d\n" +
 	"\n" +
-	"dispute_id\x18\x17 \x01(\tR\tdisputeId\x125\n" +
-	"\bdue_time\x18\x18 \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\"\xa4\x01\n" +
+	"dispute_id\x18\x1b \x01(\tR\tdisputeId\x125\n" +
+	"\bdue_time\x18\x1c \x01(\v2\x1a.google.protobuf.TimestampR\adueTime\"\xa4\x01\n" +
 	"\x16ListReviewItemsRequest\x12-\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x19.settle.v1.ReviewItemKindR\x04kind\x12\x1f\n" +
 	"\vmerchant_id\x18\x02 \x01(\tR\n" +
@@ -4440,12 +4875,14 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"page_token\x18\x04 \x01(\tR\tpageToken\"n\n" +
 	"\x17ListReviewItemsResponse\x12+\n" +
 	"\x05items\x18\x01 \x03(\v2\x15.settle.v1.ReviewItemR\x05items\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xa6\x01\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"\xc7\x01\n" +
 	"\x18ResolveReviewItemRequest\x12\x19\n" +
 	"\border_id\x18\x01 \x01(\tR\aorderId\x12$\n" +
 	"\x0ereview_item_id\x18\x02 \x01(\tR\freviewItemId\x125\n" +
 	"\bdecision\x18\x03 \x01(\x0e2\x19.settle.v1.ReviewDecisionR\bdecision\x12\x12\n" +
-	"\x04note\x18\x04 \x01(\tR\x04note\"F\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x12\x1f\n" +
+	"\vmerchant_id\x18\x05 \x01(\tR\n" +
+	"merchantId\"F\n" +
 	"\x19ResolveReviewItemResponse\x12)\n" +
 	"\x04item\x18\x01 \x01(\v2\x15.settle.v1.ReviewItemR\x04item\"\xc6\x05\n" +
 	"\aDispute\x12\x0e\n" +
@@ -4579,7 +5016,45 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x06status\x18\x03 \x01(\x05R\x06status\x12\x14\n" +
 	"\x05error\x18\x04 \x01(\tR\x05error\"P\n" +
 	"\x17ListOrderEventsResponse\x125\n" +
-	"\x06events\x18\x01 \x03(\v2\x1d.settle.v1.OrderEventDeliveryR\x06events*n\n" +
+	"\x06events\x18\x01 \x03(\v2\x1d.settle.v1.OrderEventDeliveryR\x06events\"\xe2\x04\n" +
+	"\bAuditRun\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vmerchant_id\x18\x02 \x01(\tR\n" +
+	"merchantId\x12\x18\n" +
+	"\agateway\x18\x03 \x01(\tR\agateway\x129\n" +
+	"\n" +
+	"start_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12!\n" +
+	"\frecords_seen\x18\a \x01(\x03R\vrecordsSeen\x127\n" +
+	"\x06counts\x18\b \x03(\v2\x1f.settle.v1.AuditRun.CountsEntryR\x06counts\x12\x18\n" +
+	"\acovered\x18\t \x01(\bR\acovered\x12,\n" +
+	"\x12not_covered_reason\x18\n" +
+	" \x01(\tR\x10notCoveredReason\x12\x14\n" +
+	"\x05clean\x18\v \x01(\bR\x05clean\x12\x14\n" +
+	"\x05actor\x18\f \x01(\tR\x05actor\x12;\n" +
+	"\vcreate_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12;\n" +
+	"\vfinish_time\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishTime\x1a9\n" +
+	"\vCountsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\xbe\x01\n" +
+	"\x0fRunAuditRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12\x18\n" +
+	"\agateway\x18\x02 \x01(\tR\agateway\x129\n" +
+	"\n" +
+	"start_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartTime\x125\n" +
+	"\bend_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendTime\"9\n" +
+	"\x10RunAuditResponse\x12%\n" +
+	"\x03run\x18\x01 \x01(\v2\x13.settle.v1.AuditRunR\x03run\"T\n" +
+	"\x14ListAuditRunsRequest\x12\x1f\n" +
+	"\vmerchant_id\x18\x01 \x01(\tR\n" +
+	"merchantId\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"@\n" +
+	"\x15ListAuditRunsResponse\x12'\n" +
+	"\x04runs\x18\x01 \x03(\v2\x13.settle.v1.AuditRunR\x04runs*n\n" +
 	"\n" +
 	"Resolution\x12\x1a\n" +
 	"\x16RESOLUTION_UNSPECIFIED\x10\x00\x12\x13\n" +
@@ -4589,7 +5064,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x10RefundResolution\x12!\n" +
 	"\x1dREFUND_RESOLUTION_UNSPECIFIED\x10\x00\x12\x1f\n" +
 	"\x1bREFUND_RESOLUTION_SUCCEEDED\x10\x01\x12\x1c\n" +
-	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\xb8\x02\n" +
+	"\x18REFUND_RESOLUTION_FAILED\x10\x02*\xdc\x02\n" +
 	"\x0eReviewItemKind\x12 \n" +
 	"\x1cREVIEW_ITEM_KIND_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16REVIEW_ITEM_KIND_ORDER\x10\x01\x12\x1b\n" +
@@ -4598,7 +5073,8 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15REVIEW_ITEM_KIND_VOID\x10\x04\x12+\n" +
 	"'REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE\x10\x05\x12#\n" +
 	"\x1fREVIEW_ITEM_KIND_CAPTURE_FAILED\x10\x06\x12\"\n" +
-	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a\x12\x1c\n" +
+	"\x1eREVIEW_ITEM_KIND_REFUND_FAILED\x10\a\x12\"\n" +
+	"\x1eREVIEW_ITEM_KIND_AUDIT_FINDING\x10\b\x12\x1c\n" +
 	"\x18REVIEW_ITEM_KIND_DISPUTE\x10\t*o\n" +
 	"\x0eReviewDecision\x12\x1f\n" +
 	"\x1bREVIEW_DECISION_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -4616,7 +5092,7 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\x15DISPUTE_STAGE_INQUIRY\x10\x01\x12\x1c\n" +
 	"\x18DISPUTE_STAGE_CHARGEBACK\x10\x02\x12!\n" +
 	"\x1dDISPUTE_STAGE_PRE_ARBITRATION\x10\x03\x12#\n" +
-	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xe3\x12\n" +
+	"\x1fDISPUTE_STAGE_SECOND_CHARGEBACK\x10\x042\xb7\x14\n" +
 	"\n" +
 	"OpsService\x12a\n" +
 	"\n" +
@@ -4629,7 +5105,9 @@ const file_settle_v1_ops_proto_rawDesc = "" +
 	"\rResolveRefund\x12\x1f.settle.v1.ResolveRefundRequest\x1a .settle.v1.ResolveRefundResponse\"@\x82\xd3\xe4\x93\x02::\x01*\"5/v1/ops/orders/{order_id}/refunds/{refund_id}:resolve\x12y\n" +
 	"\vResendEvent\x12\x1d.settle.v1.ResendEventRequest\x1a\x1e.settle.v1.ResendEventResponse\"+\x82\xd3\xe4\x93\x02%:\x01*\" /v1/ops/events/{event_id}:resend\x12\x91\x01\n" +
 	"\fCaptureOrder\x12(.settle.v1.OpsServiceCaptureOrderRequest\x1a).settle.v1.OpsServiceCaptureOrderResponse\",\x82\xd3\xe4\x93\x02&:\x01*\"!/v1/ops/orders/{order_id}:capture\x12\x85\x01\n" +
-	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/ops/orders/{order_id}:void\x12v\n" +
+	"\tVoidOrder\x12%.settle.v1.OpsServiceVoidOrderRequest\x1a&.settle.v1.OpsServiceVoidOrderResponse\")\x82\xd3\xe4\x93\x02#:\x01*\"\x1e/v1/ops/orders/{order_id}:void\x12b\n" +
+	"\bRunAudit\x12\x1a.settle.v1.RunAuditRequest\x1a\x1b.settle.v1.RunAuditResponse\"\x1d\x82\xd3\xe4\x93\x02\x17:\x01*\"\x12/v1/ops/audit-runs\x12n\n" +
+	"\rListAuditRuns\x12\x1f.settle.v1.ListAuditRunsRequest\x1a .settle.v1.ListAuditRunsResponse\"\x1a\x82\xd3\xe4\x93\x02\x14\x12\x12/v1/ops/audit-runs\x12v\n" +
 	"\x0fListReviewItems\x12!.settle.v1.ListReviewItemsRequest\x1a\".settle.v1.ListReviewItemsResponse\"\x1c\x82\xd3\xe4\x93\x02\x16\x12\x14/v1/ops/review-items\x12\x98\x01\n" +
 	"\x11ResolveReviewItem\x12#.settle.v1.ResolveReviewItemRequest\x1a$.settle.v1.ResolveReviewItemResponse\"8\x82\xd3\xe4\x93\x022:\x01*\"-/v1/ops/review-items/{review_item_id}:resolve\x12i\n" +
 	"\fListDisputes\x12\x1e.settle.v1.ListDisputesRequest\x1a\x1f.settle.v1.ListDisputesResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/v1/ops/disputes\x12p\n" +
@@ -4655,7 +5133,7 @@ func file_settle_v1_ops_proto_rawDescGZIP() []byte {
 }
 
 var file_settle_v1_ops_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 53)
+var file_settle_v1_ops_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_settle_v1_ops_proto_goTypes = []any{
 	(Resolution)(0),                        // 0: settle.v1.Resolution
 	(RefundResolution)(0),                  // 1: settle.v1.RefundResolution
@@ -4716,151 +5194,170 @@ var file_settle_v1_ops_proto_goTypes = []any{
 	(*OrderEventDelivery)(nil),             // 56: settle.v1.OrderEventDelivery
 	(*DeliveryTry)(nil),                    // 57: settle.v1.DeliveryTry
 	(*ListOrderEventsResponse)(nil),        // 58: settle.v1.ListOrderEventsResponse
-	(*Order)(nil),                          // 59: settle.v1.Order
-	(OrderState)(0),                        // 60: settle.v1.OrderState
-	(*timestamppb.Timestamp)(nil),          // 61: google.protobuf.Timestamp
-	(*Attempt)(nil),                        // 62: settle.v1.Attempt
-	(*Refund)(nil),                         // 63: settle.v1.Refund
-	(*Capture)(nil),                        // 64: settle.v1.Capture
-	(*Void)(nil),                           // 65: settle.v1.Void
-	(CaptureState)(0),                      // 66: settle.v1.CaptureState
-	(VoidState)(0),                         // 67: settle.v1.VoidState
-	(RefundState)(0),                       // 68: settle.v1.RefundState
-	(*Money)(nil),                          // 69: settle.v1.Money
-	(CaptureMode)(0),                       // 70: settle.v1.CaptureMode
+	(*AuditRun)(nil),                       // 59: settle.v1.AuditRun
+	(*RunAuditRequest)(nil),                // 60: settle.v1.RunAuditRequest
+	(*RunAuditResponse)(nil),               // 61: settle.v1.RunAuditResponse
+	(*ListAuditRunsRequest)(nil),           // 62: settle.v1.ListAuditRunsRequest
+	(*ListAuditRunsResponse)(nil),          // 63: settle.v1.ListAuditRunsResponse
+	nil,                                    // 64: settle.v1.AuditRun.CountsEntry
+	(*Order)(nil),                          // 65: settle.v1.Order
+	(OrderState)(0),                        // 66: settle.v1.OrderState
+	(*timestamppb.Timestamp)(nil),          // 67: google.protobuf.Timestamp
+	(*Attempt)(nil),                        // 68: settle.v1.Attempt
+	(*Refund)(nil),                         // 69: settle.v1.Refund
+	(*Capture)(nil),                        // 70: settle.v1.Capture
+	(*Void)(nil),                           // 71: settle.v1.Void
+	(CaptureState)(0),                      // 72: settle.v1.CaptureState
+	(VoidState)(0),                         // 73: settle.v1.VoidState
+	(RefundState)(0),                       // 74: settle.v1.RefundState
+	(*Money)(nil),                          // 75: settle.v1.Money
+	(CaptureMode)(0),                       // 76: settle.v1.CaptureMode
 }
 var file_settle_v1_ops_proto_depIdxs = []int32{
-	59,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
-	60,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
-	59,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
-	60,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
-	60,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
-	61,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
-	59,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
+	65,  // 0: settle.v1.FindOrdersResponse.orders:type_name -> settle.v1.Order
+	66,  // 1: settle.v1.ListOrdersRequest.state:type_name -> settle.v1.OrderState
+	65,  // 2: settle.v1.ListOrdersResponse.orders:type_name -> settle.v1.Order
+	66,  // 3: settle.v1.OrderEvent.from_state:type_name -> settle.v1.OrderState
+	66,  // 4: settle.v1.OrderEvent.to_state:type_name -> settle.v1.OrderState
+	67,  // 5: settle.v1.OrderEvent.create_time:type_name -> google.protobuf.Timestamp
+	65,  // 6: settle.v1.GetOrderHistoryResponse.order:type_name -> settle.v1.Order
 	11,  // 7: settle.v1.GetOrderHistoryResponse.events:type_name -> settle.v1.OrderEvent
-	62,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
-	63,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
+	68,  // 8: settle.v1.GetOrderHistoryResponse.attempts:type_name -> settle.v1.Attempt
+	69,  // 9: settle.v1.GetOrderHistoryResponse.refunds:type_name -> settle.v1.Refund
 	15,  // 10: settle.v1.GetOrderHistoryResponse.refund_events:type_name -> settle.v1.RefundEvent
-	64,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
+	70,  // 11: settle.v1.GetOrderHistoryResponse.captures:type_name -> settle.v1.Capture
 	13,  // 12: settle.v1.GetOrderHistoryResponse.capture_events:type_name -> settle.v1.CaptureEvent
-	65,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
+	71,  // 13: settle.v1.GetOrderHistoryResponse.voids:type_name -> settle.v1.Void
 	14,  // 14: settle.v1.GetOrderHistoryResponse.void_events:type_name -> settle.v1.VoidEvent
-	66,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
-	66,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
-	61,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
-	67,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
-	67,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
-	61,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
-	68,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
-	68,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
-	61,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
-	59,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
+	72,  // 15: settle.v1.CaptureEvent.from_state:type_name -> settle.v1.CaptureState
+	72,  // 16: settle.v1.CaptureEvent.to_state:type_name -> settle.v1.CaptureState
+	67,  // 17: settle.v1.CaptureEvent.create_time:type_name -> google.protobuf.Timestamp
+	73,  // 18: settle.v1.VoidEvent.from_state:type_name -> settle.v1.VoidState
+	73,  // 19: settle.v1.VoidEvent.to_state:type_name -> settle.v1.VoidState
+	67,  // 20: settle.v1.VoidEvent.create_time:type_name -> google.protobuf.Timestamp
+	74,  // 21: settle.v1.RefundEvent.from_state:type_name -> settle.v1.RefundState
+	74,  // 22: settle.v1.RefundEvent.to_state:type_name -> settle.v1.RefundState
+	67,  // 23: settle.v1.RefundEvent.create_time:type_name -> google.protobuf.Timestamp
+	65,  // 24: settle.v1.ReconcileOrderResponse.order:type_name -> settle.v1.Order
 	0,   // 25: settle.v1.ResolveOrderRequest.resolution:type_name -> settle.v1.Resolution
-	59,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
-	60,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
+	65,  // 26: settle.v1.ResolveOrderResponse.order:type_name -> settle.v1.Order
+	66,  // 27: settle.v1.StateCount.state:type_name -> settle.v1.OrderState
 	21,  // 28: settle.v1.StatsResponse.states:type_name -> settle.v1.StateCount
-	61,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
+	67,  // 29: settle.v1.StatsResponse.oldest_charging_time:type_name -> google.protobuf.Timestamp
 	23,  // 30: settle.v1.StatsResponse.refund_states:type_name -> settle.v1.RefundStateCount
-	61,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
-	68,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
-	59,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
-	63,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
+	67,  // 31: settle.v1.StatsResponse.oldest_refunding_time:type_name -> google.protobuf.Timestamp
+	74,  // 32: settle.v1.RefundStateCount.state:type_name -> settle.v1.RefundState
+	65,  // 33: settle.v1.OpsServiceRefundOrderResponse.order:type_name -> settle.v1.Order
+	69,  // 34: settle.v1.OpsServiceRefundOrderResponse.refund:type_name -> settle.v1.Refund
 	1,   // 35: settle.v1.ResolveRefundRequest.resolution:type_name -> settle.v1.RefundResolution
-	59,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
-	63,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
-	59,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
-	64,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
-	59,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
-	65,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
+	65,  // 36: settle.v1.ResolveRefundResponse.order:type_name -> settle.v1.Order
+	69,  // 37: settle.v1.ResolveRefundResponse.refund:type_name -> settle.v1.Refund
+	65,  // 38: settle.v1.OpsServiceCaptureOrderResponse.order:type_name -> settle.v1.Order
+	70,  // 39: settle.v1.OpsServiceCaptureOrderResponse.capture:type_name -> settle.v1.Capture
+	65,  // 40: settle.v1.OpsServiceVoidOrderResponse.order:type_name -> settle.v1.Order
+	71,  // 41: settle.v1.OpsServiceVoidOrderResponse.void:type_name -> settle.v1.Void
 	2,   // 42: settle.v1.ReviewItem.kind:type_name -> settle.v1.ReviewItemKind
-	61,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
+	67,  // 43: settle.v1.ReviewItem.raise_time:type_name -> google.protobuf.Timestamp
 	3,   // 44: settle.v1.ReviewItem.decision:type_name -> settle.v1.ReviewDecision
-	61,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
-	61,  // 46: settle.v1.ReviewItem.due_time:type_name -> google.protobuf.Timestamp
+	67,  // 45: settle.v1.ReviewItem.resolve_time:type_name -> google.protobuf.Timestamp
+	67,  // 46: settle.v1.ReviewItem.due_time:type_name -> google.protobuf.Timestamp
 	2,   // 47: settle.v1.ListReviewItemsRequest.kind:type_name -> settle.v1.ReviewItemKind
 	34,  // 48: settle.v1.ListReviewItemsResponse.items:type_name -> settle.v1.ReviewItem
 	3,   // 49: settle.v1.ResolveReviewItemRequest.decision:type_name -> settle.v1.ReviewDecision
 	34,  // 50: settle.v1.ResolveReviewItemResponse.item:type_name -> settle.v1.ReviewItem
-	69,  // 51: settle.v1.Dispute.amount:type_name -> settle.v1.Money
+	75,  // 51: settle.v1.Dispute.amount:type_name -> settle.v1.Money
 	4,   // 52: settle.v1.Dispute.status:type_name -> settle.v1.DisputeStatus
 	5,   // 53: settle.v1.Dispute.stage:type_name -> settle.v1.DisputeStage
-	61,  // 54: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
-	69,  // 55: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
-	69,  // 56: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
-	69,  // 57: settle.v1.Dispute.fee:type_name -> settle.v1.Money
-	61,  // 58: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
-	61,  // 59: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
+	67,  // 54: settle.v1.Dispute.due_time:type_name -> google.protobuf.Timestamp
+	75,  // 55: settle.v1.Dispute.withdrawn:type_name -> settle.v1.Money
+	75,  // 56: settle.v1.Dispute.reinstated:type_name -> settle.v1.Money
+	75,  // 57: settle.v1.Dispute.fee:type_name -> settle.v1.Money
+	67,  // 58: settle.v1.Dispute.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 59: settle.v1.Dispute.update_time:type_name -> google.protobuf.Timestamp
 	4,   // 60: settle.v1.DisputeEvent.from_status:type_name -> settle.v1.DisputeStatus
 	4,   // 61: settle.v1.DisputeEvent.to_status:type_name -> settle.v1.DisputeStatus
 	5,   // 62: settle.v1.DisputeEvent.from_stage:type_name -> settle.v1.DisputeStage
 	5,   // 63: settle.v1.DisputeEvent.to_stage:type_name -> settle.v1.DisputeStage
-	69,  // 64: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
-	69,  // 65: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
-	61,  // 66: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
+	75,  // 64: settle.v1.DisputeEvent.withdrawn:type_name -> settle.v1.Money
+	75,  // 65: settle.v1.DisputeEvent.reinstated:type_name -> settle.v1.Money
+	67,  // 66: settle.v1.DisputeEvent.create_time:type_name -> google.protobuf.Timestamp
 	4,   // 67: settle.v1.ListDisputesRequest.status:type_name -> settle.v1.DisputeStatus
-	61,  // 68: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
+	67,  // 68: settle.v1.ListDisputesRequest.due_before:type_name -> google.protobuf.Timestamp
 	39,  // 69: settle.v1.ListDisputesResponse.disputes:type_name -> settle.v1.Dispute
 	39,  // 70: settle.v1.GetDisputeResponse.dispute:type_name -> settle.v1.Dispute
 	40,  // 71: settle.v1.GetDisputeResponse.events:type_name -> settle.v1.DisputeEvent
 	39,  // 72: settle.v1.AcceptDisputeResponse.dispute:type_name -> settle.v1.Dispute
-	70,  // 73: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
+	76,  // 73: settle.v1.RouteRule.capture_mode:type_name -> settle.v1.CaptureMode
 	48,  // 74: settle.v1.RouteRule.split:type_name -> settle.v1.WeightedGateway
 	47,  // 75: settle.v1.RouteRules.rules:type_name -> settle.v1.RouteRule
-	61,  // 76: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 76: settle.v1.RouteRules.create_time:type_name -> google.protobuf.Timestamp
 	49,  // 77: settle.v1.GetRoutesResponse.routes:type_name -> settle.v1.RouteRules
 	50,  // 78: settle.v1.GetRoutesResponse.accounts:type_name -> settle.v1.GatewayAccount
 	47,  // 79: settle.v1.SetRoutesRequest.rules:type_name -> settle.v1.RouteRule
 	49,  // 80: settle.v1.SetRoutesResponse.routes:type_name -> settle.v1.RouteRules
-	61,  // 81: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
-	61,  // 82: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
-	61,  // 83: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
-	61,  // 84: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
+	67,  // 81: settle.v1.OrderEventDelivery.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 82: settle.v1.OrderEventDelivery.delivered_time:type_name -> google.protobuf.Timestamp
+	67,  // 83: settle.v1.OrderEventDelivery.failed_time:type_name -> google.protobuf.Timestamp
+	67,  // 84: settle.v1.OrderEventDelivery.next_try_time:type_name -> google.protobuf.Timestamp
 	57,  // 85: settle.v1.OrderEventDelivery.failed_tries:type_name -> settle.v1.DeliveryTry
-	61,  // 86: settle.v1.DeliveryTry.try_time:type_name -> google.protobuf.Timestamp
+	67,  // 86: settle.v1.DeliveryTry.try_time:type_name -> google.protobuf.Timestamp
 	56,  // 87: settle.v1.ListOrderEventsResponse.events:type_name -> settle.v1.OrderEventDelivery
-	8,   // 88: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
-	10,  // 89: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
-	16,  // 90: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
-	18,  // 91: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
-	20,  // 92: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
-	24,  // 93: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
-	28,  // 94: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
-	26,  // 95: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
-	30,  // 96: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
-	32,  // 97: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
-	35,  // 98: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
-	37,  // 99: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
-	41,  // 100: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
-	43,  // 101: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
-	45,  // 102: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
-	51,  // 103: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
-	53,  // 104: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
-	6,   // 105: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
-	55,  // 106: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
-	9,   // 107: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
-	12,  // 108: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
-	17,  // 109: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
-	19,  // 110: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
-	22,  // 111: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
-	25,  // 112: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
-	29,  // 113: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
-	27,  // 114: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
-	31,  // 115: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
-	33,  // 116: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
-	36,  // 117: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
-	38,  // 118: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
-	42,  // 119: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
-	44,  // 120: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
-	46,  // 121: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
-	52,  // 122: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
-	54,  // 123: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
-	7,   // 124: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
-	58,  // 125: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
-	107, // [107:126] is the sub-list for method output_type
-	88,  // [88:107] is the sub-list for method input_type
-	88,  // [88:88] is the sub-list for extension type_name
-	88,  // [88:88] is the sub-list for extension extendee
-	0,   // [0:88] is the sub-list for field type_name
+	67,  // 88: settle.v1.AuditRun.start_time:type_name -> google.protobuf.Timestamp
+	67,  // 89: settle.v1.AuditRun.end_time:type_name -> google.protobuf.Timestamp
+	64,  // 90: settle.v1.AuditRun.counts:type_name -> settle.v1.AuditRun.CountsEntry
+	67,  // 91: settle.v1.AuditRun.create_time:type_name -> google.protobuf.Timestamp
+	67,  // 92: settle.v1.AuditRun.finish_time:type_name -> google.protobuf.Timestamp
+	67,  // 93: settle.v1.RunAuditRequest.start_time:type_name -> google.protobuf.Timestamp
+	67,  // 94: settle.v1.RunAuditRequest.end_time:type_name -> google.protobuf.Timestamp
+	59,  // 95: settle.v1.RunAuditResponse.run:type_name -> settle.v1.AuditRun
+	59,  // 96: settle.v1.ListAuditRunsResponse.runs:type_name -> settle.v1.AuditRun
+	8,   // 97: settle.v1.OpsService.ListOrders:input_type -> settle.v1.ListOrdersRequest
+	10,  // 98: settle.v1.OpsService.GetOrderHistory:input_type -> settle.v1.GetOrderHistoryRequest
+	16,  // 99: settle.v1.OpsService.ReconcileOrder:input_type -> settle.v1.ReconcileOrderRequest
+	18,  // 100: settle.v1.OpsService.ResolveOrder:input_type -> settle.v1.ResolveOrderRequest
+	20,  // 101: settle.v1.OpsService.Stats:input_type -> settle.v1.StatsRequest
+	24,  // 102: settle.v1.OpsService.RefundOrder:input_type -> settle.v1.OpsServiceRefundOrderRequest
+	28,  // 103: settle.v1.OpsService.ResolveRefund:input_type -> settle.v1.ResolveRefundRequest
+	26,  // 104: settle.v1.OpsService.ResendEvent:input_type -> settle.v1.ResendEventRequest
+	30,  // 105: settle.v1.OpsService.CaptureOrder:input_type -> settle.v1.OpsServiceCaptureOrderRequest
+	32,  // 106: settle.v1.OpsService.VoidOrder:input_type -> settle.v1.OpsServiceVoidOrderRequest
+	60,  // 107: settle.v1.OpsService.RunAudit:input_type -> settle.v1.RunAuditRequest
+	62,  // 108: settle.v1.OpsService.ListAuditRuns:input_type -> settle.v1.ListAuditRunsRequest
+	35,  // 109: settle.v1.OpsService.ListReviewItems:input_type -> settle.v1.ListReviewItemsRequest
+	37,  // 110: settle.v1.OpsService.ResolveReviewItem:input_type -> settle.v1.ResolveReviewItemRequest
+	41,  // 111: settle.v1.OpsService.ListDisputes:input_type -> settle.v1.ListDisputesRequest
+	43,  // 112: settle.v1.OpsService.GetDispute:input_type -> settle.v1.GetDisputeRequest
+	45,  // 113: settle.v1.OpsService.AcceptDispute:input_type -> settle.v1.AcceptDisputeRequest
+	51,  // 114: settle.v1.OpsService.GetRoutes:input_type -> settle.v1.GetRoutesRequest
+	53,  // 115: settle.v1.OpsService.SetRoutes:input_type -> settle.v1.SetRoutesRequest
+	6,   // 116: settle.v1.OpsService.FindOrders:input_type -> settle.v1.FindOrdersRequest
+	55,  // 117: settle.v1.OpsService.ListOrderEvents:input_type -> settle.v1.ListOrderEventsRequest
+	9,   // 118: settle.v1.OpsService.ListOrders:output_type -> settle.v1.ListOrdersResponse
+	12,  // 119: settle.v1.OpsService.GetOrderHistory:output_type -> settle.v1.GetOrderHistoryResponse
+	17,  // 120: settle.v1.OpsService.ReconcileOrder:output_type -> settle.v1.ReconcileOrderResponse
+	19,  // 121: settle.v1.OpsService.ResolveOrder:output_type -> settle.v1.ResolveOrderResponse
+	22,  // 122: settle.v1.OpsService.Stats:output_type -> settle.v1.StatsResponse
+	25,  // 123: settle.v1.OpsService.RefundOrder:output_type -> settle.v1.OpsServiceRefundOrderResponse
+	29,  // 124: settle.v1.OpsService.ResolveRefund:output_type -> settle.v1.ResolveRefundResponse
+	27,  // 125: settle.v1.OpsService.ResendEvent:output_type -> settle.v1.ResendEventResponse
+	31,  // 126: settle.v1.OpsService.CaptureOrder:output_type -> settle.v1.OpsServiceCaptureOrderResponse
+	33,  // 127: settle.v1.OpsService.VoidOrder:output_type -> settle.v1.OpsServiceVoidOrderResponse
+	61,  // 128: settle.v1.OpsService.RunAudit:output_type -> settle.v1.RunAuditResponse
+	63,  // 129: settle.v1.OpsService.ListAuditRuns:output_type -> settle.v1.ListAuditRunsResponse
+	36,  // 130: settle.v1.OpsService.ListReviewItems:output_type -> settle.v1.ListReviewItemsResponse
+	38,  // 131: settle.v1.OpsService.ResolveReviewItem:output_type -> settle.v1.ResolveReviewItemResponse
+	42,  // 132: settle.v1.OpsService.ListDisputes:output_type -> settle.v1.ListDisputesResponse
+	44,  // 133: settle.v1.OpsService.GetDispute:output_type -> settle.v1.GetDisputeResponse
+	46,  // 134: settle.v1.OpsService.AcceptDispute:output_type -> settle.v1.AcceptDisputeResponse
+	52,  // 135: settle.v1.OpsService.GetRoutes:output_type -> settle.v1.GetRoutesResponse
+	54,  // 136: settle.v1.OpsService.SetRoutes:output_type -> settle.v1.SetRoutesResponse
+	7,   // 137: settle.v1.OpsService.FindOrders:output_type -> settle.v1.FindOrdersResponse
+	58,  // 138: settle.v1.OpsService.ListOrderEvents:output_type -> settle.v1.ListOrderEventsResponse
+	118, // [118:139] is the sub-list for method output_type
+	97,  // [97:118] is the sub-list for method input_type
+	97,  // [97:97] is the sub-list for extension type_name
+	97,  // [97:97] is the sub-list for extension extendee
+	0,   // [0:97] is the sub-list for field type_name
 }
 
 func init() { file_settle_v1_ops_proto_init() }
@@ -4876,7 +5373,7 @@ func file_settle_v1_ops_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_settle_v1_ops_proto_rawDesc), len(file_settle_v1_ops_proto_rawDesc)),
 			NumEnums:      6,
-			NumMessages:   53,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

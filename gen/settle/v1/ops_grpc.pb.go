@@ -29,6 +29,8 @@ const (
 	OpsService_ResendEvent_FullMethodName       = "/settle.v1.OpsService/ResendEvent"
 	OpsService_CaptureOrder_FullMethodName      = "/settle.v1.OpsService/CaptureOrder"
 	OpsService_VoidOrder_FullMethodName         = "/settle.v1.OpsService/VoidOrder"
+	OpsService_RunAudit_FullMethodName          = "/settle.v1.OpsService/RunAudit"
+	OpsService_ListAuditRuns_FullMethodName     = "/settle.v1.OpsService/ListAuditRuns"
 	OpsService_ListReviewItems_FullMethodName   = "/settle.v1.OpsService/ListReviewItems"
 	OpsService_ResolveReviewItem_FullMethodName = "/settle.v1.OpsService/ResolveReviewItem"
 	OpsService_ListDisputes_FullMethodName      = "/settle.v1.OpsService/ListDisputes"
@@ -73,6 +75,13 @@ type OpsServiceClient interface {
 	// VoidOrder voids any merchant's order as OrderService.VoidOrder does,
 	// with the operator recorded as actor.
 	VoidOrder(ctx context.Context, in *OpsServiceVoidOrderRequest, opts ...grpc.CallOption) (*OpsServiceVoidOrderResponse, error)
+	// RunAudit audits a merchant's gateway account over a closed window
+	// (ended at least the no-show horizon plus the audit margin ago), or
+	// resumes the window's unfinished run, and answers the finished run.
+	// Its findings join the review queue (REVIEW_ITEM_KIND_AUDIT_FINDING).
+	RunAudit(ctx context.Context, in *RunAuditRequest, opts ...grpc.CallOption) (*RunAuditResponse, error)
+	// ListAuditRuns lists a merchant's audit runs, the latest first.
+	ListAuditRuns(ctx context.Context, in *ListAuditRunsRequest, opts ...grpc.CallOption) (*ListAuditRunsResponse, error)
 	// ListReviewItems lists what a person must look at, oldest first: orders,
 	// refunds, captures and voids in NEEDS_REVIEW, and the open review items
 	// a gateway's event raised (possible double charges, failed captures).
@@ -80,8 +89,10 @@ type OpsServiceClient interface {
 	// ResolveReviewItem records an operator's decision about a review item
 	// (REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE or
 	// REVIEW_ITEM_KIND_CAPTURE_FAILED), after asking the gateway about its
-	// attempt. The other kinds are resolved with ResolveOrder and
-	// ResolveRefund.
+	// attempt; or records, with a note and no decision, that a person dealt
+	// with an audit finding (REVIEW_ITEM_KIND_AUDIT_FINDING), which Settle
+	// never fixes by itself. The other kinds are resolved with ResolveOrder
+	// and ResolveRefund.
 	ResolveReviewItem(ctx context.Context, in *ResolveReviewItemRequest, opts ...grpc.CallOption) (*ResolveReviewItemResponse, error)
 	// ListDisputes lists disputes, oldest first, optionally only those in one
 	// status or due before a time.
@@ -227,6 +238,26 @@ func (c *opsServiceClient) VoidOrder(ctx context.Context, in *OpsServiceVoidOrde
 	return out, nil
 }
 
+func (c *opsServiceClient) RunAudit(ctx context.Context, in *RunAuditRequest, opts ...grpc.CallOption) (*RunAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RunAuditResponse)
+	err := c.cc.Invoke(ctx, OpsService_RunAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *opsServiceClient) ListAuditRuns(ctx context.Context, in *ListAuditRunsRequest, opts ...grpc.CallOption) (*ListAuditRunsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditRunsResponse)
+	err := c.cc.Invoke(ctx, OpsService_ListAuditRuns_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *opsServiceClient) ListReviewItems(ctx context.Context, in *ListReviewItemsRequest, opts ...grpc.CallOption) (*ListReviewItemsResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListReviewItemsResponse)
@@ -350,6 +381,13 @@ type OpsServiceServer interface {
 	// VoidOrder voids any merchant's order as OrderService.VoidOrder does,
 	// with the operator recorded as actor.
 	VoidOrder(context.Context, *OpsServiceVoidOrderRequest) (*OpsServiceVoidOrderResponse, error)
+	// RunAudit audits a merchant's gateway account over a closed window
+	// (ended at least the no-show horizon plus the audit margin ago), or
+	// resumes the window's unfinished run, and answers the finished run.
+	// Its findings join the review queue (REVIEW_ITEM_KIND_AUDIT_FINDING).
+	RunAudit(context.Context, *RunAuditRequest) (*RunAuditResponse, error)
+	// ListAuditRuns lists a merchant's audit runs, the latest first.
+	ListAuditRuns(context.Context, *ListAuditRunsRequest) (*ListAuditRunsResponse, error)
 	// ListReviewItems lists what a person must look at, oldest first: orders,
 	// refunds, captures and voids in NEEDS_REVIEW, and the open review items
 	// a gateway's event raised (possible double charges, failed captures).
@@ -357,8 +395,10 @@ type OpsServiceServer interface {
 	// ResolveReviewItem records an operator's decision about a review item
 	// (REVIEW_ITEM_KIND_POSSIBLE_DOUBLE_CHARGE or
 	// REVIEW_ITEM_KIND_CAPTURE_FAILED), after asking the gateway about its
-	// attempt. The other kinds are resolved with ResolveOrder and
-	// ResolveRefund.
+	// attempt; or records, with a note and no decision, that a person dealt
+	// with an audit finding (REVIEW_ITEM_KIND_AUDIT_FINDING), which Settle
+	// never fixes by itself. The other kinds are resolved with ResolveOrder
+	// and ResolveRefund.
 	ResolveReviewItem(context.Context, *ResolveReviewItemRequest) (*ResolveReviewItemResponse, error)
 	// ListDisputes lists disputes, oldest first, optionally only those in one
 	// status or due before a time.
@@ -433,6 +473,12 @@ func (UnimplementedOpsServiceServer) CaptureOrder(context.Context, *OpsServiceCa
 }
 func (UnimplementedOpsServiceServer) VoidOrder(context.Context, *OpsServiceVoidOrderRequest) (*OpsServiceVoidOrderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method VoidOrder not implemented")
+}
+func (UnimplementedOpsServiceServer) RunAudit(context.Context, *RunAuditRequest) (*RunAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RunAudit not implemented")
+}
+func (UnimplementedOpsServiceServer) ListAuditRuns(context.Context, *ListAuditRunsRequest) (*ListAuditRunsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAuditRuns not implemented")
 }
 func (UnimplementedOpsServiceServer) ListReviewItems(context.Context, *ListReviewItemsRequest) (*ListReviewItemsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListReviewItems not implemented")
@@ -662,6 +708,42 @@ func _OpsService_VoidOrder_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _OpsService_RunAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RunAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).RunAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_RunAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).RunAudit(ctx, req.(*RunAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _OpsService_ListAuditRuns_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRunsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(OpsServiceServer).ListAuditRuns(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: OpsService_ListAuditRuns_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(OpsServiceServer).ListAuditRuns(ctx, req.(*ListAuditRunsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _OpsService_ListReviewItems_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(ListReviewItemsRequest)
 	if err := dec(in); err != nil {
@@ -870,6 +952,14 @@ var OpsService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "VoidOrder",
 			Handler:    _OpsService_VoidOrder_Handler,
+		},
+		{
+			MethodName: "RunAudit",
+			Handler:    _OpsService_RunAudit_Handler,
+		},
+		{
+			MethodName: "ListAuditRuns",
+			Handler:    _OpsService_ListAuditRuns_Handler,
 		},
 		{
 			MethodName: "ListReviewItems",
