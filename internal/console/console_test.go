@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
@@ -44,6 +45,7 @@ type stack struct {
 	orders  settlev1.OrderServiceClient
 	ops     settlev1.OpsServiceClient
 	store   *postgres.Store
+	pool    *pgxpool.Pool
 	console *httptest.Server
 	srv     *grpcapi.Server
 }
@@ -93,7 +95,7 @@ func newStack(t *testing.T) *stack {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	s := &stack{orders: settlev1.NewOrderServiceClient(conn), ops: settlev1.NewOpsServiceClient(conn), store: store, srv: srv}
+	s := &stack{orders: settlev1.NewOrderServiceClient(conn), ops: settlev1.NewOpsServiceClient(conn), store: store, pool: pool, srv: srv}
 	s.console = s.newConsole(t)
 	return s
 }
@@ -386,5 +388,35 @@ func TestReviewItemResolves(t *testing.T) {
 	items, err := s.ops.ListReviewItems(as(opsKey), &settlev1.ListReviewItemsRequest{})
 	if err != nil || len(items.GetItems()) != 0 {
 		t.Errorf("the API's queue: %v, %v; want empty", items, err)
+	}
+}
+
+// TestAuditFindingResolves: a finding of the gateway audit with no order
+// (a charge made outside Settle) is in the queue with both sides shown as
+// text, and resolving it with a note records the operator as its actor.
+func TestAuditFindingResolves(t *testing.T) {
+	s := newStack(t)
+	var id string
+	if err := s.pool.QueryRow(context.Background(), `INSERT INTO audit_findings (merchant_id, run_id, last_run_id, gateway,
+		class, gateway_record_id, record_key, gateway_record) VALUES ($1, gen_random_uuid(), gen_random_uuid(), 'sim', 'FOREIGN',
+		'ch_outside', 'ch_outside', '{"id": "ch_outside", "reference": "<b>x</b>"}') RETURNING id::text`,
+		order.DefaultMerchant).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	b := newBrowser(t, s.console)
+	b.login(opsKey)
+	page := b.get("/review")
+	if !strings.Contains(page.body, `data-id="`+id+`" data-kind="AUDIT_FINDING"`) || !strings.Contains(page.body, `name="kind" value="finding"`) ||
+		!strings.Contains(page.body, "&lt;b&gt;x&lt;/b&gt;") || strings.Contains(page.body, "<b>x</b>") {
+		t.Fatalf("the review queue:\n%s", page.body)
+	}
+	form := url.Values{"csrf": {csrf(t, page)}, "order_id": {""}, "merchant_id": {order.DefaultMerchant}, "kind": {"finding"},
+		"decision": {"DEALT_WITH"}, "note": {"a manual charge by the shop's staff"}}
+	if r := b.do(http.MethodPost, "/review/"+id+"/resolve", form); r.code != http.StatusSeeOther {
+		t.Fatalf("resolve: %d", r.code)
+	}
+	after := b.get("/review")
+	if !strings.Contains(after.body, `Audit finding resolved by ops:alice`) || !strings.Contains(after.body, `<p id="empty">`) {
+		t.Errorf("after resolving:\n%s", after.body)
 	}
 }

@@ -158,7 +158,7 @@ type reviewRow struct {
 	Item      *settlev1.ReviewItem
 	Kind      string
 	Decisions []string // ResolveReviewItem's decisions, or none
-	Form      string   // "item", "order", "refund" or "" (no form here)
+	Form      string   // "item", "order", "refund", "finding" or "" (no form here)
 }
 
 func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session) {
@@ -185,9 +185,8 @@ func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session)
 		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_DISPUTE:
 			// Answered at the gateway, with the merchant's evidence.
 		case settlev1.ReviewItemKind_REVIEW_ITEM_KIND_AUDIT_FINDING:
-			// Shown with its reason; resolved with a note through
-			// OpsService/ResolveReviewItem once a person has dealt with
-			// it (no form here yet).
+			// Never fixed by Settle: a person deals with it and says how.
+			row.Form, row.Decisions = "finding", []string{"DEALT_WITH"}
 		}
 		rows = append(rows, row)
 	}
@@ -195,8 +194,9 @@ func (c *Console) reviewPage(w http.ResponseWriter, r *http.Request, s *session)
 }
 
 // resolveItem resolves a review item through the API call its kind
-// takes: ResolveReviewItem, ResolveOrder or ResolveRefund, each of which
-// keeps the API's rules (a decision the gateway contradicts is refused).
+// takes: ResolveReviewItem (an audit finding with a note alone),
+// ResolveOrder or ResolveRefund, each of which keeps the API's rules (a
+// decision the gateway contradicts is refused).
 func (c *Console) resolveItem(w http.ResponseWriter, r *http.Request, s *session) {
 	id, orderID := r.PathValue("item"), r.PostFormValue("order_id")
 	decision, note := r.PostFormValue("decision"), r.PostFormValue("note")
@@ -217,6 +217,11 @@ func (c *Console) resolveItem(w http.ResponseWriter, r *http.Request, s *session
 			Resolution: settlev1.RefundResolution(settlev1.RefundResolution_value["REFUND_RESOLUTION_"+decision]), Reason: note,
 			GatewayRefundId: r.PostFormValue("gateway_refund_id")}, resp)
 		flash = "Refund resolved: " + trimEnum(resp.GetRefund().GetState().String())
+	case "finding":
+		resp := &settlev1.ResolveReviewItemResponse{}
+		err = c.call(r.Context(), r.RemoteAddr, s.key, "ResolveReviewItem", &settlev1.ResolveReviewItemRequest{OrderId: orderID,
+			ReviewItemId: id, Note: note, MerchantId: r.PostFormValue("merchant_id")}, resp)
+		flash = "Audit finding resolved by " + resp.GetItem().GetActor()
 	default:
 		resp := &settlev1.ResolveReviewItemResponse{}
 		err = c.call(r.Context(), r.RemoteAddr, s.key, "ResolveReviewItem", &settlev1.ResolveReviewItemRequest{OrderId: orderID,
