@@ -52,6 +52,18 @@ type wordGateway struct {
 	order.Refunder
 }
 
+// simClient is a refpsp adapter on a simulator of its own.
+func simClient(t *testing.T) *refpsp.Client {
+	t.Helper()
+	hs := httptest.NewServer(sim.New(sim.Options{ClientTimeout: 2 * gatewayTimeout}))
+	t.Cleanup(hs.Close)
+	client, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
 func openDispute(dp string) order.GatewayDispute {
 	return order.GatewayDispute{ID: dp, Status: order.DisputeNeedsResponse, Stage: order.DisputeChargeback,
 		Amount: order.Money{Currency: "GBP", AmountMinor: 1250}, Reason: "fraudulent",
@@ -64,13 +76,7 @@ func openDispute(dp string) order.GatewayDispute {
 func TestDisputeOpsCalls(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	gsim := sim.New(sim.Options{ClientTimeout: 2 * gatewayTimeout})
-	hs := httptest.NewServer(gsim)
-	t.Cleanup(hs.Close)
-	client, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := simClient(t)
 	accepting := &acceptingGateway{Client: client, disputes: map[string]order.GatewayDispute{}}
 	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(),
 		map[string]order.Gateway{"accepting": accepting, "word": wordGateway{client, client}})
@@ -155,13 +161,7 @@ func TestDisputeOpsCalls(t *testing.T) {
 func TestDisputesNearDueInReviewQueue(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	gsim := sim.New(sim.Options{ClientTimeout: 2 * gatewayTimeout})
-	hs := httptest.NewServer(gsim)
-	t.Cleanup(hs.Close)
-	client, err := refpsp.New(refpsp.Config{BaseURL: hs.URL, APIKey: "sk_sim_test", Timeout: gatewayTimeout})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := simClient(t)
 	s := newStackWith(t, grpcapi.Options{}, insecure.NewCredentials(), map[string]order.Gateway{"word": wordGateway{client, client}})
 	store := postgres.NewStore(s.pool)
 	dispute := func(ref string, due time.Duration, status order.DisputeStatus) string {
