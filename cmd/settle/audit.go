@@ -57,18 +57,26 @@ func (a *app) auditScheduler() (*audit.Scheduler, error) {
 		Interval: a.cfg.AuditInterval, Actor: "reconcile"})
 }
 
+// auditRunFlags registers settle audit's own flags, beside the options of
+// its configuration: the merchant, the gateway account, the window and the
+// actor.
+func auditRunFlags(fs *flag.FlagSet) (merchant, gateway, from, to, actor *string) {
+	merchant = fs.String("merchant", "default", "the merchant audited")
+	gateway = fs.String("gateway", "", "the gateway account audited (required)")
+	from = fs.String("from", "", "start of the window (RFC 3339), with -to")
+	to = fs.String("to", "", "end of the window (RFC 3339, excluded), with -from")
+	actor = fs.String("actor", "settle-audit", "who the run is recorded as started by")
+	return merchant, gateway, from, to, actor
+}
+
 // runAudit audits one merchant's gateway account over one window, on
 // demand, and prints the run and its findings. Without -from and -to the
 // window is the latest closed audit-window.
 func runAudit(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("settle audit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	load := bindConfig(fs, getenv, nil, concat(dbFlags, gatewayFlags, auditFlags)...)
-	merchant := fs.String("merchant", "default", "the merchant audited")
-	gateway := fs.String("gateway", "", "the gateway account audited (required)")
-	from := fs.String("from", "", "start of the window (RFC 3339), with -to")
-	to := fs.String("to", "", "end of the window (RFC 3339, excluded), with -from")
-	actor := fs.String("actor", "settle-audit", "who the run is recorded as started by")
+	load := bindConfig(fs, getenv, nil, commandOptions["audit"]...)
+	merchant, gateway, from, to, actor := auditRunFlags(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

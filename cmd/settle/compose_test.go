@@ -45,7 +45,11 @@ func settleFlagSet(name string, getenv func(string) string) (fs *flag.FlagSet, l
 		simFlags(fs)
 		return fs, nil
 	}
-	return fs, bindConfig(fs, getenv, nil, commandOptions[name]...)
+	load = bindConfig(fs, getenv, nil, commandOptions[name]...)
+	if name == "audit" {
+		auditRunFlags(fs)
+	}
+	return fs, load
 }
 
 // helpFlags returns the flags that `settle <name> -h` lists, or ok false if
