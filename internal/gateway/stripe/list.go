@@ -250,6 +250,10 @@ func walk[T any](ctx context.Context, from, to time.Time,
 			if err := flush(); err != nil {
 				return err
 			}
+		case slices.ContainsFunc(second, func(r T) bool { _, other := key(r); return other == id }):
+			// A record repeated, the cursor's own included: a listing
+			// that does not move on.
+			return fmt.Errorf("Stripe listed %s twice", clip(id))
 		}
 		second, lastSec = append(second, r), created
 		seen++
