@@ -232,6 +232,11 @@ func walk[T any](ctx context.Context, from, to time.Time,
 			return cmp.Compare(ida, idb)
 		})
 		for _, r := range second {
+			// A second's records are called after its pages were read:
+			// the context is checked here too.
+			if err := ctx.Err(); err != nil {
+				return err
+			}
 			if err := each(r); err != nil {
 				return err
 			}
