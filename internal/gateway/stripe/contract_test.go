@@ -404,7 +404,9 @@ func TestStripeTestMode(t *testing.T) {
 // listings send what Stripe's schema accepts (created range, limit,
 // expand, ending_before) and that the lists decode into the records the
 // audit matches. stripe-mock is stateless and answers every list with its
-// one fixture, created 1234567890: a proxy turns its answer to a page
+// one fixture, created 1234567890, and has_more false: a proxy says
+// has_more on a first page, so that the adapter walks the window twice
+// (a window of one page is read once), and turns the answer to a page
 // walked with ending_before into a newer record, so that the second walk
 // has something to list.
 func TestContractListing(t *testing.T) {
@@ -423,7 +425,9 @@ func TestContractListing(t *testing.T) {
 		queries = append(queries, fmt.Sprintf("%s %s %d %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode,
 			resp.Request.URL.RawQuery))
 		mu.Unlock()
-		if resp.StatusCode != http.StatusOK || !resp.Request.URL.Query().Has("ending_before") {
+		q := resp.Request.URL.Query()
+		first, back := !q.Has("starting_after") && !q.Has("ending_before"), q.Has("ending_before")
+		if resp.StatusCode != http.StatusOK || !first && !back {
 			return nil
 		}
 		var list struct {
@@ -436,9 +440,14 @@ func TestContractListing(t *testing.T) {
 			return err
 		}
 		resp.Body.Close()
+		if first {
+			list.HasMore = true
+		}
 		for _, item := range list.Data {
-			item["id"] = item["id"].(string) + "_newer"
-			item["created"] = item["created"].(float64) + 1
+			if back {
+				item["id"] = item["id"].(string) + "_newer"
+				item["created"] = item["created"].(float64) + 1
+			}
 		}
 		b, err := json.Marshal(list)
 		if err != nil {
@@ -472,12 +481,13 @@ func TestContractListing(t *testing.T) {
 		return out
 	}
 	// check checks the two walks' parameters: the window in whole
-	// seconds, Stripe's largest page, the expansion, and the second walk
-	// from the first's oldest record.
+	// seconds, Stripe's largest page, the expansion, the first walk's
+	// next page after its first, and the second walk from the first's
+	// oldest record.
 	check := func(t *testing.T, got []url.Values, expand, oldest string) {
 		t.Helper()
-		if len(got) != 2 {
-			t.Fatalf("%d requests, want 2 (a walk to the oldest record, a walk back from it)", len(got))
+		if len(got) != 3 {
+			t.Fatalf("%d requests, want 3 (a walk of two pages to the oldest record, a walk back from it)", len(got))
 		}
 		for i, q := range got {
 			if q.Get("created[gte]") != "1234564291" || q.Get("created[lt]") != "1234571490" || q.Get("limit") != "100" ||
@@ -486,9 +496,9 @@ func TestContractListing(t *testing.T) {
 					i+1, q, expand)
 			}
 		}
-		if got[0].Has("ending_before") || got[1].Get("ending_before") != oldest {
-			t.Errorf("ending_before: first %q, second %q; want none, then %q", got[0].Get("ending_before"),
-				got[1].Get("ending_before"), oldest)
+		if got[0].Has("ending_before") || got[0].Has("starting_after") || got[1].Get("starting_after") != oldest ||
+			got[1].Has("ending_before") || got[2].Get("ending_before") != oldest || got[2].Has("starting_after") {
+			t.Errorf("cursors: %v, %v, %v; want none, then starting_after=%s, then ending_before=%[4]s", got[0], got[1], got[2], oldest)
 		}
 	}
 

@@ -54,7 +54,9 @@ import (
 // the newest with ending_before, which stripe-go's iterator pages and
 // turns oldest first. The records of one second are held until the next
 // second starts and sorted by id. Memory is one page and one second's
-// records; the price is twice the requests of a single walk.
+// records; the price is twice the requests of a single walk. A window
+// that fits in one page (has_more false on the first) is read once, and
+// that page called in reverse.
 
 var _ order.ChargeLister = (*Gateway)(nil)
 
@@ -204,22 +206,6 @@ func walk[T any](ctx context.Context, from, to time.Time,
 	if gte >= lt {
 		return nil // no whole second starts in the window
 	}
-	// The first walk, newest first, keeps only the last record: the
-	// oldest.
-	var (
-		oldest T
-		found  bool
-	)
-	it := list(ctx, gte, lt, "")
-	for it.Next() {
-		oldest, found = it.current(), true
-	}
-	if err := it.Err(); err != nil {
-		return fmt.Errorf("find the window's oldest record: %w", err)
-	}
-	if !found {
-		return nil
-	}
 	var (
 		second  []T // the records of the latest second, not yet called
 		lastSec int64
@@ -263,6 +249,33 @@ func walk[T any](ctx context.Context, from, to time.Time,
 		second, lastSec = append(second, r), created
 		seen++
 		return nil
+	}
+	it := list(ctx, gte, lt, "")
+	if err := it.Err(); err != nil {
+		return err
+	}
+	if !it.Meta().HasMore {
+		// The window fits in one page, read already: its records,
+		// newest first, are called in reverse.
+		var page []T
+		for it.Next() {
+			page = append(page, it.current())
+		}
+		for _, r := range slices.Backward(page) {
+			if err := add(r); err != nil {
+				return err
+			}
+		}
+		return flush()
+	}
+	// The first walk, newest first, keeps only the last record: the
+	// oldest.
+	var oldest T
+	for it.Next() {
+		oldest = it.current()
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("find the window's oldest record: %w", err)
 	}
 	if err := add(oldest); err != nil {
 		return err

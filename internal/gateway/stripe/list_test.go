@@ -146,6 +146,28 @@ func TestListings(t *testing.T) {
 		}
 	})
 
+	t.Run("a window of one page is read once, oldest first", func(t *testing.T) {
+		// One second holds two or three records: the fake's one page.
+		from := all[0].Created
+		before := fake.Count("GET", "/v1/payment_intents")
+		got := listAll(t, from, from.Add(time.Second))
+		if n := fake.Count("GET", "/v1/payment_intents") - before; n != 1 {
+			t.Errorf("the listing read %d pages; want 1", n)
+		}
+		var wantIDs, gotIDs []string
+		for _, c := range all {
+			if c.Created.Equal(from) {
+				wantIDs = append(wantIDs, c.ID)
+			}
+		}
+		for _, c := range got {
+			gotIDs = append(gotIDs, c.ID)
+		}
+		if len(wantIDs) < 2 || !slices.Equal(gotIDs, wantIDs) {
+			t.Errorf("[%s, +1s) listed %q; want %q (at least two)", from, gotIDs, wantIDs)
+		}
+	})
+
 	t.Run("refunds, with their charges", func(t *testing.T) {
 		var got []order.GatewayRefund
 		err := g.ListRefunds(ctx, base, base.Add(time.Hour), func(r order.GatewayRefund) error {
