@@ -270,12 +270,18 @@ func walk[T any](ctx context.Context, from, to time.Time,
 	}
 	// The first walk, newest first, keeps only the last record: the
 	// oldest.
-	var oldest T
+	var (
+		oldest T
+		found  bool
+	)
 	for it.Next() {
-		oldest = it.current()
+		oldest, found = it.current(), true
 	}
 	if err := it.Err(); err != nil {
 		return fmt.Errorf("find the window's oldest record: %w", err)
+	}
+	if !found {
+		return errors.New("Stripe said it had more to list, then listed nothing")
 	}
 	if err := add(oldest); err != nil {
 		return err
