@@ -399,3 +399,159 @@ func TestStripeTestMode(t *testing.T) {
 		t.Error("logs contain the secret key")
 	}
 }
+
+// TestContractListing checks against stripe-mock that the audit's
+// listings send what Stripe's schema accepts (created range, limit,
+// expand, ending_before) and that the lists decode into the records the
+// audit matches. stripe-mock is stateless and answers every list with its
+// one fixture, created 1234567890, and has_more false: a proxy says
+// has_more on a first page, so that the adapter walks the window twice
+// (a window of one page is read once), and turns the answer to a page
+// walked with ending_before into a newer record, so that the second walk
+// has something to list.
+func TestContractListing(t *testing.T) {
+	base := stripeMock(t)
+	target, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		queries []string
+	)
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		mu.Lock()
+		queries = append(queries, fmt.Sprintf("%s %s %d %s", resp.Request.Method, resp.Request.URL.Path, resp.StatusCode,
+			resp.Request.URL.RawQuery))
+		mu.Unlock()
+		q := resp.Request.URL.Query()
+		first, back := !q.Has("starting_after") && !q.Has("ending_before"), q.Has("ending_before")
+		if resp.StatusCode != http.StatusOK || !first && !back {
+			return nil
+		}
+		var list struct {
+			Data    []map[string]any `json:"data"`
+			HasMore bool             `json:"has_more"`
+			Object  string           `json:"object"`
+			URL     string           `json:"url"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if first {
+			list.HasMore = true
+		}
+		for _, item := range list.Data {
+			if back {
+				item["id"] = item["id"].(string) + "_newer"
+				item["created"] = item["created"].(float64) + 1
+			}
+		}
+		b, err := json.Marshal(list)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(b))
+		resp.ContentLength = int64(len(b))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(b)))
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	defer srv.Close()
+	sent := func() []url.Values {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []url.Values
+		for _, q := range queries {
+			t.Log(q)
+			f := strings.Fields(q)
+			if len(f) < 3 || f[2] != "200" {
+				t.Errorf("stripe-mock answered %q; want 200", q)
+				continue
+			}
+			v, err := url.ParseQuery(strings.Join(f[3:], ""))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		queries = nil
+		return out
+	}
+	// check checks the two walks' parameters: the window in whole
+	// seconds, Stripe's largest page, the expansion, the first walk's
+	// next page after its first, and the second walk from the first's
+	// oldest record.
+	check := func(t *testing.T, got []url.Values, expand, oldest string) {
+		t.Helper()
+		if len(got) != 3 {
+			t.Fatalf("%d requests, want 3 (a walk of two pages to the oldest record, a walk back from it)", len(got))
+		}
+		for i, q := range got {
+			if q.Get("created[gte]") != "1234564291" || q.Get("created[lt]") != "1234571490" || q.Get("limit") != "100" ||
+				q.Get("expand[0]") != expand {
+				t.Errorf("request %d sent %v; want created[gte]=1234564291 created[lt]=1234571490 limit=100 expand[0]=%s",
+					i+1, q, expand)
+			}
+		}
+		if got[0].Has("ending_before") || got[0].Has("starting_after") || got[1].Get("starting_after") != oldest ||
+			got[1].Has("ending_before") || got[2].Get("ending_before") != oldest || got[2].Has("starting_after") {
+			t.Errorf("cursors: %v, %v, %v; want none, then starting_after=%s, then ending_before=%[4]s", got[0], got[1], got[2], oldest)
+		}
+	}
+
+	g := newGateway(t, stripe.Config{BaseURL: srv.URL, Timeout: 10 * time.Second})
+	// Around stripe-mock's fixtures' creation time, with fractions of a
+	// second that must round up.
+	fixture := time.Unix(1234567890, 0)
+	from, to := fixture.Add(-time.Hour+time.Second/2), fixture.Add(time.Hour-time.Second/2)
+
+	t.Run("charges", func(t *testing.T) {
+		var got []order.GatewayCharge
+		err := g.ListCharges(t.Context(), from, to, func(c order.GatewayCharge) error {
+			got = append(got, c)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ListCharges: %v", err)
+		}
+		if len(got) != 2 {
+			t.Fatalf("ListCharges listed %+v; want the fixture and its newer copy", got)
+		}
+		first := got[0]
+		// The fixture: 10.99 USD, its confirm failed (requires_payment_method).
+		if !strings.HasPrefix(first.ID, "pi_") || first.Amount != (order.Money{Currency: "USD", AmountMinor: 1099}) ||
+			first.Outcome != order.OutcomeDeclined || first.DeclineCode == "" || first.Hold != "" || first.Captured != 0 ||
+			!first.Created.Equal(fixture) {
+			t.Errorf("first charge = %+v; want the fixture's PaymentIntent, declined", first)
+		}
+		if got[1].ID != first.ID+"_newer" || !got[1].Created.Equal(fixture.Add(time.Second)) {
+			t.Errorf("second charge = %+v; want the newer copy, listed after the oldest", got[1])
+		}
+		check(t, sent(), "data.latest_charge", first.ID)
+	})
+
+	t.Run("refunds", func(t *testing.T) {
+		var got []order.GatewayRefund
+		err := g.ListRefunds(t.Context(), from, to, func(r order.GatewayRefund) error {
+			got = append(got, r)
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("ListRefunds: %v", err)
+		}
+		if len(got) != 2 {
+			t.Fatalf("ListRefunds listed %+v; want the fixture and its newer copy", got)
+		}
+		first := got[0]
+		// The fixture: 1.00 USD, succeeded, of a PaymentIntent (expanded).
+		if !strings.HasPrefix(first.ID, "re_") || !strings.HasPrefix(first.ChargeID, "pi_") ||
+			first.Amount != (order.Money{Currency: "USD", AmountMinor: 100}) || first.Outcome != order.OutcomeSucceeded ||
+			!first.Created.Equal(fixture) {
+			t.Errorf("first refund = %+v; want the fixture's Refund, succeeded, of its PaymentIntent", first)
+		}
+		check(t, sent(), "data.payment_intent", first.ID)
+	})
+}

@@ -149,7 +149,7 @@ func (s *Server) executeRefund(form map[string][]string, key string) (answer, bo
 	rf := Refund{
 		ID: fmt.Sprintf("re_fake_%06d", len(s.refunds)+1), IdempotencyKey: key, PaymentIntent: pi.ID,
 		Amount: amount, Currency: pi.Currency, Metadata: map[string]string{}, Status: "succeeded",
-		Created: time.Now().UTC(),
+		Created: s.opts.Clock().UTC(),
 	}
 	for name, v := range form {
 		if k, ok := strings.CutPrefix(name, "metadata["); ok && strings.HasSuffix(k, "]") && len(v) > 0 {
@@ -186,16 +186,30 @@ func (s *Server) listRefunds(w http.ResponseWriter, r *http.Request) {
 			Message: fmt.Sprintf("Invalid API Key provided: %s", key)})
 		return
 	}
-	pi := r.URL.Query().Get("payment_intent")
+	q := r.URL.Query()
+	window, err := parseList(q)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, *err)
+		return
+	}
+	pi, expand := q.Get("payment_intent"), expands(q, "data.payment_intent")
 	now := time.Now()
-	data := []map[string]any{}
+	var (
+		data []map[string]any
+		ids  []string
+	)
 	s.mu.Lock()
 	for i := len(s.refunds) - 1; i >= 0; i-- {
-		if rf := s.refunds[i]; pi == "" || rf.PaymentIntent == pi {
-			data = append(data, refundJSON(rf, now))
+		rf := s.refunds[i]
+		if (pi != "" && rf.PaymentIntent != pi) || !window.holds(rf.Created) {
+			continue
 		}
+		m := refundJSON(rf, now)
+		if p, ok := s.byID[rf.PaymentIntent]; ok && expand {
+			m["payment_intent"] = intentMap(*p, false)
+		}
+		data, ids = append(data, m), append(ids, rf.ID)
 	}
 	s.mu.Unlock()
-	body, _ := json.Marshal(map[string]any{"object": "list", "data": data, "has_more": false, "url": "/v1/refunds"})
-	writeBody(w, http.StatusOK, body)
+	s.writeList(w, "/v1/refunds", window, data, ids)
 }

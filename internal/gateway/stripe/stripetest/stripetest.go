@@ -16,6 +16,7 @@
 //	POST /v1/payment_intents/{id}/confirm  confirm: this is where money moves
 //	POST /v1/payment_intents/{id}/cancel   cancel, from any status that allows it
 //	POST /v1/payment_intents/{id}/capture  capture an authorization (capture_method=manual: holds.go)
+//	GET  /v1/payment_intents               list by created range, newest first (listing.go)
 //	GET  /v1/disputes/{id}                 a dispute a test opened (disputes.go)
 //	POST /v1/disputes/{id}/close           accept it
 //
@@ -114,6 +115,13 @@ type Options struct {
 	// held before it lapses (capture_before); default 7 days, as for most
 	// card payments at Stripe. Expire lapses one at once.
 	AuthorizationExpiry time.Duration
+	// Clock stamps the created time of PaymentIntents and Refunds, so
+	// that a test can spread them over seconds; default time.Now.
+	Clock func() time.Time
+	// PageSize is the most records a list page holds, whatever its limit
+	// asks (a smaller page with has_more is the protocol's too), so that
+	// a test lists a few records over several pages; default 100.
+	PageSize int
 }
 
 // PaymentIntent is one PaymentIntent in the ledger.
@@ -227,9 +235,16 @@ func New(opts Options) *Server {
 	if opts.AuthorizationExpiry <= 0 {
 		opts.AuthorizationExpiry = defaultAuthorizationExpiry
 	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.PageSize <= 0 || opts.PageSize > 100 {
+		opts.PageSize = 100
+	}
 	s := &Server{opts: opts, mux: http.NewServeMux(), byID: map[string]*PaymentIntent{}, keys: map[string]*keyState{},
 		refundKeys: map[string]*keyState{}}
 	s.mux.HandleFunc("POST /v1/payment_intents", s.post(s.create))
+	s.mux.HandleFunc("GET /v1/payment_intents", s.listIntents)
 	s.mux.HandleFunc("GET /v1/payment_intents/{id}", s.retrieve)
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/confirm", s.post(s.confirm))
 	s.mux.HandleFunc("POST /v1/payment_intents/{id}/cancel", s.post(s.cancel))
@@ -496,7 +511,7 @@ func (s *Server) create(r *http.Request, form url.Values) answer {
 	}
 	pi := &PaymentIntent{
 		IdempotencyKey: r.Header.Get("Idempotency-Key"), Amount: amount, Currency: form.Get("currency"),
-		PaymentMethod: pm, Customer: form.Get("customer"), Status: "requires_confirmation", Metadata: map[string]string{}, Created: time.Now().UTC(),
+		PaymentMethod: pm, Customer: form.Get("customer"), Status: "requires_confirmation", Metadata: map[string]string{}, Created: s.opts.Clock().UTC(),
 		CaptureMethod: "automatic",
 	}
 	if form.Get("capture_method") == "manual" {
