@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,7 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/settlepay/settle/internal/audit"
 	"github.com/settlepay/settle/internal/failpoint"
+	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/lab/chaos"
 	"github.com/settlepay/settle/internal/lab/mutant"
 )
@@ -63,6 +67,11 @@ func TestChaos(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Fatalf("seed %d failed; replay with SETTLE_CHAOS_SEED=%d; logs in %s", seed, seed, sum.LogDir)
+	}
+	// The gateway audit read every simulator account ("refpsp" and the
+	// three of the routes) and found nothing (InvAudit above).
+	if sum.AuditRuns != 4 {
+		t.Errorf("the audit ran %d times, want once per simulator account (4): %s", sum.AuditRuns, sum)
 	}
 	// The run must have been the storm it claims to be. A loaded machine
 	// makes fewer checkouts than planned and lands fewer kills (a kill of a
@@ -139,7 +148,11 @@ var brokenClaimGuard = []mutant.Mutation{{
 // TestChaosCatchesMutants runs a short chaos run against each build with
 // one guard broken on purpose (applied at build time by internal/lab/mutant):
 // the harness must see each through the invariant that guards it, or its
-// green runs prove nothing.
+// green runs prove nothing. The gateway audit after the drain must see the
+// double charges too; and in a run whose gateway lies (a second charge of
+// one of Settle's references, made after the drain), the audit must find
+// exactly that, as the ledger's invariant does, and nothing of the
+// mutant's, which writes wrong events but moves no money wrongly.
 func TestChaosCatchesMutants(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos runs for a minute per mutant; skipped with -short")
@@ -155,24 +168,34 @@ func TestChaosCatchesMutants(t *testing.T) {
 		// only late customers can show it; adyen the share on the fake
 		// Adyen (0: none); routes the share made with routes (0: none).
 		manual, action, adyen, routes float64
+		// lie makes the gateway lie after the drain (nil: it does not);
+		// audit, when set, checks the audit's findings by class.
+		lie   func(map[string]*sim.Sim) error
+		audit func(map[audit.Class]int) bool
 	}{
-		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0, 0, 0},
-		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0, 0, 0},
-		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0, 0},
+		{"BrokenClaimGuard", brokenClaimGuard, chaos.InvOneCharge, "double charges in a build that claims whatever the state", 0, 0, 0, 0,
+			nil, func(found map[audit.Class]int) bool {
+				return found[audit.Duplicate]+found[audit.MissingInSettle] > 0
+			}},
+		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0, 0, 0, nil, nil},
+		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0, 0, nil, nil},
 		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
-			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0, 0, 0},
+			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0, 0, 0,
+			duplicateOneCharge, func(found map[audit.Class]int) bool {
+				return maps.Equal(found, map[audit.Class]int{audit.Duplicate: 1})
+			}},
 		{"ExpiryWithoutCancel", []mutant.Mutation{expiryWithoutCancel}, chaos.InvActionCharge,
-			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0.5, 0, 0},
+			"3-D Secure challenges left open (and completed) for orders the expiry returned to PENDING", 0, 0.5, 0, 0, nil, nil},
 		{"BrokenHoldGuard", []mutant.Mutation{brokenHoldGuard}, chaos.InvCaptureHold,
-			"captures beyond the hold in a build that admits them", 0.6, 0, 0, 0},
+			"captures beyond the hold in a build that admits them", 0.6, 0, 0, 0, nil, nil},
 		{"MissingNotificationIsDecline", []mutant.Mutation{missingNotificationIsDecline}, chaos.InvAdyenHold,
-			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6, 0},
+			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6, 0, nil, nil},
 		{"CaptureFailedIsCaptured", []mutant.Mutation{captureFailedIsCaptured}, chaos.InvAdyenChargeSettled,
-			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6, 0},
+			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6, 0, nil, nil},
 		{"RefundThroughDispute", []mutant.Mutation{refundThroughDispute}, chaos.InvDisputeRefund,
-			"refunds claimed during an open dispute in a build whose refund claim ignores disputes", 0, 0, 0, 0},
+			"refunds claimed during an open dispute in a build whose refund claim ignores disputes", 0, 0, 0, 0, nil, nil},
 		{"CascadeAfterTimeout", mutant.CascadeAfterTimeout, chaos.InvCascadeWait,
-			"attempts claimed on another gateway while the one before timed out, in a build that cascades after a timeout", 0, 0, 0, 0.8},
+			"attempts claimed on another gateway while the one before timed out, in a build that cascades after a timeout", 0, 0, 0, 0.8, nil, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "settle-mutant")
@@ -190,13 +213,34 @@ func TestChaosCatchesMutants(t *testing.T) {
 				ActionShare: tc.action,
 				AdyenShare:  tc.adyen,
 				RouteShare:  tc.routes,
+				Lie:         tc.lie,
 				LogDir:      t.TempDir(), // the run is meant to fail: keep no logs
 			})
 			if !hasInvariant(sum, tc.inv) {
 				t.Fatalf("the harness did not see %s: %s", tc.what, sum)
 			}
+			if tc.lie != nil && !hasInvariant(sum, chaos.InvOneCharge) {
+				t.Errorf("the invariants did not see the gateway's lie: %s", sum)
+			}
+			if tc.audit != nil && (!tc.audit(sum.Audit) || !hasInvariant(sum, chaos.InvAudit)) {
+				t.Errorf("the audit's findings %v are not what the run did: %s", sum.Audit, sum)
+			}
 		})
 	}
+}
+
+// duplicateOneCharge makes the simulator "refpsp" charge a second time
+// with the reference of its first succeeded charge (AUTOMATIC), as a
+// gateway that replays a request would: a double charge that Settle never
+// asked for and never hears of.
+func duplicateOneCharge(sims map[string]*sim.Sim) error {
+	for _, c := range sims["refpsp"].Ledger() {
+		if c.Status == sim.StatusSucceeded && c.Reference != "" && !c.Manual {
+			_, err := sims["refpsp"].Duplicate(c.Reference)
+			return err
+		}
+	}
+	return errors.New("no succeeded charge to duplicate")
 }
 
 // brokenRefundGuard makes refund claims ignore what is left to refund: two

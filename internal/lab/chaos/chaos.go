@@ -188,6 +188,13 @@ type Config struct {
 	// workers, tables distributed by merchant); the database restarts then
 	// crash and restart a worker, in turn, instead of the one server.
 	Citus bool
+	// Lie, when set, is called once every process has stopped, before the
+	// gateway audit and the checks, with the run's simulators by gateway
+	// account ("refpsp", and the accounts of the orders with routes): a
+	// test makes the gateway lie with the simulator's discrepancies
+	// (sim.Sim.Duplicate, Hide, ...), which the audit and the invariants
+	// must then report. An error fails the run.
+	Lie func(sims map[string]*sim.Sim) error
 	// Log receives the run's progress: each fault as it happens, every
 	// violation with the order's history. Nil discards it.
 	Log io.Writer

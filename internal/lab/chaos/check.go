@@ -169,6 +169,12 @@ const (
 	// an attempt on the gateway it names that the gateway's ledger shows
 	// as not charged (no charge, or one declined).
 	InvCascadeProven = 28
+
+	// InvAudit: the gateway audit (issue #31), run over the whole run
+	// after the drain on every simulator account (audit.go), finds
+	// nothing but FOREIGN charges: the gateway's records and Settle's
+	// agree, as the invariants above say from the ledgers.
+	InvAudit = 29
 )
 
 // cascadeRequestSep joins a request id and a hop's number in the request
@@ -188,6 +194,7 @@ var invariantNames = map[int]string{
 	InvAdyenHold: "adyen-hold", InvAdyenTechnicalCancel: "adyen-technical-cancel", InvAdyenRefunds: "adyen-refunds",
 	InvDisputes: "disputes", InvDisputeRefund: "dispute-refund",
 	InvRouteOneCharge: "route-one-charge", InvCascadeWait: "cascade-wait", InvCascadeProven: "cascade-proven",
+	InvAudit: "audit",
 }
 
 // Violation is one broken invariant.

@@ -100,6 +100,8 @@ func Run(ctx context.Context, cfg Config) (Summary, error) {
 
 func (h *harness) run(ctx context.Context) error {
 	cfg := h.cfg
+	// The audit's window starts here, before any order.
+	from := time.Now()
 	schedule := plan(cfg.Seed, cfg.planParams())
 	h.logf("seed %d: %d faults over %s, %d clients aiming at %d orders, %d replicas, %d reconcilers; logs in %s",
 		cfg.Seed, len(schedule), cfg.Duration, cfg.Clients, cfg.Orders, cfg.Replicas, cfg.Reconcilers, h.dir)
@@ -312,8 +314,27 @@ func (h *harness) run(ctx context.Context) error {
 	h.logGatewayEvents(ctx)
 	stopProcs()
 	keepers.Wait()
-	// Stop the simulator only once the processes are gone, so that the
-	// ledger is final.
+	// With the processes gone, the gateway lies if the run says so, and
+	// the audit reads it, still serving, before the ledgers are read.
+	sims := []gatewayAccount{{name: refpspGateway, url: "http://" + simLis.Addr().String(), gw: gw}}
+	for _, a := range accounts {
+		sims = append(sims, gatewayAccount{name: a.name, url: "http://" + a.addr, gw: a.gw})
+	}
+	if cfg.Lie != nil {
+		bySim := map[string]*sim.Sim{}
+		for _, a := range sims {
+			bySim[a.name] = a.gw
+		}
+		if err := cfg.Lie(bySim); err != nil {
+			return fmt.Errorf("make the gateway lie: %w", err)
+		}
+	}
+	audited, err := h.audit(ctx, sims, from)
+	if err != nil {
+		return fmt.Errorf("gateway audit: %w", err)
+	}
+	// Stop the simulator only once the processes are gone and the audit
+	// has read it, so that the ledger is final.
 	stopGateway()
 	ledgers := []accountLedger{ledgerOf(refpspGateway, gw)}
 	for _, a := range accounts {
@@ -335,7 +356,8 @@ func (h *harness) run(ctx context.Context) error {
 		}
 	}
 	snap.received = hooks.Deliveries()
-	violations := check(snap, hist)
+	violations := append(check(snap, hist), audited.violations...)
+	h.count(func(s *Summary) { s.AuditRuns, s.Audit = audited.runs, audited.counts })
 	h.report(snap, hist, violations)
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/settlepay/settle/internal/audit"
 	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/sim"
 )
@@ -64,6 +65,10 @@ type Summary struct {
 	// RouteChanges counts the changes of the merchant's route rules made
 	// while the checkouts ran.
 	RouteChanges int
+	// AuditRuns counts the gateway audit's runs after the drain, one per
+	// simulator account, and Audit their findings by class (InvAudit).
+	AuditRuns int
+	Audit     map[audit.Class]int
 	// Violations are the broken invariants: the run failed.
 	Violations []Violation
 	// Problems are what else went wrong: a failpoint that never fired, a
@@ -91,6 +96,13 @@ func (s Summary) String() string {
 			parts = append(parts, fmt.Sprintf("%d:%s=%d", inv, invariantNames[inv], n[inv]))
 		}
 		line += " (" + strings.Join(parts, " ") + ")"
+	}
+	if s.AuditRuns > 0 {
+		n := 0
+		for _, c := range s.Audit {
+			n += c
+		}
+		line += fmt.Sprintf(" audit_runs=%d audit_findings=%d audit_classes=%s", s.AuditRuns, n, classCounts(s.Audit))
 	}
 	if s.AdyenOrders > 0 {
 		lost := 0
@@ -303,6 +315,7 @@ func (h *harness) summary() Summary {
 	s := h.sum
 	s.Failpoints = maps.Clone(s.Failpoints)
 	s.States = maps.Clone(s.States)
+	s.Audit = maps.Clone(s.Audit)
 	s.Problems = slices.Clone(s.Problems)
 	return s
 }
