@@ -138,8 +138,8 @@ func TestDeliveryMutantCaught(t *testing.T) {
 // deliveredBeforeAccepted records a POST the endpoint refused as delivered.
 var deliveredBeforeAccepted = mutant.Mutation{
 	File: "internal/delivery/delivery.go",
-	Old:  "del.Outcome, del.Backoff = order.DeliveryRetry, backoff",
-	New:  "del.Outcome, del.Backoff = order.DeliveryDelivered, backoff",
+	Old:  "del.Outcome, del.Backoff, del.Attempt, del.Error = order.DeliveryRetry, backoff",
+	New:  "del.Outcome, del.Backoff, del.Attempt, del.Error = order.DeliveryDelivered, backoff",
 }
 
 // retriesUntilAccepted runs settle deliver from bin (the test binary
