@@ -234,9 +234,9 @@ func walk[T any](ctx context.Context, from, to time.Time,
 		created, id := key(r)
 		switch {
 		case created < gte || created >= lt:
-			return fmt.Errorf("Stripe listed %s, created %d, outside the window [%d, %d)", clip(id), created, gte, lt)
+			return fmt.Errorf("stripe: listed %s, created %d, outside the window [%d, %d)", clip(id), created, gte, lt)
 		case seen > 0 && created < lastSec:
-			return fmt.Errorf("Stripe listed %s, created %d, after a record created %d", clip(id), created, lastSec)
+			return fmt.Errorf("stripe: listed %s, created %d, after a record created %d", clip(id), created, lastSec)
 		case seen > 0 && created > lastSec:
 			if err := flush(); err != nil {
 				return err
@@ -244,7 +244,7 @@ func walk[T any](ctx context.Context, from, to time.Time,
 		case slices.ContainsFunc(second, func(r T) bool { _, other := key(r); return other == id }):
 			// A record repeated, the cursor's own included: a listing
 			// that does not move on.
-			return fmt.Errorf("Stripe listed %s twice", clip(id))
+			return fmt.Errorf("stripe: listed %s twice", clip(id))
 		}
 		second, lastSec = append(second, r), created
 		seen++
@@ -281,7 +281,7 @@ func walk[T any](ctx context.Context, from, to time.Time,
 		return fmt.Errorf("find the window's oldest record: %w", err)
 	}
 	if !found {
-		return errors.New("Stripe said it had more to list, then listed nothing")
+		return errors.New("stripe: said it had more to list, then listed nothing")
 	}
 	if err := add(oldest); err != nil {
 		return err

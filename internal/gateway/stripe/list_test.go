@@ -199,7 +199,7 @@ func TestListings(t *testing.T) {
 			}
 			return nil
 		})
-		if err != stop || calls != 3 {
+		if !errors.Is(err, stop) || calls != 3 {
 			t.Errorf("ListCharges = %v after %d calls; want the caller's error, as it is, after 3", err, calls)
 		}
 	})

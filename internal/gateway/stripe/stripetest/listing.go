@@ -95,7 +95,7 @@ func (s *Server) writeList(rw http.ResponseWriter, path string, w listWindow, da
 		return -1
 	}
 	limit := min(w.limit, s.opts.PageSize)
-	lo, hi := 0, len(data)
+	var lo, hi int
 	switch {
 	case w.startingAfter != "":
 		i := index(w.startingAfter)
