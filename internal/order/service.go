@@ -25,9 +25,9 @@ type Store interface {
 	Order(ctx context.Context, scope Scope, id string) (Order, error)
 	// OrderByReference returns a merchant's order by merchant reference.
 	OrderByReference(ctx context.Context, merchantID, ref string) (Order, error)
-	// FindOrders returns the ids of a merchant's orders that query names
-	// (see Service.Find), at most 20.
-	FindOrders(ctx context.Context, merchantID, query string) ([]string, error)
+	// FindOrders returns a merchant's orders that query names (see
+	// Service.Find), newest first, at most 20.
+	FindOrders(ctx context.Context, merchantID, query string) ([]Order, error)
 	// Attempt returns a merchant's attempt by id.
 	Attempt(ctx context.Context, merchantID, id string) (Attempt, error)
 	// OrderAttempt returns a merchant's order and its attempt attemptID as
@@ -332,22 +332,7 @@ func (s *Service) Find(ctx context.Context, merchantID, query string) ([]Order, 
 	if err := CheckReference("query", query); err != nil {
 		return nil, err
 	}
-	ids, err := s.store.FindOrders(ctx, merchantID, query)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Order, 0, len(ids))
-	for _, id := range ids {
-		o, err := s.store.Order(ctx, ForMerchant(merchantID), id)
-		if errors.Is(err, ErrNotFound) {
-			continue // gone between the two reads: orders are never deleted, but be safe
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, o)
-	}
-	return out, nil
+	return s.store.FindOrders(ctx, merchantID, query)
 }
 
 // Cancel moves merchantID's PENDING order to CANCELED.

@@ -71,24 +71,23 @@ func (s *Store) OrderByReference(ctx context.Context, merchantID, ref string) (o
 var findOrdersSQL string
 
 // FindOrders implements order.Store.
-func (s *Store) FindOrders(ctx context.Context, merchantID, query string) ([]string, error) {
+func (s *Store) FindOrders(ctx context.Context, merchantID, query string) ([]order.Order, error) {
 	var asUUID *string
 	if u, err := uuid.Parse(query); err == nil {
 		canonical := u.String()
 		asUUID = &canonical
 	}
-	var ids []string
-	err := retry(ctx, func() error {
-		rows, err := queryAll[struct {
-			OrderID string `db:"order_id"`
-		}](ctx, s.pool, findOrdersSQL, pgx.StrictNamedArgs{"merchant_id": merchantID, "query": query, "uuid": asUUID})
-		ids = ids[:0]
-		for _, r := range rows {
-			ids = append(ids, r.OrderID)
-		}
+	var rows []disputedOrderRow
+	err := retry(ctx, func() (err error) {
+		rows, err = queryAll[disputedOrderRow](ctx, s.pool, findOrdersSQL,
+			pgx.StrictNamedArgs{"merchant_id": merchantID, "query": query, "uuid": asUUID})
 		return err
 	})
-	return ids, err
+	out := make([]order.Order, len(rows))
+	for i, r := range rows {
+		out[i] = r.order()
+	}
+	return out, err
 }
 
 //go:embed sql/attempt_by_id.sql
