@@ -438,6 +438,24 @@ func failed(ctx context.Context) error {
 	return err
 }
 
+// serveUntil runs serve in g until it returns: an end before gctx's
+// (the server stopped unasked, or failed) is an error named what, and
+// ends gctx; an end after it is the shutdown asked for.
+func serveUntil(gctx context.Context, g *errgroup.Group, what string, serve func() error) {
+	g.Go(func() error {
+		err := serve()
+		select {
+		case <-gctx.Done():
+			return nil // stopped as asked
+		default:
+		}
+		if err == nil {
+			err = errors.New("stopped unasked")
+		}
+		return fmt.Errorf("%s: %w", what, err)
+	})
+}
+
 // serveMetrics serves /metrics, /healthz and /readyz on lis until ctx
 // ends; nil lis (no metrics address) serves nothing. A failure of the
 // listener is handed to fail.
@@ -652,31 +670,9 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 	// goroutine stops it, letting in-flight calls finish within the
 	// shutdown timeout.
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		err := srv.Serve(lis)
-		select {
-		case <-gctx.Done():
-			return nil // stopped as asked
-		default:
-		}
-		if err == nil {
-			err = errors.New("stopped unasked")
-		}
-		return fmt.Errorf("serve gRPC: %w", err)
-	})
+	serveUntil(gctx, g, "serve gRPC", func() error { return srv.Serve(lis) })
 	if ls.json != nil {
-		g.Go(func() error {
-			err := srv.ServeJSON(ls.json)
-			select {
-			case <-gctx.Done():
-				return nil // stopped as asked
-			default:
-			}
-			if err == nil {
-				err = errors.New("stopped unasked")
-			}
-			return fmt.Errorf("serve JSON over HTTP: %w", err)
-		})
+		serveUntil(gctx, g, "serve JSON over HTTP", func() error { return srv.ServeJSON(ls.json) })
 	}
 	if ls.console != nil {
 		cs, err := a.console(srv, ls.console)
@@ -684,18 +680,7 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 			return fmt.Errorf("configuration: %w", err)
 		}
 		bg.Go(func() { cs.console.Run(bgCtx) })
-		g.Go(func() error {
-			err := cs.serve(ls.console)
-			select {
-			case <-gctx.Done():
-				return nil // stopped as asked
-			default:
-			}
-			if err == nil {
-				err = errors.New("stopped unasked")
-			}
-			return fmt.Errorf("serve the console: %w", err)
-		})
+		serveUntil(gctx, g, "serve the console", func() error { return cs.serve(ls.console) })
 		// The console's pages are answered before the API stops: its
 		// actions are API calls.
 		g.Go(func() error {
