@@ -654,6 +654,7 @@ func (a *app) serve(ctx context.Context, ls *listeners, withReconciler bool, opt
 	}
 	lis := ls.grpc
 	bg.Go(func() { a.watchDurability(bgCtx) })
+	bg.Go(func() { a.store.KeepStatistics(bgCtx, a.log, time.Second) })
 	bg.Go(func() { srv.WatchHealth(bgCtx, a.ready, 2*time.Second) })
 	bg.Go(func() { a.store.ListenOrders(bgCtx, a.log, srv.OrderChanged, func() { srv.OrderChanged("") }) })
 	if withReconciler {

@@ -53,16 +53,20 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 	}
 	// Plans must not depend on when autovacuum last ran. A connection
 	// caches the plan of each statement it prepares; one planned while a
-	// new deployment's tables were nearly empty (or analyzed so) scanned
-	// them whole at every run as they grew, until the next ANALYZE, which
-	// can be minutes away. Every hot statement reads by an index, so
-	// sequential scans are off for Settle's own connections: PostgreSQL
-	// still makes one where no index serves (operators' psql is not
-	// affected). TestNoSequentialScansWhileTablesGrow counts them. (Plans
-	// cached on empty tables can still read more by index than they
-	// need until the next ANALYZE: settle bench's cold series shows it.)
-	if _, set := cfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set {
-		cfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
+	// new deployment's tables were nearly empty (or analyzed so) read them
+	// whole at every run as they grew, until the next ANALYZE, which can
+	// be minutes away: a sequential scan, or a hash join that reads the
+	// outbox whole to update the few events it leased. Every hot statement
+	// reads by key, so Settle's own connections plan no sequential scan
+	// and no hash or merge join where another plan exists (operators' psql
+	// is not affected); where two plans tie on nearly empty tables, the
+	// statement names its key (see sql/README.md).
+	// TestNoSequentialScansWhileTablesGrow counts the scans and
+	// TestGenericPlansReadByKey reads every statement's cached plan.
+	for _, p := range []string{"enable_seqscan", "enable_hashjoin", "enable_mergejoin"} {
+		if _, set := cfg.ConnConfig.RuntimeParams[p]; !set {
+			cfg.ConnConfig.RuntimeParams[p] = "off"
+		}
 	}
 	if maxConns > 0 {
 		cfg.MaxConns = maxConns

@@ -106,6 +106,7 @@ var fanOut = map[string]string{
 	"citus/claim_due_voids.sql":    "the reconciler's void lease on Citus: a read of every shard's due voids",
 	"citus/claim_due_holds.sql":    "the reconciler's hold lease on Citus: a read of every shard's holds past capture_before",
 	"is_citus.sql":                 "asks the engine, not a table",
+	"grown_tables.sql":             "asks the engine's statistics of every table, not a table",
 	"durability.sql":               "asks the engine (its settings and standbys), not a table",
 	"writable.sql":                 "asks the engine whether it accepts writes, not a table",
 	"gateway_event_attempt.sql":    "a gateway's event names no merchant: finds the attempt it is about, and so its merchant",

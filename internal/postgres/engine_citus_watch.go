@@ -11,8 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-
-	"github.com/settlepay/settle/internal/order"
 )
 
 // On Citus WatchOrder has no notifications: the trigger that sends them
@@ -88,7 +86,7 @@ var watchedOrdersSQL string
 // watch registers a stream's watch of merchantID's order orderID in
 // memory, once the order is found to be the merchant's.
 func (e *citusEngine) watch(ctx context.Context, merchantID, orderID string) (func(), error) {
-	if _, err := readOrder(ctx, e.pool, order.ForMerchant(merchantID), orderID); err != nil {
+	if _, err := readOrder(ctx, e.pool, merchantID, orderID); err != nil {
 		return nil, err
 	}
 	k := watchKey{merchantID, orderID}

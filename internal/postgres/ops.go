@@ -94,7 +94,7 @@ func (s *Store) OrderHistory(ctx context.Context, merchantID, id string, p order
 	err := withSnapshot(ctx, s.pool, func(tx pgx.Tx) error {
 		h = order.History{}
 		o, err := queryOne[disputedOrderRow](ctx, tx, orderByIDSQL, pgx.StrictNamedArgs{
-			"id": id, "any_merchant": false, "merchant_id": merchantID,
+			"id": id, "merchant_id": merchantID,
 		})
 		if err != nil {
 			return err

@@ -88,7 +88,7 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		"lease_capture":      {"merchant_id": m, "id": capture, "lease": time.Minute},
 		"lease_void":         {"merchant_id": m, "id": void, "lease": time.Minute},
 		"lease_hold":         {"merchant_id": m, "id": id, "lease": time.Minute},
-		"order_by_id":        {"id": id, "any_merchant": false, "merchant_id": m},
+		"order_by_id":        {"id": id, "merchant_id": m},
 		"order_by_reference": {"merchant_id": m, "merchant_reference": "r"},
 		"find_orders":        {"merchant_id": m, "query": "r", "uuid": id},
 		"attempt_by_id":      {"merchant_id": m, "id": att},

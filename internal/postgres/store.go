@@ -38,16 +38,19 @@ var orderByIDSQL string
 
 // Order implements order.Store.
 func (s *Store) Order(ctx context.Context, scope order.Scope, id string) (order.Order, error) {
-	return readOrder(ctx, s.pool, scope, id)
+	m, err := s.merchantOf(ctx, scope, id)
+	if err != nil {
+		return order.Order{}, err
+	}
+	return readOrder(ctx, s.pool, m, id)
 }
 
-// readOrder reads the order id within scope, with its refund totals.
-func readOrder(ctx context.Context, pool *pgxpool.Pool, scope order.Scope, id string) (order.Order, error) {
+// readOrder reads merchantID's order id, with its refund totals; an empty
+// merchantID (the zero order.Scope's) reaches none.
+func readOrder(ctx context.Context, pool *pgxpool.Pool, merchantID, id string) (order.Order, error) {
 	var r disputedOrderRow
 	err := retry(ctx, func() (err error) {
-		r, err = queryOne[disputedOrderRow](ctx, pool, orderByIDSQL, pgx.StrictNamedArgs{
-			"id": id, "any_merchant": scope.IsAnyMerchant(), "merchant_id": scope.MerchantID(),
-		})
+		r, err = queryOne[disputedOrderRow](ctx, pool, orderByIDSQL, pgx.StrictNamedArgs{"id": id, "merchant_id": merchantID})
 		return err
 	})
 	return r.order(), err

@@ -33,7 +33,8 @@ WITH lockedo AS MATERIALIZED (
 		updated_at = CASE WHEN @to_state::text = 'CAPTURING' THEN lockedc.updated_at ELSE clock.now END,
 		settled_at = CASE WHEN @to_state::text = 'CAPTURING' THEN NULL ELSE clock.now END
 	FROM lockedc, clock
-	WHERE c.merchant_id = lockedc.merchant_id AND c.id = lockedc.id AND lockedc.state = @from_state
+	WHERE c.merchant_id = @merchant_id AND c.id = @capture_id AND c.merchant_id = lockedc.merchant_id AND c.id = lockedc.id
+		AND lockedc.state = @from_state
 		AND (@lease::timestamptz IS NULL OR lockedc.reconcile_at = @lease::timestamptz)
 	RETURNING c.*
 ), nxt AS (

@@ -50,8 +50,12 @@ WITH st AS NOT MATERIALIZED (
 	-- in an UPDATE's SET list.
 	SELECT st.*, now() AS now, now() + st.lease AS lease_until FROM st
 ), ord AS MATERIALIZED (
-	SELECT * FROM orders
-	WHERE merchant_id = @merchant_id::text AND id = @order_id::uuid ORDER BY id FOR UPDATE
+	-- Each order read by its key, in id order (see sql/README.md, "Plans
+	-- that do not depend on the statistics").
+	SELECT o.* FROM (SELECT merchant_id, order_id FROM st ORDER BY order_id) k
+	CROSS JOIN LATERAL (
+		SELECT * FROM orders WHERE merchant_id = k.merchant_id AND id = k.order_id OFFSET 0 FOR UPDATE
+	) o
 ), prior AS (
 	-- Read once ord holds every order: the count makes ord run to its end
 	-- first, and FOR SHARE returns each attempt's latest committed version,
@@ -60,10 +64,10 @@ WITH st AS NOT MATERIALIZED (
 	-- flight beside the order it has already made PAID). An attempt
 	-- changes only under its order's lock, so the attempt read here is the
 	-- one that goes with ord's row.
-	SELECT * FROM charge_attempts
-	WHERE merchant_id = @merchant_id::text AND request_id = @request_id::text
-		AND (SELECT count(*) FROM ord) > 0
-	FOR SHARE
+	SELECT p.* FROM st CROSS JOIN LATERAL (
+		SELECT * FROM charge_attempts WHERE merchant_id = st.merchant_id AND request_id = st.request_id OFFSET 0 FOR SHARE
+	) p
+	WHERE (SELECT count(*) FROM ord) > 0
 ), att AS (
 	INSERT INTO charge_attempts (id, order_id, merchant_id, request_id, payment_method, customer, amount_minor, currency,
 		gateway, cascade_after, skipped)

@@ -40,10 +40,14 @@ WITH new AS NOT MATERIALIZED (
 		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
 	FROM ins
 	UNION ALL
-	SELECT false, merchant_id, id, merchant_reference, amount_minor, currency, payment_method, gateway, state,
-		current_attempt, reconcile_at, reconcile_count, last_error, created_at, updated_at, capture_mode
-	FROM orders
-	WHERE merchant_id = @merchant_id::text AND merchant_reference = @merchant_reference::text
+	SELECT false, o.merchant_id, o.id, o.merchant_reference, o.amount_minor, o.currency, o.payment_method, o.gateway,
+		o.state, o.current_attempt, o.reconcile_at, o.reconcile_count, o.last_error, o.created_at, o.updated_at,
+		o.capture_mode
+	-- Each reference read by its key (see sql/README.md, "Plans that do
+	-- not depend on the statistics").
+	FROM new CROSS JOIN LATERAL (
+		SELECT * FROM orders WHERE merchant_id = new.merchant_id AND merchant_reference = new.merchant_reference OFFSET 0
+	) o
 )
 SELECT new.i, cur.created,
 	cur.id::text, cur.merchant_id, cur.merchant_reference, cur.amount_minor, cur.currency, cur.payment_method,

@@ -7,5 +7,5 @@
 WHERE a.id = @attempt_id::uuid
 UNION ALL
 SELECT a.merchant_id, a.order_id::text, a.id::text FROM charge_attempts a
-WHERE @charge_id::text <> '' AND a.gateway_charge_id = @charge_id::text)
+WHERE @charge_id::text <> '' AND a.gateway_charge_id = @charge_id::text AND a.gateway_charge_id <> '')
 LIMIT 1;

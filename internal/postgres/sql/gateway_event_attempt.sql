@@ -8,7 +8,7 @@
 WHERE @about::text = '' AND a.id = @attempt_id::uuid
 UNION ALL
 SELECT a.merchant_id, a.id::text FROM charge_attempts a
-WHERE @about::text = '' AND @charge_id::text <> '' AND a.gateway_charge_id = @charge_id::text
+WHERE @about::text = '' AND @charge_id::text <> '' AND a.gateway_charge_id = @charge_id::text AND a.gateway_charge_id <> ''
 UNION ALL
 SELECT c.merchant_id, c.id::text FROM captures c WHERE @about::text = 'capture' AND c.id = @attempt_id::uuid
 UNION ALL

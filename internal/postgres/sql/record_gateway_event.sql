@@ -104,12 +104,14 @@ WITH target AS (
 	UPDATE captures c SET reconcile_at = least(c.reconcile_at, now())
 	FROM ins
 	WHERE ins.result = 'woken' AND @about = 'capture' AND c.merchant_id = ins.merchant_id AND c.id = ins.attempt_id
+		AND c.merchant_id = @merchant_id AND c.id = @matched_id::uuid
 		AND c.state = 'CAPTURING'
 	RETURNING c.order_id
 ), due_void AS (
 	UPDATE voids v SET reconcile_at = least(v.reconcile_at, now())
 	FROM ins
 	WHERE ins.result = 'woken' AND @about = 'void' AND v.merchant_id = ins.merchant_id AND v.id = ins.attempt_id
+		AND v.merchant_id = @merchant_id AND v.id = @matched_id::uuid
 		AND v.state = 'VOIDING'
 	RETURNING v.order_id
 ), due_refund AS (

@@ -9,7 +9,12 @@ SELECT i.kind, i.merchant_id, i.id::text, i.order_id::text, i.attempt_id::text, 
 	coalesce(i.decision, '') AS decision, i.actor, i.note, i.gateway_outcome, i.resolved_at, NULL::timestamptz AS due_by, ''::text AS audit_class,
 	''::text AS gateway_record_id, ''::text AS settle_side, ''::text AS gateway_side
 FROM review_items i
-LEFT JOIN gateway_events e ON e.merchant_id = i.merchant_id AND e.gateway = i.gateway AND e.event_id = i.event_id
+-- Lateral, by the event's key: a plain join planned while gateway_events
+-- was nearly empty read every event at every call.
+LEFT JOIN LATERAL (
+	SELECT * FROM gateway_events g
+	WHERE g.merchant_id = i.merchant_id AND g.gateway = i.gateway AND g.event_id = i.event_id OFFSET 0
+) e ON true
 WHERE i.merchant_id = @merchant_id AND i.id = @id::uuid
 UNION ALL
 SELECT 'audit_finding', f.merchant_id, f.id::text, coalesce(f.order_id::text, ''), coalesce(f.attempt_id::text, ''), '',

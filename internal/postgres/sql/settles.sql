@@ -45,8 +45,13 @@ WITH st AS (
 	-- column, or inside a CASE, in an UPDATE's SET list.
 	SELECT st.*, now() AS now, now() + st.recheck_in AS recheck_at FROM st
 ), locked AS MATERIALIZED (
-	SELECT merchant_id, id, state, current_attempt, reconcile_at FROM orders
-	WHERE merchant_id = ANY((SELECT @merchant_id::text[])::text[]) AND id = ANY((SELECT @order_id::uuid[])::uuid[]) ORDER BY id FOR UPDATE
+	-- Each order read by its key, in id order (see sql/README.md, "Plans
+	-- that do not depend on the statistics").
+	SELECT o.* FROM (SELECT merchant_id, order_id FROM st ORDER BY order_id) k
+	CROSS JOIN LATERAL (
+		SELECT merchant_id, id, state, current_attempt, reconcile_at FROM orders
+		WHERE merchant_id = k.merchant_id AND id = k.order_id OFFSET 0 FOR UPDATE
+	) o
 ), upd AS (
 	UPDATE orders o SET
 		state = st.to_state,

@@ -23,7 +23,8 @@ WITH lockedo AS MATERIALIZED (
 		updated_at = CASE WHEN @to_state::text = 'VOIDING' THEN lockedv.updated_at ELSE clock.now END,
 		settled_at = CASE WHEN @to_state::text = 'VOIDING' THEN NULL ELSE clock.now END
 	FROM lockedv, clock
-	WHERE v.merchant_id = lockedv.merchant_id AND v.id = lockedv.id AND lockedv.state = @from_state
+	WHERE v.merchant_id = @merchant_id AND v.id = @void_id AND v.merchant_id = lockedv.merchant_id AND v.id = lockedv.id
+		AND lockedv.state = @from_state
 	RETURNING v.*
 ), nxt AS (
 	SELECT lockedo.id,
