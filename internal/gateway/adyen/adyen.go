@@ -128,7 +128,15 @@
 // without a minor unit or with four decimals) when the order is created,
 // and Charge before anything is sent.
 //
-// The API key and the HMAC keys never appear in errors or logs.
+// # The audit's listings
+//
+// Adyen has no API that lists payments: the audit's listing
+// (order.ChargeLister) reads the account's daily Payment accounting
+// reports, downloaded as the report user (report.go says which report,
+// why, and how it is read).
+//
+// The API key, the HMAC keys and the report user's password never appear
+// in errors or logs.
 package adyen
 
 import (

@@ -362,22 +362,25 @@ func (g *Gateway) readWindow(ctx context.Context, op string, from, to time.Time,
 	}
 	first, last := day(gte, g.reportZone), day(lt.Add(-time.Second), g.reportZone)
 	today := day(g.now(), g.reportZone)
-	for d := first; !d.After(today); d = d.AddDate(0, 0, 1) {
-		if d.After(last) && settled() {
-			return nil // nothing of the window can change any more
+	for d := first; ; d = d.AddDate(0, 0, 1) {
+		after := d.After(last)
+		switch {
+		case !after && d.After(today):
+			return fmt.Errorf("%w: %s is a day to come", ErrReportNotAvailable, d.Format(reportName))
+		case after && (d.After(today) || settled()):
+			return nil // up to today, or nothing of the window can change any more
 		}
 		err := g.readReport(ctx, op, d, func(r reportRow) error {
 			return row(r, !r.booked.Before(gte) && r.booked.Before(lt))
 		})
 		switch {
-		case errors.Is(err, ErrReportNotAvailable) && d.After(last):
+		case errors.Is(err, ErrReportNotAvailable) && after:
 			// The days after the window: what Adyen has reported so far.
 			return nil
 		case err != nil:
 			return err
 		}
 	}
-	return nil
 }
 
 // ceilSecond is t rounded up to a whole second.
@@ -426,8 +429,8 @@ func (g *Gateway) readReport(ctx context.Context, op string, d time.Time, row fu
 	}
 	resp, err := g.http.Do(hreq)
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-			return ctx.Err()
+		if ctx.Err() != nil {
+			return fmt.Errorf("adyen: report %s: %w", name, ctx.Err())
 		}
 		return fmt.Errorf("adyen: report %s: no answer from Adyen: %w", name, stripURL(err))
 	}
@@ -452,7 +455,7 @@ func (g *Gateway) readReport(ctx context.Context, op string, d time.Time, row fu
 	case fnErr != nil:
 		return fnErr
 	case err != nil && ctx.Err() != nil:
-		return ctx.Err()
+		return fmt.Errorf("adyen: report %s: %w", name, ctx.Err())
 	case err != nil:
 		return fmt.Errorf("adyen: report %s: %w", name, err)
 	}

@@ -229,6 +229,12 @@ func TestListFromReports(t *testing.T) {
 		t.Fatalf("refunds\n%+v\nwant\n%+v", refunds, wantRefunds)
 	}
 
+	// A window of a day to come has no report yet.
+	err := gw.ListCharges(t.Context(), at("2026-03-10 00:00:00"), at("2026-03-10 01:00:00"), func(order.GatewayCharge) error { return nil })
+	if !errors.Is(err, ErrReportNotAvailable) {
+		t.Fatalf("a window of a day to come: %v, want ErrReportNotAvailable", err)
+	}
+
 	// [09:00:00.5, 10:00:00]: the seconds it holds start at 09:00:01.
 	charges = nil
 	if err := gw.ListCharges(t.Context(), at("2026-03-05 09:00:00").Add(time.Second/2), at("2026-03-05 10:00:00"),
@@ -241,7 +247,7 @@ func TestListFromReports(t *testing.T) {
 
 	// Credentials that the Customer Area refuses are an error.
 	bad := newGateway(t, r.srv.URL, &MemoryLog{}, nil, func(c *Config) { c.ReportURL = r.srv.URL + reportPath + testMerchant })
-	err := bad.ListCharges(t.Context(), from, to, func(order.GatewayCharge) error { return nil })
+	err = bad.ListCharges(t.Context(), from, to, func(order.GatewayCharge) error { return nil })
 	if err == nil || !strings.Contains(err.Error(), "401") || strings.Contains(err.Error(), testAPIKey) {
 		t.Fatalf("listing with a refused key: %v, want the refusal, without the key", err)
 	}
