@@ -535,10 +535,10 @@ func readRow(field func(int) string, loc *time.Location) (reportRow, error) {
 	}
 	booked, err := time.ParseInLocation(time.DateTime, field(3), loc)
 	if err != nil {
-		return r, fmt.Errorf("Booking Date %q is not YYYY-MM-DD HH:MM:SS", clip(field(3)))
+		return r, fmt.Errorf("column Booking Date: %q is not YYYY-MM-DD HH:MM:SS", clip(field(3)))
 	}
-	if zone, _ := booked.Zone(); field(4) != "" && field(4) != zone && !(zone == "UTC" && field(4) == "GMT") {
-		return r, fmt.Errorf("TimeZone %q is not the account's time zone setting (%s, %s at that date)", clip(field(4)), loc, zone)
+	if zone, _ := booked.Zone(); field(4) != "" && field(4) != zone && (zone != "UTC" || field(4) != "GMT") {
+		return r, fmt.Errorf("column TimeZone: %q is not the account's time zone setting (%s, %s at that date)", clip(field(4)), loc, zone)
 	}
 	r.booked = booked.UTC()
 	cur := field(5)
@@ -556,9 +556,9 @@ func readRow(field func(int) string, loc *time.Location) (reportRow, error) {
 func parseAmount(currency, s string) (int64, error) {
 	exp, ok := adyenExponent(currency)
 	if !ok {
-		return 0, fmt.Errorf("Main Currency %q is no currency Adyen charges in", clip(currency))
+		return 0, fmt.Errorf("column Main Currency: %q is no currency Adyen charges in", clip(currency))
 	}
-	bad := fmt.Errorf("Main Amount %q is not an amount in %s", clip(s), clip(currency))
+	bad := fmt.Errorf("column Main Amount: %q is not an amount in %s", clip(s), clip(currency))
 	s = strings.TrimPrefix(strings.TrimPrefix(s, "-"), "+")
 	whole, frac, _ := strings.Cut(s, ".")
 	if whole == "" || len(frac) > exp || strings.ContainsAny(whole+frac, "+-") {
