@@ -82,8 +82,8 @@ func (a *adyenAccount) audit(t *testing.T) audit.Run {
 	return r
 }
 
-// TestAdyenAccount: orders Settle charged at the fake Adyen, audited from
-// its reports, yield no finding; and each discrepancy the fake can be
+// TestAdyenAccount: orders Settle charged (or authorized) at the fake
+// Adyen, audited from its reports, yield no finding; and each discrepancy the fake can be
 // told to make yields exactly its finding.
 func TestAdyenAccount(t *testing.T) {
 	t.Parallel()
@@ -92,8 +92,15 @@ func TestAdyenAccount(t *testing.T) {
 		a := newAdyenAccount(t)
 		const n = 12
 		a.pay(t, n)
-		if r := a.audit(t); !r.Covered || !r.Clean() || r.Seen != n {
-			t.Fatalf("run %+v: want covered, clean, %d charges seen", r, n)
+		// And an order with manual capture: authorized, its hold open.
+		o, _, err := a.svc.CreateAndCharge(context.Background(), order.DefaultMerchant, order.NewOrder{
+			MerchantReference: "adyen-audit-held", Amount: order.Money{Currency: "EUR", AmountMinor: 4000},
+			PaymentMethod: "tok_ok", Gateway: "adyen", Capture: order.CaptureManual}, order.ChargeInput{RequestID: "adyen-held"})
+		if err != nil || o.State != order.StateAuthorized {
+			t.Fatalf("order with manual capture: %+v, %v", o, err)
+		}
+		if r := a.audit(t); !r.Covered || !r.Clean() || r.Seen != n+1 {
+			t.Fatalf("run %+v: want covered, clean, %d charges seen", r, n+1)
 		}
 	})
 	tests := []struct {
