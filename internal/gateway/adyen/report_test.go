@@ -252,3 +252,20 @@ func TestListFromReports(t *testing.T) {
 		t.Fatalf("listing with a refused key: %v, want the refusal, without the key", err)
 	}
 }
+
+// TestReportFolder: without Config.ReportURL, reports come from the
+// Customer Area of the Checkout API's environment, or from a fake's own
+// host.
+func TestReportFolder(t *testing.T) {
+	t.Parallel()
+	for base, want := range map[string]string{
+		TestBaseURL:                     "https://ca-test.adyen.com/reports/download/MerchantAccount/" + testMerchant,
+		LiveBaseURL("1797a841fbb37ca7"): "https://ca-live.adyen.com/reports/download/MerchantAccount/" + testMerchant,
+		"http://127.0.0.1:8080/v71":     "http://127.0.0.1:8080/reports/download/MerchantAccount/" + testMerchant,
+	} {
+		g := newGateway(t, strings.TrimSuffix(base, "/v71"), &MemoryLog{}, nil)
+		if g.reportURL != want {
+			t.Errorf("base %s: reports from %s, want %s", base, g.reportURL, want)
+		}
+	}
+}
