@@ -2,6 +2,7 @@ package audit_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http/httptest"
@@ -101,6 +102,24 @@ func TestAdyenAccount(t *testing.T) {
 		}
 		if r := a.audit(t); !r.Covered || !r.Clean() || r.Seen != n+1 {
 			t.Fatalf("run %+v: want covered, clean, %d charges seen", r, n+1)
+		}
+	})
+	t.Run("a report not generated yet", func(t *testing.T) {
+		t.Parallel()
+		a := newAdyenAccount(t)
+		a.pay(t, 2)
+		w := a.window()
+		a.fake.WithholdReport(w.To.UTC())
+		au := a.auditor(t, map[string]order.Gateway{"adyen": a.gw})
+		r, err := au.Audit(context.Background(), order.DefaultMerchant, "adyen", w, "test")
+		if !errors.Is(err, adyen.ErrReportNotAvailable) || r.Phase == audit.PhaseDone || r.Clean() {
+			t.Fatalf("run %+v, %v: want it stopped, not clean, for the report not available", r, err)
+		}
+		// Once Adyen has made it, the run resumes and finishes clean.
+		a.fake.PublishReport(w.To.UTC())
+		r2, err := au.Audit(context.Background(), order.DefaultMerchant, "adyen", w, "test")
+		if err != nil || r2.ID != r.ID || !r2.Clean() || r2.Seen != 2 {
+			t.Fatalf("resumed run %+v, %v: want run %s clean, 2 charges seen", r2, err, r.ID)
 		}
 	})
 	tests := []struct {

@@ -241,11 +241,19 @@ func (s *Server) reportZone() *time.Location {
 }
 
 // WithholdReport makes the report of day (its date in the reports' time
-// zone) not available (404), as a report Adyen has not generated yet is.
+// zone) not available (404), as a report Adyen has not generated yet is,
+// until PublishReport.
 func (s *Server) WithholdReport(day time.Time) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.withheldDays[ReportName(day)] = true
+}
+
+// PublishReport makes the report of day available again.
+func (s *Server) PublishReport(day time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.withheldDays, ReportName(day))
 }
 
 func (s *Server) withheld(day time.Time) bool {
