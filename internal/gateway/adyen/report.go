@@ -72,9 +72,10 @@ import (
 // reading the days after the window, up to today, and stops at the first
 // report not available yet, or as soon as nothing it holds can change (a
 // window with no payment needs no later day). A window audited n days
-// after it ended costs n more downloads. What happened after the latest report Adyen
-// generated is not seen; an audit of a window whose charges were refunded
-// since then may report a REFUND_MISMATCH that a later run would not.
+// after it ended costs n more downloads. What happened after the latest
+// report Adyen generated is not seen: an audit of a window whose charges
+// were refunded since may report a REFUND_MISMATCH that a later run
+// would not.
 //
 // Each payment's rows are folded into one GatewayCharge: its Psp
 // Reference as ID (the pspReference Charge reports), Merchant Reference
@@ -86,9 +87,9 @@ import (
 // captured makes it declined "cancelled" (nothing moved, and Settle
 // holds the attempt as no charge); a payment the adapter captured as it
 // was authorized (an automatic order: the capture's reference is
-// "<attempt id>:capture") is a charge taken at once, with no hold; captured is what captures sent for
-// settlement took (less those that failed), refunded what refunds took
-// (less those that failed). A payment with only a Received row is
+// "<attempt id>:capture") is a charge taken at once, with no hold.
+// Captured is what captures sent for settlement took (less those that
+// failed), refunded what refunds took (less those that failed). A payment with only a Received row is
 // unknown: the shopper has not acted, or Adyen not decided. Each refund is
 // one GatewayRefund: Modification Reference as ID, Modification Merchant
 // Reference (Settle's refund id) as the reference, the payment's
@@ -97,8 +98,10 @@ import (
 //
 // # Order
 //
-// A report lists rows in booking order, and a listing wants records by
-// creation time, then id. The window's records are held (one small
+// A listing wants records by creation time, then id; a report's rows
+// come by booking time at best, a payment's creation among its later
+// changes, and Adyen does not promise an order. The window's records are
+// held (one small
 // record per payment or refund created in it, never a report's rows)
 // until the reports after the window have been read, then sorted and
 // called. Memory is the window's records: an audit window of an hour or
