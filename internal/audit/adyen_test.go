@@ -15,6 +15,10 @@ import (
 	"github.com/settlepay/settle/internal/order"
 )
 
+// The Adyen adapter's listing trails the present by a day's report: the
+// scheduler waits for it.
+var _ audit.ReportLister = (*adyen.Gateway)(nil)
+
 // adyenAccount is a Settle charging the fake Adyen through the Adyen
 // adapter, on the fixture's database, whose audit reads the fake's daily
 // Payment accounting reports as its report user.

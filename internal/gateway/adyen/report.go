@@ -125,6 +125,14 @@ var ErrReportNotAvailable = errors.New("adyen: report not available")
 
 var _ order.ChargeLister = (*Gateway)(nil)
 
+// ListedUntil is the end of what the reports can hold at now: the start
+// of today in the account's time zone, since Adyen generates a day's
+// report after the day ends. The audit's schedule waits for it
+// (audit.ReportLister); a listing of a later window fails until then.
+func (g *Gateway) ListedUntil(now time.Time) time.Time {
+	return day(now, g.reportZone)
+}
+
 // reportFolder is the default Config.ReportURL of base's account: the
 // Customer Area of the test or live environment, or the base URL's own
 // host (a fake on a loopback address).
