@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/settlepay/settle/internal/gateway/adyen/adyenfake"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/postgres/postgrestest"
 )
 
 // TestAuditCommand: settle audit audits the latest closed window of a
 // gateway account and prints the run: clean for a simulator that holds
-// nothing, and a run is recorded either way.
+// nothing, and for the fake Adyen, whose reports the wired adapter reads;
+// a run is recorded either way.
 func TestAuditCommand(t *testing.T) {
 	t.Parallel()
 	gw := httptest.NewServer(sim.New(sim.Options{}))
@@ -27,7 +29,24 @@ func TestAuditCommand(t *testing.T) {
 	if out := stdout.String(); !strings.Contains(out, "gateway refpsp") || !strings.Contains(out, "clean: no finding") {
 		t.Fatalf("settle audit printed %q, want a clean run of refpsp", out)
 	}
-	err := run(context.Background(), []string{"audit", "-gateway", "nowhere"}, mapEnv(env), &stdout, &stderr)
+	// The Adyen account, as settle wires it, is covered: its listing
+	// reads the fake's daily reports.
+	fake, err := adyenfake.New(adyenfake.Config{APIKey: "AQE-audit-command", MerchantAccount: "SettleAuditECOM"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	adyenSrv := httptest.NewServer(fake)
+	t.Cleanup(func() { adyenSrv.Close(); fake.Close() })
+	env["ADYEN_API_KEY"], env["ADYEN_MERCHANT_ACCOUNT"], env["ADYEN_URL"] = "AQE-audit-command", "SettleAuditECOM", adyenSrv.URL+"/v71"
+	env["ADYEN_HMAC_KEYS"] = strings.Repeat("ab", 32)
+	stdout.Reset()
+	if err := run(context.Background(), []string{"audit", "-gateway", "adyen", "-audit-window", "1h"}, mapEnv(env), &stdout, &stderr); err != nil {
+		t.Fatalf("settle audit -gateway adyen: %v\n%s", err, stderr.String())
+	}
+	if out := stdout.String(); !strings.Contains(out, "gateway adyen") || !strings.Contains(out, "clean: no finding") {
+		t.Fatalf("settle audit -gateway adyen printed %q, want a clean, covered run", out)
+	}
+	err = run(context.Background(), []string{"audit", "-gateway", "nowhere"}, mapEnv(env), &stdout, &stderr)
 	if err == nil || !strings.Contains(err.Error(), "no such gateway account") {
 		t.Fatalf("settle audit of an unknown account: %v", err)
 	}

@@ -49,7 +49,8 @@ var (
 	gatewayFlags = []string{"default-gateway", "refpsp-url", "refpsp-key", "refpsp-accounts", "gateway-timeout",
 		"stripe-secret-key", "stripe-secret-key-file", "stripe-api-base", "stripe-max-retries", "stripe-replay-window", "stripe-multicapture",
 		"refpsp-request-rate", "stripe-request-rate", "lookup-share", "lookup-wait",
-		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password"}
+		"adyen-api-key", "adyen-merchant-account", "adyen-url", "adyen-request-rate", "adyen-hmac-keys", "adyen-notify-user", "adyen-notify-password",
+		"adyen-report-url", "adyen-report-user", "adyen-report-password", "adyen-report-timezone"}
 	reconcileFlags = []string{"reconcile-schedule", "reconcile-batch", "reconcile-concurrency", "reconcile-poll", "no-show-horizon", "review-recheck", "action-expiry", "action-recheck-max"}
 	// scheduledAuditFlags are reconcile's settings of the scheduled audit
 	// (no-show-horizon is among reconcileFlags).
@@ -243,11 +244,17 @@ func newApp(ctx context.Context, cfg *config, log *slog.Logger, refpspName strin
 		return nil, errors.New("configuration: refpsp-webhook-secrets is set, but no refpsp gateway is configured to read its events (set SETTLE_REFPSP_URL or SETTLE_REFPSP_ACCOUNTS)")
 	}
 	if cfg.AdyenAPIKey != "" {
+		zone, err := time.LoadLocation(cfg.AdyenReportTimeZone)
+		if err != nil {
+			return nil, fmt.Errorf("configuration: adyen-report-timezone: %w", err)
+		}
 		gw, err := adyen.New(adyen.Config{
 			BaseURL: cfg.AdyenURL, APIKey: cfg.AdyenAPIKey, MerchantAccount: cfg.AdyenMerchantAccount,
 			HMACKeys: cfg.AdyenHMACKeys, NotifyUser: cfg.AdyenNotifyUser, NotifyPassword: cfg.AdyenNotifyPassword,
 			Timeout: cfg.GatewayTimeout, NoShowHorizon: cfg.NoShowHorizon, Events: store,
-			Observer: metrics.GatewayObserver(adyen.DefaultName, tracing.Tracer()),
+			Observer:  metrics.GatewayObserver(adyen.DefaultName, tracing.Tracer()),
+			ReportURL: cfg.AdyenReportURL, ReportUser: cfg.AdyenReportUser, ReportPassword: cfg.AdyenReportPassword,
+			ReportTimeZone: zone,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("configuration: %w", err)

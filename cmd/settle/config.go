@@ -112,6 +112,11 @@ type config struct {
 	AdyenRate            float64
 	AdyenNotifyUser      string
 	AdyenNotifyPassword  string
+	// The reports the audit reads from an Adyen account.
+	AdyenReportURL      string
+	AdyenReportUser     string
+	AdyenReportPassword string
+	AdyenReportTimeZone string
 	// The webhook listener for gateways' events: off when WebhookListen is
 	// empty.
 	WebhookListen        string
@@ -218,6 +223,10 @@ var options = []option{
 	{"adyen-api-key", "ADYEN_API_KEY", "", "Adyen Checkout API key (X-API-Key); configures the gateway \"adyen\", with adyen-merchant-account and adyen-hmac-keys", setString(func(c *config) *string { return &c.AdyenAPIKey })},
 	{"adyen-merchant-account", "ADYEN_MERCHANT_ACCOUNT", "", "Adyen merchant account every payment is made on", setString(func(c *config) *string { return &c.AdyenMerchantAccount })},
 	{"adyen-url", "ADYEN_URL", adyen.TestBaseURL, "Adyen Checkout API base URL, ending in /v71: the test endpoint, or https://<prefix>-checkout-live.adyenpayments.com/checkout/v71 (the live URL prefix is in the Customer Area, Developers, API URLs)", setString(func(c *config) *string { return &c.AdyenURL })},
+	{"adyen-report-url", "ADYEN_REPORT_URL", "", "the Customer Area's report folder of the merchant account, from which the audit downloads the daily Payment accounting reports (empty: https://ca-test.adyen.com or https://ca-live.adyen.com/reports/download/MerchantAccount/<account>, after adyen-url)", setString(func(c *config) *string { return &c.AdyenReportURL })},
+	{"adyen-report-user", "ADYEN_REPORT_USER", "", "the report user (report@Company.<company>) whose basic authentication downloads the reports, with adyen-report-password (empty: adyen-api-key as X-API-Key, which then needs the report download role)", setString(func(c *config) *string { return &c.AdyenReportUser })},
+	{"adyen-report-password", "ADYEN_REPORT_PASSWORD", "", "the report user's password", setString(func(c *config) *string { return &c.AdyenReportPassword })},
+	{"adyen-report-timezone", "ADYEN_REPORT_TIMEZONE", "UTC", "the Adyen account's time zone setting (an IANA name such as Europe/Amsterdam), in which its reports book rows and cut days", setString(func(c *config) *string { return &c.AdyenReportTimeZone })},
 	{"adyen-request-rate", "SETTLE_ADYEN_REQUEST_RATE", "100", "requests per second this process may send the Adyen account, payments, modifications and technical cancels together", setFloat(func(c *config) *float64 { return &c.AdyenRate })},
 	{"metrics-listen", "SETTLE_METRICS_LISTEN", "", "HTTP address for /metrics, /healthz and /readyz (empty: none)", setString(func(c *config) *string { return &c.MetricsListen })},
 	{"pprof", "SETTLE_PPROF", "false", "also serve Go's profiler at /debug/pprof/ on the metrics listener; refused unless metrics-listen is a loopback address", setBool(func(c *config) *bool { return &c.Pprof })},
@@ -244,7 +253,7 @@ var options = []option{
 var secretOptions = map[string]bool{
 	"refpsp-key": true, "stripe-secret-key": true, "event-webhooks": true,
 	"stripe-webhook-secrets": true, "refpsp-webhook-secrets": true, "sim-events-secrets": true,
-	"adyen-api-key": true, "adyen-hmac-keys": true, "adyen-notify-password": true,
+	"adyen-api-key": true, "adyen-hmac-keys": true, "adyen-notify-password": true, "adyen-report-password": true,
 }
 
 // errPrinted ends a command whose -print-config has printed its
@@ -463,6 +472,10 @@ func (c *config) validate() error {
 	check(c.AdyenAPIKey != "" || len(c.AdyenHMACKeys)+len(c.AdyenMerchantAccount) == 0,
 		"adyen-merchant-account or adyen-hmac-keys is set without adyen-api-key (ADYEN_API_KEY)")
 	check((c.AdyenNotifyUser == "") == (c.AdyenNotifyPassword == ""), "adyen-notify-user and adyen-notify-password go together")
+	check((c.AdyenReportUser == "") == (c.AdyenReportPassword == ""), "adyen-report-user and adyen-report-password go together")
+	if _, err := time.LoadLocation(c.AdyenReportTimeZone); err != nil || c.AdyenReportTimeZone == "" || c.AdyenReportTimeZone == "Local" {
+		errs = append(errs, fmt.Errorf("adyen-report-timezone (ADYEN_REPORT_TIMEZONE) %q is not a time zone name such as Europe/Amsterdam", c.AdyenReportTimeZone))
+	}
 	for i, k := range c.AdyenHMACKeys {
 		if _, err := adyen.CheckHMACKey(k); err != nil {
 			errs = append(errs, fmt.Errorf("adyen-hmac-keys (ADYEN_HMAC_KEYS): key %d of %d: %w", i+1, len(c.AdyenHMACKeys), err))

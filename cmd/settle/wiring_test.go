@@ -17,6 +17,7 @@ import (
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 	"github.com/settlepay/settle/internal/gateway"
+	"github.com/settlepay/settle/internal/gateway/adyen"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/sim"
 	"github.com/settlepay/settle/internal/gateway/stripe"
@@ -48,6 +49,9 @@ func TestWiredGatewaysKeepTheirCapabilities(t *testing.T) {
 		"SETTLE_NO_API_KEYS":            "true",
 		"STRIPE_WEBHOOK_SECRETS":        "whsec_wiring0123456789abcdefghijklmnop",
 		"SETTLE_REFPSP_WEBHOOK_SECRETS": "whsec_wiring_0123456789abcdefghijklmnop",
+		"ADYEN_API_KEY":                 "AQE_wiring",
+		"ADYEN_MERCHANT_ACCOUNT":        "SettleWiringECOM",
+		"ADYEN_HMAC_KEYS":               strings.Repeat("ab", 32),
 	}
 	cfg, _, err := parse("serve", nil, func(k string) string { return env[k] }, io.Discard, commandOptions["serve"]...)
 	if err != nil {
@@ -66,6 +70,7 @@ func TestWiredGatewaysKeepTheirCapabilities(t *testing.T) {
 		"refpsp":  reflect.TypeFor[*refpsp.Client](),
 		"stripe":  reflect.TypeFor[*stripe.Gateway](),
 		"instant": reflect.TypeFor[*bench.Instant](),
+		"adyen":   reflect.TypeFor[*adyen.Gateway](),
 	} {
 		wired := reflect.TypeOf(a.gateways[name])
 		if wired == nil {
@@ -90,6 +95,13 @@ func TestWiredGatewaysKeepTheirCapabilities(t *testing.T) {
 		}
 		if a.budgets[name] == nil {
 			t.Errorf("wired gateway %s has no request budget", name)
+		}
+	}
+	// The audit reads the gateways as wired: each that lists its
+	// records must still list them.
+	for _, name := range []string{"refpsp", "stripe", "adyen"} {
+		if _, ok := a.gateways[name].(order.ChargeLister); !ok {
+			t.Errorf("wired gateway %s hides its listing from the audit", name)
 		}
 	}
 	if _, ok := a.gateways["stripe"].(order.AmountChecker); !ok {

@@ -430,6 +430,43 @@ func TestSchedule(t *testing.T) {
 	}
 }
 
+// reported is the refpsp adapter as a gateway whose reports hold what
+// happened until until.
+type reported struct {
+	*refpsp.Client
+	until time.Time
+}
+
+func (r reported) ListedUntil(time.Time) time.Time { return r.until }
+
+// TestScheduleWaitsForReports: the scheduler audits a ReportLister's
+// windows only once its reports reach their listing's end; a window it
+// has reported since is audited at the next round.
+func TestScheduleWaitsForReports(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	now := time.Now()
+	gw := &reported{Client: f.gw, until: now.Add(-5 * time.Hour)}
+	a, err := audit.New(f.store, map[string]order.Gateway{"sim": gw}, audit.Config{Margin: margin, Now: func() time.Time { return now }}, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := audit.NewScheduler(a, audit.Schedule{Merchants: []string{order.DefaultMerchant}, Window: time.Hour, Interval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs, err := s.RunOnce(context.Background())
+	if err != nil || len(runs) != 1 || runs[0].Listed().To.After(gw.until) {
+		t.Fatalf("first round: %v %+v, want one window whose listing ends by %s", err, runs, gw.until)
+	}
+	first := runs[0].Window
+	gw.until = gw.until.Add(2 * time.Hour)
+	runs, err = s.RunOnce(context.Background())
+	if err != nil || len(runs) != 2 || !runs[0].Window.From.Equal(first.To) || runs[1].Listed().To.After(gw.until) {
+		t.Fatalf("round after two more hours reported: %v %+v, want the two hours after %v", err, runs, first)
+	}
+}
+
 // TestFindingsInTheReviewQueue: a finding waits in the review queue with
 // both sides until an operator resolves it with a note, which is kept with
 // the operator's name; a finding with no order is resolved by its

@@ -26,6 +26,18 @@ type Schedule struct {
 	Actor string
 }
 
+// ReportLister is a gateway whose listing answers from reports that trail
+// the present (Adyen's daily reports, generated after each day ends):
+// ListedUntil is the end of what its reports can hold at now. The
+// Scheduler audits its windows only once their listing ends by then, so
+// that a window is not tried, and failed, every round until its report
+// exists. An audit asked for by hand is not held back: its run fails
+// until the report exists, and resumes.
+type ReportLister interface {
+	order.ChargeLister
+	ListedUntil(now time.Time) time.Time
+}
+
 // Scheduler audits every gateway account of each merchant over each window
 // that has closed since the account's last audited one: the background
 // loop of settle reconcile.
@@ -64,17 +76,25 @@ func (s *Scheduler) Run(ctx context.Context) error {
 }
 
 // RunOnce audits each merchant's gateway accounts over every window closed
-// since their last audited one, oldest first, and returns the runs. The
+// (and, for a ReportLister, reported) since their last audited one, oldest
+// first, and returns the runs. The
 // first window of an account never audited is the latest closed one. An
 // account that fails is reported and the others are still audited.
 func (s *Scheduler) RunOnce(ctx context.Context) ([]Run, error) {
-	closed := s.a.ClosedBy(s.a.cfg.Now())
+	now := s.a.cfg.Now()
 	var (
 		runs []Run
 		errs []error
 	)
 	for _, m := range s.s.Merchants {
 		for _, gw := range slices.Sorted(maps.Keys(s.a.gateways)) {
+			closed := s.a.ClosedBy(now)
+			if rl, ok := s.a.gateways[gw].(ReportLister); ok {
+				// The listing reaches the margin past the window's end.
+				if until := rl.ListedUntil(now).Add(-s.a.cfg.Margin); until.Before(closed) {
+					closed = until
+				}
+			}
 			from, err := s.next(ctx, m, gw, closed)
 			if err != nil {
 				errs = append(errs, err)

@@ -24,8 +24,9 @@ const (
 	OpGetDispute    = "get_dispute"
 	OpAcceptDispute = "accept_dispute"
 	// OpListCharges and OpListRefunds are the reads of one page of a
-	// gateway's charges or refunds (an order.ChargeLister), for the
-	// audit; their Call names no order and no attempt.
+	// gateway's charges or refunds (an order.ChargeLister; for Adyen, the
+	// download of one day's report), for the audit; their Call names no
+	// order and no attempt.
 	OpListCharges = "list_charges"
 	OpListRefunds = "list_refunds"
 )

@@ -128,7 +128,15 @@
 // without a minor unit or with four decimals) when the order is created,
 // and Charge before anything is sent.
 //
-// The API key and the HMAC keys never appear in errors or logs.
+// # The audit's listings
+//
+// Adyen has no API that lists payments: the audit's listing
+// (order.ChargeLister) reads the account's daily Payment accounting
+// reports, downloaded as the report user (report.go says which report,
+// why, and how it is read).
+//
+// The API key, the HMAC keys and the report user's password never appear
+// in errors or logs.
 package adyen
 
 import (
@@ -244,12 +252,34 @@ type Config struct {
 	// Now is the clock that ages attempts against the horizon. Nil means
 	// time.Now.
 	Now func() time.Time
+
+	// The reports, which the audit's listings read (report.go).
+	//
+	// ReportURL is the Customer Area's report folder of the merchant
+	// account, https://ca-live.adyen.com/reports/download/MerchantAccount/<account>.
+	// Empty means the test or live Customer Area's, after BaseURL (or,
+	// for a fake on a loopback address, the fake's own).
+	ReportURL string
+	// ReportUser and ReportPassword, when set (both or neither), are the
+	// report user's basic authentication (report@Company.<company>);
+	// otherwise reports are downloaded with X-API-Key ReportAPIKey, or
+	// APIKey when that is empty (an API credential with the report
+	// download role). They never appear in errors or logs.
+	ReportUser, ReportPassword string
+	ReportAPIKey               string
+	// ReportTimeZone is the account's time zone setting (Customer Area,
+	// Account, Settings), in which Adyen books the reports' rows and cuts
+	// its days. Nil means UTC.
+	ReportTimeZone *time.Location
+	// ReportTimeout bounds one report's download. Zero means
+	// DefaultReportTimeout.
+	ReportTimeout time.Duration
 }
 
 // Gateway charges payment methods through Adyen's Checkout API. It
 // implements order.Gateway, order.Capturer, order.Refunder,
-// order.AmountChecker and order.ActionCompleter, and is safe for
-// concurrent use.
+// order.AmountChecker, order.ActionCompleter and, from Adyen's reports,
+// order.ChargeLister, and is safe for concurrent use.
 type Gateway struct {
 	base                       string
 	apiKey                     string
@@ -265,6 +295,10 @@ type Gateway struct {
 	events                     order.EventLog
 	http                       *http.Client
 	now                        func() time.Time
+	// The reports' folder, credentials, time zone and timeout.
+	reportURL, reportUser, reportPassword, reportKey string
+	reportZone                                       *time.Location
+	reportTimeout                                    time.Duration
 }
 
 var (
@@ -339,6 +373,34 @@ func New(cfg Config) (*Gateway, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.ReportURL == "" {
+		cfg.ReportURL = reportFolder(base, cfg.MerchantAccount)
+	}
+	reportURL, err := checkReportURL(cfg.ReportURL)
+	if err != nil {
+		return nil, err
+	}
+	if (cfg.ReportUser == "") != (cfg.ReportPassword == "") {
+		return nil, errors.New("adyen: the report user's basic authentication needs both a user and a password, or neither")
+	}
+	if strings.Contains(cfg.ReportUser, ":") {
+		return nil, errors.New("adyen: the report user must not contain a colon")
+	}
+	if cfg.ReportAPIKey == "" {
+		cfg.ReportAPIKey = cfg.APIKey
+	}
+	if err := checkToken("report API key", cfg.ReportAPIKey); err != nil {
+		return nil, err
+	}
+	if cfg.ReportTimeZone == nil {
+		cfg.ReportTimeZone = time.UTC
+	}
+	if cfg.ReportTimeout < 0 {
+		return nil, fmt.Errorf("adyen: report timeout %s must not be negative", cfg.ReportTimeout)
+	}
+	if cfg.ReportTimeout == 0 {
+		cfg.ReportTimeout = DefaultReportTimeout
+	}
 	var hc http.Client
 	if cfg.HTTPClient != nil {
 		hc = *cfg.HTTPClient
@@ -352,6 +414,8 @@ func New(cfg Config) (*Gateway, error) {
 		hmacKeys: keys, notifyUser: cfg.NotifyUser, notifyPassword: cfg.NotifyPassword,
 		timeout: cfg.Timeout, horizon: cfg.NoShowHorizon, lifetime: cfg.AuthorizationLifetime,
 		returnURL: cfg.ReturnURL, name: cfg.Name, obs: cfg.Observer, events: cfg.Events, http: &hc, now: cfg.Now,
+		reportURL: reportURL, reportUser: cfg.ReportUser, reportPassword: cfg.ReportPassword, reportKey: cfg.ReportAPIKey,
+		reportZone: cfg.ReportTimeZone, reportTimeout: cfg.ReportTimeout,
 	}, nil
 }
 

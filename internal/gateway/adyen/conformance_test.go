@@ -185,7 +185,13 @@ func TestConformance(t *testing.T) {
 				// captures; the fake models such an account.
 				"partial final capture releases the rest": "the fake Adyen keeps the rest of a hold after a partial capture " +
 					"(multiple partial captures), where Adyen's default releases it",
+				// Adyen's reports book by the whole second: a window cannot
+				// part the suite's charges, all made within one. The
+				// listing's window is tested in report_test.go.
+				"a listing's window": "Adyen's reports book rows by the whole second, and the suite's charges are made within one",
 			},
+			// The reports have no pages: a day's report is one download.
+			Lister:        gw,
 			Captures:      true,
 			SingleCapture: true,
 			CaptureLedger: func(captureID string) []gatewaytest.Entry {

@@ -150,6 +150,12 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		{"no horizon", func(c *Config) { c.NoShowHorizon = 0 }, "no-show horizon 0s must exceed the timeout"},
 		{"negative timeout", func(c *Config) { c.Timeout = -time.Second }, "timeout -1s must not be negative"},
 		{"bad return URL", func(c *Config) { c.ReturnURL = "/return" }, "return URL"},
+		{"plain http reports", func(c *Config) { c.ReportURL = "http://ca-live.adyen.com/reports/download/MerchantAccount/x" }, "report URL"},
+		{"reports with credentials", func(c *Config) {
+			c.ReportURL = "https://report:" + testAPIKey + "@ca-live.adyen.com/reports/download/MerchantAccount/x"
+		}, "no credentials"},
+		{"report user without password", func(c *Config) { c.ReportUser = "report@Company.Settle" }, "report user's basic authentication"},
+		{"negative report timeout", func(c *Config) { c.ReportTimeout = -time.Second }, "report timeout"},
 	} {
 		cfg := good
 		tt.mod(&cfg)

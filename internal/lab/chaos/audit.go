@@ -29,8 +29,9 @@ import (
 // The audit's no-show horizon is zero here, which a deployment must never
 // configure: no process is left to send a charge request, so the run's
 // window is closed as soon as its margin has passed. The Adyen orders are
-// not audited: the fake Adyen is no simulator account, and the adapter
-// offers no listing of its own.
+// not audited here: the fake Adyen is no simulator account, whose lies
+// the harness injects; the Adyen adapter's listing, from the fake's daily
+// reports, is audited in package audit's tests.
 
 // auditMargin is the audit's margin: both clocks, the simulator's and the
 // database's, are this machine's.

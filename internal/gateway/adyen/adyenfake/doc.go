@@ -73,6 +73,12 @@
 //	    AUTHORISATION notification (whether or not /payments/details is
 //	    called later), and redirects to returnUrl with redirectResult.
 //
+//	GET /reports/download/MerchantAccount/{account}/payments_accounting_report_YYYY_MM_DD.csv
+//	    the daily Payment accounting report of the account's payments, for
+//	    a report user (basic auth Config.ReportUser, or X-API-Key); see
+//	    reports.go. Server.Foreign, AlterAmount and ExtraRefund make the
+//	    discrepancies an audit must find.
+//
 // # Idempotency
 //
 // Every write honours Idempotency-Key, kept per key whatever the

@@ -57,6 +57,13 @@ type Config struct {
 	ClientTimeout time.Duration
 	// Seed seeds the random faults and the notifications' faults.
 	Seed uint64
+	// ReportUser and ReportPassword, when set, are the basic
+	// authentication of the report user, which the report downloads
+	// accept beside X-API-Key APIKey (reports.go).
+	ReportUser, ReportPassword string
+	// ReportTimeZone is the account's time zone setting, in which the
+	// reports' days and booking dates are; nil means UTC.
+	ReportTimeZone *time.Location
 	// Log receives the fake's own troubles (contract errors, failed
 	// deliveries); nil discards them.
 	Log *slog.Logger
@@ -127,6 +134,7 @@ type Server struct {
 	disputes     []DisputeNotification // disputes.go; guarded by mu
 	keys         map[string]*keyed
 	redirects    map[string]*payment // by redirectResult; guarded by mu
+	withheldDays map[string]bool     // reports not available, by file name; guarded by mu
 	contractErrs []string
 	sent         []Notification // notifications accepted by the receiver; guarded by mu
 	planned      int            // deliveries planned; guarded by mu
@@ -188,15 +196,16 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{
-		cfg:       cfg,
-		hmacKey:   key,
-		contract:  c,
-		log:       log,
-		rng:       rand.New(rand.NewPCG(cfg.Seed, 0xad7e4)),
-		notifyRng: rand.New(rand.NewPCG(cfg.Seed, 0x40717f)),
-		byPSP:     map[string]*payment{},
-		keys:      map[string]*keyed{},
-		redirects: map[string]*payment{},
+		cfg:          cfg,
+		hmacKey:      key,
+		contract:     c,
+		log:          log,
+		rng:          rand.New(rand.NewPCG(cfg.Seed, 0xad7e4)),
+		notifyRng:    rand.New(rand.NewPCG(cfg.Seed, 0x40717f)),
+		byPSP:        map[string]*payment{},
+		keys:         map[string]*keyed{},
+		redirects:    map[string]*payment{},
+		withheldDays: map[string]bool{},
 		// Its own transport, so that Close drops only its connections.
 		client:   &http.Client{Timeout: 10 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
 		stopping: make(chan struct{}),
@@ -209,10 +218,12 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v71/payments/{psp}/refunds", s.write(s.handleRefund))
 	s.mux.HandleFunc("POST /v71/cancels", s.write(s.handleTechnicalCancel))
 	s.mux.HandleFunc("GET /challenge/{id}", s.handleChallenge)
+	s.mux.HandleFunc("GET /reports/download/MerchantAccount/{account}/{file}", s.handleReport)
 	return s, nil
 }
 
-// ServeHTTP serves the Checkout API under /v71 and the 3-D Secure page.
+// ServeHTTP serves the Checkout API under /v71, the 3-D Secure page and
+// the reports.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
 // Close stops the deliveries of notifications and waits for those in
