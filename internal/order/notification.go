@@ -37,8 +37,9 @@ type Notification struct {
 	// it (its state is the one reached); nil for an order's event.
 	Refund *Refund
 	// Finding is, for an audit.finding event, the finding it announces;
-	// nil for every other event. Such an event may name no order: Order
-	// is then zero but for its merchant, and Sequence is 0.
+	// nil for every other event. Such an event is no transition of an
+	// order: only Order's ID (the finding's order, "" for none) and
+	// merchant are set, and Sequence is 0.
 	Finding *AuditFinding
 	// Actor made the transition. For a refund's event, Refund.Actor asked
 	// for the refund.

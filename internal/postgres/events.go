@@ -76,7 +76,7 @@ func (r notificationRow) notification() (order.Notification, error) {
 	if r.FindingID != "" {
 		// An audit finding's event: no transition of an order, and
 		// perhaps no order at all; the finding names the one it is about.
-		n.Order = order.Order{MerchantID: r.MerchantID}
+		n.Order = order.Order{ID: r.FindingOrderID, MerchantID: r.MerchantID}
 		n.Finding = &order.AuditFinding{
 			ID: r.FindingID, RunID: r.FindingRunID, Class: r.FindingClass, Gateway: r.FindingGateway,
 			GatewayRecordID: r.FindingRecordID, OrderID: r.FindingOrderID, AttemptID: r.FindingAttemptID,
