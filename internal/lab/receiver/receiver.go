@@ -23,10 +23,10 @@ type Delivery struct {
 	OrderID   string          `json:"order_id"`
 	RefundID  string          `json:"refund_id,omitempty"`
 	FindingID string          `json:"finding_id,omitempty"`
-	State    string          `json:"state"`
-	Verified bool            `json:"verified"`
-	At       time.Time       `json:"received_at"`
-	Payload  json.RawMessage `json:"payload"`
+	State     string          `json:"state"`
+	Verified  bool            `json:"verified"`
+	At        time.Time       `json:"received_at"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 // Receiver records deliveries; it is an http.Handler: POST delivers, GET
