@@ -46,8 +46,13 @@ func (s *orderServer) ListEvents(ctx context.Context, req *settlev1.ListEventsRe
 	}
 	resp := &settlev1.ListEventsResponse{NextCursor: req.GetAfterCursor()}
 	for _, e := range evs {
-		resp.Events = append(resp.Events, &settlev1.Event{Id: e.ID(), Type: e.Type, OrderId: e.Order.ID,
-			Sequence: e.Sequence, CreateTime: timestamppb.New(e.CreatedAt), PayloadJson: string(e.Payload())})
+		ev := &settlev1.Event{Id: e.ID(), Type: e.Type, OrderId: e.Order.ID,
+			Sequence: e.Sequence, CreateTime: timestamppb.New(e.CreatedAt), PayloadJson: string(e.Payload())}
+		if f := e.Finding; f != nil {
+			// An audit finding's event: the order it names, if any.
+			ev.OrderId, ev.AuditFindingId = f.OrderID, f.ID
+		}
+		resp.Events = append(resp.Events, ev)
 		resp.NextCursor = encodeCursor(e.Cursor)
 	}
 	return resp, nil

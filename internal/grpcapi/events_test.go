@@ -100,3 +100,42 @@ func TestListEventsThroughTheAPI(t *testing.T) {
 		t.Fatalf("operator's refund.succeeded payload %s: %v", refundEv.GetPayloadJson(), err)
 	}
 }
+
+// TestAuditFindingEventThroughTheAPI: a finding of the gateway audit with
+// no order (a foreign charge) is listed as an audit.finding event naming
+// the finding and no order, its payload the finding's.
+func TestAuditFindingEventThroughTheAPI(t *testing.T) {
+	t.Parallel()
+	s := newStack(t)
+	ctx := context.Background()
+	var findingID string
+	if err := s.pool.QueryRow(ctx, `
+		INSERT INTO audit_findings (merchant_id, run_id, last_run_id, gateway, class, gateway_record_id, record_key, gateway_record)
+		VALUES ('default', gen_random_uuid(), gen_random_uuid(), 'sim', 'FOREIGN', 'ch_foreign', 'ch_foreign', '{"id": "ch_foreign"}')
+		RETURNING id::text`).Scan(&findingID); err != nil {
+		t.Fatal(err)
+	}
+	var evs []*settlev1.Event
+	for deadline := time.Now().Add(30 * time.Second); len(evs) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := s.orders.ListEvents(ctx, &settlev1.ListEventsRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs = resp.GetEvents()
+	}
+	if len(evs) != 1 || evs[0].GetType() != "audit.finding" || evs[0].GetAuditFindingId() != findingID || evs[0].GetOrderId() != "" {
+		t.Fatalf("events %v, want finding %s's", evs, findingID)
+	}
+	var body struct {
+		ID      string `json:"id"`
+		Finding struct {
+			ID              string `json:"id"`
+			Class           string `json:"class"`
+			GatewayRecordID string `json:"gateway_record_id"`
+		} `json:"finding"`
+	}
+	if err := json.Unmarshal([]byte(evs[0].GetPayloadJson()), &body); err != nil || body.ID != evs[0].GetId() ||
+		body.Finding.ID != findingID || body.Finding.Class != "FOREIGN" || body.Finding.GatewayRecordID != "ch_foreign" {
+		t.Fatalf("payload %s: %v", evs[0].GetPayloadJson(), err)
+	}
+}

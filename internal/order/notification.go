@@ -14,7 +14,8 @@ import (
 // settle_refund_event_type), with the order or the refund as that
 // transition left it. It is written in the same statement as the
 // transition, so there is one for every transition that happened and none
-// for any other.
+// for any other. A finding of the gateway audit is an event too
+// (audit.finding, migration 00030), written with the finding, once.
 type Notification struct {
 	// Num is the history row's number; ID is the event's id built from it.
 	Num int64
@@ -35,6 +36,11 @@ type Notification struct {
 	// Refund is, for a refund's event, the refund as the transition left
 	// it (its state is the one reached); nil for an order's event.
 	Refund *Refund
+	// Finding is, for an audit.finding event, the finding it announces;
+	// nil for every other event. Such an event is no transition of an
+	// order: only Order's ID (the finding's order, "" for none) and
+	// merchant are set, and Sequence is 0.
+	Finding *AuditFinding
 	// Actor made the transition. For a refund's event, Refund.Actor asked
 	// for the refund.
 	Actor Actor
@@ -46,6 +52,26 @@ type Notification struct {
 	Cursor EventCursor
 	// Attempts counts deliveries tried, this one included.
 	Attempts int
+}
+
+// EventAuditFinding is the type of the event of an audit finding.
+const EventAuditFinding = "audit.finding"
+
+// AuditFinding is a discrepancy the gateway audit found, as its event
+// carries it: both sides are the JSON the audit stored (null for a side
+// it has none of, as the gateway's side of a charge the gateway does not
+// list).
+type AuditFinding struct {
+	ID    string
+	RunID string
+	// Class is the finding's class (DUPLICATE, FOREIGN, …: audit.Class).
+	Class           string
+	Gateway         string
+	GatewayRecordID string
+	// OrderID and AttemptID are empty when the finding names none (a
+	// charge made outside Settle).
+	OrderID, AttemptID    string
+	Settle, GatewayRecord json.RawMessage
 }
 
 // ID is the event's stable id: the same at every delivery and in ListEvents.
@@ -86,6 +112,9 @@ type money struct {
 func (n Notification) Payload() []byte {
 	if n.Refund != nil {
 		return n.refundPayload()
+	}
+	if n.Finding != nil {
+		return n.findingPayload()
 	}
 	type orderJSON struct {
 		ID                string    `json:"id"`
@@ -163,6 +192,52 @@ func (n Notification) refundPayload() []byte {
 	if err != nil {
 		// Every field is a string, a number or a time: Marshal cannot fail.
 		panic(fmt.Sprintf("order: marshal event %d: %v", n.Num, err))
+	}
+	return b
+}
+
+// findingPayload is Payload for an audit finding's event: the finding,
+// its two sides as the audit stored them.
+func (n Notification) findingPayload() []byte {
+	type findingJSON struct {
+		ID              string          `json:"id"`
+		RunID           string          `json:"run_id"`
+		Class           string          `json:"class"`
+		Gateway         string          `json:"gateway"`
+		GatewayRecordID string          `json:"gateway_record_id"`
+		OrderID         string          `json:"order_id"`
+		AttemptID       string          `json:"attempt_id"`
+		Settle          json.RawMessage `json:"settle"`
+		GatewayRecord   json.RawMessage `json:"gateway_record"`
+		CreatedAt       time.Time       `json:"created_at"`
+	}
+	f := n.Finding
+	body := struct {
+		ID         string      `json:"id"`
+		Type       string      `json:"type"`
+		MerchantID string      `json:"merchant_id"`
+		CreatedAt  time.Time   `json:"created_at"`
+		Finding    findingJSON `json:"finding"`
+	}{
+		ID: n.ID(), Type: n.Type, MerchantID: n.MerchantID, CreatedAt: n.CreatedAt.UTC(),
+		Finding: findingJSON{
+			ID: f.ID, RunID: f.RunID, Class: f.Class, Gateway: f.Gateway, GatewayRecordID: f.GatewayRecordID,
+			OrderID: f.OrderID, AttemptID: f.AttemptID, Settle: rawOrNull(f.Settle),
+			GatewayRecord: rawOrNull(f.GatewayRecord), CreatedAt: n.CreatedAt.UTC(),
+		},
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		// The sides are JSON the database stored; anything else is a bug.
+		panic(fmt.Sprintf("order: marshal event %d: %v", n.Num, err))
+	}
+	return b
+}
+
+// rawOrNull is b, or JSON null when b is empty.
+func rawOrNull(b json.RawMessage) json.RawMessage {
+	if len(b) == 0 {
+		return json.RawMessage("null")
 	}
 	return b
 }

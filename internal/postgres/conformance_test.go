@@ -57,6 +57,7 @@ var storeSuite = []struct {
 	{"ListEventsWaitsForOlderTransactions", testListEventsWaitsForOlderTransactions},
 	{"DeliveryLeaseAndRecord", testDeliveryLeaseAndRecord},
 	{"RefundEvents", testRefundEvents},
+	{"AuditFindingEvents", testAuditFindingEvents},
 	{"WatchOnlyOwnOrders", testWatchOnlyOwnOrders},
 	{"WatchersOfDeadServersExpire", testWatchersOfDeadServersExpire},
 	{"WatchedChangeIsReported", testWatchedChangeIsReported},

@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,7 +16,8 @@ import (
 
 // notificationRow is an event as list_events.sql and lease_deliveries.sql
 // select it: the history row, its order and its attempt, or, for a
-// refund's event, its refund (RefundID not ”).
+// refund's event, its refund (RefundID not ”), or, for an audit finding's
+// event, the finding (FindingID not ”), whose order may be none.
 type notificationRow struct {
 	Num               int64     `db:"event_num"`
 	Type              string    `db:"type"`
@@ -44,6 +46,15 @@ type notificationRow struct {
 	RefundDeclineCode string    `db:"refund_decline_code"`
 	RefundGatewayID   string    `db:"refund_gateway_refund_id"`
 	RefundCreatedAt   time.Time `db:"refund_created_at"`
+	FindingID         string    `db:"finding_id"`
+	FindingRunID      string    `db:"finding_run_id"`
+	FindingClass      string    `db:"finding_class"`
+	FindingGateway    string    `db:"finding_gateway"`
+	FindingRecordID   string    `db:"finding_gateway_record_id"`
+	FindingOrderID    string    `db:"finding_order_id"`
+	FindingAttemptID  string    `db:"finding_attempt_id"`
+	FindingSettle     string    `db:"finding_settle"`
+	FindingGatewayRec string    `db:"finding_gateway_record"`
 }
 
 func (r notificationRow) notification() (order.Notification, error) {
@@ -61,6 +72,17 @@ func (r notificationRow) notification() (order.Notification, error) {
 		Actor: order.Actor(r.Actor), GatewayChargeID: r.GatewayChargeID, DeclineCode: r.DeclineCode,
 		Cursor:   order.EventCursor{TxID: tx, Num: r.Num},
 		Attempts: r.Attempts,
+	}
+	if r.FindingID != "" {
+		// An audit finding's event: no transition of an order, and
+		// perhaps no order at all; the finding names the one it is about.
+		n.Order = order.Order{ID: r.FindingOrderID, MerchantID: r.MerchantID}
+		n.Finding = &order.AuditFinding{
+			ID: r.FindingID, RunID: r.FindingRunID, Class: r.FindingClass, Gateway: r.FindingGateway,
+			GatewayRecordID: r.FindingRecordID, OrderID: r.FindingOrderID, AttemptID: r.FindingAttemptID,
+			Settle: json.RawMessage(r.FindingSettle), GatewayRecord: json.RawMessage(r.FindingGatewayRec),
+		}
+		return n, nil
 	}
 	if r.RefundID != "" {
 		// A refund's event: to_state is the refund's, and the order is

@@ -412,7 +412,9 @@ func testRefundEvents(t *testing.T, db storeDB) {
 // worker's transaction ids, whatever the coordinator's are. A cursor that
 // compared the coordinator's ids of the writing transactions with the
 // worker's oldest running one would hide every event while the
-// coordinator's counter is ahead; here it is put ahead on purpose.
+// coordinator's counter is ahead; here it is put ahead on purpose. An
+// audit finding, recorded by a statement the coordinator plans, is
+// stamped with the worker's id too, and listed after the order's event.
 func TestEventsListedOnCitus(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -443,5 +445,16 @@ func TestEventsListedOnCitus(t *testing.T) {
 	}
 	if len(evs) != 1 || evs[0].Order.ID != paid.ID || evs[0].Type != "order.paid" {
 		t.Fatalf("events listed: %+v, want the order's order.paid", evs)
+	}
+	recordFinding(t, pool, order.NewID(), "FOREIGN", "", "ch_foreign")
+	var more []order.Notification
+	for deadline := time.Now().Add(5 * time.Second); len(more) == 0 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		var err error
+		if more, err = s.ListEvents(ctx, order.DefaultMerchant, evs[0].Cursor, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(more) != 1 || more[0].Type != order.EventAuditFinding || more[0].Cursor.TxID <= evs[0].Cursor.TxID {
+		t.Fatalf("events listed after the order's: %+v, want the finding's, in a later transaction", more)
 	}
 }

@@ -2232,9 +2232,11 @@ type Event struct {
 	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// order.paid, order.payment_failed, order.requires_action,
 	// order.needs_review, order.canceled, ...; refund.succeeded,
-	// refund.failed, refund.needs_review (see the README).
+	// refund.failed, refund.needs_review; audit.finding (see the README).
 	Type string `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	// The order's id; for a refund's event, the refunded order's.
+	// The order's id; for a refund's event, the refunded order's; for an
+	// audit finding's event, the order the finding names, empty when it
+	// names none (a foreign charge).
 	OrderId string `protobuf:"bytes,3,opt,name=order_id,json=orderId,proto3" json:"order_id,omitempty"`
 	// The event's place in its order's history: a later event of the same
 	// order has a greater sequence.
@@ -2242,9 +2244,12 @@ type Event struct {
 	// When the change was committed.
 	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	// The JSON body that a webhook delivery POSTs (see the README).
-	PayloadJson   string `protobuf:"bytes,6,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	PayloadJson string `protobuf:"bytes,6,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// For an audit.finding event, the finding's id (the review queue's, and
+	// the payload's finding.id); empty for every other event.
+	AuditFindingId string `protobuf:"bytes,7,opt,name=audit_finding_id,json=auditFindingId,proto3" json:"audit_finding_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
@@ -2315,6 +2320,13 @@ func (x *Event) GetCreateTime() *timestamppb.Timestamp {
 func (x *Event) GetPayloadJson() string {
 	if x != nil {
 		return x.PayloadJson
+	}
+	return ""
+}
+
+func (x *Event) GetAuditFindingId() string {
+	if x != nil {
+		return x.AuditFindingId
 	}
 	return ""
 }
@@ -3035,7 +3047,7 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\x05order\x18\x01 \x01(\v2\x10.settle.v1.OrderR\x05order\"S\n" +
 	"\x11ListEventsRequest\x12!\n" +
 	"\fafter_cursor\x18\x01 \x01(\tR\vafterCursor\x12\x1b\n" +
-	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"\xc2\x01\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\"\xec\x01\n" +
 	"\x05Event\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12\x19\n" +
@@ -3043,7 +3055,8 @@ const file_settle_v1_order_proto_rawDesc = "" +
 	"\bsequence\x18\x04 \x01(\x03R\bsequence\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"createTime\x12!\n" +
-	"\fpayload_json\x18\x06 \x01(\tR\vpayloadJson\"_\n" +
+	"\fpayload_json\x18\x06 \x01(\tR\vpayloadJson\x12(\n" +
+	"\x10audit_finding_id\x18\a \x01(\tR\x0eauditFindingId\"_\n" +
 	"\x12ListEventsResponse\x12(\n" +
 	"\x06events\x18\x01 \x03(\v2\x10.settle.v1.EventR\x06events\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +

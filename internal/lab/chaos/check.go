@@ -274,6 +274,13 @@ type dbRefundEvent struct {
 	delivered                      bool
 }
 
+// dbFindingEvent is an audit finding's event: its number, shared with the
+// orders' events, the finding, and the order it names ("" for none).
+type dbFindingEvent struct {
+	id             int64
+	finding, order string
+}
+
 // snapshot is the end state of a run: the database and the gateway's ledger.
 type snapshot struct {
 	orders   []dbOrder
@@ -281,6 +288,10 @@ type snapshot struct {
 	events   []dbEvent // by order, then id
 	// refundEvents is every refund's history, by refund, then row.
 	refundEvents []dbRefundEvent
+	// findingEvents is every audit finding's event (audit.finding). The
+	// harness audits after the drain, when no worker delivers: they are
+	// checked only against what the endpoint received.
+	findingEvents []dbFindingEvent
 	// ledger is every refpsp account's charges; accountOf names the
 	// account of each, by its id in ledger (see mergeLedgers).
 	ledger    []sim.Charge
@@ -393,6 +404,14 @@ func loadSnapshot(ctx context.Context, pool *pgxpool.Pool, ledgers []accountLedg
 		coalesce(event_id, 0), coalesce(type, ''), delivered_at IS NOT NULL FROM refund_events ORDER BY refund_id, id`,
 		func(r pgx.CollectableRow) (e dbRefundEvent, err error) {
 			return e, r.Scan(&e.refund, &e.order, &e.from, &e.to, &e.event, &e.id, &e.typ, &e.delivered)
+		})
+	if err != nil {
+		return s, err
+	}
+	s.findingEvents, err = queryAll(ctx, pool, `SELECT event_id, id::text, coalesce(order_id::text, '')
+		FROM audit_findings WHERE event_id IS NOT NULL ORDER BY event_id`,
+		func(r pgx.CollectableRow) (e dbFindingEvent, err error) {
+			return e, r.Scan(&e.id, &e.finding, &e.order)
 		})
 	if err != nil {
 		return s, err
@@ -960,11 +979,22 @@ func checkEvents(s snapshot, orders map[string]dbOrder) []orderMsg {
 	}
 	refundOf := map[string]string{} // event id → refund
 	out = append(out, checkRefundEvents(s, byID, refundOf, received)...)
+	findings := map[string]dbFindingEvent{} // event id → the finding's event
+	for _, e := range s.findingEvents {
+		findings[order.EventID(e.id)] = e
+	}
 	for _, d := range s.received {
 		e, ok := byID[d.EventID]
 		switch {
 		case !d.Verified:
 			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("delivery of %s did not verify with the merchant's secret", d.EventID)})
+		case d.Type == order.EventAuditFinding:
+			// An audit finding's event is no order's change: it must be
+			// the event of the finding it carries.
+			if f, ok := findings[d.EventID]; !ok || f.finding != d.FindingID || f.order != d.OrderID {
+				out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s as finding %q of order %q; the database has %+v",
+					d.EventID, d.FindingID, d.OrderID, f)})
+			}
 		case !ok:
 			out = append(out, orderMsg{d.OrderID, fmt.Sprintf("the endpoint received %s (%s), which is no event in the database", d.EventID, d.Type)})
 		case e.typ != d.Type || e.order != d.OrderID || e.to != d.State || refundOf[d.EventID] != d.RefundID:

@@ -304,6 +304,18 @@ func TestCheck(t *testing.T) {
 		}, InvEvents},
 		{"received another event", func(s *snapshot, _ *history) { s.received[0].State = "PAID" }, InvEvents},
 		{"unsigned delivery", func(s *snapshot, _ *history) { s.received[1].Verified = false }, InvEvents},
+		{"a foreign charge's finding announced", func(s *snapshot, _ *history) {
+			s.findingEvents = append(s.findingEvents, dbFindingEvent{id: 90, finding: "x1"})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_90", Type: order.EventAuditFinding, FindingID: "x1", Verified: true})
+		}, 0},
+		{"received a finding's event that is not", func(s *snapshot, _ *history) {
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_90", Type: order.EventAuditFinding, FindingID: "x1", Verified: true})
+		}, InvEvents},
+		{"received another finding's event", func(s *snapshot, _ *history) {
+			s.findingEvents = append(s.findingEvents, dbFindingEvent{id: 90, finding: "x1", order: "o1"})
+			s.received = append(s.received, receiver.Delivery{EventID: "evt_90", Type: order.EventAuditFinding, FindingID: "x2",
+				OrderID: "o1", Verified: true})
+		}, InvEvents},
 		{"announced a state not kept", func(s *snapshot, _ *history) {
 			s.orders = append(s.orders, dbOrder{id: "o3", state: "PENDING", currency: "GBP"})
 			s.events = append(s.events, dbEvent{id: 7, order: "o3", to: "PENDING", event: "create"},

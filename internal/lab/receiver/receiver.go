@@ -14,16 +14,19 @@ import (
 )
 
 // Delivery is one POST received. State is the order's state, or for a
-// refund's event (RefundID set) the refund's.
+// refund's event (RefundID set) the refund's; an audit finding's event
+// (FindingID set) has none, and OrderID is the order the finding names,
+// if any.
 type Delivery struct {
-	EventID  string          `json:"event_id"`
-	Type     string          `json:"type"`
-	OrderID  string          `json:"order_id"`
-	RefundID string          `json:"refund_id,omitempty"`
-	State    string          `json:"state"`
-	Verified bool            `json:"verified"`
-	At       time.Time       `json:"received_at"`
-	Payload  json.RawMessage `json:"payload"`
+	EventID   string          `json:"event_id"`
+	Type      string          `json:"type"`
+	OrderID   string          `json:"order_id"`
+	RefundID  string          `json:"refund_id,omitempty"`
+	FindingID string          `json:"finding_id,omitempty"`
+	State     string          `json:"state"`
+	Verified  bool            `json:"verified"`
+	At        time.Time       `json:"received_at"`
+	Payload   json.RawMessage `json:"payload"`
 }
 
 // Receiver records deliveries; it is an http.Handler: POST delivers, GET
@@ -73,12 +76,19 @@ func (rc *Receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			OrderID string `json:"order_id"`
 			State   string `json:"state"`
 		} `json:"refund"`
+		Finding *struct {
+			ID      string `json:"id"`
+			OrderID string `json:"order_id"`
+		} `json:"finding"`
 	}
 	_ = json.Unmarshal(body, &ev)
 	d := Delivery{EventID: ev.ID, Type: ev.Type, OrderID: ev.Order.ID, State: ev.Order.State, At: time.Now(),
 		Verified: delivery.Verify(r.Header.Get(delivery.SignatureHeader), body, rc.secrets, 5*time.Minute) == nil}
 	if ev.Refund != nil {
 		d.OrderID, d.RefundID, d.State = ev.Refund.OrderID, ev.Refund.ID, ev.Refund.State
+	}
+	if ev.Finding != nil {
+		d.OrderID, d.FindingID = ev.Finding.OrderID, ev.Finding.ID
 	}
 	if json.Valid(body) {
 		d.Payload = body

@@ -1,4 +1,5 @@
--- Each merchant's undelivered events, orders' and refunds', and the age of
+-- Each merchant's undelivered events, orders', refunds' and audit
+-- findings', and the age of
 -- the oldest, for the delivery metrics. The caller names the merchants
 -- that have an endpoint: a merchant without one pulls its events
 -- (ListEvents), and nothing of its is waiting.
@@ -9,6 +10,8 @@ LEFT JOIN (
 	SELECT merchant_id, id, created_at FROM order_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL
 	UNION ALL
 	SELECT merchant_id, event_id, created_at FROM refund_events WHERE type IS NOT NULL AND deliver_at IS NOT NULL
+	UNION ALL
+	SELECT merchant_id, event_id, created_at FROM audit_findings WHERE type IS NOT NULL AND deliver_at IS NOT NULL
 ) e ON e.merchant_id = m.merchant_id
 GROUP BY m.merchant_id
 ORDER BY m.merchant_id;

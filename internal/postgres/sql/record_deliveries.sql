@@ -1,5 +1,5 @@
--- Record the deliveries of leased events, orders' and refunds', all in one
--- statement. Element i of each array is one event's result: @outcome is
+-- Record the deliveries of leased events, orders', refunds' and audit
+-- findings', all in one statement. Element i of each array is one event's result: @outcome is
 -- 'delivered'; 'retry' (try again after @backoff, unless that is past
 -- @give_up after the event was written: then it has failed); 'failed' (the
 -- endpoint will never take it); or 'untried' (put back after @backoff
@@ -50,7 +50,24 @@ WITH r AS MATERIALIZED (
 	WHERE e.merchant_id = t.merchant_id AND e.event_id = t.id AND e.deliver_at IS NOT NULL
 	RETURNING e.event_id AS id, e.merchant_id, t.outcome, e.failed_at IS NOT NULL AS failed,
 		extract(epoch FROM t.now - e.created_at)::float8 AS latency_seconds
+), upd_f AS (
+	-- upd_o for audit findings' events, numbered by event_id (00030).
+	UPDATE audit_findings e SET
+		deliver_at = CASE WHEN t.outcome IN ('retry', 'untried') AND e.created_at > t.cutoff THEN t.retry_at END,
+		delivered_at = CASE WHEN t.outcome = 'delivered' THEN t.now ELSE e.delivered_at END,
+		failed_at = CASE
+			WHEN t.outcome = 'delivered' THEN NULL
+			WHEN t.outcome = 'failed' OR e.created_at <= t.cutoff THEN t.now
+		END,
+		delivery_attempts = e.delivery_attempts - (t.outcome = 'untried')::int,
+		last_status = CASE WHEN t.outcome = 'untried' THEN e.last_status ELSE t.status END
+	FROM t
+	WHERE e.merchant_id = t.merchant_id AND e.event_id = t.id AND e.deliver_at IS NOT NULL
+	RETURNING e.event_id AS id, e.merchant_id, t.outcome, e.failed_at IS NOT NULL AS failed,
+		extract(epoch FROM t.now - e.created_at)::float8 AS latency_seconds
 )
 SELECT id AS event_num, merchant_id, outcome, failed, latency_seconds FROM upd_o
 UNION ALL
-SELECT id, merchant_id, outcome, failed, latency_seconds FROM upd_r;
+SELECT id, merchant_id, outcome, failed, latency_seconds FROM upd_r
+UNION ALL
+SELECT id, merchant_id, outcome, failed, latency_seconds FROM upd_f;
