@@ -464,8 +464,15 @@ type work struct {
 	refused int
 }
 
+// maxPgbenchClients bounds the SQL floors' pgbench clients: each holds a
+// connection of the throwaway PostgreSQL (max_connections 300, which the
+// server's pool and the bench's own share). Past it, at the overload
+// points (256 clients and more), the floor is the floor at this many:
+// PostgreSQL itself would refuse more connections.
+const maxPgbenchClients = 256
+
 func (b *benchmark) pgbenchWork(ctx context.Context, script string, c int) (work, error) {
-	res, err := b.pg.run(ctx, script, c, b.cfg.Duration, 0)
+	res, err := b.pg.run(ctx, script, min(c, maxPgbenchClients), b.cfg.Duration, 0)
 	if err != nil {
 		return work{}, err
 	}
