@@ -158,8 +158,8 @@ func TestAdmissionDefaults(t *testing.T) {
 		env                 map[string]string
 		wantInFlight, wantQ int
 	}{
-		{map[string]string{}, 8 * 16, 8 * 16},
-		{map[string]string{"SETTLE_DB_MAX_CONNS": "4"}, 32, 32},
+		{map[string]string{}, 16 * 16, 16 * 16},
+		{map[string]string{"SETTLE_DB_MAX_CONNS": "4"}, 64, 64},
 		{map[string]string{"SETTLE_ADMISSION_MAX_INFLIGHT": "10", "SETTLE_ADMISSION_QUEUE": "3"}, 10, 3},
 		{map[string]string{"SETTLE_ADMISSION_MAX_INFLIGHT": "-1"}, 0, 0},
 	} {

@@ -38,6 +38,16 @@ type loadResult struct {
 // defaultPushback is the wait after a refusal that suggests none.
 const defaultPushback = 20 * time.Millisecond
 
+// maxBackoff caps a worker's wait after refusals in a row.
+const maxBackoff = 2 * time.Second
+
+// backoff is the wait after a refusal suggesting pushback that follows
+// n refusals in a row: the pushback, doubled for each of them, up to
+// maxBackoff (and never below the pushback).
+func backoff(pushback time.Duration, n int) time.Duration {
+	return max(pushback, min(maxBackoff, pushback<<min(n, 10)))
+}
+
 // refusal reports whether err is the server's refusal of an overload
 // (RESOURCE_EXHAUSTED), and the retry delay it suggests.
 func refusal(err error) (time.Duration, bool) {
@@ -61,7 +71,8 @@ type op func(ctx context.Context, n int) error
 // each worker's operation, so that a worker can reuse its own buffers. The
 // run ends when the last operation started before d has answered. An
 // operation refused RESOURCE_EXHAUSTED (the server's admission control) is
-// counted, and the worker waits the retry delay the refusal suggests, ±50%,
+// counted, and the worker waits the retry delay the refusal suggests,
+// doubled for each refusal in a row before it (up to maxBackoff), ±50%,
 // before its next operation, as a well-behaved client would; any other
 // error ends the run at once and fails it.
 func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int) op) (loadResult, error) {
@@ -85,6 +96,7 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 4096)
 			answered := make([]int, int(d/time.Second)+1)
+			refusedInARow := 0
 			for n := 0; ctx.Err() == nil; n++ {
 				t0 := time.Now()
 				if !t0.Before(stop) {
@@ -95,12 +107,15 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 				ccancel()
 				if d, ok := refusal(err); ok {
 					refs[w]++
+					d = backoff(d, refusedInARow)
+					refusedInARow++
 					select {
 					case <-ctx.Done():
 					case <-time.After(d/2 + rand.N(d)):
 					}
 					continue
 				}
+				refusedInARow = 0
 				if err != nil {
 					cancel(fmt.Errorf("worker %d: %w", w, err))
 					break

@@ -37,3 +37,24 @@ func TestRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestBackoff: the wait after refusals in a row doubles from the
+// suggested delay, up to its cap, and never goes below the suggestion.
+func TestBackoff(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		pushback time.Duration
+		n        int
+		want     time.Duration
+	}{
+		{100 * time.Millisecond, 0, 100 * time.Millisecond},
+		{100 * time.Millisecond, 1, 200 * time.Millisecond},
+		{100 * time.Millisecond, 3, 800 * time.Millisecond},
+		{100 * time.Millisecond, 60, maxBackoff},
+		{3 * time.Second, 2, 3 * time.Second},
+	} {
+		if got := backoff(tc.pushback, tc.n); got != tc.want {
+			t.Errorf("backoff(%s, %d) = %s, want %s", tc.pushback, tc.n, got, tc.want)
+		}
+	}
+}
