@@ -235,8 +235,8 @@ func (a *admission) done(method string, took time.Duration, ran bool) {
 	}
 }
 
-// maxQueueWait is how long a queued call of method may wait: until
-// its deadline leaves only its expected duration, and at most MaxWait.
+// maxQueueWait is how long a queued call of method may wait: until its
+// deadline leaves only its expected duration, or MaxWait without one.
 func (a *admission) maxQueueWait(method string, left time.Duration, ok bool) time.Duration {
 	if !ok {
 		return a.limits.MaxWait
@@ -244,7 +244,7 @@ func (a *admission) maxQueueWait(method string, left time.Duration, ok bool) tim
 	a.mu.Lock()
 	own := a.byMethod[method].get()
 	a.mu.Unlock()
-	return min(a.limits.MaxWait, left-own)
+	return left - own
 }
 
 // admit takes a place for a call of method, waiting in the queue when

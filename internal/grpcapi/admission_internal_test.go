@@ -198,3 +198,24 @@ func TestAdmissionWaitAndRefusal(t *testing.T) {
 		t.Errorf("running %d after every call finished", a.running)
 	}
 }
+
+// TestAdmissionQueueFollowsTheDeadline: a queued call with a deadline
+// waits as long as its deadline leaves time for its work, past MaxWait
+// (which bounds calls without one).
+func TestAdmissionQueueFollowsTheDeadline(t *testing.T) {
+	t.Parallel()
+	a := newAdmission(AdmissionLimits{MaxInFlight: 1, MaxQueue: 1, MaxWait: 10 * time.Millisecond}, admissionObserver{}, time.Now)
+	release, err := a.admit(context.Background(), chargeMethod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.AfterFunc(100*time.Millisecond, release)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	next, err := a.admit(ctx, chargeMethod)
+	if err != nil {
+		t.Fatalf("queued with a 5s deadline: %v after %s, want admitted once the place is free", err, time.Since(start))
+	}
+	next()
+}

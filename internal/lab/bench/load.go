@@ -73,8 +73,9 @@ type op func(ctx context.Context, n int) error
 // operation refused RESOURCE_EXHAUSTED (the server's admission control) is
 // counted, and the worker waits the retry delay the refusal suggests,
 // doubled for each refusal in a row before it (up to maxBackoff), ±50%,
-// before its next operation, as a well-behaved client would; any other
-// error ends the run at once and fails it.
+// and then runs the same operation again (the same n: the same references
+// and request ids), as a well-behaved client would; any other error ends
+// the run at once and fails it.
 func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int) op) (loadResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -113,6 +114,11 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 					case <-ctx.Done():
 					case <-time.After(d/2 + rand.N(d)):
 					}
+					// The same operation again, as a client retries: the
+					// same references and request ids, so that a charge
+					// refused after its order was created charges that
+					// order rather than creating another.
+					n--
 					continue
 				}
 				refusedInARow = 0
