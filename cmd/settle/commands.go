@@ -59,6 +59,7 @@ var (
 	serveFlags          = []string{"listen", "json-listen", "console-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls", "routes-file",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
+		"admission-max-inflight", "admission-queue", "admission-max-wait",
 		"auth-failure-rate", "auth-failure-burst", "max-connections", "max-connections-per-address",
 		"max-keyless-connections-per-address", "keyless-grace", "address-prefix-ipv4", "address-prefix-ipv6",
 		"max-concurrent-streams", "max-keyless-streams", "max-keyless-streams-per-address",

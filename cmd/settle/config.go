@@ -20,6 +20,7 @@ import (
 	"github.com/settlepay/settle/internal/gateway/adyen"
 	"github.com/settlepay/settle/internal/gateway/refpsp"
 	"github.com/settlepay/settle/internal/gateway/stripe"
+	"github.com/settlepay/settle/internal/grpcapi"
 	"github.com/settlepay/settle/internal/order"
 	"github.com/settlepay/settle/internal/reconcile"
 )
@@ -66,6 +67,9 @@ type config struct {
 	RateBurst         int
 	MaxInFlight       int
 	MaxWatches        int
+	AdmissionInFlight int
+	AdmissionQueue    int
+	AdmissionMaxWait  time.Duration
 	WatchLifetime     time.Duration
 	AuthFailRate      float64
 	AuthFailBurst     int
@@ -138,6 +142,30 @@ type config struct {
 	AuditMerchants []string
 }
 
+// admissionPerConn is how many calls that write may run per database
+// connection by default: a call holds a connection only while its
+// statements run, and waits for its gateway without one; and concurrent
+// calls share commits (group commit), so that the server's throughput
+// grows with the calls in flight well past the pool's size (settle bench:
+// 256 clients on a pool of 16 carried the most orders per second, 1,024
+// fewer, with a p99 five times as long).
+const admissionPerConn = 16
+
+// admission is the admission limits the settings say.
+func (c *config) admission() grpcapi.AdmissionLimits {
+	if c.AdmissionInFlight < 0 {
+		return grpcapi.AdmissionLimits{}
+	}
+	l := grpcapi.AdmissionLimits{MaxInFlight: c.AdmissionInFlight, MaxQueue: c.AdmissionQueue, MaxWait: c.AdmissionMaxWait}
+	if l.MaxInFlight == 0 {
+		l.MaxInFlight = admissionPerConn * max(c.DBMaxConns, 1)
+	}
+	if l.MaxQueue == 0 {
+		l.MaxQueue = l.MaxInFlight
+	}
+	return l
+}
+
 // option is one setting: its flag, its environment variable, its default.
 type option struct {
 	flag, env, def, usage string
@@ -188,6 +216,9 @@ var options = []option{
 	{"rate-limit", "SETTLE_RATE_LIMIT", "200", "requests per second per API key (0: no limit)", setFloat(func(c *config) *float64 { return &c.RateLimit })},
 	{"rate-burst", "SETTLE_RATE_BURST", "400", "burst of requests per API key", setInt(func(c *config) *int { return &c.RateBurst })},
 	{"max-inflight", "SETTLE_MAX_INFLIGHT", "64", "calls in flight per API key (0: no limit)", setInt(func(c *config) *int { return &c.MaxInFlight })},
+	{"admission-max-inflight", "SETTLE_ADMISSION_MAX_INFLIGHT", "0", "OrderService calls that write (create, charge, refund, capture, void, cancel) running at once across every API key; past it they queue, and past the queue they are refused RESOURCE_EXHAUSTED before doing anything (0: 16 × db-max-conns; -1: no admission control)", setInt(func(c *config) *int { return &c.AdmissionInFlight })},
+	{"admission-queue", "SETTLE_ADMISSION_QUEUE", "0", "calls that may wait for a place past admission-max-inflight, first come first served; one waits only while its deadline leaves time for the expected wait and its own run (0: as many as admission-max-inflight)", setInt(func(c *config) *int { return &c.AdmissionQueue })},
+	{"admission-max-wait", "SETTLE_ADMISSION_MAX_WAIT", "1s", "longest wait in the admission queue of a call without a deadline", setDuration(func(c *config) *time.Duration { return &c.AdmissionMaxWait })},
 	{"max-watches", "SETTLE_MAX_WATCHES", "100", "WatchOrder streams open at once per API key (0: no limit); they do not count against max-inflight", setInt(func(c *config) *int { return &c.MaxWatches })},
 	{"watch-lifetime", "SETTLE_WATCH_LIFETIME", "10m", "a WatchOrder stream ends (status OK) after this long even if its order is not terminal; the client watches again", setDuration(func(c *config) *time.Duration { return &c.WatchLifetime })},
 	{"auth-failure-rate", "SETTLE_AUTH_FAILURE_RATE", "5", "calls with a missing or wrong API key per second per client address; past it (and the burst) they are RESOURCE_EXHAUSTED", setFloat(func(c *config) *float64 { return &c.AuthFailRate })},
@@ -419,6 +450,9 @@ func (c *config) validate() error {
 	check(c.RateBurst >= 1, "rate-burst must be at least 1")
 	check(c.MaxInFlight >= 0, "max-inflight must not be negative")
 	check(c.MaxWatches >= 0, "max-watches must not be negative")
+	check(c.AdmissionInFlight >= -1, "admission-max-inflight must be -1 (off), 0 (16 × db-max-conns) or more")
+	check(c.AdmissionQueue >= 0, "admission-queue must not be negative (0: as many as admission-max-inflight)")
+	check(c.AdmissionMaxWait > 0, "admission-max-wait must be positive")
 	check(c.WatchLifetime > 0, "watch-lifetime must be positive")
 	check(c.AuthFailRate > 0, "auth-failure-rate must be positive")
 	check(c.AuthFailBurst >= 1, "auth-failure-burst must be at least 1")

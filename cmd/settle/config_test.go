@@ -149,3 +149,33 @@ func TestRoutesFile(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionDefaults: admission control's places follow the database
+// pool unless set, its queue the places, and -1 turns it off.
+func TestAdmissionDefaults(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		env                 map[string]string
+		wantInFlight, wantQ int
+	}{
+		{map[string]string{}, 16 * 16, 16 * 16},
+		{map[string]string{"SETTLE_DB_MAX_CONNS": "4"}, 64, 64},
+		{map[string]string{"SETTLE_ADMISSION_MAX_INFLIGHT": "10", "SETTLE_ADMISSION_QUEUE": "3"}, 10, 3},
+		{map[string]string{"SETTLE_ADMISSION_MAX_INFLIGHT": "-1"}, 0, 0},
+	} {
+		tc.env["DATABASE_URL"] = "postgres:///x"
+		cfg, _, err := parse("serve", nil, func(k string) string { return tc.env[k] }, io.Discard, commandOptions["serve"]...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := cfg.admission(); l.MaxInFlight != tc.wantInFlight || l.MaxQueue != tc.wantQ {
+			t.Errorf("%v: admission %+v, want %d in flight and %d queued", tc.env, l, tc.wantInFlight, tc.wantQ)
+		}
+	}
+	_, _, err := parse("serve", nil, func(k string) string {
+		return map[string]string{"DATABASE_URL": "postgres:///x", "SETTLE_ADMISSION_MAX_INFLIGHT": "-2"}[k]
+	}, io.Discard, commandOptions["serve"]...)
+	if err == nil || !strings.Contains(err.Error(), "admission-max-inflight") {
+		t.Errorf("admission-max-inflight -2: %v, want refused naming the setting", err)
+	}
+}

@@ -61,6 +61,10 @@ func TestMetricsMoveWithCharges(t *testing.T) {
 		`grpc_server_handled_total{grpc_code="OK",grpc_method="ChargeOrder",grpc_service="settle.v1.OrderService",grpc_type="unary"} 2`,
 		`settle_gateway_call_seconds_count{gateway="refpsp",op="charge"} 2`,
 		`settle_db_pool_max_connections`,
+		// serve admits its calls that write (admission control is on
+		// by default).
+		`settle_admission_admitted_total{grpc_method="/settle.v1.OrderService/ChargeOrder"} 2`,
+		`settle_admission_wait_seconds_count 4`,
 	}
 	// Go's profiler is served only when asked for (--pprof).
 	if resp, err := http.Get("http://" + metricsAddr + "/debug/pprof/"); err != nil {

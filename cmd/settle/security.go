@@ -24,7 +24,8 @@ import (
 // --no-api-keys and a loopback address.
 func (c *config) serverOptions() (grpcapi.Options, error) {
 	opts := grpcapi.Options{
-		Limits: grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight, Watches: c.MaxWatches},
+		Limits:    grpcapi.Limits{RatePerSecond: c.RateLimit, Burst: c.RateBurst, InFlight: c.MaxInFlight, Watches: c.MaxWatches},
+		Admission: c.admission(),
 		Conn: grpcapi.ConnLimits{
 			MaxConnections:                  c.MaxConns,
 			MaxConnectionsPerAddress:        c.MaxConnsPerAddr,

@@ -58,6 +58,9 @@ type Options struct {
 	Keys []Key
 	// Limits bound each API key's calls.
 	Limits Limits
+	// Admission bounds the calls that write, across every key, by the
+	// server's capacity (see AdmissionLimits); zero is no bound.
+	Admission AdmissionLimits
 	// Conn bounds connections and streams before any key is checked.
 	Conn ConnLimits
 	// AuthFailures bound and sample failed authentication per peer.
@@ -115,13 +118,24 @@ func NewServer(svc *order.Service, store Store, checker Checker, log *slog.Logge
 	authn := &authenticator{keys: opts.Keys, fails: fails, addressing: conns.addressing,
 		keyless: newKeylessStreams(conn.MaxKeylessStreams, conn.MaxKeylessStreamsPerAddress)}
 	limit := &limiter{limits: opts.Limits, keys: map[string]*keyLimit{}}
+	var observe admissionObserver
+	if opts.Metrics != nil {
+		observe = admissionObserver{admitted: opts.Metrics.Admitted, refused: opts.Metrics.AdmissionRefused}
+	}
 	// Calls are logged after authentication: a call refused for its key is
 	// counted and logged by authFailures, a line per peer and interval, so
 	// that a flood of keyless calls cannot flood the log. Health checks and
 	// reflection are not logged.
 	logged := selector.MatchFunc(func(_ context.Context, c interceptors.CallMeta) bool { return !open(c.FullMethod()) })
-	unary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recoverer), authn.unary(limit),
-		selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), logged), idempotencyKey}
+	unary := []grpc.UnaryServerInterceptor{recovery.UnaryServerInterceptor(recoverer), authn.unary(limit)}
+	// Admission comes after the key's own limits, so that one merchant's
+	// flood is refused by its key's limits before it takes the server's
+	// places, and before the log: a refusal is counted, never logged, so
+	// that an overload does not flood the log too.
+	if opts.Admission.MaxInFlight > 0 {
+		unary = append(unary, newAdmission(opts.Admission, observe, time.Now).unary)
+	}
+	unary = append(unary, selector.UnaryServerInterceptor(logging.UnaryServerInterceptor(logger, logOpts...), logged), idempotencyKey)
 	stream := []grpc.StreamServerInterceptor{recovery.StreamServerInterceptor(recoverer), authn.stream(limit),
 		selector.StreamServerInterceptor(logging.StreamServerInterceptor(logger, logOpts...), logged)}
 	if opts.Metrics != nil {

@@ -47,6 +47,9 @@ type Metrics struct {
 	breakerOpenings *prometheus.CounterVec
 	auditFindings   *prometheus.CounterVec
 	auditRuns       *prometheus.CounterVec
+	admitted        *prometheus.CounterVec
+	admissionWait   prometheus.Histogram
+	admissionRefuse *prometheus.CounterVec
 }
 
 // NewMetrics returns the metrics, registered with the Go and process
@@ -116,8 +119,18 @@ func NewMetrics() *Metrics {
 		auditRuns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "settle_audit_runs_total", Help: "Audit runs finished, by gateway account and result: clean, findings, or not_covered (the gateway offers no listing).",
 		}, []string{"gateway", "result"}),
+		admitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_admission_admitted_total", Help: "Calls under admission control (OrderService's calls that write) admitted to run, by method.",
+		}, []string{"grpc_method"}),
+		admissionWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "settle_admission_wait_seconds", Help: "Time admitted calls waited in the admission queue for a place (0 when one was free).",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+		}),
+		admissionRefuse: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "settle_admission_refused_total", Help: "Calls refused RESOURCE_EXHAUSTED by admission control before doing anything, by method and reason: queue_full (every place taken and the queue full), deadline (the deadline leaves less than the expected wait and duration) or waited (the call queued until its deadline left no time to run).",
+		}, []string{"grpc_method", "reason"}),
 	}
-	m.Registry.MustRegister(m.auditFindings, m.auditRuns, m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.connsClosed, m.malformed,
+	m.Registry.MustRegister(m.admitted, m.admissionWait, m.admissionRefuse, m.auditFindings, m.auditRuns, m.GRPC, m.gatewayCalls, m.gatewaySeconds, m.reconcileChecks, m.authFailures, m.connsClosed, m.malformed,
 		m.gatewayEvents, m.reviewItems, m.eventToSettled, m.breakerState, m.breakerOpenings,
 		m.deliveries, m.deliveryLatency, m.dbFsync, m.dbSyncCommit, m.dbWaitsStandby, m.dbStandbys,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -174,6 +187,19 @@ func (m *Metrics) BreakerState(gateway string, state order.BreakerState) {
 // EventSettled observes how long after a gateway event made it due an
 // order was settled.
 func (m *Metrics) EventSettled(d time.Duration) { m.eventToSettled.Observe(d.Seconds()) }
+
+// Admitted counts one call of method admitted by admission control after
+// waiting waited.
+func (m *Metrics) Admitted(method string, waited time.Duration) {
+	m.admitted.WithLabelValues(method).Inc()
+	m.admissionWait.Observe(waited.Seconds())
+}
+
+// AdmissionRefused counts one call of method refused by admission
+// control, by reason.
+func (m *Metrics) AdmissionRefused(method, reason string) {
+	m.admissionRefuse.WithLabelValues(method, reason).Inc()
+}
 
 // AuthFailure counts one call refused for its API key: result is
 // "rejected" or "limited".

@@ -343,8 +343,8 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		fr.ServerCPUCores, nr.ServerCPUCores = 0, 0 // the server idles meanwhile: not its cost
 		fr.ServerCPUPerOpUs, nr.ServerCPUPerOpUs = 0, 0
 		floor, naive, transport, settle = append(floor, fr), append(naive, nr), append(transport, tr), append(settle, sr)
-		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms), other load %.2f cores\n",
-			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.OtherCPUCores)
+		fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: floor %.0f/s, naive %.0f/s, health checks %.0f/s, settle %.0f/s (p50 %.2fms, p99 %.2fms; refused %.0f/s), other load %.2f cores\n",
+			c, r+1, b.cfg.Runs, fr.PerSecond, nr.PerSecond, tr.PerSecond, sr.PerSecond, sr.P50Ms, sr.P99Ms, sr.RefusedPerSecond, sr.OtherCPUCores)
 		if cold {
 			if err := coldRun(r, "orders", orderOp, &coldOrders); err != nil {
 				return p, err
@@ -460,10 +460,19 @@ type work struct {
 	// roundTrips per op, when the client knows them; zero means "count
 	// the statements PostgreSQL ran".
 	roundTrips int
+	// refused counts operations the server refused for overload.
+	refused int
 }
 
+// maxPgbenchClients bounds the SQL floors' pgbench clients: each holds a
+// connection of the throwaway PostgreSQL (max_connections 300, which the
+// server's pool and the bench's own share). Past it, at the overload
+// points (256 clients and more), the floor is the floor at this many:
+// PostgreSQL itself would refuse more connections.
+const maxPgbenchClients = 256
+
 func (b *benchmark) pgbenchWork(ctx context.Context, script string, c int) (work, error) {
-	res, err := b.pg.run(ctx, script, c, b.cfg.Duration, 0)
+	res, err := b.pg.run(ctx, script, min(c, maxPgbenchClients), b.cfg.Duration, 0)
 	if err != nil {
 		return work{}, err
 	}
@@ -478,7 +487,7 @@ func loadWork(res loadResult, err error) (work, error) {
 	if err != nil {
 		return work{}, err
 	}
-	return work{ops: res.ops, perSecond: float64(res.ops) / res.elapsed.Seconds(), latencies: res.latencies}, nil
+	return work{ops: res.ops, perSecond: float64(res.ops) / res.elapsed.Seconds(), latencies: res.latencies, refused: res.refused}, nil
 }
 
 // measure runs fn between two readings of the counters: commits, round
@@ -543,6 +552,8 @@ func (b *benchmark) measure(ctx context.Context, srv *serverProc, checkpoint boo
 		Ops:              w.ops,
 		Seconds:          round(secs, 3),
 		PerSecond:        round(w.perSecond, 1),
+		Refused:          w.refused,
+		RefusedPerSecond: round(float64(w.refused)/secs, 1),
 		CommitsPerOp:     round(float64(after.xid-before.xid)/ops, 3),
 		RoundTripsPerOp:  -1,
 		StatementsPerOp:  -1,

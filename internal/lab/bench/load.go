@@ -3,12 +3,16 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	settlev1 "github.com/settlepay/settle/gen/settle/v1"
 )
@@ -26,6 +30,37 @@ type loadResult struct {
 	// (the last may hold those answered after d), so that a slow start
 	// shows.
 	answered []int
+	// refused counts the operations refused RESOURCE_EXHAUSTED by the
+	// server's admission control: they are neither ops nor latencies.
+	refused int
+}
+
+// defaultPushback is the wait after a refusal that suggests none.
+const defaultPushback = 20 * time.Millisecond
+
+// maxBackoff caps a worker's wait after refusals in a row.
+const maxBackoff = 2 * time.Second
+
+// backoff is the wait after a refusal suggesting pushback that follows
+// n refusals in a row: the pushback, doubled for each of them, up to
+// maxBackoff (and never below the pushback).
+func backoff(pushback time.Duration, n int) time.Duration {
+	return max(pushback, min(maxBackoff, pushback<<min(n, 10)))
+}
+
+// refusal reports whether err is the server's refusal of an overload
+// (RESOURCE_EXHAUSTED), and the retry delay it suggests.
+func refusal(err error) (time.Duration, bool) {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.ResourceExhausted {
+		return 0, false
+	}
+	for _, d := range st.Details() {
+		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
+			return ri.GetRetryDelay().AsDuration(), true
+		}
+	}
+	return defaultPushback, true
 }
 
 // op is one operation of a worker: n counts the worker's operations.
@@ -34,8 +69,13 @@ type op func(ctx context.Context, n int) error
 // runLoad runs c workers in a closed loop (each starts its next operation
 // when the last has answered) for d, and times each operation. newOp makes
 // each worker's operation, so that a worker can reuse its own buffers. The
-// run ends when the last operation started before d has answered; any
-// error ends it at once and fails it.
+// run ends when the last operation started before d has answered. An
+// operation refused RESOURCE_EXHAUSTED (the server's admission control) is
+// counted, and the worker waits the retry delay the refusal suggests,
+// doubled for each refusal in a row before it (up to maxBackoff), ±50%,
+// and then runs the same operation again (the same n: the same references
+// and request ids), as a well-behaved client would; any other error ends
+// the run at once and fails it.
 func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int) op) (loadResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -43,6 +83,7 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 		wg   sync.WaitGroup
 		lats = make([][]time.Duration, c)
 		secs = make([][]int, c)
+		refs = make([]int, c)
 		ops  = make([]op, c)
 	)
 	for w := range c {
@@ -56,6 +97,7 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 			defer wg.Done()
 			lat := make([]time.Duration, 0, 4096)
 			answered := make([]int, int(d/time.Second)+1)
+			refusedInARow := 0
 			for n := 0; ctx.Err() == nil; n++ {
 				t0 := time.Now()
 				if !t0.Before(stop) {
@@ -64,6 +106,22 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 				cctx, ccancel := context.WithTimeout(ctx, callTimeout)
 				err := ops[w](cctx, n)
 				ccancel()
+				if d, ok := refusal(err); ok {
+					refs[w]++
+					d = backoff(d, refusedInARow)
+					refusedInARow++
+					select {
+					case <-ctx.Done():
+					case <-time.After(d/2 + rand.N(d)):
+					}
+					// The same operation again, as a client retries: the
+					// same references and request ids, so that a charge
+					// refused after its order was created charges that
+					// order rather than creating another.
+					n--
+					continue
+				}
+				refusedInARow = 0
 				if err != nil {
 					cancel(fmt.Errorf("worker %d: %w", w, err))
 					break
@@ -83,6 +141,7 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 	res.answered = make([]int, int(d/time.Second)+1)
 	for w, l := range lats {
 		res.ops += len(l)
+		res.refused += refs[w]
 		res.latencies = append(res.latencies, l...)
 		for i, n := range secs[w] {
 			res.answered[i] += n
