@@ -53,7 +53,10 @@ func TestMetricsMoveWithCharges(t *testing.T) {
 	want := []string{
 		`settle_gateway_calls_total{gateway="refpsp",op="charge",outcome="succeeded"} 1`,
 		`settle_gateway_calls_total{gateway="refpsp",op="charge",outcome="unknown"} 1`,
-		`settle_gateway_calls_total{gateway="refpsp",op="lookup",outcome="succeeded"} 1`,
+		// At least one lookup: the reconciler can lease the timed-out
+		// order the moment its claim's lease ends, before the call's own
+		// settle moves it on, and lose that race; it then looks again.
+		`settle_gateway_calls_total{gateway="refpsp",op="lookup",outcome="succeeded"} `,
 		`settle_reconcile_checks_total{result="succeed"} 1`,
 		`settle_orders{state="PAID"} 2`,
 		`settle_orders{state="CHARGING"} 0`,
