@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -114,4 +115,9 @@ func (s *Store) CreateClaimedMany(ctx context.Context, os []order.Order, cs []or
 		got[i], isNew[i] = c.order, c.created
 	}
 	return got, isNew, nil
+}
+
+// AnalyzeGrown is one round of KeepStatistics.
+func (s *Store) AnalyzeGrown(ctx context.Context) error {
+	return s.analyzeGrown(ctx, slog.New(slog.DiscardHandler))
 }
