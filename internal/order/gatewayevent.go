@@ -42,6 +42,12 @@ type GatewayEvent struct {
 	// the gateway's reason), or "" when the event is only a hint.
 	Outcome     Outcome
 	DeclineCode string
+	// FailedLater says the decline is of an operation the gateway had
+	// accepted, or reported done (Adyen's CAPTURE_FAILED, REFUND_FAILED):
+	// about an attempt whose order is still in flight, it raises a
+	// capture_failed item at once, since the call in flight may yet
+	// settle the order paid on the capture the gateway received.
+	FailedLater bool
 	// Amount is the amount the event reports, when it reports one.
 	Amount Money
 	// OccurredAt is when the gateway says it happened; zero if it did not.

@@ -64,7 +64,7 @@ func (s *Store) RecordGatewayEvent(ctx context.Context, ev order.GatewayEvent) (
 			"gateway": ev.Gateway, "event_id": ev.ID, "event_type": ev.Type, "object_id": ev.ObjectID,
 			"charge_id": ev.ChargeID, "succeeded": ev.Succeeded, "outcome": string(ev.Outcome),
 			"decline_code": ev.DeclineCode, "amount_minor": ev.Amount.AmountMinor, "currency": ev.Amount.Currency,
-			"occurred_at": occurredAt,
+			"occurred_at": occurredAt, "failed_later": ev.FailedLater,
 		})
 		return err
 	})

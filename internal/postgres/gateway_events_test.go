@@ -197,9 +197,10 @@ func testGatewayEventsWakeOperations(t *testing.T, db storeDB) {
 // that took the order's money (the attempt that paid an AUTOMATIC order,
 // or a succeeded capture of a MANUAL one) moves nothing and raises one
 // capture_failed review item for the attempt, however often it is
-// reported. A decline of an attempt in flight only wakes its order, and a
-// success reported for the attempt an order holds authorized is no
-// possible double charge.
+// reported. A decline of an attempt in flight only wakes its order, unless
+// it is of a capture the gateway had accepted (GatewayEvent.FailedLater),
+// which raises the item too; a success reported for the attempt an order
+// holds authorized is no possible double charge.
 func testGatewayEventsCaptureFailed(t *testing.T, db storeDB) {
 	ctx := context.Background()
 	pool := db.pool(t)
@@ -230,6 +231,27 @@ func testGatewayEventsCaptureFailed(t *testing.T, db storeDB) {
 		AttemptID: inFlight, Outcome: order.OutcomeDeclined, DeclineCode: "Refused"}, order.EventWoken)
 	if n := reviewItems(t, pool, "capture_failed", inFlight); n != 0 {
 		t.Errorf("%d capture_failed items for an attempt in flight, want 0", n)
+	}
+
+	// A capture the gateway accepted and then failed, reported before the
+	// call in flight settles its order PAID on the accepted capture
+	// (Adyen's CAPTURE_FAILED of an automatic order): the item is raised
+	// at once, the order is woken, and the settle that follows still
+	// leaves it for a person.
+	early, earlyAtt := chargingOrder(t, s, "capture-failed-early")
+	record(t, s, order.GatewayEvent{Gateway: "adyen", ID: "cf-early", Type: "CAPTURE_FAILED", ObjectID: "PSPE",
+		AttemptID: earlyAtt, Outcome: order.OutcomeDeclined, DeclineCode: "Capture failed", FailedLater: true},
+		order.EventReviewCaptureFailed)
+	if !due(t, pool, "orders", early.MerchantID, early.ID) {
+		t.Error("order in flight not woken by the failure of its capture")
+	}
+	if got, ok, err := s.Settle(ctx, order.Settlement{MerchantID: early.MerchantID, OrderID: early.ID,
+		AttemptID: earlyAtt, Result: order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "PSPE"},
+		Event: order.EventSucceed, To: order.StatePaid, Actor: "test"}); err != nil || !ok || got.State != order.StatePaid {
+		t.Fatalf("the call's settle: %+v %v, %v", got, ok, err)
+	}
+	if n := reviewItems(t, pool, "capture_failed", earlyAtt); n != 1 {
+		t.Errorf("%d capture_failed items for the attempt whose capture failed before its settle, want 1", n)
 	}
 
 	// A MANUAL order: its authorization's own success is held, not a

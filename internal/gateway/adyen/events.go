@@ -215,7 +215,7 @@ func (g *Gateway) event(it *notificationItem, about order.EventAbout) order.Gate
 		e.Outcome = order.OutcomeSucceeded
 		e.Succeeded = it.EventCode == EventAuthorisation || it.EventCode == EventCapture
 	default:
-		e.Outcome = order.OutcomeDeclined
+		e.Outcome, e.FailedLater = order.OutcomeDeclined, failed
 		e.DeclineCode = declineCode(it.Reason)
 		if e.DeclineCode == "" || e.DeclineCode == "null" {
 			e.DeclineCode = declineCode(it.EventCode)

@@ -71,7 +71,7 @@ func TestReceiveEvents(t *testing.T) {
 			ChargeID: testPSP, Succeeded: true, Outcome: order.OutcomeSucceeded, Amount: order.Money{Currency: "ISK", AmountMinor: 990}},
 		{Gateway: "adyen", ID: "REFUND_FAILED:RF00000000000001:true", Type: EventRefundFailed, ObjectID: "RF00000000000001",
 			AttemptID: "refund-1", ChargeID: testPSP, About: order.EventAboutRefund, Outcome: order.OutcomeDeclined,
-			DeclineCode: "refund_failed", Amount: order.Money{Currency: "ISK", AmountMinor: 50}},
+			DeclineCode: "refund_failed", FailedLater: true, Amount: order.Money{Currency: "ISK", AmountMinor: 50}},
 	}
 	for i := range want {
 		if !evs[i].OccurredAt.Equal(at) {

@@ -18,7 +18,13 @@
 --                   possible second charge, raised as a review item.
 --   capture_failed  the event reports a decline of the operation that took
 --                   the order's money (the attempt that paid it, or a
---                   succeeded capture): raised as a review item.
+--                   succeeded capture): raised as a review item. So too a
+--                   failure the gateway reports after it accepted the
+--                   capture of the attempt of an order still in flight
+--                   (@failed_later: Adyen's CAPTURE_FAILED, which can be
+--                   recorded before the call's own settle makes the order
+--                   PAID on the capture Adyen received); the order is
+--                   woken as well.
 --   refund_failed   the event reports a decline of a succeeded refund
 --                   (Adyen's REFUND_FAILED after its REFUND): the money did
 --                   not go back after all; raised as a review item.
@@ -70,6 +76,8 @@ WITH target AS (
 ), verdict AS (
 	SELECT ord.id, ord.current_attempt, CASE
 		WHEN ord.id IS NULL THEN 'unknown_object'
+		WHEN @about = '' AND @failed_later::bool AND ord.current_attempt = @matched_id::uuid
+			AND ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW') THEN 'capture_failed'
 		WHEN @about = '' AND ord.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW')
 			AND ord.current_attempt = @matched_id::uuid THEN 'woken'
 		WHEN @about = '' AND ord.state = 'AUTHORIZED' AND ord.current_attempt = @matched_id::uuid
@@ -97,7 +105,7 @@ WITH target AS (
 	UPDATE orders o SET reconcile_at = least(o.reconcile_at, now()),
 		capture_before = CASE WHEN o.state = 'AUTHORIZED' THEN least(o.capture_before, now()) ELSE o.capture_before END
 	FROM ins
-	WHERE ins.result = 'woken' AND @about = '' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
+	WHERE ins.result IN ('woken', 'capture_failed') AND @about = '' AND o.id = ins.order_id AND o.merchant_id = ins.merchant_id
 		AND o.state IN ('CHARGING', 'REQUIRES_ACTION', 'NEEDS_REVIEW', 'AUTHORIZED') AND o.current_attempt = ins.attempt_id
 	RETURNING o.id
 ), due_capture AS (

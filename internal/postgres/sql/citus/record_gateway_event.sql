@@ -4,4 +4,5 @@
 -- (function call delegation; migration 00016 says why).
 SELECT r.result, r.order_id, r.attempt_id, r.woken, r.raised
 FROM settle_record_gateway_event(@merchant_id, @matched_id::uuid, @about, @reference, @gateway, @event_id,
-	@event_type, @object_id, @charge_id, @succeeded, @outcome, @decline_code, @amount_minor, @currency, @occurred_at) r;
+	@event_type, @object_id, @charge_id, @succeeded, @outcome, @decline_code, @amount_minor, @currency, @occurred_at,
+	@failed_later) r;
