@@ -54,8 +54,12 @@ const (
 )
 
 // minPushback is the least retry delay a refusal suggests: retrying
-// sooner only spends the server's time on refusals.
-const minPushback = 20 * time.Millisecond
+// sooner only spends the server's time on refusals. maxPushback is the
+// most.
+const (
+	minPushback = 20 * time.Millisecond
+	maxPushback = 10 * time.Second
+)
 
 // ewmaWeight is the weight of the newest call in the moving averages of
 // the calls' durations: about the last ten calls count.
@@ -97,6 +101,11 @@ type admission struct {
 	// second how long a call of the method will hold one.
 	took     movingAverage
 	byMethod map[string]*movingAverage
+	// retryAt is the latest retry time a refusal has suggested: each
+	// refused call is given its own later time, places' worth of calls
+	// apart, so that the refused come back as places free up rather than
+	// all at once to be refused again.
+	retryAt time.Time
 }
 
 // admissionWaiter is a call waiting in the queue. ready is closed when a
@@ -164,20 +173,30 @@ func (a *admission) expectedWaitLocked(n int) time.Duration {
 	return time.Duration(int64(n+1) * int64(a.took.get()) / int64(a.limits.MaxInFlight))
 }
 
-// pushbackLocked is the retry delay a refusal suggests: the time the
-// queue, as it stands, takes to drain.
-func (a *admission) pushbackLocked() time.Duration {
-	return max(minPushback, a.expectedWaitLocked(len(a.queue)))
+// pushbackLocked is the retry delay a refusal at now suggests: the time
+// the queue, as it stands, takes to drain, or, when calls refused before
+// were told to come back later than that, the time a place frees up after
+// theirs.
+func (a *admission) pushbackLocked(now time.Time) time.Duration {
+	at := now.Add(max(minPushback, a.expectedWaitLocked(len(a.queue))))
+	if next := a.retryAt.Add(a.expectedWaitLocked(0)); next.After(at) {
+		at = next
+	}
+	if limit := now.Add(maxPushback); at.After(limit) {
+		at = limit
+	}
+	a.retryAt = at
+	return at.Sub(now)
 }
 
 // decide admits, queues or refuses a call of method arriving now, whose
 // deadline is left (ok false: none).
-func (a *admission) decide(method string, left time.Duration, ok bool) decision {
+func (a *admission) decide(method string, now time.Time, left time.Duration, ok bool) decision {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	own := a.byMethod[method].get()
 	refuse := func(reason string, need time.Duration) decision {
-		return decision{r: &refusal{reason: reason, pushback: a.pushbackLocked(), running: a.running, queued: len(a.queue), need: need}}
+		return decision{r: &refusal{reason: reason, pushback: a.pushbackLocked(now), running: a.running, queued: len(a.queue), need: need}}
 	}
 	if a.running < a.limits.MaxInFlight && len(a.queue) == 0 {
 		if ok && left < own {
@@ -257,7 +276,7 @@ func (a *admission) admit(ctx context.Context, method string) (func(), error) {
 	if d, has := ctx.Deadline(); has {
 		left, ok = d.Sub(start), true
 	}
-	dec := a.decide(method, left, ok)
+	dec := a.decide(method, start, left, ok)
 	if dec.r != nil {
 		a.observe.refused(method, dec.r.reason)
 		return nil, dec.r.status(ctx, 0)
@@ -270,7 +289,7 @@ func (a *admission) admit(ctx context.Context, method string) (func(), error) {
 		case <-t.C:
 			if !a.leave(dec.w) {
 				a.mu.Lock()
-				r := &refusal{reason: RefusedWaited, pushback: a.pushbackLocked(), running: a.running, queued: len(a.queue)}
+				r := &refusal{reason: RefusedWaited, pushback: a.pushbackLocked(a.now()), running: a.running, queued: len(a.queue)}
 				a.mu.Unlock()
 				a.observe.refused(method, r.reason)
 				return nil, r.status(ctx, a.now().Sub(start))
@@ -294,13 +313,13 @@ func (r *refusal) status(ctx context.Context, waited time.Duration) error {
 	var msg string
 	switch r.reason {
 	case RefusedQueueFull:
-		msg = fmt.Sprintf("the server is at capacity (%d calls running, %d waiting); nothing was done: retry after %dms with the same request_id",
+		msg = fmt.Sprintf("the server is at capacity (%d calls running, %d waiting); nothing was done: retry the same request after %dms",
 			r.running, r.queued, r.pushback.Milliseconds())
 	case RefusedDeadline:
-		msg = fmt.Sprintf("the call's deadline leaves less than the %dms it would take to wait for a place and run (%d calls running, %d waiting); nothing was done: retry after %dms with the same request_id, or with a longer deadline",
+		msg = fmt.Sprintf("the call's deadline leaves less than the %dms it would take to wait for a place and run (%d calls running, %d waiting); nothing was done: retry the same request after %dms, or with a longer deadline",
 			r.need.Milliseconds(), r.running, r.queued, r.pushback.Milliseconds())
 	default:
-		msg = fmt.Sprintf("the call waited %dms for a place and its deadline no longer leaves time to run it; nothing was done: retry after %dms with the same request_id",
+		msg = fmt.Sprintf("the call waited %dms for a place and its deadline no longer leaves time to run it; nothing was done: retry the same request after %dms",
 			waited.Milliseconds(), r.pushback.Milliseconds())
 	}
 	_ = grpc.SetTrailer(ctx, metadata.Pairs("grpc-retry-pushback-ms", strconv.FormatInt(r.pushback.Milliseconds(), 10)))

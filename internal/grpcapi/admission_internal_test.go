@@ -25,10 +25,11 @@ var (
 func TestAdmissionDecisions(t *testing.T) {
 	t.Parallel()
 	a := newAdmission(AdmissionLimits{MaxInFlight: 2, MaxQueue: 2}, admissionObserver{}, time.Now)
+	now := time.Now()
 
 	// Nothing known yet: any deadline will do while places are free.
 	for i := range 2 {
-		if d := a.decide(chargeMethod, time.Millisecond, true); d.w != nil || d.r != nil {
+		if d := a.decide(chargeMethod, now, time.Millisecond, true); d.w != nil || d.r != nil {
 			t.Fatalf("call %d: want a place at once, got %+v", i, d)
 		}
 	}
@@ -38,33 +39,44 @@ func TestAdmissionDecisions(t *testing.T) {
 		a.done(chargeMethod, 100*time.Millisecond, true)
 	}
 	for range 2 {
-		if d := a.decide(chargeMethod, time.Second, true); d.w != nil || d.r != nil {
+		if d := a.decide(chargeMethod, now, time.Second, true); d.w != nil || d.r != nil {
 			t.Fatalf("want a place at once, got %+v", d)
 		}
 	}
 	// Full: the head of the queue waits 50ms and runs 100ms.
-	if d := a.decide(chargeMethod, 149*time.Millisecond, true); d.r == nil || d.r.reason != RefusedDeadline || d.r.need != 150*time.Millisecond {
+	if d := a.decide(chargeMethod, now, 149*time.Millisecond, true); d.r == nil || d.r.reason != RefusedDeadline || d.r.need != 150*time.Millisecond {
 		t.Fatalf("deadline 149ms at the head of the queue: want refused for its deadline, needing 150ms, got %+v", d.r)
 	}
-	first := a.decide(chargeMethod, 150*time.Millisecond, true)
+	first := a.decide(chargeMethod, now, 150*time.Millisecond, true)
 	if first.w == nil {
 		t.Fatalf("deadline 150ms: want queued, got %+v", first.r)
 	}
 	// Second in the queue: 100ms of waiting and 100ms of work.
-	if d := a.decide(chargeMethod, 199*time.Millisecond, true); d.r == nil || d.r.reason != RefusedDeadline {
+	if d := a.decide(chargeMethod, now, 199*time.Millisecond, true); d.r == nil || d.r.reason != RefusedDeadline {
 		t.Fatalf("deadline 199ms second in the queue: want refused for its deadline, got %+v", d.r)
 	}
 	// A call without a deadline waits (up to MaxWait).
-	second := a.decide(chargeMethod, 0, false)
+	second := a.decide(chargeMethod, now, 0, false)
 	if second.w == nil {
 		t.Fatalf("no deadline: want queued, got %+v", second.r)
 	}
-	d := a.decide(chargeMethod, time.Hour, true)
+	d := a.decide(chargeMethod, now, time.Hour, true)
 	if d.r == nil || d.r.reason != RefusedQueueFull {
 		t.Fatalf("queue full: want refused queue_full, got %+v", d)
 	}
 	if d.r.pushback != 150*time.Millisecond {
 		t.Errorf("pushback: got %s, want the queue's drain time, 150ms", d.r.pushback)
+	}
+	// The next refused are told to come back a place's time (50ms) after
+	// the one before them, not all at once; once those times have passed,
+	// the queue's drain time again.
+	for i, want := range []time.Duration{200 * time.Millisecond, 250 * time.Millisecond} {
+		if d := a.decide(chargeMethod, now, time.Hour, true); d.r == nil || d.r.pushback != want {
+			t.Errorf("refusal %d after the first: %+v, want pushback %s", i+1, d.r, want)
+		}
+	}
+	if d := a.decide(chargeMethod, now.Add(time.Second), time.Hour, true); d.r == nil || d.r.pushback != 150*time.Millisecond {
+		t.Errorf("refusal once the suggested times passed: %+v, want pushback 150ms", d.r)
 	}
 	// A freed place goes to the first in the queue, and only to it.
 	a.done(chargeMethod, 100*time.Millisecond, true)
@@ -95,12 +107,13 @@ func TestAdmissionDecisions(t *testing.T) {
 func TestAdmissionDeadlineOnIdleServer(t *testing.T) {
 	t.Parallel()
 	a := newAdmission(AdmissionLimits{MaxInFlight: 4, MaxQueue: 4}, admissionObserver{}, time.Now)
+	now := time.Now()
 	a.running++
 	a.done(chargeMethod, 200*time.Millisecond, true)
-	if d := a.decide(chargeMethod, 100*time.Millisecond, true); d.r == nil || d.r.reason != RefusedDeadline {
+	if d := a.decide(chargeMethod, now, 100*time.Millisecond, true); d.r == nil || d.r.reason != RefusedDeadline {
 		t.Fatalf("charge with 100ms left after 200ms charges: want refused, got %+v", d)
 	}
-	if d := a.decide(createMethod, 100*time.Millisecond, true); d.r != nil || d.w != nil {
+	if d := a.decide(createMethod, now, 100*time.Millisecond, true); d.r != nil || d.w != nil {
 		t.Fatalf("create with 100ms left: want a place at once, got %+v", d)
 	}
 }

@@ -41,26 +41,33 @@ const defaultPushback = 20 * time.Millisecond
 // maxBackoff caps a worker's wait after refusals in a row.
 const maxBackoff = 2 * time.Second
 
-// backoff is the wait after a refusal suggesting pushback that follows
-// n refusals in a row: the pushback, doubled for each of them, up to
-// maxBackoff (and never below the pushback).
-func backoff(pushback time.Duration, n int) time.Duration {
+// backoff is the wait after a refusal that follows n refusals in a row.
+// A refusal that says when to retry (hinted) is taken at its word, as
+// gRPC's retry policy takes grpc-retry-pushback-ms: the server knows how
+// fast its queue drains, and a client that waits longer leaves it idle.
+// One without a hint waits defaultPushback, doubled for each refusal
+// before it, up to maxBackoff.
+func backoff(pushback time.Duration, hinted bool, n int) time.Duration {
+	if hinted {
+		return pushback
+	}
 	return max(pushback, min(maxBackoff, pushback<<min(n, 10)))
 }
 
 // refusal reports whether err is the server's refusal of an overload
-// (RESOURCE_EXHAUSTED), and the retry delay it suggests.
-func refusal(err error) (time.Duration, bool) {
-	st, ok := status.FromError(err)
-	if !ok || st.Code() != codes.ResourceExhausted {
-		return 0, false
+// (RESOURCE_EXHAUSTED), the retry delay it suggests (defaultPushback when
+// it suggests none), and whether it suggested one.
+func refusal(err error) (pushback time.Duration, hinted, ok bool) {
+	st, isStatus := status.FromError(err)
+	if !isStatus || st.Code() != codes.ResourceExhausted {
+		return 0, false, false
 	}
 	for _, d := range st.Details() {
 		if ri, ok := d.(*errdetails.RetryInfo); ok && ri.GetRetryDelay().AsDuration() > 0 {
-			return ri.GetRetryDelay().AsDuration(), true
+			return ri.GetRetryDelay().AsDuration(), true, true
 		}
 	}
-	return defaultPushback, true
+	return defaultPushback, false, true
 }
 
 // op is one operation of a worker: n counts the worker's operations.
@@ -71,11 +78,10 @@ type op func(ctx context.Context, n int) error
 // each worker's operation, so that a worker can reuse its own buffers. The
 // run ends when the last operation started before d has answered. An
 // operation refused RESOURCE_EXHAUSTED (the server's admission control) is
-// counted, and the worker waits the retry delay the refusal suggests,
-// doubled for each refusal in a row before it (up to maxBackoff), ±50%,
-// and then runs the same operation again (the same n: the same references
-// and request ids), as a well-behaved client would; any other error ends
-// the run at once and fails it.
+// counted, and the worker waits as backoff says, ±50%, and then runs the
+// same operation again (the same n: the same references and request ids,
+// and only the call refused), as a well-behaved client would; any other
+// error ends the run at once and fails it.
 func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int) op) (loadResult, error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -106,9 +112,9 @@ func runLoad(ctx context.Context, c int, d time.Duration, newOp func(worker int)
 				cctx, ccancel := context.WithTimeout(ctx, callTimeout)
 				err := ops[w](cctx, n)
 				ccancel()
-				if d, ok := refusal(err); ok {
+				if d, hinted, ok := refusal(err); ok {
 					refs[w]++
-					d = backoff(d, refusedInARow)
+					d = backoff(d, hinted, refusedInARow)
 					refusedInARow++
 					select {
 					case <-ctx.Done():
@@ -165,15 +171,19 @@ func orderOp(conn *grpc.ClientConn, prefix string) func(w int) op {
 		charge := &settlev1.ChargeOrderRequest{}
 		base := []byte(prefix + "-" + strconv.Itoa(w) + "-")
 		buf := make([]byte, 0, len(base)+24)
+		createdN := -1 // the order whose charge a refusal left to retry
 		return func(ctx context.Context, n int) error {
-			buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
-			create.MerchantReference = string(buf)
-			created, err := client.CreateOrder(ctx, create)
-			if err != nil {
-				return fmt.Errorf("CreateOrder: %w", err)
+			if n != createdN {
+				buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
+				create.MerchantReference = string(buf)
+				created, err := client.CreateOrder(ctx, create)
+				if err != nil {
+					return fmt.Errorf("CreateOrder: %w", err)
+				}
+				createdN = n
+				charge.OrderId = created.GetOrder().GetId()
+				charge.RequestId = "req-" + create.MerchantReference
 			}
-			charge.OrderId = created.GetOrder().GetId()
-			charge.RequestId = "req-" + create.MerchantReference
 			charged, err := client.ChargeOrder(ctx, charge)
 			if err != nil {
 				return fmt.Errorf("ChargeOrder: %w", err)

@@ -22,39 +22,43 @@ func TestRefusal(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		err  error
-		want time.Duration
-		ok   bool
+		err        error
+		want       time.Duration
+		hinted, ok bool
 	}{
-		{fmt.Errorf("ChargeOrder: %w", st.Err()), 70 * time.Millisecond, true},
-		{status.Error(codes.ResourceExhausted, "no hint"), defaultPushback, true},
-		{fmt.Errorf("ChargeOrder: %w", status.Error(codes.DeadlineExceeded, "late")), 0, false},
-		{errors.New("order is PENDING, want PAID"), 0, false},
-		{nil, 0, false},
+		{fmt.Errorf("ChargeOrder: %w", st.Err()), 70 * time.Millisecond, true, true},
+		{status.Error(codes.ResourceExhausted, "no hint"), defaultPushback, false, true},
+		{fmt.Errorf("ChargeOrder: %w", status.Error(codes.DeadlineExceeded, "late")), 0, false, false},
+		{errors.New("order is PENDING, want PAID"), 0, false, false},
+		{nil, 0, false, false},
 	} {
-		if d, ok := refusal(tc.err); d != tc.want || ok != tc.ok {
-			t.Errorf("refusal(%v) = %s, %v; want %s, %v", tc.err, d, ok, tc.want, tc.ok)
+		if d, hinted, ok := refusal(tc.err); d != tc.want || hinted != tc.hinted || ok != tc.ok {
+			t.Errorf("refusal(%v) = %s, %v, %v; want %s, %v, %v", tc.err, d, hinted, ok, tc.want, tc.hinted, tc.ok)
 		}
 	}
 }
 
-// TestBackoff: the wait after refusals in a row doubles from the
-// suggested delay, up to its cap, and never goes below the suggestion.
+// TestBackoff: the wait after a refusal is the server's suggestion,
+// however many came before it; without one it doubles from the default
+// after refusals in a row, up to its cap.
 func TestBackoff(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		pushback time.Duration
+		hinted   bool
 		n        int
 		want     time.Duration
 	}{
-		{100 * time.Millisecond, 0, 100 * time.Millisecond},
-		{100 * time.Millisecond, 1, 200 * time.Millisecond},
-		{100 * time.Millisecond, 3, 800 * time.Millisecond},
-		{100 * time.Millisecond, 60, maxBackoff},
-		{3 * time.Second, 2, 3 * time.Second},
+		{100 * time.Millisecond, true, 0, 100 * time.Millisecond},
+		{100 * time.Millisecond, true, 3, 100 * time.Millisecond},
+		{3 * time.Second, true, 60, 3 * time.Second},
+		{defaultPushback, false, 0, defaultPushback},
+		{defaultPushback, false, 1, 2 * defaultPushback},
+		{defaultPushback, false, 3, 8 * defaultPushback},
+		{defaultPushback, false, 60, maxBackoff},
 	} {
-		if got := backoff(tc.pushback, tc.n); got != tc.want {
-			t.Errorf("backoff(%s, %d) = %s, want %s", tc.pushback, tc.n, got, tc.want)
+		if got := backoff(tc.pushback, tc.hinted, tc.n); got != tc.want {
+			t.Errorf("backoff(%s, %v, %d) = %s, want %s", tc.pushback, tc.hinted, tc.n, got, tc.want)
 		}
 	}
 }
