@@ -72,6 +72,7 @@ minutes; -duration 3s -runs 1 is a quick look.
 		oneConc  = "16"
 		refConc  = "16"
 		capConc  = "16"
+		voidConc = "16"
 		coldConc = "16"
 		jsonPath string
 		quiet    bool
@@ -80,6 +81,7 @@ minutes; -duration 3s -runs 1 is a quick look.
 	fs.StringVar(&oneConc, "one-call-c", oneConc, "those of -c at which to measure the one-call path (CreateAndChargeOrder) against its floor too; empty for none")
 	fs.StringVar(&refConc, "refund-c", refConc, "those of -c at which to measure refunds (RefundOrder) against their floor too; empty for none")
 	fs.StringVar(&capConc, "capture-c", capConc, "those of -c at which to measure captures (CaptureOrder) against their floor too; empty for none")
+	fs.StringVar(&voidConc, "void-c", voidConc, "those of -c at which to measure holds placed and released (CreateAndChargeOrder with capture manual, then VoidOrder) against their floor too; empty for none")
 	fs.StringVar(&coldConc, "cold-c", coldConc, "those of -c at which to measure the order path (and the one-call path, at -one-call-c) from a cold start too: each run on a new, just-migrated database and a new server, from its first second; empty for none")
 	fs.DurationVar(&cfg.Duration, "duration", 15*time.Second, "length of one run of the floors and of Settle (whole seconds)")
 	fs.DurationVar(&cfg.TransportDuration, "transport-duration", 5*time.Second, "length of one run of the health checks")
@@ -124,6 +126,9 @@ minutes; -duration 3s -runs 1 is a quick look.
 		return err
 	}
 	if cfg.CaptureConcurrency, err = clientCounts("-capture-c", capConc); err != nil {
+		return err
+	}
+	if cfg.VoidConcurrency, err = clientCounts("-void-c", voidConc); err != nil {
 		return err
 	}
 	if cfg.ColdConcurrency, err = clientCounts("-cold-c", coldConc); err != nil {

@@ -26,7 +26,7 @@ func TestBenchSmoke(t *testing.T) {
 	// This test binary is settle when SETTLE_TEST_AS_MAIN=1 (see TestMain).
 	srv := bench.Server{Binary: os.Args[0], Env: []string{"SETTLE_TEST_AS_MAIN=1", "SETTLE_LOG_FORMAT=text"}}
 	err := benchWith(context.Background(), []string{"-c", "1,4", "-duration", "2s", "-transport-duration", "1s",
-		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-refund-c", "4", "-capture-c", "4", "-cold-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
+		"-runs", "1", "-drain-orders", "800", "-one-call-c", "4", "-refund-c", "4", "-capture-c", "4", "-void-c", "4", "-cold-c", "4", "-json", jsonPath, "-q", "-dir", dir, "-profile"}, srv, &stdout, &stderr)
 	if err != nil {
 		t.Fatalf("settle bench: %v\n%s", err, stderr.String())
 	}
@@ -65,6 +65,12 @@ func TestBenchSmoke(t *testing.T) {
 		t.Errorf("capture series at 4 clients missing or without throughput: %+v", cp)
 	} else if cp.Settle.Median.CommitsPerOp > 2.05 {
 		t.Errorf("captures: %.2f commits per capture, want 2", cp.Settle.Median.CommitsPerOp)
+	}
+	if vd := rep.Points[1].Void; vd == nil || vd.Floor.Median.PerSecond <= 0 || vd.Settle.Median.PerSecond <= 0 {
+		t.Errorf("void series at 4 clients missing or without throughput: %+v", vd)
+	} else if vd.Settle.Median.CommitsPerOp > 4.05 || vd.Floor.Median.CommitsPerOp > 4.05 {
+		t.Errorf("voids: %.2f commits per hold placed and released (floor %.2f), want 4",
+			vd.Settle.Median.CommitsPerOp, vd.Floor.Median.CommitsPerOp)
 	}
 	// The cold series at 4 clients: the order path and the one-call path,
 	// each on a new database, and no sequential scan of a growing table.

@@ -37,6 +37,10 @@ type Config struct {
 	// CaptureConcurrency lists those of them at which captures
 	// (CaptureOrder) are also measured, against their own floor.
 	CaptureConcurrency []int
+	// VoidConcurrency lists those of them at which holds placed and
+	// released (CreateAndChargeOrder with capture manual, then VoidOrder)
+	// are also measured, against their own floor.
+	VoidConcurrency []int
 	// ColdConcurrency lists those of them at which the order path (and
 	// the one-call path, where it is measured) is also measured from a
 	// cold start: each run on a new, just-migrated database and a new
@@ -104,6 +108,11 @@ func (c *Config) validate() error {
 	for _, n := range c.CaptureConcurrency {
 		if !slices.Contains(c.Concurrency, n) {
 			return fmt.Errorf("bench: capture concurrency %d is not one of the concurrencies measured", n)
+		}
+	}
+	for _, n := range c.VoidConcurrency {
+		if !slices.Contains(c.Concurrency, n) {
+			return fmt.Errorf("bench: void concurrency %d is not one of the concurrencies measured", n)
 		}
 	}
 	for _, n := range c.ColdConcurrency {
@@ -250,7 +259,7 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	if _, err := b.load(ctx, c, min(2*time.Second, b.cfg.Duration/3), orderOp(srv.conn, fmt.Sprintf("warm%d", b.seq))); err != nil {
 		return p, fmt.Errorf("warm-up: %w\nserver log: %s", err, srv.logTail())
 	}
-	var floor, naive, transport, settle, oneFloor, oneSettle, refundFloor, refundSettle, captureFloor, captureSettle []Measurement
+	var floor, naive, transport, settle, oneFloor, oneSettle []Measurement
 	var coldOrders, coldOneCall []ColdRun
 	oneCall := slices.Contains(b.cfg.OneCallConcurrency, c)
 	cold := slices.Contains(b.cfg.ColdConcurrency, c)
@@ -266,32 +275,23 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		*runs = append(*runs, cr)
 		return nil
 	}
-	refunds := slices.Contains(b.cfg.RefundConcurrency, c)
-	var refundable []string
-	if refunds {
-		// The refund floor's orders, one per pgbench client, and Settle's,
-		// one per worker: PAID, with more than any run refunds.
-		if err := b.db.refundFloorOrders(ctx, c); err != nil {
-			return p, err
+	var paths []floorPath
+	var pathFloor, pathSettle [][]Measurement
+	for _, fp := range b.floorPaths() {
+		if !slices.Contains(fp.clients, c) || b.cfg.Citus {
+			continue
 		}
-		b.seq++
-		if refundable, err = refundableOrders(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c); err != nil {
-			return p, fmt.Errorf("refund series: %w\nserver log: %s", err, srv.logTail())
+		if fp.prepare != nil {
+			b.seq++
+			newOp, err := fp.prepare(ctx, srv, c, fmt.Sprintf("bench%d", b.seq))
+			if err != nil {
+				return p, fmt.Errorf("%s series: %w\nserver log: %s", fp.name, err, srv.logTail())
+			}
+			fp.op = newOp
 		}
+		paths = append(paths, fp)
 	}
-	captures := slices.Contains(b.cfg.CaptureConcurrency, c) && !b.cfg.Citus
-	var authorized []string
-	if captures {
-		// The capture floor's orders, one per pgbench client, and Settle's,
-		// one per worker: AUTHORIZED, holding more than any run captures.
-		if err := b.db.captureFloorOrders(ctx, c); err != nil {
-			return p, err
-		}
-		b.seq++
-		if authorized, err = authorizedOrders(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c); err != nil {
-			return p, fmt.Errorf("capture series: %w\nserver log: %s", err, srv.logTail())
-		}
-	}
+	pathFloor, pathSettle = make([][]Measurement, len(paths)), make([][]Measurement, len(paths))
 	for r := range b.cfg.Runs {
 		if b.cfg.Citus {
 			sr, err := b.citusRun(ctx, srv, c)
@@ -350,41 +350,23 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 				return p, err
 			}
 		}
-		if refunds {
-			rfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_refund.sql", c) })
+		for i, fp := range paths {
+			fr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, fp.script, c) })
 			if err != nil {
-				return p, fmt.Errorf("refund floor: %w", err)
+				return p, fmt.Errorf("%s floor: %w", fp.name, err)
 			}
 			b.seq++
 			prefix := fmt.Sprintf("bench%d", b.seq)
-			rsr, err := b.measure(ctx, srv, true, func() (work, error) {
-				return loadWork(b.load(ctx, c, b.cfg.Duration, refundOp(srv.conn, prefix, refundable)))
+			sr, err := b.measure(ctx, srv, true, func() (work, error) {
+				return loadWork(b.load(ctx, c, b.cfg.Duration, fp.op(srv.conn, prefix)))
 			})
 			if err != nil {
-				return p, fmt.Errorf("settle refunds: %w\nserver log: %s", err, srv.logTail())
+				return p, fmt.Errorf("settle %s: %w\nserver log: %s", fp.name, err, srv.logTail())
 			}
-			rfr.ServerCPUCores, rfr.ServerCPUPerOpUs = 0, 0
-			refundFloor, refundSettle = append(refundFloor, rfr), append(refundSettle, rsr)
-			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: refund floor %.0f/s, settle refunds %.0f/s (p50 %.2fms)\n",
-				c, r+1, b.cfg.Runs, rfr.PerSecond, rsr.PerSecond, rsr.P50Ms)
-		}
-		if captures {
-			cfr, err := b.measure(ctx, srv, true, func() (work, error) { return b.pgbenchWork(ctx, "floor_capture.sql", c) })
-			if err != nil {
-				return p, fmt.Errorf("capture floor: %w", err)
-			}
-			b.seq++
-			prefix := fmt.Sprintf("bench%d", b.seq)
-			csr, err := b.measure(ctx, srv, true, func() (work, error) {
-				return loadWork(b.load(ctx, c, b.cfg.Duration, captureOp(srv.conn, prefix, authorized)))
-			})
-			if err != nil {
-				return p, fmt.Errorf("settle captures: %w\nserver log: %s", err, srv.logTail())
-			}
-			cfr.ServerCPUCores, cfr.ServerCPUPerOpUs = 0, 0
-			captureFloor, captureSettle = append(captureFloor, cfr), append(captureSettle, csr)
-			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: capture floor %.0f/s, settle captures %.0f/s (p50 %.2fms)\n",
-				c, r+1, b.cfg.Runs, cfr.PerSecond, csr.PerSecond, csr.P50Ms)
+			fr.ServerCPUCores, fr.ServerCPUPerOpUs = 0, 0
+			pathFloor[i], pathSettle[i] = append(pathFloor[i], fr), append(pathSettle[i], sr)
+			fmt.Fprintf(b.cfg.Log, "bench: c=%d run %d/%d: %s floor %.0f/s, settle %s %.0f/s (p50 %.2fms)\n",
+				c, r+1, b.cfg.Runs, fp.name, fr.PerSecond, fp.name, sr.PerSecond, sr.P50Ms)
 		}
 		if !oneCall {
 			continue
@@ -421,13 +403,10 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 	p.Floor, p.Naive, p.Transport, p.Settle = summarize(floor), summarize(naive), summarize(transport), summarize(settle)
 	p.SettleVsFloor = ratio(p.Settle.Median.PerSecond, p.Floor.Median.PerSecond)
 	p.SettleVsNaive = ratio(p.Settle.Median.PerSecond, p.Naive.Median.PerSecond)
-	if refunds {
-		p.Refund = &OneCall{Floor: summarize(refundFloor), Settle: summarize(refundSettle)}
-		p.Refund.SettleVsFloor = ratio(p.Refund.Settle.Median.PerSecond, p.Refund.Floor.Median.PerSecond)
-	}
-	if captures {
-		p.Capture = &OneCall{Floor: summarize(captureFloor), Settle: summarize(captureSettle)}
-		p.Capture.SettleVsFloor = ratio(p.Capture.Settle.Median.PerSecond, p.Capture.Floor.Median.PerSecond)
+	for i, fp := range paths {
+		oc := &OneCall{Floor: summarize(pathFloor[i]), Settle: summarize(pathSettle[i])}
+		oc.SettleVsFloor = ratio(oc.Settle.Median.PerSecond, oc.Floor.Median.PerSecond)
+		*fp.result(&p) = oc
 	}
 	if oneCall {
 		p.OneCall = &OneCall{Floor: summarize(oneFloor), Settle: summarize(oneSettle)}
@@ -617,4 +596,58 @@ func (b *benchmark) citusRun(ctx context.Context, srv *serverProc, c int) (Measu
 	}
 	fmt.Fprintln(b.cfg.Log, line+fmt.Sprintf(", server %.0fus", sr.ServerCPUPerOpUs))
 	return sr, nil
+}
+
+// floorPath is an operation measured against its own SQL floor at some of
+// the concurrencies, after the order path in each run.
+type floorPath struct {
+	name    string // in the log: "refunds"
+	clients []int
+	script  string // its floor, in sql/
+	// prepare, when set, makes the floor's rows for c pgbench clients
+	// and Settle's for c workers (prefix makes their references unique),
+	// and returns the load client's operation; op is that operation
+	// when nothing needs making.
+	prepare func(ctx context.Context, srv *serverProc, c int, prefix string) (func(*grpc.ClientConn, string) func(int) op, error)
+	op      func(*grpc.ClientConn, string) func(int) op
+	// result is where the point keeps the series.
+	result func(*Point) **OneCall
+}
+
+// floorPaths are the operations measured against their own floors.
+func (b *benchmark) floorPaths() []floorPath {
+	return []floorPath{{
+		name: "refunds", clients: b.cfg.RefundConcurrency, script: "floor_refund.sql",
+		// One PAID order per pgbench client and per worker, with more
+		// than any run refunds.
+		prepare: func(ctx context.Context, srv *serverProc, c int, prefix string) (func(*grpc.ClientConn, string) func(int) op, error) {
+			if err := b.db.refundFloorOrders(ctx, c); err != nil {
+				return nil, err
+			}
+			orders, err := refundableOrders(ctx, srv.conn, prefix, c)
+			if err != nil {
+				return nil, err
+			}
+			return func(conn *grpc.ClientConn, prefix string) func(int) op { return refundOp(conn, prefix, orders) }, nil
+		},
+		result: func(p *Point) **OneCall { return &p.Refund },
+	}, {
+		name: "captures", clients: b.cfg.CaptureConcurrency, script: "floor_capture.sql",
+		// One AUTHORIZED order per pgbench client and per worker, holding
+		// more than any run captures.
+		prepare: func(ctx context.Context, srv *serverProc, c int, prefix string) (func(*grpc.ClientConn, string) func(int) op, error) {
+			if err := b.db.captureFloorOrders(ctx, c); err != nil {
+				return nil, err
+			}
+			orders, err := authorizedOrders(ctx, srv.conn, prefix, c)
+			if err != nil {
+				return nil, err
+			}
+			return func(conn *grpc.ClientConn, prefix string) func(int) op { return captureOp(conn, prefix, orders) }, nil
+		},
+		result: func(p *Point) **OneCall { return &p.Capture },
+	}, {
+		name: "voids", clients: b.cfg.VoidConcurrency, script: "floor_void.sql", op: voidOp,
+		result: func(p *Point) **OneCall { return &p.Void },
+	}}
 }

@@ -336,3 +336,46 @@ func captureOp(conn *grpc.ClientConn, prefix string, orders []string) func(w int
 		}
 	}
 }
+
+// voidOp returns worker w's hold placed and released: one
+// CreateAndChargeOrder with capture manual and a unique merchant reference
+// and request id, then one VoidOrder of it, checking that the order ends
+// AUTHORIZED and then VOIDED. A void refused by admission control is
+// retried alone.
+func voidOp(conn *grpc.ClientConn, prefix string) func(w int) op {
+	client := settlev1.NewOrderServiceClient(conn)
+	return func(w int) op {
+		authorize := &settlev1.CreateAndChargeOrderRequest{
+			Amount:        &settlev1.Money{Currency: "GBP", AmountMinor: 1250},
+			PaymentMethod: "tok_ok", Capture: settlev1.CaptureMode_CAPTURE_MODE_MANUAL,
+		}
+		void := &settlev1.VoidOrderRequest{}
+		base := []byte(prefix + "-void-" + strconv.Itoa(w) + "-")
+		buf := make([]byte, 0, len(base)+24)
+		heldN := -1 // the order whose void a refusal left to retry
+		return func(ctx context.Context, n int) error {
+			if n != heldN {
+				buf = strconv.AppendInt(append(buf[:0], base...), int64(n), 10)
+				authorize.MerchantReference = string(buf)
+				authorize.RequestId = "req-" + authorize.MerchantReference
+				resp, err := client.CreateAndChargeOrder(ctx, authorize)
+				if err != nil {
+					return fmt.Errorf("CreateAndChargeOrder: %w", err)
+				}
+				if st := resp.GetOrder().GetState(); st != settlev1.OrderState_ORDER_STATE_AUTHORIZED {
+					return fmt.Errorf("CreateAndChargeOrder: order %s is %s, want AUTHORIZED", resp.GetOrder().GetId(), st)
+				}
+				heldN = n
+				void.OrderId, void.RequestId = resp.GetOrder().GetId(), "void-"+authorize.MerchantReference
+			}
+			resp, err := client.VoidOrder(ctx, void)
+			if err != nil {
+				return fmt.Errorf("VoidOrder: %w", err)
+			}
+			if st := resp.GetOrder().GetState(); st != settlev1.OrderState_ORDER_STATE_VOIDED {
+				return fmt.Errorf("VoidOrder: order %s is %s, want VOIDED", void.OrderId, st)
+			}
+			return nil
+		}
+	}
+}

@@ -61,6 +61,9 @@ type Point struct {
 	Refund *OneCall `json:"refund,omitempty"`
 	// Capture is the capture series, where it was measured.
 	Capture *OneCall `json:"capture,omitempty"`
+	// Void is the series of holds placed and released, where it was
+	// measured.
+	Void *OneCall `json:"void,omitempty"`
 	// Cold is the order path from a cold start, and OneCallCold the
 	// one-call path's, where they were measured.
 	Cold        *Cold `json:"cold,omitempty"`
@@ -484,6 +487,8 @@ func (rep *Report) WriteTable(w io.Writer) error {
 		func(p Point) *OneCall { return p.Refund })
 	floorSeries(&b, rep.Points, "captures (CaptureOrder of 1, not final, from each client's own AUTHORIZED order)", "floor_capture.sql", "capture",
 		func(p Point) *OneCall { return p.Capture })
+	floorSeries(&b, rep.Points, "holds placed and released (CreateAndChargeOrder, capture manual, then VoidOrder)", "floor_void.sql", "void",
+		func(p Point) *OneCall { return p.Void })
 
 	if slices.ContainsFunc(rep.Points, func(p Point) bool { return p.Cold != nil }) {
 		b.WriteString("\ncold start (each run on a new, just-migrated database and a new server, under load from its first second):\n")
@@ -588,7 +593,7 @@ func fetchedText(reads map[string]TableReads, ops int) string {
 }
 
 // floorSeries writes the table of one series measured against its own SQL
-// floor (the one-call path, refunds, captures): what, its floor's script
+// floor (the one-call path, refunds, captures, voids): what, its floor's script
 // and the unit of one operation; nothing when no point measured it.
 func floorSeries(b *strings.Builder, points []Point, what, script, unit string, series func(Point) *OneCall) {
 	if !slices.ContainsFunc(points, func(p Point) bool { return series(p) != nil }) {
