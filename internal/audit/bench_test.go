@@ -21,7 +21,11 @@ import (
 // simulator (100,000; SETTLE_AUDIT_BENCH_ORDERS sets another number), and
 // reports the orders audited per second and the peak of the live heap
 // (as each garbage collection during the run measured it) above what it
-// was before the run, as the medians of the b.N runs. The simulator, in
+// was before the run, as the medians of the b.N runs. Beside them, the
+// two halves of the work alone, each a median of as many runs: the
+// gateway's listing of the window (listed-orders/s), and the audit's SQL
+// floor (floor-orders/s; auditFloorSQL, over the same pages), against
+// which the audit's own rate is reported as a ratio (vs-floor). The simulator, in
 // the same process, holds its ledger throughout and makes garbage for
 // each page it lists: the heap with its garbage grows with the ledger,
 // which is why the live heap is what is measured.
@@ -88,8 +92,79 @@ func BenchmarkAudit(b *testing.B) {
 			elapsed.Round(time.Millisecond), rate, above, float64(base)/(1<<20))
 		rates, peaks = append(rates, rate), append(peaks, above)
 	}
+	b.StopTimer()
+	listed, floor := auditHalves(b, f, w, b.N)
 	b.ReportMetric(median(rates), "orders/s")
 	b.ReportMetric(median(peaks), "peak-live-heap-MiB")
+	b.ReportMetric(median(listed), "listed-orders/s")
+	b.ReportMetric(median(floor), "floor-orders/s")
+	b.ReportMetric(median(rates)/median(floor), "vs-floor")
+}
+
+// auditFloorSQL is the audit's durable work for one page of the gateway's
+// charges, as tight as SQL allows: each charge's attempt and order read by
+// the charge's reference, and the charge recorded as seen by the run.
+// auditFloorSweepSQL is the sweep that ends a run: the charged attempts of
+// the window that the run did not see, counted. A clean window writes no
+// finding, so the floor writes none either; Settle's statements
+// (audit_match_charges.sql, audit_missing.sql) also compare each charge
+// with its attempt and order and write a finding for each difference.
+const (
+	auditFloorSQL = `INSERT INTO audit_seen (merchant_id, run_id, gateway_charge_id, attempt_id, outcome)
+SELECT a.merchant_id, $3::uuid, g.id, a.id, 'succeeded'
+FROM unnest($1::text[], $2::text[]) AS g(id, reference)
+JOIN charge_attempts a ON a.merchant_id = 'default' AND a.id = g.reference::uuid
+JOIN orders o ON o.merchant_id = a.merchant_id AND o.id = a.order_id
+ON CONFLICT DO NOTHING`
+	auditFloorSweepSQL = `SELECT count(*) FROM charge_attempts a
+JOIN orders o ON o.merchant_id = a.merchant_id AND o.id = a.order_id AND o.current_attempt = a.id
+WHERE a.merchant_id = 'default' AND a.gateway = 'sim' AND a.created_at >= $1 AND a.created_at < $2
+	AND o.state = 'PAID'
+	AND (SELECT s.attempt_id FROM audit_seen s
+		WHERE s.merchant_id = 'default' AND s.run_id = $3::uuid AND s.attempt_id = a.id AND s.outcome = 'succeeded'
+		LIMIT 1) IS NULL`
+	// auditPage is the auditor's default page size.
+	auditPage = 500
+)
+
+// auditHalves times, runs times each, the gateway's listing of w (as the
+// auditor lists it, with its margin) and the audit's SQL floor over the
+// pages that listing gives, and returns their rates in orders per second.
+func auditHalves(b *testing.B, f *fixture, w audit.Window, runs int) (listed, floor []float64) {
+	b.Helper()
+	ctx := context.Background()
+	var ids, refs []string
+	for range runs {
+		ids, refs = ids[:0], refs[:0]
+		start := time.Now()
+		err := f.gw.ListCharges(ctx, w.From.Add(-margin), w.To.Add(margin), func(c order.GatewayCharge) error {
+			ids, refs = append(ids, c.ID), append(refs, c.Reference)
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		listed = append(listed, float64(len(ids))/time.Since(start).Seconds())
+	}
+	for i := range runs {
+		runID := fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1)
+		start := time.Now()
+		for p := 0; p < len(ids); p += auditPage {
+			end := min(p+auditPage, len(ids))
+			if _, err := f.pool.Exec(ctx, auditFloorSQL, ids[p:end], refs[p:end], runID); err != nil {
+				b.Fatal(err)
+			}
+		}
+		var missing int
+		if err := f.pool.QueryRow(ctx, auditFloorSweepSQL, w.From, w.To, runID).Scan(&missing); err != nil {
+			b.Fatal(err)
+		}
+		floor = append(floor, float64(len(ids))/time.Since(start).Seconds())
+		if missing != 0 {
+			b.Fatalf("the floor's sweep found %d charged attempts unseen, want none", missing)
+		}
+	}
+	return listed, floor
 }
 
 // liveHeap is the bytes of the heap that the last garbage collection

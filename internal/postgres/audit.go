@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/settlepay/settle/internal/audit"
@@ -192,6 +193,19 @@ func (s *Store) match(ctx context.Context, r audit.Run, sql string, args pgx.Str
 	return out, found, nil
 }
 
+// settleRefs is each of a page's references that could be Settle's (an
+// attempt's or a refund's id: a UUID in its 36-character form), and nil
+// for the others, which the matching statements take as no one's.
+func settleRefs(refs []string) []*string {
+	out := make([]*string, len(refs))
+	for i := range refs {
+		if len(refs[i]) == 36 && uuid.Validate(refs[i]) == nil {
+			out[i] = &refs[i]
+		}
+	}
+	return out
+}
+
 //go:embed sql/audit_match_charges.sql
 var auditMatchChargesSQL string
 
@@ -216,6 +230,7 @@ func (s *Store) MatchCharges(ctx context.Context, r audit.Run, page []order.Gate
 		"merchant_id": r.MerchantID, "run_id": r.ID, "gateway": r.Gateway, "charged": states(charged),
 		"id": ids, "reference": refs, "amount_minor": amounts, "currency": currencies, "outcome": outcomes,
 		"hold": holds, "captured_minor": captured, "refunded_minor": refunded, "created": created,
+		"settle_ref": settleRefs(refs),
 	}, func(found []audit.Found) audit.Run { return advance(r, n, last, found) })
 }
 
@@ -242,7 +257,7 @@ func (s *Store) MatchRefunds(ctx context.Context, r audit.Run, page []order.Gate
 	return s.match(ctx, r, auditMatchRefundsSQL, pgx.StrictNamedArgs{
 		"merchant_id": r.MerchantID, "run_id": r.ID, "gateway": r.Gateway, "id": ids, "reference": refs,
 		"charge_id": chargeIDs, "charge_reference": chargeRefs, "amount_minor": amounts, "currency": currencies,
-		"outcome": outcomes, "created": created,
+		"outcome": outcomes, "created": created, "settle_ref": settleRefs(refs), "charge_settle_ref": settleRefs(chargeRefs),
 	}, func(found []audit.Found) audit.Run { return advance(r, n, last, found) })
 }
 

@@ -16,10 +16,11 @@
 -- and captures in flight.
 WITH g AS (
 	SELECT * FROM unnest(@id::text[], @reference::text[], @amount_minor::bigint[], @currency::text[], @outcome::text[],
-		@hold::text[], @captured_minor::bigint[], @refunded_minor::bigint[], @created::text[]) WITH ORDINALITY
-		AS g(id, reference, amount_minor, currency, outcome, hold, captured_minor, refunded_minor, created, n)
+		@hold::text[], @captured_minor::bigint[], @refunded_minor::bigint[], @created::text[], @settle_ref::text[])
+		WITH ORDINALITY
+		AS g(id, reference, amount_minor, currency, outcome, hold, captured_minor, refunded_minor, created, ref_id, n)
 ), m AS (
-	SELECT g.*, g.reference ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' AS settle_ref,
+	SELECT g.*, g.ref_id IS NOT NULL AS settle_ref,
 		a.id AS attempt_id, o.id AS order_id, a.amount_minor AS attempt_amount, a.currency AS attempt_currency,
 		coalesce(o.state = ANY(@charged::text[]), false) AS charged,
 		coalesce(o.state = ANY(@charged::text[]) AND o.current_attempt = a.id AND a.outcome = 'succeeded'
@@ -31,19 +32,10 @@ WITH g AS (
 					LIMIT 1) IS NULL
 			OR a.gateway_charge_id = '' AND g.outcome <> 'succeeded'), false) AS pays,
 		o.capture_mode, o.captured_minor AS order_captured, o.capturing_minor, o.refunded_minor AS order_refunded,
-		o.refunding_minor,
-		CASE WHEN a.id IS NOT NULL THEN jsonb_build_object('order_id', o.id, 'state', o.state,
-			'amount_minor', o.amount_minor, 'currency', o.currency, 'capture_mode', o.capture_mode,
-			'current_attempt', o.current_attempt, 'captured_minor', o.captured_minor, 'refunded_minor', o.refunded_minor,
-			'refunding_minor', o.refunding_minor, 'attempt_id', a.id, 'attempt_amount_minor', a.amount_minor,
-			'attempt_currency', a.currency, 'attempt_outcome', a.outcome, 'gateway_charge_id', a.gateway_charge_id)
-		END AS settle,
-		jsonb_build_object('id', g.id, 'reference', g.reference, 'amount_minor', g.amount_minor, 'currency', g.currency,
-			'outcome', g.outcome, 'hold', g.hold, 'captured_minor', g.captured_minor, 'refunded_minor', g.refunded_minor,
-			'created', g.created) AS gateway_record
+		o.refunding_minor, o.state AS order_state, o.amount_minor AS order_amount, o.currency AS order_currency,
+		o.current_attempt, a.outcome AS attempt_outcome, a.gateway_charge_id
 	FROM g
-	LEFT JOIN charge_attempts a ON a.merchant_id = @merchant_id AND a.id = CASE
-		WHEN g.reference ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN g.reference::uuid END
+	LEFT JOIN charge_attempts a ON a.merchant_id = @merchant_id AND a.id = g.ref_id::uuid
 	LEFT JOIN orders o ON o.merchant_id = @merchant_id AND o.id = a.order_id
 ), seen AS (
 	INSERT INTO audit_seen (merchant_id, run_id, gateway_charge_id, attempt_id, outcome)
@@ -66,9 +58,19 @@ WITH g AS (
 	]) AS c(class)
 	WHERE c.class IS NOT NULL
 )
+-- Each side's record is built only for a finding: a clean page builds none.
 INSERT INTO audit_findings (merchant_id, run_id, last_run_id, gateway, class, order_id, attempt_id, gateway_record_id,
 	record_key, settle, gateway_record)
-SELECT @merchant_id, @run_id::uuid, @run_id::uuid, @gateway, class, order_id, attempt_id, id, id, settle, gateway_record
+SELECT @merchant_id, @run_id::uuid, @run_id::uuid, @gateway, class, order_id, attempt_id, id, id,
+	CASE WHEN attempt_id IS NOT NULL THEN jsonb_build_object('order_id', order_id, 'state', order_state,
+		'amount_minor', order_amount, 'currency', order_currency, 'capture_mode', capture_mode,
+		'current_attempt', current_attempt, 'captured_minor', order_captured, 'refunded_minor', order_refunded,
+		'refunding_minor', refunding_minor, 'attempt_id', attempt_id, 'attempt_amount_minor', attempt_amount,
+		'attempt_currency', attempt_currency, 'attempt_outcome', attempt_outcome, 'gateway_charge_id', gateway_charge_id)
+	END,
+	jsonb_build_object('id', id, 'reference', reference, 'amount_minor', amount_minor, 'currency', currency,
+		'outcome', outcome, 'hold', hold, 'captured_minor', captured_minor, 'refunded_minor', refunded_minor,
+		'created', created)
 FROM f
 ON CONFLICT (merchant_id, gateway, class, record_key) DO UPDATE SET last_run_id = EXCLUDED.last_run_id
 	WHERE audit_findings.last_run_id <> EXCLUDED.last_run_id

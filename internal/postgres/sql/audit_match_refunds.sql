@@ -9,8 +9,9 @@
 -- this run's. Returns each finding's class and whether it is new.
 WITH g AS (
 	SELECT * FROM unnest(@id::text[], @reference::text[], @charge_id::text[], @charge_reference::text[],
-		@amount_minor::bigint[], @currency::text[], @outcome::text[], @created::text[])
-		AS g(id, reference, charge_id, charge_reference, amount_minor, currency, outcome, created)
+		@amount_minor::bigint[], @currency::text[], @outcome::text[], @created::text[], @settle_ref::text[],
+		@charge_settle_ref::text[])
+		AS g(id, reference, charge_id, charge_reference, amount_minor, currency, outcome, created, ref_id, charge_ref_id)
 ), m AS (
 	SELECT g.*, a.id AS attempt_id, a.order_id, r.id AS refund_id, r.state AS refund_state,
 		r.amount_minor AS refund_amount, r.currency AS refund_currency,
@@ -21,11 +22,8 @@ WITH g AS (
 			'charge_reference', g.charge_reference, 'amount_minor', g.amount_minor, 'currency', g.currency,
 			'outcome', g.outcome, 'created', g.created) AS gateway_record
 	FROM g
-	JOIN charge_attempts a ON a.merchant_id = @merchant_id AND a.id = CASE
-		WHEN g.charge_reference ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
-		THEN g.charge_reference::uuid END
-	LEFT JOIN refunds r ON r.merchant_id = @merchant_id AND r.order_id = a.order_id AND r.id = CASE
-		WHEN g.reference ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' THEN g.reference::uuid END
+	JOIN charge_attempts a ON a.merchant_id = @merchant_id AND a.id = g.charge_ref_id::uuid
+	LEFT JOIN refunds r ON r.merchant_id = @merchant_id AND r.order_id = a.order_id AND r.id = g.ref_id::uuid
 ), f AS (
 	SELECT DISTINCT ON (m.charge_id) m.*
 	FROM m
