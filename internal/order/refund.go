@@ -149,6 +149,9 @@ type RefundClaim struct {
 	Reason      string
 	Actor       Actor
 	Lease       time.Duration
+	// Gateways are those that can refund: the claim admits a refund only
+	// of an order whose gateway is one of them (nil admits any).
+	Gateways []string
 }
 
 // RefundClaimResult is the order after a refund claim (with the charge
@@ -167,8 +170,11 @@ type RefundClaimResult struct {
 // again after RecheckIn.
 type RefundSettlement struct {
 	MerchantID string
-	RefundID   string
-	Result     Result
+	// OrderID is the refund's order: the settle applies only to a refund
+	// of that order.
+	OrderID  string
+	RefundID string
+	Result   Result
 	// From is the state the refund must be in: REFUNDING when empty, or
 	// NEEDS_REVIEW for an operator's decision.
 	From  RefundState
@@ -318,7 +324,7 @@ func (op *refundOp) call(ctx context.Context) (Result, error) {
 }
 
 func (op *refundOp) settle(ctx context.Context, res Result, gerr error) (bool, error) {
-	st := RefundSettlementFor(op.o.MerchantID, op.r.ID, res, op.s.cfg.FirstRecheck)
+	st := RefundSettlementFor(op.o.MerchantID, op.o.ID, op.r.ID, res, op.s.cfg.FirstRecheck)
 	st.Actor = op.actor
 	if gerr != nil {
 		st.LastError = gerr.Error()
@@ -352,8 +358,8 @@ func (op *refundOp) reread(ctx context.Context) error {
 // went back (declined, not sent); anything else is unknown and checked
 // again after recheck. A lookup's "not found" is for the caller to judge
 // (the reconciler, against its no-show horizon).
-func RefundSettlementFor(merchantID, refundID string, res Result, recheck time.Duration) RefundSettlement {
-	st := RefundSettlement{MerchantID: merchantID, RefundID: refundID, Result: res, RecheckIn: recheck,
+func RefundSettlementFor(merchantID, orderID, refundID string, res Result, recheck time.Duration) RefundSettlement {
+	st := RefundSettlement{MerchantID: merchantID, OrderID: orderID, RefundID: refundID, Result: res, RecheckIn: recheck,
 		OrderPartial: EventRefundPartial, OrderFull: EventRefundFull}
 	switch res.Outcome {
 	case OutcomeSucceeded:
@@ -444,7 +450,7 @@ func (s *Service) ResolveRefund(ctx context.Context, scope Scope, orderID, refun
 		return Order{}, Refund{}, err
 	}
 	settled, sr, ok, err := s.refunds.SettleRefund(ctx, RefundSettlement{
-		MerchantID: o.MerchantID, RefundID: r.ID, Result: res, From: RefundNeedsReview, Event: ev, To: to,
+		MerchantID: o.MerchantID, OrderID: o.ID, RefundID: r.ID, Result: res, From: RefundNeedsReview, Event: ev, To: to,
 		OrderPartial: EventRefundPartial, OrderFull: EventRefundFull, Actor: actor, Reason: reason,
 	})
 	if err != nil {
