@@ -178,8 +178,8 @@ func TestChaosCatchesMutants(t *testing.T) {
 				return found[audit.Duplicate]+found[audit.MissingInSettle] > 0
 			}},
 		{"UndeliveredEvents", []mutant.Mutation{deliveredBeforeAccepted}, chaos.InvEvents, "refused deliveries recorded as delivered", 0, 0, 0, 0, nil, nil},
-		{"BrokenRefundGuard", []mutant.Mutation{brokenRefundGuard}, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0, 0, nil, nil},
-		{"RefundEventsBeforeSettle", []mutant.Mutation{refundEventBeforeSettle}, chaos.InvEvents,
+		{"BrokenRefundGuard", brokenRefundGuard, chaos.InvRefunds, "refunds beyond the charge in a build that admits them", 0, 0, 0, 0, nil, nil},
+		{"RefundEventsBeforeSettle", refundEventBeforeSettle, chaos.InvEvents,
 			"refund events that announce the refund as it was before its settle, and for settles that lost their guard", 0, 0, 0, 0,
 			duplicateOneCharge, func(found map[audit.Class]int) bool {
 				return maps.Equal(found, map[audit.Class]int{audit.Duplicate: 1})
@@ -192,7 +192,7 @@ func TestChaosCatchesMutants(t *testing.T) {
 			"authorisations left held for orders whose missing notification was taken for a decline", 0, 0, 0.6, 0, nil, nil},
 		{"CaptureFailedIsCaptured", []mutant.Mutation{captureFailedIsCaptured}, chaos.InvAdyenChargeSettled,
 			"orders PAID for captures Adyen failed, with no review item, in a build that takes CAPTURE_FAILED for a success", 0, 0, 0.6, 0, nil, nil},
-		{"RefundThroughDispute", []mutant.Mutation{refundThroughDispute}, chaos.InvDisputeRefund,
+		{"RefundThroughDispute", refundThroughDispute, chaos.InvDisputeRefund,
 			"refunds claimed during an open dispute in a build whose refund claim ignores disputes", 0, 0, 0, 0, nil, nil},
 		{"CascadeAfterTimeout", mutant.CascadeAfterTimeout, chaos.InvCascadeWait,
 			"attempts claimed on another gateway while the one before timed out, in a build that cascades after a timeout", 0, 0, 0, 0.8, nil, nil},
@@ -245,20 +245,21 @@ func duplicateOneCharge(sims map[string]*sim.Sim) error {
 
 // brokenRefundGuard makes refund claims ignore what is left to refund: two
 // refunds that do not both fit are both sent, and the customer gets back
-// more than was paid.
-var brokenRefundGuard = mutant.Mutation{
-	File: "internal/postgres/sql/refund_claim.sql",
-	Old:  "AND want.amount <= want.left_minor",
-	New:  "AND true",
-}
+// more than was paid. The guard is broken in the grouped statement and in
+// its one-row form alike.
+var brokenRefundGuard = inBothForms("internal/postgres/sql/refund_claims.sql", "internal/postgres/sql/refund_claim.sql",
+	"AND want.amount <= want.left_minor", "AND true")
 
 // refundThroughDispute makes refund claims ignore the order's open
 // disputes: a refund is sent on top of a chargeback the network is still
-// deciding (PostgreSQL's statement; the chaos runs here are not on Citus).
-var refundThroughDispute = mutant.Mutation{
-	File: "internal/postgres/sql/refund_claim.sql",
-	Old:  "\t\tAND ord.open_disputes = 0\n",
-	New:  "",
+// deciding (PostgreSQL's statements; the chaos runs here are not on Citus).
+var refundThroughDispute = inBothForms("internal/postgres/sql/refund_claims.sql", "internal/postgres/sql/refund_claim.sql",
+	"\t\tAND ord.open_disputes = 0\n", "")
+
+// inBothForms is the mutation of old into new in a grouped statement and
+// in its one-row form.
+func inBothForms(grouped, oneRow, old, new string) []mutant.Mutation {
+	return []mutant.Mutation{{File: grouped, Old: old, New: new}, {File: oneRow, Old: old, New: new}}
 }
 
 // brokenHoldGuard makes capture claims ignore what is left of the hold:
@@ -276,11 +277,9 @@ var brokenHoldGuard = mutant.Mutation{
 // refund.succeeded event (its row says REFUNDING), and a late answer after
 // the reconciler settled the refund writes a second one for a move that
 // did not happen.
-var refundEventBeforeSettle = mutant.Mutation{
-	File: "internal/postgres/sql/refund_settle.sql",
-	Old:  "@event, @actor, @reason FROM upr WHERE @event <> ''",
-	New:  "@event, @actor, @reason FROM lockedr WHERE @event <> ''",
-}
+var refundEventBeforeSettle = inBothForms("internal/postgres/sql/refund_settles.sql", "internal/postgres/sql/refund_settle.sql",
+	"FROM upr r JOIN st ON st.refund_id = r.id WHERE st.event <> ''",
+	"FROM lockedr r JOIN st ON st.refund_id = r.id WHERE st.event <> ''")
 
 // expiryWithoutCancel makes the expiry of a 3-D Secure challenge take the
 // attempt for canceled without canceling it at the gateway: the order is

@@ -341,7 +341,7 @@ func refundedOrder(t *testing.T, s *postgres.Store, merchant, ref string) string
 	if err != nil || !rc.Claimed {
 		t.Fatalf("claim refund: %+v %v", rc, err)
 	}
-	st := order.RefundSettlementFor(merchant, rc.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
+	st := order.RefundSettlementFor(merchant, rc.Refund.OrderID, rc.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
 	st.Actor = order.Operator("a-ops")
 	if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
 		t.Fatalf("settle refund: %v %v", ok, err)

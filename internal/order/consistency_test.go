@@ -140,7 +140,7 @@ func TestLostSettleRepliesAreConsistent(t *testing.T) {
 		refundID := order.RefundID(o.MerchantID, o.ID, "lost-refund-settle-1")
 		setFailpoint(func() {
 			setFailpoint(nil)
-			st := order.RefundSettlement{MerchantID: o.MerchantID, RefundID: refundID, Event: order.EventEscalate,
+			st := order.RefundSettlement{MerchantID: o.MerchantID, OrderID: o.ID, RefundID: refundID, Event: order.EventEscalate,
 				To: order.RefundNeedsReview, OrderPartial: order.EventRefundPartial, OrderFull: order.EventRefundFull,
 				Actor: order.ActorReconciler}
 			if _, _, ok, err := store.SettleRefund(ctx, st); err != nil || !ok {

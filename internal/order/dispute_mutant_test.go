@@ -13,6 +13,7 @@ import (
 // both engines (the statement PostgreSQL runs, and the function Citus
 // runs), so a refund is sent on top of a chargeback.
 var refundThroughDispute = []mutant.Mutation{
+	{File: "internal/postgres/sql/refund_claims.sql", Old: "\t\tAND ord.open_disputes = 0\n", New: ""},
 	{File: "internal/postgres/sql/refund_claim.sql", Old: "\t\tAND ord.open_disputes = 0\n", New: ""},
 	{File: "migrations/00025_disputes.sql",
 		Old: "v_o.state = ANY(p_refundable) AND v_o.open_disputes = 0 AND",

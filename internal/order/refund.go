@@ -149,6 +149,9 @@ type RefundClaim struct {
 	Reason      string
 	Actor       Actor
 	Lease       time.Duration
+	// Gateways are those that can refund: the claim admits a refund only
+	// of an order whose gateway is one of them (nil admits any).
+	Gateways []string
 }
 
 // RefundClaimResult is the order after a refund claim (with the charge
@@ -167,8 +170,11 @@ type RefundClaimResult struct {
 // again after RecheckIn.
 type RefundSettlement struct {
 	MerchantID string
-	RefundID   string
-	Result     Result
+	// OrderID is the refund's order: the settle applies only to a refund
+	// of that order.
+	OrderID  string
+	RefundID string
+	Result   Result
 	// From is the state the refund must be in: REFUNDING when empty, or
 	// NEEDS_REVIEW for an operator's decision.
 	From  RefundState
@@ -229,21 +235,24 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 	if err := in.Validate(); err != nil {
 		return Order{}, Refund{}, err
 	}
-	if s.refunds == nil {
+	if s.refunds == nil || len(s.refunders) == 0 {
 		return Order{}, Refund{}, ErrRefundsUnsupported
 	}
-	// The order is read first for its merchant (an operator's call names
-	// none) and its gateway, which must be able to refund before anything
-	// is claimed.
-	o, err := s.store.Order(ctx, scope, in.OrderID)
-	if err != nil {
-		return Order{}, Refund{}, err
+	// A merchant's call goes straight to the claim, whose guard admits
+	// only an order whose gateway can refund. An operator's names no
+	// merchant: the order is read first for its merchant.
+	merchantID := scope.MerchantID()
+	if scope.IsAnyMerchant() {
+		o, err := s.store.Order(ctx, scope, in.OrderID)
+		if err != nil {
+			return Order{}, Refund{}, err
+		}
+		merchantID = o.MerchantID
 	}
-	gw, ok := s.gateways[o.Gateway].(Refunder)
-	if !ok {
-		return Order{}, Refund{}, ErrRefundsUnsupported
+	if merchantID == "" {
+		return Order{}, Refund{}, ErrNotFound // the zero Scope reaches no order
 	}
-	op := &refundOp{s: s, gw: gw, actor: actor, in: in, o: o}
+	op := &refundOp{s: s, actor: actor, in: in, merchantID: merchantID}
 	if err := s.run(ctx, op); err != nil {
 		return Order{}, Refund{}, err
 	}
@@ -253,10 +262,10 @@ func (s *Service) Refund(ctx context.Context, scope Scope, actor Actor, in Refun
 // refundOp is a refund of a paid order by one request, as the lifecycle
 // runs it (see operation.go).
 type refundOp struct {
-	s     *Service
-	gw    Refunder
-	actor Actor
-	in    RefundInput
+	s          *Service
+	actor      Actor
+	in         RefundInput
+	merchantID string
 	// o and r are the order and the refund as the operation last read or
 	// settled them; chargeID is the gateway's id of the order's charge.
 	o        Order
@@ -265,13 +274,18 @@ type refundOp struct {
 }
 
 func (op *refundOp) claim(ctx context.Context) (bool, error) {
-	o, in := op.o, op.in
+	in := op.in
 	c, err := op.s.refunds.ClaimRefund(ctx, RefundClaim{
-		MerchantID: o.MerchantID, OrderID: o.ID, RequestID: in.RequestID, RefundID: RefundID(o.MerchantID, o.ID, in.RequestID),
+		MerchantID: op.merchantID, OrderID: in.OrderID, RequestID: in.RequestID,
+		RefundID:    RefundID(op.merchantID, in.OrderID, in.RequestID),
 		AmountMinor: in.AmountMinor, Reason: in.Reason, Actor: op.actor, Lease: op.s.cfg.GatewayTimeout + op.s.cfg.Grace,
+		Gateways: op.s.refunders,
 	})
-	if err != nil {
-		return false, fmt.Errorf("claim refund of order %s: %w", o.ID, err)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		return false, ErrNotFound
+	case err != nil:
+		return false, fmt.Errorf("claim refund of order %s: %w", in.OrderID, err)
 	}
 	if !c.Claimed {
 		if r := c.Refund; r != nil {
@@ -281,6 +295,9 @@ func (op *refundOp) claim(ctx context.Context) (bool, error) {
 			}
 			op.o, op.r = c.Order, *r
 			return false, nil
+		}
+		if _, ok := op.s.gateways[c.Order.Gateway].(Refunder); !ok {
+			return false, ErrRefundsUnsupported
 		}
 		if !c.Order.State.Refundable() {
 			return false, &StateError{Current: c.Order.State, Event: EventRefund}
@@ -306,10 +323,18 @@ func (op *refundOp) claimed(ctx context.Context) {
 // id.
 func (op *refundOp) call(ctx context.Context) (Result, error) {
 	o, r := &op.o, &op.r
+	// The claim's guard admitted the order's gateway as one that refunds;
+	// on Citus it is checked on a read just before the claim, which a
+	// charge of the order on another gateway could follow. Then nothing
+	// is sent, and the refund fails.
+	gw, ok := op.s.gateways[o.Gateway].(Refunder)
+	if !ok {
+		return Result{Outcome: OutcomeNotSent, DeclineCode: "refunds_unsupported"}, ErrRefundsUnsupported
+	}
 	start := time.Now()
 	res, err := Result{Outcome: OutcomeNotSent, DeclineCode: "gateway_busy"}, op.s.cfg.Budgets[o.Gateway].WaitCharge(ctx)
 	if err == nil {
-		res, err = op.gw.Refund(ctx, RefundRequest{RefundID: r.ID, OrderID: o.ID, ChargeAttemptID: o.CurrentAttempt,
+		res, err = gw.Refund(ctx, RefundRequest{RefundID: r.ID, OrderID: o.ID, ChargeAttemptID: o.CurrentAttempt,
 			ChargeID: op.chargeID, Amount: r.Amount, CreatedAt: r.CreatedAt})
 	}
 	GatewayCall{Op: "refund", Gateway: o.Gateway, OrderID: o.ID, AttemptID: r.ID, RequestID: op.in.RequestID,
@@ -318,7 +343,7 @@ func (op *refundOp) call(ctx context.Context) (Result, error) {
 }
 
 func (op *refundOp) settle(ctx context.Context, res Result, gerr error) (bool, error) {
-	st := RefundSettlementFor(op.o.MerchantID, op.r.ID, res, op.s.cfg.FirstRecheck)
+	st := RefundSettlementFor(op.o.MerchantID, op.o.ID, op.r.ID, res, op.s.cfg.FirstRecheck)
 	st.Actor = op.actor
 	if gerr != nil {
 		st.LastError = gerr.Error()
@@ -352,8 +377,8 @@ func (op *refundOp) reread(ctx context.Context) error {
 // went back (declined, not sent); anything else is unknown and checked
 // again after recheck. A lookup's "not found" is for the caller to judge
 // (the reconciler, against its no-show horizon).
-func RefundSettlementFor(merchantID, refundID string, res Result, recheck time.Duration) RefundSettlement {
-	st := RefundSettlement{MerchantID: merchantID, RefundID: refundID, Result: res, RecheckIn: recheck,
+func RefundSettlementFor(merchantID, orderID, refundID string, res Result, recheck time.Duration) RefundSettlement {
+	st := RefundSettlement{MerchantID: merchantID, OrderID: orderID, RefundID: refundID, Result: res, RecheckIn: recheck,
 		OrderPartial: EventRefundPartial, OrderFull: EventRefundFull}
 	switch res.Outcome {
 	case OutcomeSucceeded:
@@ -444,7 +469,7 @@ func (s *Service) ResolveRefund(ctx context.Context, scope Scope, orderID, refun
 		return Order{}, Refund{}, err
 	}
 	settled, sr, ok, err := s.refunds.SettleRefund(ctx, RefundSettlement{
-		MerchantID: o.MerchantID, RefundID: r.ID, Result: res, From: RefundNeedsReview, Event: ev, To: to,
+		MerchantID: o.MerchantID, OrderID: o.ID, RefundID: r.ID, Result: res, From: RefundNeedsReview, Event: ev, To: to,
 		OrderPartial: EventRefundPartial, OrderFull: EventRefundFull, Actor: actor, Reason: reason,
 	})
 	if err != nil {

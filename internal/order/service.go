@@ -191,10 +191,13 @@ type Service struct {
 	routes   RouteStore
 	rules    ruleCache
 	gateways map[string]Gateway
-	cfg      Config
-	log      *slog.Logger
-	lookups  *lookupGroup
-	breakers *Breakers
+	// refunders names the gateways that can refund, for the refund claim's
+	// guard.
+	refunders []string
+	cfg       Config
+	log       *slog.Logger
+	lookups   *lookupGroup
+	breakers  *Breakers
 }
 
 // NewService returns a Service. gateways maps gateway names to adapters and
@@ -222,8 +225,14 @@ func NewService(store Store, gateways map[string]Gateway, cfg Config, log *slog.
 			return nil, err
 		}
 	}
+	var refunders []string
+	for _, name := range slices.Sorted(maps.Keys(gateways)) {
+		if _, ok := gateways[name].(Refunder); ok {
+			refunders = append(refunders, name)
+		}
+	}
 	return &Service{store: store, refunds: refunds, holds: holds, reviews: reviews, disputes: disputes, routes: routes, gateways: gateways,
-		cfg: cfg, log: log, lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}, breakers: breakers}, nil
+		refunders: refunders, cfg: cfg, log: log, lookups: &lookupGroup{reuse: cfg.LookupReuse, recent: map[string]recentLookup{}}, breakers: breakers}, nil
 }
 
 // Create creates an order for merchantID, idempotently on its reference.

@@ -278,7 +278,7 @@ func BenchmarkCheckoutForms(b *testing.B) {
 				if err != nil || !r.Claimed {
 					b.Fatalf("refund claim: %v %+v", err, r)
 				}
-				st := order.RefundSettlementFor(o.MerchantID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)
+				st := order.RefundSettlementFor(o.MerchantID, r.Refund.OrderID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)
 				st.Actor = "bench"
 				if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
 					b.Fatalf("refund settle: %v %v", err, ok)

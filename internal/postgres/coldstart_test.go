@@ -149,7 +149,7 @@ func hotPath(ctx context.Context, s *postgres.Store, ref string, i int) error {
 		if err != nil || !r.Claimed {
 			return fmt.Errorf("refund claim %s: %w", ref, err)
 		}
-		st := order.RefundSettlementFor(o.MerchantID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)
+		st := order.RefundSettlementFor(o.MerchantID, r.Refund.OrderID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)
 		st.Actor = "test"
 		if _, _, ok, err := s.SettleRefund(ctx, st); err != nil || !ok {
 			return fmt.Errorf("refund settle %s: %w (%t)", ref, err, ok)

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"reflect"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -240,4 +241,78 @@ func (c *deliveryColumns) add(d order.Delivery) {
 	c.Outcome = append(c.Outcome, string(d.Outcome))
 	c.Status = append(c.Status, int32(d.Status))
 	c.Backoff = append(c.Backoff, d.Backoff)
+}
+
+// refundClaimColumns are the rows of refund_claims.sql.
+type refundClaimColumns struct {
+	MerchantID  []string        `arg:"merchant_id"`
+	OrderID     []string        `arg:"order_id" uuid:"order"`
+	RequestID   []string        `arg:"request_id"`
+	RefundID    []string        `arg:"refund_id" uuid:"refund"`
+	AmountMinor []int64         `arg:"amount_minor"`
+	Reason      []string        `arg:"reason"`
+	Actor       []string        `arg:"actor"`
+	Lease       []time.Duration `arg:"lease"`
+	// Gateways are the claim's gateways joined by commas, "" for any.
+	Gateways []string `arg:"gateways"`
+}
+
+func (c *refundClaimColumns) add(rc order.RefundClaim) {
+	c.MerchantID = append(c.MerchantID, rc.MerchantID)
+	c.OrderID = append(c.OrderID, rc.OrderID)
+	c.RequestID = append(c.RequestID, rc.RequestID)
+	c.RefundID = append(c.RefundID, rc.RefundID)
+	c.AmountMinor = append(c.AmountMinor, rc.AmountMinor)
+	c.Reason = append(c.Reason, rc.Reason)
+	c.Actor = append(c.Actor, string(rc.Actor))
+	c.Lease = append(c.Lease, rc.Lease)
+	c.Gateways = append(c.Gateways, strings.Join(rc.Gateways, ","))
+}
+
+// refundSettleColumns are the rows of refund_settles.sql.
+type refundSettleColumns struct {
+	MerchantID      []string        `arg:"merchant_id"`
+	OrderID         []string        `arg:"order_id" uuid:"order"`
+	RefundID        []string        `arg:"refund_id" uuid:"refund"`
+	From            []string        `arg:"from_state"`
+	To              []string        `arg:"to_state"`
+	Outcome         []string        `arg:"outcome"`
+	DeclineCode     []string        `arg:"decline_code"`
+	GatewayRefundID []string        `arg:"gateway_refund_id"`
+	RecheckIn       []time.Duration `arg:"recheck_in"`
+	Checked         []bool          `arg:"checked"`
+	LastError       []string        `arg:"last_error"`
+	Event           []string        `arg:"event"`
+	Actor           []string        `arg:"actor"`
+	Reason          []string        `arg:"reason"`
+	PartialEvent    []string        `arg:"partial_event"`
+	PartialTo       []string        `arg:"partial_to"`
+	FullEvent       []string        `arg:"full_event"`
+	FullTo          []string        `arg:"full_to"`
+	// Lease is the reconcile_at a reconciler's settlement is guarded by
+	// (RefundSettlement.Lease); NULL for the refund path's.
+	Lease []*time.Time `arg:"lease"`
+}
+
+func (c *refundSettleColumns) add(st order.RefundSettlement) {
+	from, to := refundSettleStates(st)
+	c.MerchantID = append(c.MerchantID, st.MerchantID)
+	c.OrderID = append(c.OrderID, st.OrderID)
+	c.RefundID = append(c.RefundID, st.RefundID)
+	c.From = append(c.From, string(from))
+	c.To = append(c.To, string(to))
+	c.Outcome = append(c.Outcome, string(st.Result.Outcome))
+	c.DeclineCode = append(c.DeclineCode, st.Result.DeclineCode)
+	c.GatewayRefundID = append(c.GatewayRefundID, st.Result.ChargeID)
+	c.RecheckIn = append(c.RecheckIn, st.RecheckIn)
+	c.Checked = append(c.Checked, st.Checked)
+	c.LastError = append(c.LastError, truncate(st.LastError, 1000))
+	c.Event = append(c.Event, string(st.Event))
+	c.Actor = append(c.Actor, string(st.Actor))
+	c.Reason = append(c.Reason, truncate(st.Reason, 1000))
+	c.PartialEvent = append(c.PartialEvent, string(st.OrderPartial))
+	c.PartialTo = append(c.PartialTo, string(order.MustNext(order.StatePaid, st.OrderPartial)))
+	c.FullEvent = append(c.FullEvent, string(st.OrderFull))
+	c.FullTo = append(c.FullTo, string(order.MustNext(order.StatePaid, st.OrderFull)))
+	c.Lease = append(c.Lease, leaseArg(st.Lease))
 }

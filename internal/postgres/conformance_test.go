@@ -50,6 +50,8 @@ var storeSuite = []struct {
 	{"SettleTruncatesToValidUTF8", testSettleTruncatesToValidUTF8},
 	{"SettleRefundAfterConcurrentClaim", testSettleRefundAfterConcurrentClaim},
 	{"RefundLeaseGuard", testRefundLeaseGuard},
+	{"RefundGroup", testRefundGroup},
+	{"RefundsConcurrentGrouped", testConcurrentRefundsGrouped},
 	{"CaptureLeaseGuard", testCaptureLeaseGuard},
 	{"RefundReplayRepliesAreConsistent", testRefundReplayRepliesAreConsistent},
 	{"ChargeReplayRepliesAreConsistent", testChargeReplayRepliesAreConsistent},

@@ -128,7 +128,7 @@ func testRefundReplayRepliesAreConsistent(t *testing.T, db storeDB) {
 		},
 		func(_ int, reply any) error {
 			r := reply.(order.RefundClaimResult)
-			st := order.RefundSettlementFor(r.Order.MerchantID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
+			st := order.RefundSettlementFor(r.Order.MerchantID, r.Refund.OrderID, r.Refund.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute)
 			st.Actor = order.ActorAPI
 			_, _, ok, err := s.SettleRefund(ctx, st)
 			if err == nil && !ok {

@@ -12,7 +12,7 @@ import (
 // engine is what differs between the two engines the store runs on:
 // PostgreSQL, and Citus (PostgreSQL with the citus extension, Settle's
 // tables distributed by merchant, docs/operations.md "Settle on Citus").
-// They differ in the SQL of a few writes, in how a checkout write is sent
+// They differ in the SQL of a few writes, in how a checkout or refund write is sent
 // (grouped with the concurrent calls of its kind in one statement, or
 // alone, as a call that Citus runs whole on the merchant's worker), in how
 // the leases over every merchant are taken (Citus locks rows on one shard
@@ -42,6 +42,10 @@ type engine interface {
 	settle(ctx context.Context, st order.Settlement) (settled, error)
 	// settleMany records the settlements sts, whose orders differ.
 	settleMany(ctx context.Context, sts []order.Settlement) ([]order.Order, []bool, error)
+	// claimRefund admits the refund c (see Store.ClaimRefund).
+	claimRefund(ctx context.Context, c order.RefundClaim) (refundClaimed, error)
+	// settleRefund records the refund settlement st.
+	settleRefund(ctx context.Context, st order.RefundSettlement) (refundSettled, error)
 
 	// claimDue leases due CHARGING orders of every merchant.
 	claimDue(ctx context.Context, limit int, lease time.Duration) ([]order.Due, error)
@@ -71,8 +75,6 @@ type engine interface {
 // with one statement each, in SQL of their own.
 type statements struct {
 	transition         string
-	refundClaim        string
-	refundSettle       string
 	recordGatewayEvent string
 	captureClaim       string
 	captureSettle      string

@@ -5,6 +5,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -62,8 +63,6 @@ var citusExpireHoldSQL string
 
 var citusStatements = statements{
 	transition:         citusTransitionSQL,
-	refundClaim:        citusRefundClaimSQL,
-	refundSettle:       citusRefundSettleSQL,
 	recordGatewayEvent: citusRecordGatewayEventSQL,
 	captureClaim:       citusCaptureClaimSQL,
 	captureSettle:      citusCaptureSettleSQL,
@@ -74,6 +73,93 @@ var citusStatements = statements{
 }
 
 func (e *citusEngine) statements() *statements { return &citusStatements }
+
+// citusRefundClaimRow is what citus/refund_claim.sql returns; a refund ID
+// of ” means no refund.
+type citusRefundClaimRow struct {
+	Claimed  bool   `db:"claimed"`
+	ChargeID string `db:"charge_id"`
+	disputedOrderRow
+	refundRow
+}
+
+// claimRefund admits one refund alone, through the function that Citus
+// runs whole on the merchant's worker, which takes no gateways: a claim
+// with gateways reads the order first, and claims nothing of an order
+// whose gateway is not one of them. A claim that made no refund and saw
+// none runs once more, as the grouped claim's do on PostgreSQL, and for
+// the same reason (Store.ClaimRefund).
+func (e *citusEngine) claimRefund(ctx context.Context, c order.RefundClaim) (refundClaimed, error) {
+	if len(c.Gateways) > 0 {
+		o, err := readOrder(ctx, e.pool, c.MerchantID, c.OrderID)
+		switch {
+		case errors.Is(err, order.ErrNotFound):
+			return refundClaimed{err: err}, nil
+		case err != nil:
+			return refundClaimed{}, err
+		case !slices.Contains(c.Gateways, o.Gateway):
+			return refundClaimed{res: order.RefundClaimResult{Order: o}}, nil
+		}
+	}
+	var res order.RefundClaimResult
+	for run := 0; run < 2 && !res.Claimed && res.Refund == nil; run++ {
+		err := retry(ctx, func() error {
+			r, err := queryOne[citusRefundClaimRow](ctx, e.pool, citusRefundClaimSQL, pgx.StrictNamedArgs{
+				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
+				"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
+				"refundable": refundableStates, "from_state": order.RefundPending,
+				"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
+				"create_event": order.EventCreate,
+			})
+			if err != nil {
+				return err
+			}
+			res = refundClaimRow{Claimed: r.Claimed, ChargeID: r.ChargeID, disputedOrderRow: r.disputedOrderRow,
+				refundRow: r.refundRow}.result()
+			return nil
+		})
+		if errors.Is(err, order.ErrNotFound) {
+			return refundClaimed{err: err}, nil
+		}
+		if err != nil {
+			return refundClaimed{}, err
+		}
+	}
+	return refundClaimed{res: res}, nil
+}
+
+// settleRefund records one refund settlement alone, through the function
+// that Citus runs whole on the merchant's worker, which finds the order
+// from the refund (st.OrderID only groups settlements on PostgreSQL).
+func (e *citusEngine) settleRefund(ctx context.Context, st order.RefundSettlement) (refundSettled, error) {
+	var outcome *string
+	if st.Result.Outcome != "" {
+		o := string(st.Result.Outcome)
+		outcome = &o
+	}
+	from, to := refundSettleStates(st)
+	var r refundSettledRow
+	err := retry(ctx, func() (err error) {
+		r, err = queryOne[refundSettledRow](ctx, e.pool, citusRefundSettleSQL, pgx.StrictNamedArgs{
+			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": from,
+			"to_state": to, "outcome": outcome, "decline_code": st.Result.DeclineCode,
+			"gateway_refund_id": st.Result.ChargeID, "recheck_in": st.RecheckIn, "checked": st.Checked,
+			"last_error": truncate(st.LastError, 1000), "event": st.Event, "actor": st.Actor,
+			"reason":        truncate(st.Reason, 1000),
+			"partial_event": st.OrderPartial, "partial_to": order.MustNext(order.StatePaid, st.OrderPartial),
+			"full_event": st.OrderFull, "full_to": order.MustNext(order.StatePaid, st.OrderFull),
+			"lease": leaseArg(st.Lease),
+		})
+		return err
+	})
+	switch {
+	case errors.Is(err, order.ErrNotFound):
+		return refundSettled{}, nil // the guard did not hold
+	case err != nil:
+		return refundSettled{}, err
+	}
+	return refundSettled{order: r.order(), refund: r.refund(), applied: true}, nil
+}
 
 //go:embed sql/citus/create_order.sql
 var citusCreateOrderSQL string

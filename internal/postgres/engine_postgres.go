@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -28,6 +29,9 @@ type postgresEngine struct {
 	claims       *batch.Batcher[string, order.Claim, claimed]
 	createClaims *batch.Batcher[string, newClaimed, createdClaimed]
 	settles      *batch.Batcher[string, order.Settlement, settled]
+	// The refund path's claims and settles, one per order in each group.
+	refundClaims  *batch.Batcher[string, order.RefundClaim, refundClaimed]
+	refundSettles *batch.Batcher[string, order.RefundSettlement, refundSettled]
 }
 
 func newPostgresEngine(pool *pgxpool.Pool) *postgresEngine {
@@ -56,6 +60,21 @@ func newPostgresEngine(pool *pgxpool.Pool) *postgresEngine {
 		Isolate: isolate,
 	})
 	e.settles = newSettles(e.settleMany)
+	// One refund claim or settlement per order in each group: a refund's
+	// claim and settle update its order's totals, which one statement
+	// could not do twice.
+	e.refundClaims = batch.New(batch.Config[string, order.RefundClaim, refundClaimed]{
+		Run:     e.claimRefunds,
+		Key:     func(c order.RefundClaim) string { return c.OrderID },
+		MaxSize: maxGroup,
+		Isolate: isolate,
+	})
+	e.refundSettles = batch.New(batch.Config[string, order.RefundSettlement, refundSettled]{
+		Run:     e.settleRefunds,
+		Key:     func(st order.RefundSettlement) string { return st.OrderID },
+		MaxSize: maxSettleGroup,
+		Isolate: isolate,
+	})
 	return e
 }
 
@@ -64,8 +83,6 @@ var transitionSQL string
 
 var postgresStatements = statements{
 	transition:         transitionSQL,
-	refundClaim:        refundClaimSQL,
-	refundSettle:       refundSettleSQL,
 	recordGatewayEvent: recordGatewayEventSQL,
 	captureClaim:       captureClaimSQL,
 	captureSettle:      captureSettleSQL,
@@ -339,6 +356,138 @@ func (e *postgresEngine) settleMany(ctx context.Context, sts []order.Settlement)
 		return nil, nil, err
 	}
 	return orders, applied, nil
+}
+
+// refundClaimsSQL admits refunds in one statement; its comments say how
+// it keeps refunds within what was paid. refundClaimSQL is the same
+// statement for one claim, generated from it.
+//
+//go:generate go run gen_onerow.go sql/refund_claims.sql sql/refund_claim.sql
+//go:embed sql/refund_claims.sql
+var refundClaimsSQL string
+
+//go:embed sql/refund_claim.sql
+var refundClaimSQL string
+
+func (e *postgresEngine) claimRefund(ctx context.Context, c order.RefundClaim) (refundClaimed, error) {
+	return e.refundClaims.Do(ctx, c)
+}
+
+// claimRefunds runs refund_claims.sql for cs, whose orders differ, and
+// runs again those that made no refund and saw none (see
+// Store.ClaimRefund).
+func (e *postgresEngine) claimRefunds(ctx context.Context, cs []order.RefundClaim) ([]refundClaimed, error) {
+	out := make([]refundClaimed, len(cs))
+	if err := e.claimSomeRefunds(ctx, cs, out); err != nil {
+		return nil, err
+	}
+	var again []order.RefundClaim
+	var at []int
+	for i, r := range out {
+		if r.err == nil && !r.res.Claimed && r.res.Refund == nil {
+			again, at = append(again, cs[i]), append(at, i)
+		}
+	}
+	if len(again) == 0 {
+		return out, nil
+	}
+	rerun := make([]refundClaimed, len(again))
+	if err := e.claimSomeRefunds(ctx, again, rerun); err != nil {
+		// Their own second run failed: the others stand.
+		for _, i := range at {
+			out[i].err = err
+		}
+		return out, nil
+	}
+	for k, i := range at {
+		out[i] = rerun[k]
+	}
+	return out, nil
+}
+
+// claimSomeRefunds runs refund_claims.sql once for cs, whose orders
+// differ, and sets out[i] to claim i's result, or to order.ErrNotFound
+// when its order does not exist.
+func (e *postgresEngine) claimSomeRefunds(ctx context.Context, cs []order.RefundClaim, out []refundClaimed) error {
+	var cols refundClaimColumns
+	for _, c := range cs {
+		cols.add(c)
+	}
+	args, err := columnArgs(&cols)
+	if err != nil {
+		return fmt.Errorf("claim refund: %w", err)
+	}
+	args["refundable"] = strings.Join(refundableStates, ",")
+	args["from_state"] = order.RefundPending
+	args["to_state"] = order.MustNextRefund(order.RefundPending, order.EventRefund)
+	args["event"] = order.EventRefund
+	args["create_event"] = order.EventCreate
+	sql := refundClaimsSQL
+	if len(cs) == 1 {
+		sql = refundClaimSQL
+		oneRow(args)
+	}
+	return retry(ctx, func() error {
+		rows, err := queryAll[refundClaimRow](ctx, e.pool, sql, args)
+		if err != nil {
+			return err
+		}
+		for i := range out {
+			out[i] = refundClaimed{err: order.ErrNotFound}
+		}
+		for _, r := range rows {
+			out[r.I-1] = refundClaimed{res: r.result()}
+		}
+		return nil
+	})
+}
+
+// refundSettlesSQL records gateways' answers for refunds in one statement,
+// guarded; refundSettleSQL is the same statement for one settlement,
+// generated from it.
+//
+//go:generate go run gen_onerow.go sql/refund_settles.sql sql/refund_settle.sql
+//go:embed sql/refund_settles.sql
+var refundSettlesSQL string
+
+//go:embed sql/refund_settle.sql
+var refundSettleSQL string
+
+func (e *postgresEngine) settleRefund(ctx context.Context, st order.RefundSettlement) (refundSettled, error) {
+	return e.refundSettles.Do(ctx, st)
+}
+
+// settleRefunds runs refund_settles.sql for sts, whose orders differ.
+func (e *postgresEngine) settleRefunds(ctx context.Context, sts []order.RefundSettlement) ([]refundSettled, error) {
+	var cols refundSettleColumns
+	for _, st := range sts {
+		cols.add(st)
+	}
+	args, err := columnArgs(&cols)
+	if err != nil {
+		return nil, fmt.Errorf("settle refund: %w", err)
+	}
+	sql := refundSettlesSQL
+	if len(sts) == 1 {
+		sql = refundSettleSQL
+		oneRow(args)
+	}
+	out := make([]refundSettled, len(sts))
+	err = retry(ctx, func() error {
+		clear(out)
+		rows, err := queryAll[refundSettlesRow](ctx, e.pool, sql, args)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			out[r.I-1] = refundSettled{order: r.order(), refund: r.refund(), applied: true}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 //go:embed sql/claim_due.sql

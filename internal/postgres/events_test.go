@@ -287,11 +287,11 @@ func testRefundEvents(t *testing.T, db storeDB) {
 		}
 	}
 	ok, declined, review := claim("refund-ok", 300), claim("refund-declined", 200), claim("refund-review", 100)
-	settle(ok, order.RefundSettlementFor(order.DefaultMerchant, ok.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute))
-	settle(declined, order.RefundSettlementFor(order.DefaultMerchant, declined.ID, order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "expired_card"}, time.Minute))
+	settle(ok, order.RefundSettlementFor(order.DefaultMerchant, ok.OrderID, ok.ID, order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re_1"}, time.Minute))
+	settle(declined, order.RefundSettlementFor(order.DefaultMerchant, declined.OrderID, declined.ID, order.Result{Outcome: order.OutcomeDeclined, DeclineCode: "expired_card"}, time.Minute))
 	// A recheck (unknown outcome) moves nothing and is no event.
-	settle(review, order.RefundSettlementFor(order.DefaultMerchant, review.ID, order.Result{Outcome: order.OutcomeUnknown}, time.Minute))
-	settle(review, order.RefundSettlement{MerchantID: order.DefaultMerchant, RefundID: review.ID, Event: order.EventEscalate,
+	settle(review, order.RefundSettlementFor(order.DefaultMerchant, review.OrderID, review.ID, order.Result{Outcome: order.OutcomeUnknown}, time.Minute))
+	settle(review, order.RefundSettlement{MerchantID: order.DefaultMerchant, OrderID: review.OrderID, RefundID: review.ID, Event: order.EventEscalate,
 		To: order.RefundNeedsReview, Result: order.Result{Outcome: order.OutcomeUnknown},
 		OrderPartial: order.EventRefundPartial, OrderFull: order.EventRefundFull})
 

@@ -121,3 +121,33 @@ func (s *Store) CreateClaimedMany(ctx context.Context, os []order.Order, cs []or
 func (s *Store) AnalyzeGrown(ctx context.Context) error {
 	return s.analyzeGrown(ctx, slog.New(slog.DiscardHandler))
 }
+
+// ClaimRefundsGrouped is the PostgreSQL engine's grouped refund claim of
+// cs, whose orders differ, in one statement (its second run aside), with
+// each claim's result and its own error.
+func (s *Store) ClaimRefundsGrouped(ctx context.Context, cs []order.RefundClaim) ([]order.RefundClaimResult, []error, error) {
+	out, err := s.postgres.claimRefunds(ctx, cs)
+	if err != nil {
+		return nil, nil, err
+	}
+	res, errs := make([]order.RefundClaimResult, len(out)), make([]error, len(out))
+	for i, c := range out {
+		res[i], errs[i] = c.res, c.err
+	}
+	return res, errs, nil
+}
+
+// SettleRefundsGrouped is the PostgreSQL engine's grouped refund settle
+// of sts, whose orders differ, in one statement: each refund as it was
+// left and whether its guard held.
+func (s *Store) SettleRefundsGrouped(ctx context.Context, sts []order.RefundSettlement) ([]order.Refund, []bool, error) {
+	out, err := s.postgres.settleRefunds(ctx, sts)
+	if err != nil {
+		return nil, nil, err
+	}
+	refunds, applied := make([]order.Refund, len(out)), make([]bool, len(out))
+	for i, r := range out {
+		refunds[i], applied[i] = r.refund, r.applied
+	}
+	return refunds, applied, nil
+}

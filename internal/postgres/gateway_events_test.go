@@ -184,7 +184,7 @@ func testGatewayEventsWakeOperations(t *testing.T, db storeDB) {
 	}
 
 	// A settled refund's event is ignored, and nothing is raised.
-	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(paid.MerchantID, rc.Refund.ID,
+	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(paid.MerchantID, rc.Refund.OrderID, rc.Refund.ID,
 		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)); err != nil || !ok {
 		t.Fatalf("settle refund: %v, %v", ok, err)
 	}
@@ -325,7 +325,7 @@ func testGatewayEventsRefundFailed(t *testing.T, db storeDB) {
 	if n := reviewItems(t, pool, "refund_failed", a); n != 0 {
 		t.Errorf("%d refund_failed items for a refund in flight, want 0", n)
 	}
-	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(paid.MerchantID, rc.Refund.ID,
+	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(paid.MerchantID, rc.Refund.OrderID, rc.Refund.ID,
 		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "PSPR"}, time.Minute)); err != nil || !ok {
 		t.Fatalf("settle refund: %v, %v", ok, err)
 	}

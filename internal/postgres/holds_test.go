@@ -219,7 +219,7 @@ func testRefundOfWhatWasCaptured(t *testing.T, db storeDB) {
 	if err != nil || !r.Claimed || r.Refund.Amount.AmountMinor != 400 {
 		t.Fatalf("refund of all: %+v, %v; want 400", r, err)
 	}
-	got, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(o.MerchantID, r.Refund.ID,
+	got, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(o.MerchantID, r.Refund.OrderID, r.Refund.ID,
 		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute))
 	if err != nil || !ok || got.State != order.StateRefunded || got.Refunded != 400 {
 		t.Fatalf("settled refund: %+v %v, %v; want REFUNDED with 400", got, ok, err)

@@ -1,9 +1,10 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	_ "embed"
-	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,19 +78,23 @@ func (r refundRow) refund() order.Refund {
 	return rf
 }
 
-// refundClaimSQL admits a refund in one statement; its comments say how it
-// keeps refunds within what was paid.
-//
-//go:embed sql/refund_claim.sql
-var refundClaimSQL string
-
-// refundClaimRow is what refund_claim.sql returns; a refund ID of ” means
-// no refund.
+// refundClaimRow is what refund_claims.sql returns for the i-th claim
+// (from 1); a refund ID of ” means no refund.
 type refundClaimRow struct {
+	I        int    `db:"i"`
 	Claimed  bool   `db:"claimed"`
 	ChargeID string `db:"charge_id"`
 	disputedOrderRow
 	refundRow
+}
+
+func (r refundClaimRow) result() order.RefundClaimResult {
+	res := order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
+	if r.ID != "" {
+		rf := r.refund()
+		res.Refund = &rf
+	}
+	return res
 }
 
 // refundableStates are the states the refund claim admits a refund in,
@@ -108,97 +113,83 @@ func statesWhere(ok func(order.State) bool) []string {
 	return out
 }
 
-// ClaimRefund implements order.RefundStore.
+// refundClaimed is one refund claim's result in a group, or the error of
+// that claim alone (its order does not exist).
+type refundClaimed struct {
+	res order.RefundClaimResult
+	err error
+}
+
+// ClaimRefund implements order.RefundStore: on PostgreSQL the claim shares
+// a statement with whatever other refund claims are waiting (see package
+// batch). A claim that made no refund and saw none may have met a refund
+// of its request id that a concurrent claim committed after the
+// statement's snapshot was taken (its insert then did nothing): it runs
+// once more, in a statement whose snapshot holds it, so that the order and
+// the refund of the reply are read together. The refund read alone would
+// go with an order read earlier, which the refund's settle may have moved
+// since.
 func (s *Store) ClaimRefund(ctx context.Context, c order.RefundClaim) (order.RefundClaimResult, error) {
 	e, err := s.engine(ctx)
 	if err != nil {
 		return order.RefundClaimResult{}, err
 	}
-	sql := e.statements().refundClaim
-	var res order.RefundClaimResult
-	// A claim that made no refund and saw none may have met a refund of its
-	// request id that a concurrent claim committed after the statement's
-	// snapshot was taken (its insert then did nothing): it runs once more,
-	// in a statement whose snapshot holds it, so that the order and the
-	// refund of the reply are read together. The refund read alone would
-	// go with an order read earlier, which the refund's settle may have
-	// moved since.
-	for run := 0; run < 2 && !res.Claimed && res.Refund == nil; run++ {
-		err = retry(ctx, func() error {
-			r, err := queryOne[refundClaimRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
-				"order_id": c.OrderID, "merchant_id": c.MerchantID, "request_id": c.RequestID, "refund_id": c.RefundID,
-				"amount_minor": c.AmountMinor, "reason": c.Reason, "actor": c.Actor, "lease": c.Lease,
-				"refundable": refundableStates, "from_state": order.RefundPending,
-				"to_state": order.MustNextRefund(order.RefundPending, order.EventRefund), "event": order.EventRefund,
-				"create_event": order.EventCreate,
-			})
-			if err != nil {
-				return err
-			}
-			res = order.RefundClaimResult{Order: r.order(), Claimed: r.Claimed, ChargeID: r.ChargeID}
-			if r.ID != "" {
-				rf := r.refund()
-				res.Refund = &rf
-			}
-			return nil
-		})
-		if err != nil {
-			return order.RefundClaimResult{}, err
-		}
+	r, err := e.claimRefund(ctx, c)
+	if err != nil {
+		return order.RefundClaimResult{}, err
 	}
-	return res, nil
+	return r.res, r.err
 }
 
-//go:embed sql/refund_settle.sql
-var refundSettleSQL string
-
-// refundSettledRow is what refund_settle.sql returns.
+// refundSettledRow is what refund_settle.sql on Citus and order_refund.sql
+// return.
 type refundSettledRow struct {
 	disputedOrderRow
 	refundRow
 }
 
-// SettleRefund implements order.RefundStore.
-func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (order.Order, order.Refund, bool, error) {
-	var r refundSettledRow
-	to := st.To
+// refundSettlesRow is what refund_settles.sql returns for the i-th
+// settlement (from 1) whose guard held.
+type refundSettlesRow struct {
+	I int `db:"i"`
+	refundSettledRow
+}
+
+// refundSettled is one refund settlement's result in a group: the order
+// and the refund as the statement left them, and whether its guard held.
+type refundSettled struct {
+	order   order.Order
+	refund  order.Refund
+	applied bool
+}
+
+// refundSettleStates returns the state a refund settlement requires of
+// its refund (st.From, REFUNDING when empty) and the one it moves the
+// refund to (st.To, or REFUNDING for a recheck, which has no event).
+func refundSettleStates(st order.RefundSettlement) (from, to order.RefundState) {
+	from, to = cmp.Or(st.From, order.RefundRefunding), st.To
 	if st.Event == "" {
 		to = order.RefundRefunding
 	}
-	var outcome *string
-	if st.Result.Outcome != "" {
-		o := string(st.Result.Outcome)
-		outcome = &o
-	}
-	from := st.From
-	if from == "" {
-		from = order.RefundRefunding
+	return from, to
+}
+
+// SettleRefund implements order.RefundStore: on PostgreSQL the settlement
+// shares a statement with whatever other refund settlements are waiting
+// (see package batch), one per order.
+func (s *Store) SettleRefund(ctx context.Context, st order.RefundSettlement) (order.Order, order.Refund, bool, error) {
+	if st.OrderID == "" {
+		return order.Order{}, order.Refund{}, false, fmt.Errorf("settle refund %s: no order id", st.RefundID)
 	}
 	e, err := s.engine(ctx)
 	if err != nil {
 		return order.Order{}, order.Refund{}, false, err
 	}
-	sql := e.statements().refundSettle
-	err = retry(ctx, func() (err error) {
-		r, err = queryOne[refundSettledRow](ctx, s.pool, sql, pgx.StrictNamedArgs{
-			"merchant_id": st.MerchantID, "refund_id": st.RefundID, "from_state": from,
-			"to_state": to, "outcome": outcome, "decline_code": st.Result.DeclineCode,
-			"gateway_refund_id": st.Result.ChargeID, "recheck_in": st.RecheckIn, "checked": st.Checked,
-			"last_error": truncate(st.LastError, 1000), "event": st.Event, "actor": st.Actor,
-			"reason":        truncate(st.Reason, 1000),
-			"partial_event": st.OrderPartial, "partial_to": order.MustNext(order.StatePaid, st.OrderPartial),
-			"full_event": st.OrderFull, "full_to": order.MustNext(order.StatePaid, st.OrderFull),
-			"lease": leaseArg(st.Lease),
-		})
-		return err
-	})
-	switch {
-	case errors.Is(err, order.ErrNotFound):
-		return order.Order{}, order.Refund{}, false, nil // the guard did not hold
-	case err != nil:
+	r, err := e.settleRefund(ctx, st)
+	if err != nil {
 		return order.Order{}, order.Refund{}, false, err
 	}
-	return r.order(), r.refund(), true, nil
+	return r.order, r.refund, r.applied, nil
 }
 
 //go:embed sql/refund_by_id.sql

@@ -63,7 +63,7 @@ func reviewQueue(t *testing.T, s *postgres.Store, merchant string) map[order.Rev
 	if err != nil || !r.Claimed {
 		t.Fatalf("claim refund: %+v, %v", r, err)
 	}
-	rst := order.RefundSettlementFor(o.MerchantID, r.Refund.ID, order.Result{Outcome: order.OutcomeUnknown}, time.Minute)
+	rst := order.RefundSettlementFor(o.MerchantID, r.Refund.OrderID, r.Refund.ID, order.Result{Outcome: order.OutcomeUnknown}, time.Minute)
 	rst.Event, rst.To, rst.LastError, rst.Reason, rst.Actor = order.EventEscalate, order.RefundNeedsReview, "refund lookup failed",
 		"refund lookup failed", "test"
 	if _, _, ok, err := s.SettleRefund(ctx, rst); err != nil || !ok {
@@ -129,7 +129,7 @@ func reviewQueue(t *testing.T, s *postgres.Store, merchant string) map[order.Rev
 	if err != nil || !rf.Claimed {
 		t.Fatalf("claim refund: %+v, %v", rf, err)
 	}
-	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(o.MerchantID, rf.Refund.ID,
+	if _, _, ok, err := s.SettleRefund(ctx, order.RefundSettlementFor(o.MerchantID, rf.Refund.OrderID, rf.Refund.ID,
 		order.Result{Outcome: order.OutcomeSucceeded, ChargeID: "re"}, time.Minute)); err != nil || !ok {
 		t.Fatalf("settle refund: %v, %v", ok, err)
 	}

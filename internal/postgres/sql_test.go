@@ -100,6 +100,8 @@ func TestOneRowGenerated(t *testing.T) {
 		"sql/claims.sql":                "sql/claim.sql",
 		"sql/create_orders.sql":         "sql/create_order.sql",
 		"sql/create_claimed_orders.sql": "sql/create_claimed_order.sql",
+		"sql/refund_claims.sql":         "sql/refund_claim.sql",
+		"sql/refund_settles.sql":        "sql/refund_settle.sql",
 	} {
 		b, err := os.ReadFile(src)
 		if err != nil {

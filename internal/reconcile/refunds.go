@@ -67,7 +67,7 @@ func (r *Reconciler) lookupRefund(ctx context.Context, d order.DueRefund) (order
 // decideRefund turns what the gateway said about a refund into its
 // settlement, by the rules of decide.
 func (r *Reconciler) decideRefund(d order.DueRefund, res order.Result, err error) order.RefundSettlement {
-	st := order.RefundSettlementFor(d.Refund.MerchantID, d.Refund.ID, res, 0)
+	st := order.RefundSettlementFor(d.Refund.MerchantID, d.Refund.OrderID, d.Refund.ID, res, 0)
 	st.Actor, st.Checked, st.Lease = order.ActorReconciler, true, d.Refund.ReconcileAt
 	checks := d.Refund.ReconcileCount + 1
 	switch {
