@@ -145,64 +145,92 @@ func (a *Auditor) run(ctx context.Context, lister order.ChargeLister, r Run) (Ru
 // listCharges matches the gateway's charges after r's cursor, a page at a
 // time.
 func (a *Auditor) listCharges(ctx context.Context, lister order.ChargeLister, r Run) (Run, error) {
-	page := make([]order.GatewayCharge, 0, a.cfg.PageSize)
-	flush := func() error {
-		if len(page) == 0 {
-			return nil
-		}
+	start := r.Cursor
+	err := pipeline(ctx, a.cfg.PageSize, func(ctx context.Context, add func(order.GatewayCharge) error) error {
+		return lister.ListCharges(ctx, a.resumeAt(r), r.Listed().To, func(c order.GatewayCharge) error {
+			if !start.After(c.Created, c.ID) {
+				return nil // matched before the run stopped
+			}
+			return add(c)
+		})
+	}, func(page []order.GatewayCharge) error {
 		next, found, err := a.store.MatchCharges(ctx, r, page, charged)
 		if err != nil {
 			return err
 		}
-		r, page = next, page[:0]
+		r = next
 		a.observe(r, found)
 		return nil
-	}
-	err := lister.ListCharges(ctx, a.resumeAt(r), r.Listed().To, func(c order.GatewayCharge) error {
-		if !r.Cursor.After(c.Created, c.ID) {
-			return nil // matched before the run stopped
-		}
-		page = append(page, c)
-		if len(page) < a.cfg.PageSize {
-			return nil
-		}
-		return flush()
 	})
-	if err == nil {
-		err = flush()
-	}
 	return r, err
 }
 
 // listRefunds is listCharges for refunds.
 func (a *Auditor) listRefunds(ctx context.Context, lister order.ChargeLister, r Run) (Run, error) {
-	page := make([]order.GatewayRefund, 0, a.cfg.PageSize)
-	flush := func() error {
-		if len(page) == 0 {
-			return nil
-		}
+	start := r.Cursor
+	err := pipeline(ctx, a.cfg.PageSize, func(ctx context.Context, add func(order.GatewayRefund) error) error {
+		return lister.ListRefunds(ctx, a.resumeAt(r), r.Listed().To, func(rf order.GatewayRefund) error {
+			if !start.After(rf.Created, rf.ID) {
+				return nil
+			}
+			return add(rf)
+		})
+	}, func(page []order.GatewayRefund) error {
 		next, found, err := a.store.MatchRefunds(ctx, r, page)
 		if err != nil {
 			return err
 		}
-		r, page = next, page[:0]
+		r = next
 		a.observe(r, found)
 		return nil
-	}
-	err := lister.ListRefunds(ctx, a.resumeAt(r), r.Listed().To, func(rf order.GatewayRefund) error {
-		if !r.Cursor.After(rf.Created, rf.ID) {
-			return nil
-		}
-		page = append(page, rf)
-		if len(page) < a.cfg.PageSize {
-			return nil
-		}
-		return flush()
 	})
-	if err == nil {
-		err = flush()
-	}
 	return r, err
+}
+
+// pipeline runs list, which adds the gateway's records in listing order,
+// and hands them to match a page of size at a time, in that order, while
+// list goes on: the gateway's answer for the next page and the database's
+// work on this one overlap. A page is matched once listed in full, the
+// last one as the listing ends; an error of match stops the listing, and
+// one of list comes after every page listed before it was matched.
+func pipeline[T any](ctx context.Context, size int, list func(context.Context, func(T) error) error, match func([]T) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	pages := make(chan []T, 1)
+	listed := make(chan error, 1)
+	go func() {
+		defer close(pages)
+		send := func(page []T) error {
+			select {
+			case pages <- page:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		page := make([]T, 0, size)
+		err := list(ctx, func(x T) error {
+			if page = append(page, x); len(page) < size {
+				return nil
+			}
+			err := send(page)
+			page = make([]T, 0, size)
+			return err
+		})
+		if err == nil && len(page) > 0 {
+			err = send(page)
+		}
+		listed <- err
+	}()
+	for page := range pages {
+		if err := match(page); err != nil {
+			cancel()
+			for range pages {
+			}
+			return err
+		}
+	}
+	return <-listed
 }
 
 // resumeAt is where r's listing (re)starts: its start, or its cursor's
