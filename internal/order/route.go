@@ -179,9 +179,16 @@ func provenOutcome(a Attempt) string {
 // authentication is stepped up there), else the first eligible. An order
 // with one route is left as it is: the claim charges its gateway.
 func (op *chargeOp) route(ctx context.Context) error {
+	if op.s.oneRoute.holds(op.merchantID, op.in.OrderID) {
+		return nil
+	}
 	r, err := op.s.store.Routing(ctx, op.merchantID, op.in.OrderID)
-	if err != nil || len(r.Routes) < 2 {
+	if err != nil {
 		return err
+	}
+	if len(r.Routes) < 2 {
+		op.s.oneRoute.add(op.merchantID, op.in.OrderID)
+		return nil
 	}
 	if op.in.PaymentMethod != "" {
 		return &ValidationError{Field: "payment_method", Reason: "must be empty for an order with routes: each route has its payment method"}

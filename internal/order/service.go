@@ -188,8 +188,11 @@ type Service struct {
 	disputes DisputeStore
 	// routes is store, when it keeps merchants' route rules; nil keeps
 	// every order's routes in the checkout's order.
-	routes   RouteStore
-	rules    ruleCache
+	routes RouteStore
+	rules  ruleCache
+	// oneRoute holds orders known to have one route, whose charges need
+	// not read their routing.
+	oneRoute oneRoute
 	gateways map[string]Gateway
 	// refunders names the gateways that can refund, for the refund claim's
 	// guard.
@@ -241,7 +244,13 @@ func (s *Service) Create(ctx context.Context, merchantID string, n NewOrder) (Or
 	if err != nil {
 		return Order{}, err
 	}
-	return s.store.CreateOrder(ctx, o)
+	got, err := s.store.CreateOrder(ctx, o)
+	// An order with o's id is the one this call created, with n's routes;
+	// another (the reference's order, for a retry) may have others.
+	if err == nil && got.ID == o.ID && len(o.Routes) < 2 {
+		s.oneRoute.add(merchantID, o.ID)
+	}
+	return got, err
 }
 
 // unknownGateway refuses an order for a gateway this server does not have.
