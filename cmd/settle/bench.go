@@ -67,15 +67,16 @@ minutes; -duration 3s -runs 1 is a quick look.
 		fs.PrintDefaults()
 	}
 	var (
-		cfg      = bench.Config{StatementCounts: true}
-		conc     = "1,4,16,64"
-		oneConc  = "16"
-		refConc  = "16"
-		capConc  = "16"
-		voidConc = "16"
-		coldConc = "16"
-		jsonPath string
-		quiet    bool
+		cfg            = bench.Config{StatementCounts: true}
+		conc           = "1,4,16,64"
+		oneConc        = "16"
+		refConc        = "16"
+		capConc        = "16"
+		voidConc       = "16"
+		coldConc       = "16"
+		deliverWorkers = "1"
+		jsonPath       string
+		quiet          bool
 	)
 	fs.StringVar(&conc, "c", conc, "comma-separated numbers of concurrent clients")
 	fs.StringVar(&oneConc, "one-call-c", oneConc, "those of -c at which to measure the one-call path (CreateAndChargeOrder) against its floor too; empty for none")
@@ -88,6 +89,7 @@ minutes; -duration 3s -runs 1 is a quick look.
 	fs.IntVar(&cfg.Runs, "runs", 3, "runs per point; each figure is their median")
 	fs.IntVar(&cfg.DrainOrders, "drain-orders", 10_000, "due orders for the reconciler to drain (0: skip the drain)")
 	fs.IntVar(&cfg.DeliverEvents, "deliver-events", 10_000, "events for one delivery worker to deliver against its SQL floor (0: skip)")
+	fs.StringVar(&deliverWorkers, "deliver-workers", deliverWorkers, "comma-separated numbers of delivery workers that deliver -deliver-events together, each against one worker's floor")
 	fs.BoolVar(&cfg.Deliver, "deliver", false, "the server delivers its events (order.paid, …) to a local endpoint during the Settle runs: compare with a run without")
 	fs.BoolVar(&cfg.StatementCounts, "round-trips", true, "count round trips with pg_stat_statements (restarts the throwaway cluster once to load it)")
 	fs.StringVar(&jsonPath, "json", "", "also write the report, every run included, as JSON to this file")
@@ -132,6 +134,9 @@ minutes; -duration 3s -runs 1 is a quick look.
 		return err
 	}
 	if cfg.ColdConcurrency, err = clientCounts("-cold-c", coldConc); err != nil {
+		return err
+	}
+	if cfg.DeliverWorkers, err = clientCounts("-deliver-workers", deliverWorkers); err != nil {
 		return err
 	}
 	cfg.Server = srv

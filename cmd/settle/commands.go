@@ -55,7 +55,7 @@ var (
 	// scheduledAuditFlags are reconcile's settings of the scheduled audit
 	// (no-show-horizon is among reconcileFlags).
 	scheduledAuditFlags = []string{"audit-interval", "audit-window", "audit-margin", "audit-merchants"}
-	deliveryFlags       = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch"}
+	deliveryFlags       = []string{"event-webhooks", "event-webhooks-file", "event-delivery-timeout", "event-retry-for", "event-delivery-poll", "event-delivery-batch", "event-delivery-in-flight"}
 	serveFlags          = []string{"listen", "json-listen", "console-listen", "shutdown-timeout", "claim-grace", "with-reconciler", "failpoints", "lookup-reuse",
 		"breaker-cooldown", "breaker-failure-rate", "breaker-min-calls", "routes-file",
 		"api-keys", "api-keys-file", "rate-limit", "rate-burst", "max-inflight", "max-watches", "watch-lifetime",
@@ -565,6 +565,7 @@ func (a *app) deliverer() (*delivery.Deliverer, error) {
 		Endpoints:    eps,
 		Timeout:      a.cfg.DeliveryTimeout,
 		PerMerchant:  a.cfg.DeliveryBatch,
+		InFlight:     a.cfg.DeliveryInFlight,
 		PollInterval: a.cfg.DeliveryPoll,
 		RetryFor:     a.cfg.DeliveryRetryFor,
 		OnRecord:     a.metrics.EventDelivery,

@@ -99,6 +99,7 @@ type config struct {
 	DeliveryRetryFor  time.Duration
 	DeliveryPoll      time.Duration
 	DeliveryBatch     int
+	DeliveryInFlight  int
 	// AllowUnsafeDatabase lets a test start on a database with fsync or
 	// synchronous_commit off.
 	AllowUnsafeDatabase bool
@@ -244,7 +245,8 @@ var options = []option{
 	{"event-delivery-timeout", "SETTLE_EVENT_DELIVERY_TIMEOUT", "10s", "deadline of one event POST to a merchant, answer included", setDuration(func(c *config) *time.Duration { return &c.DeliveryTimeout })},
 	{"event-retry-for", "SETTLE_EVENT_RETRY_FOR", "72h", "how long after its transition an event is retried before it is marked failed", setDuration(func(c *config) *time.Duration { return &c.DeliveryRetryFor })},
 	{"event-delivery-poll", "SETTLE_EVENT_DELIVERY_POLL", "1s", "wait between looks for events to deliver", setDuration(func(c *config) *time.Duration { return &c.DeliveryPoll })},
-	{"event-delivery-batch", "SETTLE_EVENT_DELIVERY_BATCH", "32", "events of one merchant leased at once, POSTed one after another", setInt(func(c *config) *int { return &c.DeliveryBatch })},
+	{"event-delivery-batch", "SETTLE_EVENT_DELIVERY_BATCH", "32", "events of one merchant leased at once", setInt(func(c *config) *int { return &c.DeliveryBatch })},
+	{"event-delivery-in-flight", "SETTLE_EVENT_DELIVERY_IN_FLIGHT", "8", "POSTs to one merchant's endpoint at once (1: one after another); the first of each batch goes alone", setInt(func(c *config) *int { return &c.DeliveryInFlight })},
 	{"stripe-secret-key", "STRIPE_SECRET_KEY", "", "Stripe secret key (sk_...); configures the gateway \"stripe\" (prefer the environment or the file)", setString(func(c *config) *string { return &c.StripeSecretKey })},
 	{"stripe-secret-key-file", "STRIPE_SECRET_KEY_FILE", "", "file holding the Stripe secret key, instead of stripe-secret-key", setString(func(c *config) *string { return &c.StripeSecretKeyFile })},
 	{"stripe-api-base", "STRIPE_API_BASE", "https://api.stripe.com", "Stripe API base URL (stripe-mock or a fake in tests)", setString(func(c *config) *string { return &c.StripeAPIBase })},
@@ -481,6 +483,7 @@ func (c *config) validate() error {
 	check(c.DeliveryRetryFor > 0, "event-retry-for must be positive")
 	check(c.DeliveryPoll > 0, "event-delivery-poll must be positive")
 	check(c.DeliveryBatch >= 1 && c.DeliveryBatch <= 1000, "event-delivery-batch must be between 1 and 1000")
+	check(c.DeliveryInFlight >= 1 && c.DeliveryInFlight <= 256, "event-delivery-in-flight must be between 1 and 256")
 	if c.WebhookListen != "" {
 		if _, _, err := net.SplitHostPort(c.WebhookListen); err != nil {
 			errs = append(errs, fmt.Errorf("webhook-listen %q is not host:port", c.WebhookListen))

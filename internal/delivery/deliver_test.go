@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -461,5 +464,53 @@ func TestPullOnlyMerchantIsLeftAlone(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the pull-only merchant lists %d events, want 4", len(evs))
 		}
+	}
+}
+
+// TestLaneBoundsPostsInFlight: under Run, a merchant's backlog of several
+// batches goes out with at most InFlight POSTs at its endpoint at once,
+// each event once; a lane's first POST goes alone.
+func TestLaneBoundsPostsInFlight(t *testing.T) {
+	t.Parallel()
+	s := postgres.NewStore(postgrestest.Pool(t))
+	const events, inFlight = 20, 3
+	var now, most atomic.Int32
+	rc := newReceiver(t, func(n int, _ *http.Request) int {
+		c := now.Add(1)
+		defer now.Add(-1)
+		for m := most.Load(); c > m && !most.CompareAndSwap(m, c); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		return http.StatusOK
+	})
+	for i := range events {
+		canceledOrder(t, s, "m1", fmt.Sprintf("ref-%d", i))
+	}
+	var delivered atomic.Int32
+	d := newDeliverer(t, s, delivery.Config{PerMerchant: 4, InFlight: inFlight, PollInterval: 10 * time.Millisecond,
+		Endpoints: []delivery.Endpoint{{MerchantID: "m1", URL: rc.URL, Secrets: []string{secret}}},
+		OnRecord: func(r order.DeliveryRecord) {
+			if r.Outcome == order.DeliveryDelivered {
+				delivered.Add(1)
+			}
+		}})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- d.Run(ctx) }()
+	for deadline := time.Now().Add(30 * time.Second); delivered.Load() < events; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered %d of %d events", delivered.Load(), events)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := rc.received()
+	if len(got) != events || len(slices.Compact(slices.Sorted(slices.Values(got)))) != events {
+		t.Fatalf("received %v, want %d events once each", got, events)
+	}
+	if m := most.Load(); m > inFlight || m < 2 {
+		t.Fatalf("at most %d POSTs at the endpoint at once, want 2 to %d", m, inFlight)
 	}
 }

@@ -6,8 +6,10 @@
 // Delivery is at least once: an event is marked delivered only after its
 // endpoint answered 2xx, so a worker that dies between the two delivers it
 // again, with the same id, once its lease ends. Each merchant has its own
-// lane: a lane delivers its merchant's events one after another, and a slow
-// or dead endpoint holds up its own lane only.
+// lane, and a slow or dead endpoint holds up its own lane only. A lane's
+// first POST goes alone, so that an endpoint that is down is asked once;
+// once it answered, up to InFlight of the merchant's events are POSTed at
+// once (deliveries may arrive out of order: each carries its sequence).
 //
 // A merchant without an endpoint pulls its events (ListEvents): the worker
 // never leases them, so they are never tried nor failed, and they are not
@@ -43,6 +45,7 @@ type Store interface {
 const (
 	DefaultTimeout     = 10 * time.Second
 	DefaultPerMerchant = 32
+	DefaultInFlight    = 8
 	DefaultPoll        = time.Second
 	DefaultRetryFor    = 72 * time.Hour
 	DefaultBackoffBase = 10 * time.Second
@@ -56,6 +59,9 @@ type Config struct {
 	Timeout time.Duration
 	// PerMerchant is how many of a merchant's events a lane leases at once.
 	PerMerchant int
+	// InFlight bounds the POSTs to one merchant's endpoint at once; 1
+	// POSTs its events one after another.
+	InFlight int
 	// PollInterval is the wait between looks for due events.
 	PollInterval time.Duration
 	// Lease is how long a lane holds its events before another worker
@@ -85,6 +91,9 @@ type Deliverer struct {
 	log       *slog.Logger
 	endpoints map[string]Endpoint
 	merchants []string
+	// slots holds, per merchant, a token for each POST in flight to its
+	// endpoint: the lanes of one merchant share its InFlight.
+	slots map[string]chan struct{}
 }
 
 // New returns a worker delivering to cfg.Endpoints from store.
@@ -94,6 +103,9 @@ func New(store Store, cfg Config, log *slog.Logger) (*Deliverer, error) {
 	}
 	if cfg.PerMerchant <= 0 {
 		cfg.PerMerchant = DefaultPerMerchant
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = DefaultInFlight
 	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = DefaultPoll
@@ -114,12 +126,17 @@ func New(store Store, cfg Config, log *slog.Logger) (*Deliverer, error) {
 		return nil, errors.New("webhook: the longest backoff is shorter than the first")
 	}
 	if cfg.Client == nil {
-		cfg.Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		// The default transport keeps 2 idle connections a host: the
+		// others of InFlight POSTs would be closed after each answer and
+		// dialled again for the next.
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = max(cfg.InFlight, t.MaxIdleConnsPerHost)
+		cfg.Client = &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	}
 	if cfg.Failpoint == nil {
 		cfg.Failpoint = func(string) {}
 	}
-	d := &Deliverer{store: store, cfg: cfg, log: log, endpoints: map[string]Endpoint{}}
+	d := &Deliverer{store: store, cfg: cfg, log: log, endpoints: map[string]Endpoint{}, slots: map[string]chan struct{}{}}
 	for _, e := range cfg.Endpoints {
 		if _, ok := d.endpoints[e.MerchantID]; ok {
 			return nil, fmt.Errorf("webhook: merchant %s has two endpoints", e.MerchantID)
@@ -129,6 +146,7 @@ func New(store Store, cfg Config, log *slog.Logger) (*Deliverer, error) {
 		}
 		d.endpoints[e.MerchantID] = e
 		d.merchants = append(d.merchants, e.MerchantID)
+		d.slots[e.MerchantID] = make(chan struct{}, cfg.InFlight)
 	}
 	return d, nil
 }
@@ -172,9 +190,15 @@ func (d *Deliverer) RunOnce(ctx context.Context) (int, error) {
 	return delivered, errors.Join(errs...)
 }
 
-// Run delivers until ctx ends. A merchant's lane is leased again only once
-// its last batch is recorded, so a hanging endpoint holds up its own
-// merchant alone; a lane that found a full batch looks again at once.
+// pipeline is how many leased batches of one merchant Run holds at once:
+// while one is POSTed, the next is leased and the one before recorded.
+const pipeline = 2
+
+// Run delivers until ctx ends. A merchant whose last batch came full has
+// its next one leased while that one is POSTed, so that the worker's
+// statements do not wait for its POSTs nor its POSTs for its statements;
+// it holds at most two batches, and their POSTs share its InFlight, so a
+// hanging endpoint holds up its own merchant alone.
 func (d *Deliverer) Run(ctx context.Context) error {
 	if len(d.merchants) == 0 {
 		<-ctx.Done()
@@ -183,7 +207,8 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
-		busy = map[string]bool{}
+		held = map[string]int{}  // batches leased and not yet recorded
+		full = map[string]bool{} // the merchant's last lease found a full batch
 		wake = make(chan struct{}, 1)
 	)
 	defer wg.Wait()
@@ -191,31 +216,35 @@ func (d *Deliverer) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		mu.Lock()
-		idle := make([]string, 0, len(d.merchants))
+		due := make([]string, 0, len(d.merchants))
 		for _, m := range d.merchants {
-			if !busy[m] {
-				idle = append(idle, m)
+			if held[m] == 0 || held[m] < pipeline && full[m] {
+				due = append(due, m)
+				full[m] = false
 			}
 		}
 		mu.Unlock()
-		if len(idle) > 0 {
-			evs, err := d.store.LeaseDeliveries(ctx, idle, d.cfg.PerMerchant, d.cfg.Lease)
+		again := false
+		if len(due) > 0 {
+			evs, err := d.store.LeaseDeliveries(ctx, due, d.cfg.PerMerchant, d.cfg.Lease)
 			if err != nil && ctx.Err() == nil {
 				d.log.WarnContext(ctx, "lease event deliveries", "error", err)
 			}
 			for _, lane := range lanes(evs) {
-				m := lane[0].MerchantID
+				m, more := lane[0].MerchantID, len(lane) == d.cfg.PerMerchant
 				mu.Lock()
-				busy[m] = true
+				held[m]++
+				full[m] = more
+				again = again || more && held[m] < pipeline
 				mu.Unlock()
 				wg.Go(func() {
 					if _, err := d.deliverLane(ctx, lane); err != nil && ctx.Err() == nil {
 						d.log.WarnContext(ctx, "record event deliveries", "merchant", m, "error", err)
 					}
 					mu.Lock()
-					delete(busy, m)
+					held[m]--
 					mu.Unlock()
-					if len(lane) == d.cfg.PerMerchant {
+					if more {
 						select {
 						case wake <- struct{}{}:
 						default:
@@ -223,6 +252,9 @@ func (d *Deliverer) Run(ctx context.Context) error {
 					}
 				})
 			}
+		}
+		if again && ctx.Err() == nil {
+			continue
 		}
 		select {
 		case <-ctx.Done():
@@ -245,38 +277,59 @@ func lanes(evs []order.Notification) [][]order.Notification {
 	return out
 }
 
-// deliverLane POSTs one merchant's events in turn and records the results
-// in one statement. After a failed POST the rest are put back untried, with
-// the same backoff: an endpoint that is down is not asked once per event.
+// deliverLane POSTs one merchant's events and records the results in one
+// statement. The first POST goes alone, then up to InFlight of the
+// merchant's at once. After a failed POST no more are sent: the rest are
+// put back untried, with the same backoff, so that an endpoint that is
+// down is not asked once per event.
 func (d *Deliverer) deliverLane(ctx context.Context, lane []order.Notification) (int, error) {
 	ep := d.endpoints[lane[0].MerchantID]
-	ds := make([]order.Delivery, 0, len(lane))
-	var backoff time.Duration
-	failed := false
-	for _, e := range lane {
-		del := order.Delivery{MerchantID: e.MerchantID, Num: e.Num}
-		switch {
-		case failed || ctx.Err() != nil:
-			del.Outcome, del.Backoff = order.DeliveryUntried, backoff
-			if !failed {
-				del.Backoff = 0
-			}
-		default:
-			status, err := d.post(ctx, ep, e)
-			del.Status = status
-			if err == nil {
-				del.Outcome = order.DeliveryDelivered
-				break
-			}
-			failed = true
-			backoff = d.backoff(e.Attempts)
-			del.Outcome, del.Backoff, del.Attempt, del.Error = order.DeliveryRetry, backoff, e.Attempts, err.Error()
-			// The endpoint's answer is its own text: only the status and
-			// the kind of failure are logged, never a body or the URL.
-			d.log.InfoContext(ctx, "event delivery failed", "merchant", e.MerchantID, "event_id", e.ID(),
-				"attempt", e.Attempts, "status", status, "error", err, "retry_in", backoff)
+	slots := d.slots[ep.MerchantID]
+	ds := make([]order.Delivery, len(lane))
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		failed  bool
+		backoff time.Duration // after the lane's first failed POST
+	)
+	stopped := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return failed || ctx.Err() != nil
+	}
+send:
+	for i, e := range lane {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			// A shutdown: this event and the rest are put back untried.
+			break send
 		}
-		ds = append(ds, del)
+		if stopped() {
+			<-slots
+			break
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			del := d.try(ctx, ep, e)
+			if del.Outcome == order.DeliveryRetry {
+				mu.Lock()
+				if !failed {
+					failed, backoff = true, del.Backoff
+				}
+				mu.Unlock()
+			}
+			ds[i] = del
+		})
+		if i == 0 {
+			wg.Wait()
+		}
+	}
+	wg.Wait()
+	for i, e := range lane {
+		if ds[i].Outcome == "" {
+			ds[i] = order.Delivery{MerchantID: e.MerchantID, Num: e.Num, Outcome: order.DeliveryUntried, Backoff: backoff}
+		}
 	}
 	d.cfg.Failpoint(failpoint.AfterWebhookPost)
 	// The results are recorded even when ctx has ended (a shutdown), so
@@ -300,6 +353,25 @@ func (d *Deliverer) deliverLane(ctx context.Context, lane []order.Notification) 
 		}
 	}
 	return delivered, nil
+}
+
+// try POSTs one event and returns its result: delivered, or to be retried
+// after a backoff.
+func (d *Deliverer) try(ctx context.Context, ep Endpoint, e order.Notification) order.Delivery {
+	del := order.Delivery{MerchantID: e.MerchantID, Num: e.Num}
+	status, err := d.post(ctx, ep, e)
+	del.Status = status
+	if err == nil {
+		del.Outcome = order.DeliveryDelivered
+		return del
+	}
+	backoff := d.backoff(e.Attempts)
+	del.Outcome, del.Backoff, del.Attempt, del.Error = order.DeliveryRetry, backoff, e.Attempts, err.Error()
+	// The endpoint's answer is its own text: only the status and the kind
+	// of failure are logged, never a body or the URL.
+	d.log.InfoContext(ctx, "event delivery failed", "merchant", e.MerchantID, "event_id", e.ID(),
+		"attempt", e.Attempts, "status", status, "error", err, "retry_in", backoff)
+	return del
 }
 
 // errStatus is an answer other than 2xx.

@@ -56,6 +56,9 @@ type Config struct {
 	// DeliverEvents is how many events the delivery worker delivers
 	// against its floor (0: skip).
 	DeliverEvents int
+	// DeliverWorkers lists the numbers of delivery workers that deliver
+	// them, each against the same floor (empty: one).
+	DeliverWorkers []int
 	// Deliver makes the server deliver its events (order.paid, …) to a
 	// local endpoint during the Settle runs, for a comparison with
 	// delivery off.
@@ -76,7 +79,9 @@ type Config struct {
 	// Dir keeps the server logs; empty means a temp dir removed at the end.
 	Dir string
 	// Profile writes a CPU profile of the server during the last Settle
-	// run of each point into Dir, as serve-c<N>.pprof.
+	// run of each point into Dir, as serve-c<N>.pprof, and one of this
+	// process during the last delivery run of each number of workers, as
+	// deliver-w<N>.pprof.
 	Profile bool
 	// Log receives progress lines; nil means none.
 	Log io.Writer
@@ -128,6 +133,11 @@ func (c *Config) validate() error {
 	}
 	if c.ClientProcs < 0 {
 		return errors.New("bench: client procs must not be negative")
+	}
+	for _, n := range c.DeliverWorkers {
+		if n < 1 || n > 64 {
+			return fmt.Errorf("bench: %d delivery workers is not between 1 and 64", n)
+		}
 	}
 	if c.DrainOrders < 0 {
 		return errors.New("bench: drain orders must not be negative")

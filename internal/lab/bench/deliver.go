@@ -7,6 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -83,10 +87,11 @@ var deliverSetupSQL = []string{
 	 FROM generate_series(1, $1::int) i WHERE i % 4 = 0`,
 }
 
-// deliveryDrain measures one delivery worker POSTing DeliverEvents events
-// of one merchant to a local endpoint, and pgbench running the worker's
-// statements alone (sql/deliver_floor.sql, one client: one merchant's
-// lane), Runs times each, alternately.
+// deliveryDrain measures delivery workers POSTing DeliverEvents events of
+// one merchant to a local endpoint (one worker, and each count of
+// DeliverWorkers), and pgbench running one worker's statements alone
+// (sql/deliver_floor.sql, one client: one merchant's lane), Runs times
+// each, alternately.
 func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
 	n := b.cfg.DeliverEvents
 	d := &DeliveryDrain{Events: n, Batch: deliverBatch}
@@ -95,14 +100,27 @@ func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
 		return nil, err
 	}
 	defer sink.Close()
-	var worker, floor []Measurement
+	counts := b.cfg.DeliverWorkers
+	if len(counts) == 0 {
+		counts = []int{1}
+	}
+	workers := make([][]Measurement, len(counts))
+	var floor []Measurement
 	for r := range b.cfg.Runs {
-		if err := b.prepareDeliveries(ctx, n, fmt.Sprintf("w%d", r)); err != nil {
-			return nil, err
-		}
-		wr, err := b.measure(ctx, nil, false, func() (work, error) { return b.deliverAll(ctx, sink, n) })
-		if err != nil {
-			return nil, err
+		for i, c := range counts {
+			if err := b.prepareDeliveries(ctx, n, fmt.Sprintf("w%d-%d", c, r)); err != nil {
+				return nil, err
+			}
+			var profile string
+			if b.cfg.Profile && r == b.cfg.Runs-1 {
+				profile = filepath.Join(b.dir, fmt.Sprintf("deliver-w%d.pprof", c))
+			}
+			wr, err := b.measure(ctx, nil, false, func() (work, error) { return b.deliverAll(ctx, sink, n, c, profile) })
+			if err != nil {
+				return nil, err
+			}
+			workers[i] = append(workers[i], wr)
+			fmt.Fprintf(b.cfg.Log, "bench: delivery run %d/%d: %d worker(s) %.0f events/s\n", r+1, b.cfg.Runs, c, wr.PerSecond)
 		}
 		if err := b.prepareDeliveries(ctx, n, fmt.Sprintf("f%d", r)); err != nil {
 			return nil, err
@@ -124,12 +142,15 @@ func (b *benchmark) deliveryDrain(ctx context.Context) (*DeliveryDrain, error) {
 		if left != 0 {
 			return nil, fmt.Errorf("delivery floor left %d events undelivered", left)
 		}
-		worker, floor = append(worker, wr), append(floor, fr)
-		fmt.Fprintf(b.cfg.Log, "bench: delivery run %d/%d: worker %.0f events/s, its SQL floor %.0f events/s\n",
-			r+1, b.cfg.Runs, wr.PerSecond, fr.PerSecond)
+		floor = append(floor, fr)
+		fmt.Fprintf(b.cfg.Log, "bench: delivery run %d/%d: its SQL floor %.0f events/s\n", r+1, b.cfg.Runs, fr.PerSecond)
 	}
-	d.Worker, d.Floor = summarize(worker), summarize(floor)
-	d.Ratio = ratio(d.Worker.Median.PerSecond, d.Floor.Median.PerSecond)
+	d.Floor = summarize(floor)
+	for i, c := range counts {
+		w := summarize(workers[i])
+		d.Workers = append(d.Workers, DeliveryWorkers{Workers: c, Series: w, Ratio: ratio(w.Median.PerSecond, d.Floor.Median.PerSecond)})
+	}
+	d.Worker, d.Ratio = d.Workers[0].Series, d.Workers[0].Ratio
 	return d, nil
 }
 
@@ -161,32 +182,62 @@ func (b *benchmark) undelivered(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// deliverAll runs one delivery worker, in this process, until every event
-// is delivered.
-func (b *benchmark) deliverAll(ctx context.Context, sink *Sink, n int) (work, error) {
-	pool, err := postgres.Open(ctx, b.db.url, 4)
+// deliverAll runs workers delivery workers (Run, as settle deliver does),
+// in this process, until every one of the n events is recorded delivered;
+// with profile set, it writes a CPU profile of this process (the workers
+// and the endpoint) there meanwhile.
+func (b *benchmark) deliverAll(ctx context.Context, sink *Sink, n, workers int, profile string) (work, error) {
+	pool, err := postgres.Open(ctx, b.db.url, int32(4*workers))
 	if err != nil {
 		return work{}, err
 	}
 	defer pool.Close()
-	d, err := delivery.New(postgres.NewStore(pool), delivery.Config{
+	var (
+		recorded atomic.Int64
+		done     = make(chan struct{})
+	)
+	cfg := delivery.Config{
 		Endpoints: []delivery.Endpoint{{MerchantID: order.DefaultMerchant, URL: sink.URL, Secrets: []string{sink.Secret}}},
-	}, slog.New(slog.NewJSONHandler(io.Discard, nil)))
-	if err != nil {
-		return work{}, err
+		OnRecord: func(r order.DeliveryRecord) {
+			if r.Outcome == order.DeliveryDelivered && recorded.Add(1) == int64(n) {
+				close(done)
+			}
+		},
 	}
-	before := sink.Delivered()
-	start := time.Now()
-	for {
-		got, err := d.RunOnce(ctx)
+	ds := make([]*delivery.Deliverer, workers)
+	for i := range ds {
+		if ds[i], err = delivery.New(postgres.NewStore(pool), cfg, slog.New(slog.NewJSONHandler(io.Discard, nil))); err != nil {
+			return work{}, err
+		}
+	}
+	if profile != "" {
+		f, err := os.Create(profile)
 		if err != nil {
 			return work{}, err
 		}
-		if got == 0 {
-			break
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return work{}, err
 		}
+		defer pprof.StopCPUProfile()
+	}
+	before := sink.Delivered()
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, d := range ds {
+		wg.Go(func() { _ = d.Run(runCtx) })
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
 	}
 	elapsed := time.Since(start)
+	stop()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return work{}, err
+	}
 	if got := sink.Delivered() - before; got != int64(n) {
 		return work{}, fmt.Errorf("the endpoint verified %d deliveries of %d events (%d refused)", got, n, sink.Refused())
 	}

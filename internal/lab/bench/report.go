@@ -167,11 +167,11 @@ type Drain struct {
 	Ratio      float64 `json:"ratio"`
 }
 
-// DeliveryDrain is one delivery worker POSTing one merchant's events
-// against its SQL floor.
+// DeliveryDrain is delivery workers POSTing one merchant's events against
+// one worker's SQL floor.
 type DeliveryDrain struct {
 	Events int `json:"events"`
-	// Worker is an in-process delivery worker with the defaults POSTing
+	// Worker is in-process delivery workers with the defaults POSTing
 	// to a local endpoint that verifies each signature; Floor is pgbench
 	// running sql/deliver_floor.sql (its lease and record statements,
 	// no POST) with one client, Batch events per transaction.
@@ -179,6 +179,17 @@ type DeliveryDrain struct {
 	Floor  Series  `json:"floor"`
 	Batch  int     `json:"batch"`
 	Ratio  float64 `json:"ratio"`
+	// Workers is each number of workers measured against the same floor;
+	// Worker and Ratio are its first's.
+	Workers []DeliveryWorkers `json:"workers"`
+}
+
+// DeliveryWorkers is a number of delivery workers delivering the events
+// together, against one worker's floor.
+type DeliveryWorkers struct {
+	Workers int     `json:"workers"`
+	Series  Series  `json:"series"`
+	Ratio   float64 `json:"ratio"`
 }
 
 // Target is one of the issue's targets and where Settle stands.
@@ -518,8 +529,11 @@ func (rep *Report) WriteTable(w io.Writer) error {
 	}
 
 	if d := rep.Delivery; d != nil {
-		fmt.Fprintf(&b, "delivery: one worker delivered %d events at %.0f events/s; its SQL floor (pgbench, 1 client, %d a batch) %.0f events/s: %.2f×\n",
-			d.Events, d.Worker.Median.PerSecond, d.Batch, d.Floor.Median.PerSecond, d.Ratio)
+		fmt.Fprintf(&b, "delivery: %d events; one worker's SQL floor (pgbench, 1 client, %d a batch) %.0f events/s\n",
+			d.Events, d.Batch, d.Floor.Median.PerSecond)
+		for _, w := range d.Workers {
+			fmt.Fprintf(&b, "  %d worker(s) delivered them at %.0f events/s: %.2f× the floor\n", w.Workers, w.Series.Median.PerSecond, w.Ratio)
+		}
 	}
 	if rep.DeliveryOn {
 		fmt.Fprintf(&b, "delivery was on during the Settle runs: %d events delivered to a local endpoint\n", rep.Delivered)
