@@ -189,32 +189,39 @@ func (e *postgresEngine) claim(ctx context.Context, c order.Claim) (order.ClaimR
 }
 
 func (e *postgresEngine) claimMany(ctx context.Context, cs []order.Claim) ([]claimed, error) {
-	out := make([]claimed, len(cs))
-	if err := e.claimSome(ctx, cs, out); err != nil {
+	return rerunUnseen(ctx, cs, e.claimSome, func(r claimed) bool { return r.err == nil && !r.res.Claimed && r.res.Attempt == nil },
+		func(err error) claimed { return claimed{err: err} })
+}
+
+// rerunUnseen runs some over cs, then once more over the claims that
+// unseen reports made nothing and saw nothing. Such a claim may have met
+// a row of its request id that a concurrent claim committed after the
+// statement's snapshot was taken: the insert did nothing, and the
+// snapshot does not hold the row. Those claims run again, in a statement
+// whose snapshot holds it, so that the order and the row of each reply
+// are read together; the row read alone would go with an order read
+// earlier, which its settle may have moved since. An error of the second
+// run is failed's result for its claims alone.
+func rerunUnseen[C, R any](ctx context.Context, cs []C, some func(context.Context, []C, []R) error,
+	unseen func(R) bool, failed func(error) R) ([]R, error) {
+	out := make([]R, len(cs))
+	if err := some(ctx, cs, out); err != nil {
 		return nil, err
 	}
-	// A claim that made no attempt and saw none may have met an attempt of
-	// its request id that a concurrent claim committed after the
-	// statement's snapshot was taken: the insert did nothing, and the
-	// snapshot does not hold the attempt. Those claims run once more, in a
-	// statement whose snapshot holds it, so that the order and the attempt
-	// of each reply are read together; the attempt read alone would go
-	// with an order read earlier, which its settle may have moved since.
-	var again []order.Claim
+	var again []C
 	var at []int
 	for i, r := range out {
-		if r.err == nil && !r.res.Claimed && r.res.Attempt == nil {
+		if unseen(r) {
 			again, at = append(again, cs[i]), append(at, i)
 		}
 	}
 	if len(again) == 0 {
 		return out, nil
 	}
-	rerun := make([]claimed, len(again))
-	if err := e.claimSome(ctx, again, rerun); err != nil {
-		// Their own second run failed: the others stand.
+	rerun := make([]R, len(again))
+	if err := some(ctx, again, rerun); err != nil {
 		for _, i := range at {
-			out[i].err = err
+			out[i] = failed(err)
 		}
 		return out, nil
 	}
@@ -374,35 +381,11 @@ func (e *postgresEngine) claimRefund(ctx context.Context, c order.RefundClaim) (
 }
 
 // claimRefunds runs refund_claims.sql for cs, whose orders differ, and
-// runs again those that made no refund and saw none (see
-// Store.ClaimRefund).
+// runs again those that made no refund and saw none (rerunUnseen).
 func (e *postgresEngine) claimRefunds(ctx context.Context, cs []order.RefundClaim) ([]refundClaimed, error) {
-	out := make([]refundClaimed, len(cs))
-	if err := e.claimSomeRefunds(ctx, cs, out); err != nil {
-		return nil, err
-	}
-	var again []order.RefundClaim
-	var at []int
-	for i, r := range out {
-		if r.err == nil && !r.res.Claimed && r.res.Refund == nil {
-			again, at = append(again, cs[i]), append(at, i)
-		}
-	}
-	if len(again) == 0 {
-		return out, nil
-	}
-	rerun := make([]refundClaimed, len(again))
-	if err := e.claimSomeRefunds(ctx, again, rerun); err != nil {
-		// Their own second run failed: the others stand.
-		for _, i := range at {
-			out[i].err = err
-		}
-		return out, nil
-	}
-	for k, i := range at {
-		out[i] = rerun[k]
-	}
-	return out, nil
+	return rerunUnseen(ctx, cs, e.claimSomeRefunds,
+		func(r refundClaimed) bool { return r.err == nil && !r.res.Claimed && r.res.Refund == nil },
+		func(err error) refundClaimed { return refundClaimed{err: err} })
 }
 
 // claimSomeRefunds runs refund_claims.sql once for cs, whose orders
