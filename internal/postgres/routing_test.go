@@ -64,7 +64,7 @@ func TestCheckoutIsSingleShardOnCitus(t *testing.T) {
 		"record_gateway_event": {"merchant_id": m, "matched_id": att, "about": "", "reference": att, "gateway": "sim",
 			"event_id": "ev", "event_type": "charge.succeeded", "object_id": "ch", "charge_id": "ch", "succeeded": true,
 			"outcome": "succeeded", "decline_code": "", "amount_minor": int64(1250), "currency": "GBP",
-			"occurred_at": time.Now()},
+			"occurred_at": time.Now(), "failed_later": false},
 		"capture_claim": {"order_id": id, "merchant_id": m, "request_id": "q", "capture_id": capture, "amount_minor": 0,
 			"final": true, "reason": "", "actor": "api", "lease": time.Minute, "capturable": []string{"AUTHORIZED"},
 			"from_state": "PENDING", "to_state": "CAPTURING", "event": "start", "create_event": "create"},
