@@ -286,22 +286,25 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 		return nil
 	}
 	var paths []floorPath
-	var pathFloor, pathSettle [][]Measurement
+	held := map[string][]string{} // each path's orders, by name
 	for _, fp := range b.floorPaths() {
 		if !slices.Contains(fp.clients, c) || b.cfg.Citus {
 			continue
 		}
-		if fp.prepare != nil {
+		if fp.held != nil {
+			if err := fp.floorRows(ctx, c); err != nil {
+				return p, err
+			}
 			b.seq++
-			newOp, err := fp.prepare(ctx, srv, c, fmt.Sprintf("bench%d", b.seq))
+			orders, err := fp.held(ctx, srv.conn, fmt.Sprintf("bench%d", b.seq), c)
 			if err != nil {
 				return p, fmt.Errorf("%s series: %w\nserver log: %s", fp.name, err, srv.logTail())
 			}
-			fp.op = newOp
+			held[fp.name] = orders
 		}
 		paths = append(paths, fp)
 	}
-	pathFloor, pathSettle = make([][]Measurement, len(paths)), make([][]Measurement, len(paths))
+	pathFloor, pathSettle := make([][]Measurement, len(paths)), make([][]Measurement, len(paths))
 	for r := range b.cfg.Runs {
 		if b.cfg.Citus {
 			sr, err := b.citusRun(ctx, srv, c)
@@ -368,7 +371,7 @@ func (b *benchmark) point(ctx context.Context, c int) (Point, error) {
 			b.seq++
 			prefix := fmt.Sprintf("bench%d", b.seq)
 			sr, err := b.measure(ctx, srv, true, func() (work, error) {
-				return loadWork(b.load(ctx, c, b.cfg.Duration, fp.op(srv.conn, prefix)))
+				return loadWork(b.load(ctx, c, b.cfg.Duration, fp.op(srv.conn, prefix, held[fp.name])))
 			})
 			if err != nil {
 				return p, fmt.Errorf("settle %s: %w\nserver log: %s", fp.name, err, srv.logTail())
@@ -614,12 +617,13 @@ type floorPath struct {
 	name    string // in the log: "refunds"
 	clients []int
 	script  string // its floor, in sql/
-	// prepare, when set, makes the floor's rows for c pgbench clients
-	// and Settle's for c workers (prefix makes their references unique),
-	// and returns the load client's operation; op is that operation
-	// when nothing needs making.
-	prepare func(ctx context.Context, srv *serverProc, c int, prefix string) (func(*grpc.ClientConn, string) func(int) op, error)
-	op      func(*grpc.ClientConn, string) func(int) op
+	// held, when set, makes one order for each of c workers to work on
+	// through conn (prefix makes their references unique), and floorRows
+	// the floor's, one for each of c pgbench clients.
+	held      func(ctx context.Context, conn *grpc.ClientConn, prefix string, c int) ([]string, error)
+	floorRows func(ctx context.Context, c int) error
+	// op is the load client's operation on held's orders.
+	op func(conn *grpc.ClientConn, prefix string, orders []string) func(int) op
 	// result is where the point keeps the series.
 	result func(*Point) **OneCall
 }
@@ -627,37 +631,21 @@ type floorPath struct {
 // floorPaths are the operations measured against their own floors.
 func (b *benchmark) floorPaths() []floorPath {
 	return []floorPath{{
-		name: "refunds", clients: b.cfg.RefundConcurrency, script: "floor_refund.sql",
 		// One PAID order per pgbench client and per worker, with more
 		// than any run refunds.
-		prepare: func(ctx context.Context, srv *serverProc, c int, prefix string) (func(*grpc.ClientConn, string) func(int) op, error) {
-			if err := b.db.refundFloorOrders(ctx, c); err != nil {
-				return nil, err
-			}
-			orders, err := refundableOrders(ctx, srv.conn, prefix, c)
-			if err != nil {
-				return nil, err
-			}
-			return func(conn *grpc.ClientConn, prefix string) func(int) op { return refundOp(conn, prefix, orders) }, nil
-		},
+		name: "refunds", clients: b.cfg.RefundConcurrency, script: "floor_refund.sql",
+		held: refundableOrders, floorRows: b.db.refundFloorOrders, op: refundOp,
 		result: func(p *Point) **OneCall { return &p.Refund },
 	}, {
-		name: "captures", clients: b.cfg.CaptureConcurrency, script: "floor_capture.sql",
 		// One AUTHORIZED order per pgbench client and per worker, holding
 		// more than any run captures.
-		prepare: func(ctx context.Context, srv *serverProc, c int, prefix string) (func(*grpc.ClientConn, string) func(int) op, error) {
-			if err := b.db.captureFloorOrders(ctx, c); err != nil {
-				return nil, err
-			}
-			orders, err := authorizedOrders(ctx, srv.conn, prefix, c)
-			if err != nil {
-				return nil, err
-			}
-			return func(conn *grpc.ClientConn, prefix string) func(int) op { return captureOp(conn, prefix, orders) }, nil
-		},
+		name: "captures", clients: b.cfg.CaptureConcurrency, script: "floor_capture.sql",
+		held: authorizedOrders, floorRows: b.db.captureFloorOrders, op: captureOp,
 		result: func(p *Point) **OneCall { return &p.Capture },
 	}, {
-		name: "voids", clients: b.cfg.VoidConcurrency, script: "floor_void.sql", op: voidOp,
+		// Each operation authorizes its own order.
+		name: "voids", clients: b.cfg.VoidConcurrency, script: "floor_void.sql",
+		op:     func(conn *grpc.ClientConn, prefix string, _ []string) func(int) op { return voidOp(conn, prefix) },
 		result: func(p *Point) **OneCall { return &p.Void },
 	}}
 }
