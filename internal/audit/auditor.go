@@ -210,6 +210,9 @@ func pipeline[T any](ctx context.Context, size int, list func(context.Context, f
 		}
 		page := make([]T, 0, size)
 		err := list(ctx, func(x T) error {
+			if err := ctx.Err(); err != nil {
+				return err // match failed: list no further
+			}
 			if page = append(page, x); len(page) < size {
 				return nil
 			}
